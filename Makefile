@@ -1,0 +1,57 @@
+# pg_gpu: PGXS for src/*.c, nvcc for cuda/*.cu.
+#
+#   make                 build (CUDA backend when nvcc is found, else CPU only)
+#   make WITH_CUDA=0     CPU-only build
+#   make install         install into the PostgreSQL that pg_config names
+#   make unit            build and run the compute-layer unit tests
+#   make installcheck    pg_regress against a running server
+
+MODULE_big = pg_gpu
+MODULEDIR  = extension
+DATA       = extension/pg_gpu.control $(wildcard extension/pg_gpu--*.sql)
+REGRESS    = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
+REGRESS_OPTS = --inputdir=.
+EXTRA_CLEAN = tests/unit_compute cuda/*.o src/*.o results regression.diffs regression.out
+
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
+WITH_CUDA ?= $(if $(NVCC),1,0)
+# Hopper machine code plus PTX that newer GPUs JIT-compile.
+NVCC_ARCH ?= -gencode arch=compute_90,code=[sm_90,compute_90]
+NVCC_FLAGS = -O3 -std=c++17 -Xcompiler -fPIC $(NVCC_ARCH) -DPGGPU_MIN_CC=90 -Icuda
+
+COMPUTE_OBJS = cuda/compute.o cuda/backend_cpu.o
+ifeq ($(WITH_CUDA),1)
+COMPUTE_OBJS += cuda/backend_gpu.o
+CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lrt -lpthread
+else
+COMPUTE_OBJS += cuda/backend_none.o
+CUDA_LIBS =
+endif
+
+OBJS = src/pg_gpu.o src/read.o src/kmeans.o src/info.o $(COMPUTE_OBJS)
+PG_CPPFLAGS = -Icuda
+# identical floating-point rounding on CPU and GPU: no contraction into FMA
+PG_CFLAGS = -ffp-contract=off
+SHLIB_LINK = $(CUDA_LIBS) -lm
+
+# nvcc objects have no LLVM bitcode; skip the JIT bitcode step
+override with_llvm = no
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+cuda/%.o: cuda/%.cu cuda/compute_internal.h cuda/pg_gpu_compute.h
+	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
+
+cuda/compute.o cuda/backend_cpu.o cuda/backend_none.o: cuda/compute_internal.h cuda/pg_gpu_compute.h
+src/pg_gpu.o src/read.o src/kmeans.o src/info.o: src/pg_gpu.h cuda/pg_gpu_compute.h
+
+# ---- unit tests of the compute layer (no PostgreSQL) ----
+tests/unit_compute: tests/unit_compute.c $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
+	$(CC) -O2 -std=gnu11 -Wall -ffp-contract=off -Icuda -o $@ tests/unit_compute.c $(COMPUTE_OBJS) $(CUDA_LIBS) -lm
+
+.PHONY: unit
+unit: tests/unit_compute
+	tests/unit_compute $(UNIT_ARGS)

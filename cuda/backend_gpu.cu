@@ -1,0 +1,915 @@
+/*
+ * backend_gpu.cu - the CUDA backend: staging pipeline and k-means kernels.
+ *
+ * Data path: the caller fills one of two pinned staging buffers while the
+ * other is being copied to the device on a stream (double buffering); each
+ * batch lands as one tile of the tiled structure-of-arrays layout described
+ * in compute_internal.h.
+ *
+ * One Lloyd iteration is one kernel pass over the data (lloyd_kernel: nearest
+ * centroid with centroid tiles staged in shared memory, changed-label count,
+ * partial inertia, and per-block sums in shared memory aggregated per warp)
+ * plus one single-block kernel that turns sums into centroids.  Three scalars
+ * come back to the host per iteration.
+ *
+ * Arithmetic matches backend_cpu.c: squared distances summed over columns in
+ * order with __dsub_rn/__dmul_rn/__dadd_rn, which are never fused.
+ */
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "compute_internal.h"
+
+#ifndef PGGPU_MIN_CC
+#define PGGPU_MIN_CC 90			/* the oldest architecture the build targets */
+#endif
+
+#define BLOCK 256				/* threads per block of the data kernels */
+#define DJ 32					/* columns per centroid tile in shared memory */
+#define MAX_BLOCKS 4096			/* per-block partial arrays */
+#define FULL 0xffffffffu
+#define SMEM_SUMS_LIMIT (100 * 1024)	/* per-block sums in shared memory up to this */
+
+struct dev_stats
+{
+	unsigned long long changed;
+	unsigned long long empty;
+	double		inertia;
+	unsigned long long maxabs_bits;
+	double		pick_key;
+	long long	pick_row;
+};
+
+struct gpu_state
+{
+	int			dev;
+	int			sm_count;
+	int			smem_optin;
+	cudaStream_t stream;
+	bool		stream_ok;
+	double	   *stage[2];		/* pinned staging buffers */
+	cudaEvent_t copied[2];
+	bool		event_ok[2];
+	int			cur;
+	bool		finished;
+	double	   *X;				/* device data, cap_tiles tiles */
+	int64_t		cap_tiles;
+	/* k-means state */
+	double	   *C;
+	int32_t    *labels;
+	double	   *dist2;
+	double	   *sums;
+	unsigned long long *cnt;
+	double	   *block_part;		/* MAX_BLOCKS partial sums */
+	double	   *pick_key;		/* MAX_BLOCKS partial picks */
+	long long  *pick_row;
+	dev_stats  *stats;			/* device */
+	dev_stats  *stats_h;		/* pinned mirror */
+	unsigned long long *cnt_h;	/* pinned, k */
+};
+
+#define ST(ds) ((gpu_state *) (ds)->impl)
+#define TILE(ds) ((int64_t) 1 << (ds)->log_b)
+
+static pggpu_status
+cuda_fail(pggpu_error *err, cudaError_t e, const char *what)
+{
+	(void) cudaGetLastError();	/* clear non-sticky errors */
+	return pggpu_fail(err, e == cudaErrorMemoryAllocation ? PGGPU_ERR_GPU_MEMORY : PGGPU_ERR_CUDA,
+					  "CUDA error in %s: %s", what, cudaGetErrorString(e));
+}
+
+#define CU(call) do { cudaError_t e_ = (call); \
+	if (e_ != cudaSuccess) return cuda_fail(err, e_, #call); } while (0)
+#define LAUNCHED(name) CU(cudaPeekAtLastError())
+
+/* ---- device helpers ------------------------------------------------------- */
+
+__device__ __forceinline__ double
+warp_sum(double v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(FULL, v, o);
+	return v;
+}
+
+/* block-wide sum in a fixed order; every thread gets the result */
+__device__ double
+block_sum(double v)
+{
+	__shared__ double part[32];
+	int			lane = threadIdx.x & 31;
+	int			warp = threadIdx.x >> 5;
+
+	v = warp_sum(v);
+	__syncthreads();
+	if (lane == 0)
+		part[warp] = v;
+	__syncthreads();
+	v = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.0;
+	if (warp == 0)
+		v = warp_sum(v);
+	if (threadIdx.x == 0)
+		part[0] = v;
+	__syncthreads();
+	return part[0];
+}
+
+__device__ __forceinline__ double
+sq_term(double acc, double x, double c)
+{
+	double		diff = __dsub_rn(x, c);
+
+	return __dadd_rn(acc, __dmul_rn(diff, diff));
+}
+
+/* (key, row) pairs: smaller key wins, then smaller row */
+__device__ __forceinline__ bool
+pick_better(double ka, long long ra, double kb, long long rb)
+{
+	return ka < kb || (ka == kb && ra < rb);
+}
+
+/* ---- kernels -------------------------------------------------------------- */
+
+__global__ void
+maxabs_kernel(const double *__restrict__ x, int64_t len, dev_stats *stats)
+{
+	double		m = 0;
+
+	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < len;
+		 e += (int64_t) gridDim.x * blockDim.x)
+		m = fmax(m, fabs(x[e]));
+	for (int o = 16; o > 0; o >>= 1)
+		m = fmax(m, __shfl_xor_sync(FULL, m, o));
+	if ((threadIdx.x & 31) == 0)
+		atomicMax(&stats->maxabs_bits, (unsigned long long) __double_as_longlong(m));
+}
+
+__global__ void
+scale_kernel(double *x, int64_t len, double f)
+{
+	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < len;
+		 e += (int64_t) gridDim.x * blockDim.x)
+		x[e] *= f;
+}
+
+/*
+ * One Lloyd pass.  Each thread owns one row per grid-stride step.  Centroids
+ * come through shared memory in tiles of TK centroids x DJ columns, each
+ * thread keeping TK running distances in registers, so a row is read from
+ * global memory once per TK centroids (once in all for k <= TK).  With
+ * UPDATE, the row is added to its cluster's sums: rows of a warp that share a
+ * label are summed by shuffles first, so one atomic per (warp, label, column)
+ * reaches the per-block sums (shared memory when they fit, else global).
+ */
+template <int TK, bool UPDATE, bool SMEM>
+__global__ void __launch_bounds__(BLOCK)
+lloyd_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
+			 const double *__restrict__ C, int k, int32_t *labels, double *dist2,
+			 double *g_sums, unsigned long long *g_cnt, double *block_part,
+			 dev_stats *stats)
+{
+	extern __shared__ double smem[];
+	double	   *sC = smem;
+	double	   *s_sums = smem + TK * DJ;
+	unsigned long long *s_cnt = (unsigned long long *) (s_sums + (int64_t) k * d);
+	double	   *sums = SMEM ? s_sums : g_sums;
+	unsigned long long *cnt = SMEM ? s_cnt : g_cnt;
+	int			lane = threadIdx.x & 31;
+	double		my_inertia = 0;
+	unsigned long long my_changed = 0;
+
+	if (UPDATE && SMEM)
+	{
+		for (int64_t e = threadIdx.x; e < (int64_t) k * d; e += BLOCK)
+			s_sums[e] = 0;
+		for (int c = threadIdx.x; c < k; c += BLOCK)
+			s_cnt[c] = 0;
+	}
+
+	for (int64_t base = (int64_t) blockIdx.x * BLOCK; base < n;
+		 base += (int64_t) gridDim.x * BLOCK)
+	{
+		int64_t		i = base + threadIdx.x;
+		bool		active = i < n;
+		const double *xi = X + (active ? pggpu_at(i, 0, d, log_b) : 0);
+		double		best = INFINITY;
+		int			bestc = 0;
+
+		for (int kt = 0; kt < k; kt += TK)
+		{
+			double		acc[TK];
+
+#pragma unroll
+			for (int t = 0; t < TK; t++)
+				acc[t] = 0.0;
+			for (int jt = 0; jt < d; jt += DJ)
+			{
+				int			dj = min(DJ, d - jt);
+
+				__syncthreads();
+				for (int e = threadIdx.x; e < TK * DJ; e += BLOCK)
+				{
+					int			t = e / DJ;
+					int			j = e % DJ;
+
+					sC[e] = (kt + t < k && j < dj) ? C[(int64_t) (kt + t) * d + jt + j] : 0.0;
+				}
+				__syncthreads();
+				if (active)
+					for (int j = 0; j < dj; j++)
+					{
+						double		xv = xi[(int64_t) (jt + j) << log_b];
+
+#pragma unroll
+						for (int t = 0; t < TK; t++)
+							acc[t] = sq_term(acc[t], xv, sC[t * DJ + j]);
+					}
+			}
+#pragma unroll
+			for (int t = 0; t < TK; t++)
+				if (kt + t < k && acc[t] < best)
+				{
+					best = acc[t];
+					bestc = kt + t;
+				}
+		}
+
+		if (active)
+		{
+			my_changed += labels[i] != bestc;
+			labels[i] = bestc;
+			dist2[i] = best;
+			my_inertia += best;
+		}
+
+		if (UPDATE)
+		{
+			int			lab = active ? bestc : -1;
+			unsigned	todo = __ballot_sync(FULL, active);
+
+			while (todo)
+			{
+				int			leader = __ffs(todo) - 1;
+				int			c = __shfl_sync(FULL, lab, leader);
+				unsigned	members = __ballot_sync(FULL, lab == c);
+				bool		mine = lab == c;
+
+				todo &= ~members;
+				for (int j = 0; j < d; j++)
+				{
+					double		v = warp_sum(mine ? xi[(int64_t) j << log_b] : 0.0);
+
+					if (lane == leader)
+						atomicAdd(&sums[(int64_t) c * d + j], v);
+				}
+				if (lane == leader)
+					atomicAdd(&cnt[c], (unsigned long long) __popc(members));
+			}
+		}
+	}
+
+	/* per-block results: inertia in a fixed order, counts and sums added */
+	my_inertia = block_sum(my_inertia);
+	if (threadIdx.x == 0)
+		block_part[blockIdx.x] = my_inertia;
+	for (int o = 16; o > 0; o >>= 1)
+		my_changed += __shfl_xor_sync(FULL, my_changed, o);
+	if (lane == 0 && my_changed)
+		atomicAdd(&stats->changed, my_changed);
+	if (UPDATE && SMEM)
+	{
+		__syncthreads();
+		for (int64_t e = threadIdx.x; e < (int64_t) k * d; e += BLOCK)
+			if (s_sums[e] != 0)
+				atomicAdd(&g_sums[e], s_sums[e]);
+		for (int c = threadIdx.x; c < k; c += BLOCK)
+			if (s_cnt[c])
+				atomicAdd(&g_cnt[c], s_cnt[c]);
+	}
+}
+
+/* one block: centroids from sums, empty clusters, total inertia */
+__global__ void
+finalize_kernel(double *C, const double *sums, const unsigned long long *cnt,
+				int k, int d, bool update, const double *block_part, int nparts,
+				dev_stats *stats)
+{
+	double		inertia = 0;
+	double		empty = 0;
+
+	if (update)
+	{
+		for (int64_t e = threadIdx.x; e < (int64_t) k * d; e += blockDim.x)
+		{
+			unsigned long long m = cnt[e / d];
+
+			if (m)
+				C[e] = sums[e] / (double) m;
+		}
+		for (int c = threadIdx.x; c < k; c += blockDim.x)
+			empty += cnt[c] == 0;
+	}
+	for (int b = threadIdx.x; b < nparts; b += blockDim.x)
+		inertia += block_part[b];
+	inertia = block_sum(inertia);
+	empty = block_sum(empty);
+	if (threadIdx.x == 0)
+	{
+		stats->inertia = inertia;
+		stats->empty = (unsigned long long) empty;
+	}
+}
+
+__global__ void
+counts_kernel(const int32_t *labels, int64_t n, int k, unsigned long long *cnt)
+{
+	extern __shared__ unsigned long long s_cnt[];
+	bool		shared = k <= 4096;
+
+	if (shared)
+	{
+		for (int c = threadIdx.x; c < k; c += blockDim.x)
+			s_cnt[c] = 0;
+		__syncthreads();
+	}
+	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
+		 i += (int64_t) gridDim.x * blockDim.x)
+		atomicAdd(shared ? &s_cnt[labels[i]] : &cnt[labels[i]], 1ULL);
+	if (shared)
+	{
+		__syncthreads();
+		for (int c = threadIdx.x; c < k; c += blockDim.x)
+			if (s_cnt[c])
+				atomicAdd(&cnt[c], s_cnt[c]);
+	}
+}
+
+/* C[c] := row; then dist2 := |x - C[c]|^2 (SET) or the min with it (MIN) */
+__global__ void
+copy_row_kernel(const double *X, int64_t row, int d, int log_b, double *dst)
+{
+	for (int j = threadIdx.x; j < d; j += blockDim.x)
+		dst[j] = X[pggpu_at(row, j, d, log_b)];
+}
+
+__global__ void
+dist_to_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
+			   const double *__restrict__ c, double *dist2, int mode)
+{
+	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
+		 i += (int64_t) gridDim.x * blockDim.x)
+	{
+		const double *xi = X + pggpu_at(i, 0, d, log_b);
+		double		acc = 0.0;
+
+		for (int j = 0; j < d; j++)
+			acc = sq_term(acc, xi[(int64_t) j << log_b], c[j]);
+		if (mode == PGGPU_D2_SET || acc < dist2[i])
+			dist2[i] = acc;
+	}
+}
+
+/* first stage of a pick: the best (key, row) of each block; see backend_cpu.c */
+__global__ void
+pick_kernel(const double *dist2, int64_t n, int mode, uint64_t key,
+			double *part_key, long long *part_row)
+{
+	__shared__ double sk[32];
+	__shared__ long long sr[32];
+	double		bk = INFINITY;
+	long long	br = LLONG_MAX;
+
+	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
+		 i += (int64_t) gridDim.x * blockDim.x)
+	{
+		double		w = dist2[i];
+		double		kv;
+
+		if (mode == PGGPU_PICK_SAMPLE)
+			kv = w > 0 ? -log(pggpu_uniform(key, i)) / w : INFINITY;
+		else
+			kv = w >= 0 ? -w : INFINITY;
+		if (pick_better(kv, i, bk, br))
+			bk = kv, br = i;
+	}
+	for (int o = 16; o > 0; o >>= 1)
+	{
+		double		ok = __shfl_xor_sync(FULL, bk, o);
+		long long	orow = __shfl_xor_sync(FULL, br, o);
+
+		if (pick_better(ok, orow, bk, br))
+			bk = ok, br = orow;
+	}
+	if ((threadIdx.x & 31) == 0)
+		sk[threadIdx.x >> 5] = bk, sr[threadIdx.x >> 5] = br;
+	__syncthreads();
+	if (threadIdx.x == 0)
+	{
+		for (int w = 1; w < (int) (blockDim.x >> 5); w++)
+			if (pick_better(sk[w], sr[w], bk, br))
+				bk = sk[w], br = sr[w];
+		part_key[blockIdx.x] = bk;
+		part_row[blockIdx.x] = br;
+	}
+}
+
+/* second stage: one thread over the per-block bests, in block order */
+__global__ void
+pick_final_kernel(const double *part_key, const long long *part_row, int nparts,
+				  int mode, double *dist2, dev_stats *stats)
+{
+	double		bk = INFINITY;
+	long long	br = LLONG_MAX;
+
+	for (int b = 0; b < nparts; b++)
+		if (pick_better(part_key[b], part_row[b], bk, br))
+			bk = part_key[b], br = part_row[b];
+	if (bk == INFINITY)
+		br = -1;
+	if (mode == PGGPU_PICK_FARTHEST && br >= 0)
+		dist2[br] = -1.0;
+	stats->pick_key = bk;
+	stats->pick_row = br;
+}
+
+/* ---- devices -------------------------------------------------------------- */
+
+static bool
+usable(const cudaDeviceProp *p)
+{
+	return p->major * 10 + p->minor >= PGGPU_MIN_CC;
+}
+
+extern "C" int
+pggpu_gpu_count_impl(pggpu_error *err)
+{
+	int			n = 0;
+	int			ok = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+
+	if (e != cudaSuccess)
+	{
+		cuda_fail(err, e, "cudaGetDeviceCount");
+		pggpu_fail(err, PGGPU_ERR_NO_GPU, "no usable GPU: %s", cudaGetErrorString(e));
+		return 0;
+	}
+	for (int i = 0; i < n; i++)
+	{
+		cudaDeviceProp p;
+
+		if (cudaGetDeviceProperties(&p, i) == cudaSuccess && usable(&p))
+			ok++;
+	}
+	if (ok == 0)
+		pggpu_fail(err, PGGPU_ERR_NO_GPU,
+				   n ? "no GPU of compute capability %d.%d or newer (this build's target)"
+				   : "no GPU found", PGGPU_MIN_CC / 10, PGGPU_MIN_CC % 10);
+	return ok;
+}
+
+extern "C" pggpu_status
+pggpu_gpu_info_impl(int index, pggpu_device_info *out, pggpu_error *err)
+{
+	cudaDeviceProp p;
+	size_t		fr = 0,
+				tot = 0;
+
+	CU(cudaGetDeviceProperties(&p, index));
+	memset(out, 0, sizeof(*out));
+	out->index = index;
+	snprintf(out->name, sizeof(out->name), "%s", p.name);
+	out->cc_major = p.major;
+	out->cc_minor = p.minor;
+	out->multiprocessors = p.multiProcessorCount;
+	CU(cudaSetDevice(index));
+	CU(cudaMemGetInfo(&fr, &tot));
+	out->memory_total = (int64_t) tot;
+	out->memory_free = (int64_t) fr;
+	CU(cudaDriverGetVersion(&out->driver_version));
+	CU(cudaRuntimeGetVersion(&out->runtime_version));
+	return PGGPU_OK;
+}
+
+/* ---- data ----------------------------------------------------------------- */
+
+static pggpu_status
+gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
+{
+	gpu_state  *s = (gpu_state *) calloc(1, sizeof(gpu_state));
+	int			n = 0;
+	size_t		fr = 0,
+				tot = 0;
+	int64_t		tile_bytes = TILE(ds) * ds->d * (int64_t) sizeof(double);
+	int64_t		tiles;
+	cudaDeviceProp p;
+
+	if (s == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	ds->impl = s;
+	CU(cudaGetDeviceCount(&n));
+	s->dev = -1;
+	for (int i = 0; i < n && s->dev < 0; i++)
+		if (cudaGetDeviceProperties(&p, i) == cudaSuccess && usable(&p) &&
+			(gpu_index < 0 || gpu_index == i))
+			s->dev = i;
+	if (s->dev < 0)
+		return pggpu_fail(err, PGGPU_ERR_NO_GPU, "no usable GPU");
+	CU(cudaSetDevice(s->dev));
+	snprintf(ds->device_name, sizeof(ds->device_name), "%s", p.name);
+	s->sm_count = p.multiProcessorCount;
+	s->smem_optin = (int) p.sharedMemPerBlockOptin;
+	CU(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+	s->stream_ok = true;
+	for (int b = 0; b < 2; b++)
+	{
+		CU(cudaEventCreateWithFlags(&s->copied[b], cudaEventDisableTiming));
+		s->event_ok[b] = true;
+		if (cudaHostAlloc((void **) &s->stage[b], tile_bytes, cudaHostAllocDefault) != cudaSuccess)
+		{
+			s->stage[b] = NULL;
+			(void) cudaGetLastError();
+			return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY,
+							  "could not allocate %.1f MB of pinned host memory",
+							  tile_bytes / 1048576.0);
+		}
+	}
+	CU(cudaHostAlloc((void **) &s->stats_h, sizeof(dev_stats), cudaHostAllocDefault));
+
+	/* first allocation: the expected rows, up to half of the free memory */
+	CU(cudaMemGetInfo(&fr, &tot));
+	tiles = expected_rows > 0 ? (expected_rows + TILE(ds) - 1) / TILE(ds) : 1;
+	if (tiles * tile_bytes > (int64_t) (fr / 2))
+		tiles = (int64_t) (fr / 2) / tile_bytes;
+	if (tiles < 1)
+		tiles = 1;
+	if (cudaMalloc((void **) &s->X, tiles * tile_bytes) != cudaSuccess)
+	{
+		s->X = NULL;
+		(void) cudaGetLastError();
+		return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY,
+						  "could not allocate %.1f MB of GPU memory for %d columns (%.1f MB free)",
+						  tiles * tile_bytes / 1048576.0, ds->d, fr / 1048576.0);
+	}
+	s->cap_tiles = tiles;
+	CU(cudaMalloc((void **) &s->stats, sizeof(dev_stats)));
+	return PGGPU_OK;
+}
+
+static double *
+gpu_batch(pggpu_data *ds)
+{
+	return ST(ds)->stage[ST(ds)->cur];
+}
+
+static pggpu_status
+grow(pggpu_data *ds, int64_t tiles, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		tile_bytes = TILE(ds) * ds->d * (int64_t) sizeof(double);
+	int64_t		cap = s->cap_tiles * 2 > tiles ? s->cap_tiles * 2 : tiles;
+	double	   *x = NULL;
+
+	if (cudaMalloc((void **) &x, cap * tile_bytes) != cudaSuccess)
+	{
+		size_t		fr = 0,
+					tot = 0;
+
+		(void) cudaGetLastError();
+		cap = tiles;			/* retry without headroom */
+		if (cudaMalloc((void **) &x, cap * tile_bytes) != cudaSuccess)
+		{
+			(void) cudaGetLastError();
+			cudaMemGetInfo(&fr, &tot);
+			return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY,
+							  "the data do not fit in GPU memory: %lld rows of %d columns read so far need %.1f MB (%.1f MB free of %.1f MB)",
+							  (long long) ds->n, ds->d,
+							  cap * tile_bytes / 1048576.0, fr / 1048576.0, tot / 1048576.0);
+		}
+	}
+	CU(cudaMemcpyAsync(x, s->X, s->cap_tiles * tile_bytes, cudaMemcpyDeviceToDevice, s->stream));
+	CU(cudaStreamSynchronize(s->stream));
+	CU(cudaFree(s->X));
+	s->X = x;
+	s->cap_tiles = cap;
+	return PGGPU_OK;
+}
+
+static pggpu_status
+gpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		b = TILE(ds);
+	int64_t		tile = ds->n >> ds->log_b;
+	double	   *buf = s->stage[s->cur];
+	pggpu_status st;
+
+	if (s->finished)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "no batch may follow a partial batch");
+	for (int j = 0; j < ds->d && nrows < b; j++)
+		memset(buf + j * b + nrows, 0, sizeof(double) * (b - nrows));
+	if (tile >= s->cap_tiles && (st = grow(ds, tile + 1, err)) != PGGPU_OK)
+		return st;
+	CU(cudaMemcpyAsync(s->X + tile * b * ds->d, buf, sizeof(double) * b * ds->d,
+					   cudaMemcpyHostToDevice, s->stream));
+	CU(cudaEventRecord(s->copied[s->cur], s->stream));
+	ds->n += nrows;
+	s->finished = nrows < b;
+	/* the other buffer is refilled next: its copy must be done */
+	s->cur ^= 1;
+	CU(cudaEventSynchronize(s->copied[s->cur]));
+	return PGGPU_OK;
+}
+
+static void
+free_km(gpu_state *s)
+{
+	cudaFree(s->C);
+	cudaFree(s->labels);
+	cudaFree(s->dist2);
+	cudaFree(s->sums);
+	cudaFree(s->cnt);
+	cudaFree(s->block_part);
+	cudaFree(s->pick_key);
+	cudaFree(s->pick_row);
+	cudaFreeHost(s->cnt_h);
+	s->C = s->dist2 = s->sums = s->block_part = s->pick_key = NULL;
+	s->labels = NULL;
+	s->cnt = s->cnt_h = NULL;
+	s->pick_row = NULL;
+}
+
+static void
+gpu_close(pggpu_data *ds)
+{
+	gpu_state  *s = ST(ds);
+
+	if (s == NULL)
+		return;
+	if (s->stream_ok)
+		cudaStreamSynchronize(s->stream);
+	free_km(s);
+	cudaFree(s->X);
+	cudaFree(s->stats);
+	cudaFreeHost(s->stats_h);
+	for (int b = 0; b < 2; b++)
+	{
+		cudaFreeHost(s->stage[b]);
+		if (s->event_ok[b])
+			cudaEventDestroy(s->copied[b]);
+	}
+	if (s->stream_ok)
+		cudaStreamDestroy(s->stream);
+	(void) cudaGetLastError();
+	free(s);
+	ds->impl = NULL;
+}
+
+static int
+grid_for(gpu_state *s, int64_t work)
+{
+	int64_t		g = (work + BLOCK - 1) / BLOCK;
+	int64_t		cap = (int64_t) s->sm_count * 8;
+
+	if (cap > MAX_BLOCKS)
+		cap = MAX_BLOCKS;
+	return (int) (g < 1 ? 1 : g > cap ? cap : g);
+}
+
+static int64_t
+used_elems(pggpu_data *ds)
+{
+	return ((ds->n + TILE(ds) - 1) >> ds->log_b) * TILE(ds) * ds->d;
+}
+
+/* copies the stats back and waits: the one sync of an iteration */
+static pggpu_status
+fetch_stats(gpu_state *s, pggpu_error *err)
+{
+	CU(cudaMemcpyAsync(s->stats_h, s->stats, sizeof(dev_stats), cudaMemcpyDeviceToHost, s->stream));
+	CU(cudaStreamSynchronize(s->stream));
+	return PGGPU_OK;
+}
+
+static pggpu_status
+gpu_maxabs(pggpu_data *ds, double *out, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		len = used_elems(ds);
+	pggpu_status st;
+
+	CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
+	maxabs_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>(s->X, len, s->stats);
+	LAUNCHED(maxabs_kernel);
+	if ((st = fetch_stats(s, err)) != PGGPU_OK)
+		return st;
+	memcpy(out, &s->stats_h->maxabs_bits, sizeof(double));
+	return PGGPU_OK;
+}
+
+static pggpu_status
+gpu_scale(pggpu_data *ds, double factor, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		len = used_elems(ds);
+
+	scale_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>(s->X, len, factor);
+	LAUNCHED(scale_kernel);
+	return PGGPU_OK;
+}
+
+/* ---- k-means -------------------------------------------------------------- */
+
+static pggpu_status
+gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		n = ds->n > 0 ? ds->n : 1;
+	int64_t		kd = (int64_t) k * ds->d;
+
+	free_km(s);
+	CU(cudaMalloc((void **) &s->C, sizeof(double) * kd));
+	CU(cudaMalloc((void **) &s->sums, sizeof(double) * kd));
+	CU(cudaMalloc((void **) &s->cnt, sizeof(unsigned long long) * k));
+	CU(cudaMalloc((void **) &s->labels, sizeof(int32_t) * n));
+	CU(cudaMalloc((void **) &s->dist2, sizeof(double) * n));
+	CU(cudaMalloc((void **) &s->block_part, sizeof(double) * MAX_BLOCKS));
+	CU(cudaMalloc((void **) &s->pick_key, sizeof(double) * MAX_BLOCKS));
+	CU(cudaMalloc((void **) &s->pick_row, sizeof(long long) * MAX_BLOCKS));
+	CU(cudaHostAlloc((void **) &s->cnt_h, sizeof(unsigned long long) * k, cudaHostAllocDefault));
+	CU(cudaMemsetAsync(s->labels, 0xff, sizeof(int32_t) * n, s->stream));
+	return PGGPU_OK;
+}
+
+static pggpu_status
+gpu_put_centroids(pggpu_data *ds, const double *C, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+
+	CU(cudaMemcpyAsync(s->C, C, sizeof(double) * ds->k * ds->d, cudaMemcpyHostToDevice, s->stream));
+	CU(cudaStreamSynchronize(s->stream));
+	return PGGPU_OK;
+}
+
+static pggpu_status
+gpu_get_centroids(pggpu_data *ds, double *C, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+
+	CU(cudaMemcpyAsync(C, s->C, sizeof(double) * ds->k * ds->d, cudaMemcpyDeviceToHost, s->stream));
+	CU(cudaStreamSynchronize(s->stream));
+	return PGGPU_OK;
+}
+
+typedef void (*lloyd_fn) (const double *, int64_t, int, int, const double *, int,
+						  int32_t *, double *, double *, unsigned long long *,
+						  double *, dev_stats *);
+
+template <int TK>
+static lloyd_fn
+lloyd_variant(bool update, bool smem)
+{
+	if (!update)
+		return lloyd_kernel<TK, false, false>;
+	return smem ? lloyd_kernel<TK, true, true> : lloyd_kernel<TK, true, false>;
+}
+
+static pggpu_status
+gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int			k = ds->k;
+	int			d = ds->d;
+	int			tk = k <= 4 ? 4 : k <= 8 ? 8 : k <= 16 ? 16 : 32;
+	size_t		tile_bytes = sizeof(double) * tk * DJ;
+	size_t		sums_bytes = sizeof(double) * (size_t) k * d + sizeof(unsigned long long) * k;
+	bool		smem = update && tile_bytes + sums_bytes <= SMEM_SUMS_LIMIT &&
+		tile_bytes + sums_bytes <= (size_t) s->smem_optin;
+	size_t		shmem = tile_bytes + (smem ? sums_bytes : 0);
+	lloyd_fn	fn = tk == 4 ? lloyd_variant<4>(update, smem) :
+		tk == 8 ? lloyd_variant<8>(update, smem) :
+		tk == 16 ? lloyd_variant<16>(update, smem) : lloyd_variant<32>(update, smem);
+	int			per_sm = 0;
+	int64_t		grid;
+	pggpu_status st;
+
+	CU(cudaFuncSetAttribute((const void *) fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) shmem));
+	CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *) fn, BLOCK, shmem));
+	grid = (int64_t) (per_sm > 0 ? per_sm : 1) * s->sm_count;
+	if (grid > MAX_BLOCKS)
+		grid = MAX_BLOCKS;
+	if (grid > (ds->n + BLOCK - 1) / BLOCK)
+		grid = (ds->n + BLOCK - 1) / BLOCK;
+	if (grid < 1)
+		grid = 1;
+
+	CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
+	if (update)
+	{
+		CU(cudaMemsetAsync(s->sums, 0, sizeof(double) * (size_t) k * d, s->stream));
+		CU(cudaMemsetAsync(s->cnt, 0, sizeof(unsigned long long) * k, s->stream));
+	}
+	fn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(s->X, ds->n, d, ds->log_b, s->C, k,
+												   s->labels, s->dist2, s->sums, s->cnt,
+												   s->block_part, s->stats);
+	LAUNCHED(lloyd_kernel);
+	finalize_kernel<<<1, 1024, 0, s->stream>>>(s->C, s->sums, s->cnt, k, d, update,
+											   s->block_part, (int) grid, s->stats);
+	LAUNCHED(finalize_kernel);
+	if ((st = fetch_stats(s, err)) != PGGPU_OK)
+		return st;
+	out->changed = (int64_t) s->stats_h->changed;
+	out->empty = (int64_t) s->stats_h->empty;
+	out->inertia = s->stats_h->inertia;
+	return PGGPU_OK;
+}
+
+static pggpu_status
+gpu_km_counts(pggpu_data *ds, int64_t *counts, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int			k = ds->k;
+	size_t		shmem = k <= 4096 ? sizeof(unsigned long long) * k : 0;
+
+	CU(cudaMemsetAsync(s->cnt, 0, sizeof(unsigned long long) * k, s->stream));
+	counts_kernel<<<grid_for(s, ds->n), BLOCK, shmem, s->stream>>>(s->labels, ds->n, k, s->cnt);
+	LAUNCHED(counts_kernel);
+	CU(cudaMemcpyAsync(s->cnt_h, s->cnt, sizeof(unsigned long long) * k, cudaMemcpyDeviceToHost, s->stream));
+	CU(cudaStreamSynchronize(s->stream));
+	for (int c = 0; c < k; c++)
+		counts[c] = (int64_t) s->cnt_h[c];
+	return PGGPU_OK;
+}
+
+static pggpu_status
+gpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	double	   *dst = s->C + (int64_t) c * ds->d;
+
+	copy_row_kernel<<<1, 128, 0, s->stream>>>(s->X, row, ds->d, ds->log_b, dst);
+	LAUNCHED(copy_row_kernel);
+	if (mode != PGGPU_D2_KEEP)
+	{
+		dist_to_kernel<<<grid_for(s, ds->n), BLOCK, 0, s->stream>>>(s->X, ds->n, ds->d, ds->log_b,
+																	dst, s->dist2, mode);
+		LAUNCHED(dist_to_kernel);
+	}
+	return PGGPU_OK;
+}
+
+static pggpu_status
+gpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int			grid = grid_for(s, ds->n);
+	pggpu_status st;
+
+	pick_kernel<<<grid, BLOCK, 0, s->stream>>>(s->dist2, ds->n, mode, key, s->pick_key, s->pick_row);
+	LAUNCHED(pick_kernel);
+	pick_final_kernel<<<1, 1, 0, s->stream>>>(s->pick_key, s->pick_row, grid, mode, s->dist2, s->stats);
+	LAUNCHED(pick_final_kernel);
+	if ((st = fetch_stats(s, err)) != PGGPU_OK)
+		return st;
+	*row = (int64_t) s->stats_h->pick_row;
+	return PGGPU_OK;
+}
+
+static pggpu_status
+gpu_km_fetch(pggpu_data *ds, int32_t *labels, double *dist2, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+
+	CU(cudaStreamSynchronize(s->stream));
+	if (labels && ds->n > 0)
+		CU(cudaMemcpy(labels, s->labels, sizeof(int32_t) * ds->n, cudaMemcpyDeviceToHost));
+	if (dist2 && ds->n > 0)
+		CU(cudaMemcpy(dist2, s->dist2, sizeof(double) * ds->n, cudaMemcpyDeviceToHost));
+	return PGGPU_OK;
+}
+
+static const pggpu_ops gpu_ops = {
+	gpu_open,
+	gpu_batch,
+	gpu_push,
+	gpu_close,
+	gpu_maxabs,
+	gpu_scale,
+	gpu_km_begin,
+	gpu_put_centroids,
+	gpu_get_centroids,
+	gpu_km_step,
+	gpu_km_counts,
+	gpu_km_point,
+	gpu_km_pick,
+	gpu_km_fetch,
+};
+
+extern "C" const pggpu_ops *const pggpu_gpu_ops = &gpu_ops;

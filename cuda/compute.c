@@ -1,0 +1,573 @@
+/*
+ * compute.c - the compute layer's public API and the k-means driver.
+ *
+ * The driver is written once against pggpu_ops and runs unchanged on the CPU
+ * backend (the reference) and the CUDA backend.  Per Lloyd iteration it asks
+ * the backend for one pass (assignment + centroid update on the device) and
+ * reads back three scalars; everything per row stays in the backend.
+ */
+#include "compute_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+pggpu_status
+pggpu_fail(pggpu_error *err, pggpu_status code, const char *fmt,...)
+{
+	va_list		ap;
+
+	if (err)
+	{
+		err->code = code;
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+bool
+pggpu_cuda_built(void)
+{
+	return pggpu_gpu_ops != NULL;
+}
+
+int
+pggpu_gpu_count(pggpu_error *err)
+{
+	if (pggpu_gpu_ops == NULL)
+	{
+		pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
+		return 0;
+	}
+	return pggpu_gpu_count_impl(err);
+}
+
+pggpu_status
+pggpu_gpu_info(int index, pggpu_device_info *out, pggpu_error *err)
+{
+	if (pggpu_gpu_ops == NULL)
+		return pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
+	return pggpu_gpu_info_impl(index, out, err);
+}
+
+/* ---- data sets ---------------------------------------------------------- */
+
+/*
+ * Batch (= tile) size: about 8 MB of doubles per staging buffer, shrunk to
+ * the expected row count for small tables, never under 1024 rows.
+ */
+static int
+choose_log_b(int d, int64_t expected_rows)
+{
+	int			lb_max = 10;
+	int			lb_want = 20;
+
+	while (lb_max < 20 && ((int64_t) 8 << (lb_max + 1)) * d <= ((int64_t) 8 << 20))
+		lb_max++;
+	if (expected_rows > 0)
+	{
+		lb_want = 12;
+		while (lb_want < 20 && ((int64_t) 1 << lb_want) < expected_rows)
+			lb_want++;
+	}
+	return lb_want < lb_max ? lb_want : lb_max;
+}
+
+pggpu_status
+pggpu_data_open(pggpu_data **out, pggpu_backend backend, int gpu_index, int d,
+				int64_t expected_rows, pggpu_error *err)
+{
+	pggpu_data *ds;
+	const pggpu_ops *ops;
+	pggpu_status st;
+
+	*out = NULL;
+	if (d < 1)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "a data set needs at least one column");
+	if (backend == PGGPU_BACKEND_GPU)
+	{
+		if (pggpu_gpu_ops == NULL)
+			return pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
+		ops = pggpu_gpu_ops;
+	}
+	else
+		ops = &pggpu_cpu_ops;
+
+	ds = (pggpu_data *) calloc(1, sizeof(pggpu_data));
+	if (ds == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	ds->ops = ops;
+	ds->backend = backend;
+	ds->d = d;
+	ds->log_b = choose_log_b(d, expected_rows);
+	strcpy(ds->device_name, "cpu");
+	st = ops->open(ds, gpu_index, expected_rows, err);
+	if (st != PGGPU_OK)
+	{
+		ops->close(ds);
+		free(ds);
+		return st;
+	}
+	*out = ds;
+	return PGGPU_OK;
+}
+
+double *
+pggpu_data_batch(pggpu_data *ds)
+{
+	return ds->ops->batch(ds);
+}
+
+int64_t
+pggpu_data_batch_rows(const pggpu_data *ds)
+{
+	return (int64_t) 1 << ds->log_b;
+}
+
+pggpu_status
+pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
+{
+	if (nrows <= 0 || nrows > pggpu_data_batch_rows(ds))
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "batch of %lld rows out of range",
+						  (long long) nrows);
+	return ds->ops->push(ds, nrows, err);
+}
+
+int64_t
+pggpu_data_rows(const pggpu_data *ds)
+{
+	return ds->n;
+}
+
+int
+pggpu_data_cols(const pggpu_data *ds)
+{
+	return ds->d;
+}
+
+pggpu_backend
+pggpu_data_backend(const pggpu_data *ds)
+{
+	return ds->backend;
+}
+
+const char *
+pggpu_data_device_name(const pggpu_data *ds)
+{
+	return ds->device_name;
+}
+
+void
+pggpu_data_close(pggpu_data *ds)
+{
+	if (ds == NULL)
+		return;
+	ds->ops->close(ds);
+	free(ds);
+}
+
+/* ---- scaling -------------------------------------------------------------- */
+
+/*
+ * Squared distances of values near 1e200 overflow a double.  Such data (and
+ * data so tiny that squares underflow) are multiplied by a power of two
+ * before any arithmetic: exact, and every later rounding is the same as
+ * unscaled, so results are bit-identical where nothing overflows.
+ */
+static int
+scale_exponent(double maxabs)
+{
+	if (!(maxabs > 0) || !isfinite(maxabs))
+		return 0;
+	if (maxabs > 0x1p500 || maxabs < 0x1p-480)
+		return -ilogb(maxabs);
+	return 0;
+}
+
+static double
+maxabs_array(const double *x, int64_t len)
+{
+	double		m = 0;
+
+	for (int64_t i = 0; i < len; i++)
+		if (fabs(x[i]) > m)
+			m = fabs(x[i]);
+	return m;
+}
+
+/* scales ds by 2^e where needed (also accounting for extra values) */
+static pggpu_status
+prepare_scale(pggpu_data *ds, const double *extra, int64_t nextra, int *e,
+			  pggpu_error *err)
+{
+	double		m = 0;
+	pggpu_status st;
+
+	*e = 0;
+	if (ds->n > 0 && (st = ds->ops->maxabs(ds, &m, err)) != PGGPU_OK)
+		return st;
+	if (extra)
+	{
+		double		m2 = maxabs_array(extra, nextra);
+
+		if (m2 > m)
+			m = m2;
+	}
+	*e = scale_exponent(m);
+	if (*e != 0 && ds->n > 0)
+		return ds->ops->scale(ds, ldexp(1.0, *e), err);
+	return PGGPU_OK;
+}
+
+/* ---- a small set of row numbers (open addressing) ------------------------- */
+
+typedef struct rowset
+{
+	int64_t    *slot;			/* -1 = empty */
+	uint64_t	mask;
+} rowset;
+
+static bool
+rowset_init(rowset *s, int64_t expected)
+{
+	uint64_t	cap = 16;
+
+	while (cap < (uint64_t) expected * 2)
+		cap <<= 1;
+	s->slot = (int64_t *) malloc(cap * sizeof(int64_t));
+	if (s->slot == NULL)
+		return false;
+	memset(s->slot, 0xff, cap * sizeof(int64_t));
+	s->mask = cap - 1;
+	return true;
+}
+
+/* true if added, false if it was there */
+static bool
+rowset_add(rowset *s, int64_t row)
+{
+	uint64_t	h = pggpu_mix64((uint64_t) row) & s->mask;
+
+	while (s->slot[h] != -1)
+	{
+		if (s->slot[h] == row)
+			return false;
+		h = (h + 1) & s->mask;
+	}
+	s->slot[h] = row;
+	return true;
+}
+
+static bool
+rowset_has(const rowset *s, int64_t row)
+{
+	uint64_t	h = pggpu_mix64((uint64_t) row) & s->mask;
+
+	while (s->slot[h] != -1)
+	{
+		if (s->slot[h] == row)
+			return true;
+		h = (h + 1) & s->mask;
+	}
+	return false;
+}
+
+/* ---- seeding -------------------------------------------------------------- */
+
+#define CHECK(expr) do { if ((st = (expr)) != PGGPU_OK) goto done; } while (0)
+
+static void
+interrupts(const pggpu_kmeans_params *p)
+{
+	if (p->check_interrupts)
+		p->check_interrupts(p->interrupt_arg);
+}
+
+/* k distinct rows of n, seeded (Floyd's algorithm) */
+static pggpu_status
+seed_random(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
+{
+	rowset		set;
+	int			c = 0;
+	pggpu_status st = PGGPU_OK;
+
+	if (!rowset_init(&set, p->k))
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	for (int64_t j = ds->n - p->k; j < ds->n; j++)
+	{
+		int64_t		t = (int64_t) (pggpu_mix64(p->seed ^ pggpu_mix64((uint64_t) j)) %
+								   (uint64_t) (j + 1));
+		int64_t		row = rowset_add(&set, t) ? t : j;
+
+		if (row == j)
+			rowset_add(&set, j);
+		if ((c & 1023) == 0)
+			interrupts(p);
+		CHECK(ds->ops->km_point(ds, row, c++, PGGPU_D2_KEEP, err));
+	}
+done:
+	free(set.slot);
+	return st;
+}
+
+/*
+ * k-means++ (Arthur & Vassilvitskii): the first centre uniformly, each next
+ * one drawn with probability proportional to the squared distance to the
+ * nearest centre so far.  The draw is an exponential race (the row with the
+ * smallest -log(u_i) / D_i^2 wins, u_i from a counter-based hash of the seed,
+ * the step and the row), so it needs one reduction and comes out the same on
+ * every backend.  When every distance is 0 (fewer distinct rows than k), the
+ * next unchosen row is taken.
+ */
+static pggpu_status
+seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
+{
+	rowset		chosen;
+	int64_t		next_free = 0;
+	int64_t		row = (int64_t) (pggpu_mix64(p->seed) % (uint64_t) ds->n);
+	pggpu_status st = PGGPU_OK;
+
+	if (!rowset_init(&chosen, p->k))
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	rowset_add(&chosen, row);
+	CHECK(ds->ops->km_point(ds, row, 0, PGGPU_D2_SET, err));
+	for (int c = 1; c < p->k; c++)
+	{
+		interrupts(p);
+		CHECK(ds->ops->km_pick(ds, PGGPU_PICK_SAMPLE,
+							   pggpu_mix64(p->seed + 0x632be59bd9b4e019ULL * (uint64_t) c),
+							   &row, err));
+		if (row < 0 || rowset_has(&chosen, row))
+		{
+			while (rowset_has(&chosen, next_free))
+				next_free++;
+			row = next_free;
+		}
+		rowset_add(&chosen, row);
+		CHECK(ds->ops->km_point(ds, row, c, PGGPU_D2_MIN, err));
+	}
+done:
+	free(chosen.slot);
+	return st;
+}
+
+/*
+ * Empty clusters take the rows farthest from their centroids (as in
+ * scikit-learn), one distinct row each, in cluster order.
+ */
+static pggpu_status
+repair_empty(pggpu_data *ds, int64_t *counts, pggpu_error *err)
+{
+	pggpu_status st;
+
+	if ((st = ds->ops->km_counts(ds, counts, err)) != PGGPU_OK)
+		return st;
+	for (int c = 0; c < ds->k; c++)
+	{
+		int64_t		row;
+
+		if (counts[c] != 0)
+			continue;
+		if ((st = ds->ops->km_pick(ds, PGGPU_PICK_FARTHEST, 0, &row, err)) != PGGPU_OK)
+			return st;
+		if (row >= 0 &&
+			(st = ds->ops->km_point(ds, row, c, PGGPU_D2_KEEP, err)) != PGGPU_OK)
+			return st;
+	}
+	return PGGPU_OK;
+}
+
+/* ---- canonical numbering -------------------------------------------------- */
+
+static const double *sort_centroids;
+static const int64_t *sort_sizes;
+static int	sort_d;
+
+static int
+cmp_cluster(const void *a, const void *b)
+{
+	int			ia = *(const int *) a;
+	int			ib = *(const int *) b;
+
+	for (int j = 0; j < sort_d; j++)
+	{
+		double		x = sort_centroids[(int64_t) ia * sort_d + j];
+		double		y = sort_centroids[(int64_t) ib * sort_d + j];
+
+		if (x < y)
+			return -1;
+		if (x > y)
+			return 1;
+	}
+	if (sort_sizes[ia] != sort_sizes[ib])
+		return sort_sizes[ia] > sort_sizes[ib] ? -1 : 1;
+	return ia < ib ? -1 : ia > ib;
+}
+
+/* renumbers clusters by centroid order; perm[new] = old */
+static pggpu_status
+canonical_order(pggpu_kmeans_result *r, int k, int d, int32_t *labels,
+				int64_t n, pggpu_error *err)
+{
+	int		   *perm = (int *) malloc(sizeof(int) * k);
+	int32_t    *rank = (int32_t *) malloc(sizeof(int32_t) * k);
+	double	   *c2 = (double *) malloc(sizeof(double) * k * d);
+	int64_t    *s2 = (int64_t *) malloc(sizeof(int64_t) * k);
+
+	if (!perm || !rank || !c2 || !s2)
+	{
+		free(perm), free(rank), free(c2), free(s2);
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	}
+	for (int c = 0; c < k; c++)
+		perm[c] = c;
+	sort_centroids = r->centroids;
+	sort_sizes = r->sizes;
+	sort_d = d;
+	qsort(perm, k, sizeof(int), cmp_cluster);
+	for (int c = 0; c < k; c++)
+	{
+		rank[perm[c]] = c;
+		memcpy(c2 + (int64_t) c * d, r->centroids + (int64_t) perm[c] * d,
+			   sizeof(double) * d);
+		s2[c] = r->sizes[perm[c]];
+	}
+	memcpy(r->centroids, c2, sizeof(double) * k * d);
+	memcpy(r->sizes, s2, sizeof(int64_t) * k);
+	if (labels)
+		for (int64_t i = 0; i < n; i++)
+			labels[i] = rank[labels[i]];
+	free(perm), free(rank), free(c2), free(s2);
+	return PGGPU_OK;
+}
+
+/* ---- k-means -------------------------------------------------------------- */
+
+pggpu_status
+pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
+			 pggpu_kmeans_result *r, pggpu_error *err)
+{
+	const pggpu_ops *ops = ds->ops;
+	int			d = ds->d;
+	int			k = p->k;
+	int			e = 0;
+	int64_t    *counts = NULL;
+	double	   *given = NULL;
+	pggpu_step_stats sst;
+	pggpu_status st = PGGPU_OK;
+
+	if (k < 1 || k > ds->n)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "k = %d is not in 1..%lld",
+						  k, (long long) ds->n);
+	if (p->max_iter < 1 || !(p->tol >= 0))
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "max_iter or tol out of range");
+	if (p->init == PGGPU_INIT_GIVEN && p->init_centroids == NULL)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "no initial centroids given");
+
+	counts = (int64_t *) malloc(sizeof(int64_t) * k);
+	if (counts == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+
+	CHECK(prepare_scale(ds, p->init == PGGPU_INIT_GIVEN ? p->init_centroids : NULL,
+						(int64_t) k * d, &e, err));
+	CHECK(ops->km_begin(ds, k, err));
+	ds->k = k;
+
+	switch (p->init)
+	{
+		case PGGPU_INIT_GIVEN:
+			given = (double *) malloc(sizeof(double) * k * d);
+			if (given == NULL)
+			{
+				st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+				goto done;
+			}
+			for (int64_t i = 0; i < (int64_t) k * d; i++)
+				given[i] = ldexp(p->init_centroids[i], e);
+			CHECK(ops->km_put_centroids(ds, given, err));
+			break;
+		case PGGPU_INIT_RANDOM:
+			CHECK(seed_random(ds, p, err));
+			break;
+		default:
+			CHECK(seed_kmeanspp(ds, p, err));
+			break;
+	}
+
+	/*
+	 * Iteration i labels every row by the centroids of iteration i-1 and
+	 * moves each centroid to the mean of its rows.  It converged when at
+	 * most tol * n labels changed (0 with tol = 0: then the centroids are
+	 * the means of the labels they produce, a fixed point).
+	 */
+	r->converged = false;
+	r->iterations = 0;
+	while (r->iterations < p->max_iter)
+	{
+		interrupts(p);
+		CHECK(ops->km_step(ds, true, &sst, err));
+		r->iterations++;
+		if (sst.empty > 0)
+			CHECK(repair_empty(ds, counts, err));
+		if ((double) sst.changed <= p->tol * (double) ds->n)
+		{
+			r->converged = true;
+			break;
+		}
+	}
+
+	/* labels, distances and sizes consistent with the final centroids */
+	interrupts(p);
+	CHECK(ops->km_step(ds, false, &sst, err));
+	CHECK(ops->km_counts(ds, r->sizes, err));
+	CHECK(ops->km_get_centroids(ds, r->centroids, err));
+	for (int64_t i = 0; i < (int64_t) k * d; i++)
+		r->centroids[i] = ldexp(r->centroids[i], -e);
+	r->inertia = ldexp(sst.inertia, -2 * e);
+	if (r->labels)
+		CHECK(ops->km_fetch(ds, r->labels, NULL, err));
+	if (p->init != PGGPU_INIT_GIVEN)
+		CHECK(canonical_order(r, k, d, r->labels, ds->n, err));
+
+done:
+	free(counts);
+	free(given);
+	return st;
+}
+
+pggpu_status
+pggpu_assign(pggpu_data *ds, const double *centroids, int k, int32_t *labels,
+			 double *distances, pggpu_error *err)
+{
+	int			d = ds->d;
+	int			e;
+	double	   *scaled;
+	pggpu_step_stats sst;
+	pggpu_status st;
+
+	if (k < 1)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "k must be at least 1");
+	if (ds->n == 0)
+		return PGGPU_OK;
+	scaled = (double *) malloc(sizeof(double) * k * d);
+	if (scaled == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	CHECK(prepare_scale(ds, centroids, (int64_t) k * d, &e, err));
+	for (int64_t i = 0; i < (int64_t) k * d; i++)
+		scaled[i] = ldexp(centroids[i], e);
+	CHECK(ds->ops->km_begin(ds, k, err));
+	ds->k = k;
+	CHECK(ds->ops->km_put_centroids(ds, scaled, err));
+	CHECK(ds->ops->km_step(ds, false, &sst, err));
+	CHECK(ds->ops->km_fetch(ds, labels, distances, err));
+	if (distances)
+		for (int64_t i = 0; i < ds->n; i++)
+			distances[i] = ldexp(sqrt(distances[i]), -e);
+done:
+	free(scaled);
+	return st;
+}

@@ -1,0 +1,147 @@
+/*
+ * compute_internal.h - what the k-means driver (compute.c) needs from a
+ * backend.  The CPU backend (backend_cpu.c) is the reference; the CUDA
+ * backend (backend_gpu.cu) must compute the same thing.  Plain C, shared by
+ * gcc and nvcc.
+ *
+ * Storage layout (both backends): "tiled structure-of-arrays".  Rows are
+ * grouped in tiles of B = 2^log_b rows, the size of one staging batch; within
+ * a tile each column is contiguous.  Element (i, j) lives at
+ *     X[(i >> log_b) * B * d + j * B + (i & (B - 1))]
+ * so a batch is copied as one contiguous block and a warp reading column j
+ * of 32 consecutive rows reads 256 consecutive bytes.
+ */
+#ifndef PG_GPU_COMPUTE_INTERNAL_H
+#define PG_GPU_COMPUTE_INTERNAL_H
+
+#include "pg_gpu_compute.h"
+
+#ifdef __CUDACC__
+#define PGGPU_HD __host__ __device__ __forceinline__
+#else
+#define PGGPU_HD static inline
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct pggpu_data
+{
+	const struct pggpu_ops *ops;
+	pggpu_backend backend;
+	int			d;
+	int			log_b;			/* tile (= batch) is 2^log_b rows */
+	int64_t		n;				/* rows pushed */
+	int			k;				/* centroids in the k-means state */
+	char		device_name[256];
+	void	   *impl;			/* the backend's own state */
+};
+
+/* what one assignment pass reports */
+typedef struct pggpu_step_stats
+{
+	int64_t		changed;		/* rows whose label changed */
+	int64_t		empty;			/* clusters left with no rows (update only) */
+	double		inertia;		/* sum of squared distances */
+} pggpu_step_stats;
+
+/* km_point modes for the distance array */
+#define PGGPU_D2_KEEP  0		/* leave dist2 alone */
+#define PGGPU_D2_SET   1		/* dist2 := |x - C[c]|^2 */
+#define PGGPU_D2_MIN   2		/* dist2 := min(dist2, |x - C[c]|^2) */
+
+/* km_pick modes */
+#define PGGPU_PICK_SAMPLE   0	/* row drawn with probability ~ dist2 */
+#define PGGPU_PICK_FARTHEST 1	/* row of largest dist2 >= 0, then dist2 := -1 */
+
+typedef struct pggpu_ops
+{
+	/* data */
+	pggpu_status (*open) (pggpu_data *ds, int gpu_index, int64_t expected_rows,
+						  pggpu_error *err);
+	double	   *(*batch) (pggpu_data *ds);
+	/* takes rows [0, nrows) of the batch; rows past nrows must read as 0 */
+	pggpu_status (*push) (pggpu_data *ds, int64_t nrows, pggpu_error *err);
+	void		(*close) (pggpu_data *ds);
+	pggpu_status (*maxabs) (pggpu_data *ds, double *out, pggpu_error *err);
+	pggpu_status (*scale) (pggpu_data *ds, double factor, pggpu_error *err);
+
+	/* k-means state: centroids C (k x d row-major), labels, dist2 */
+	pggpu_status (*km_begin) (pggpu_data *ds, int k, pggpu_error *err);
+	pggpu_status (*km_put_centroids) (pggpu_data *ds, const double *C,
+									  pggpu_error *err);
+	pggpu_status (*km_get_centroids) (pggpu_data *ds, double *C,
+									  pggpu_error *err);
+
+	/*
+	 * One Lloyd pass: label every row with its nearest centroid (lowest index
+	 * on ties), keep its squared distance, count changed labels and sum the
+	 * distances.  With update, also replace each centroid by the mean of its
+	 * new rows; a centroid with no rows stays and is counted in st->empty.
+	 */
+	pggpu_status (*km_step) (pggpu_data *ds, bool update, pggpu_step_stats *st,
+							 pggpu_error *err);
+	pggpu_status (*km_counts) (pggpu_data *ds, int64_t *counts,
+							   pggpu_error *err);
+	/* C[c] := row; then dist2 per mode (PGGPU_D2_*) */
+	pggpu_status (*km_point) (pggpu_data *ds, int64_t row, int c, int mode,
+							  pggpu_error *err);
+	/* a row by mode (PGGPU_PICK_*); *row = -1 when no row qualifies */
+	pggpu_status (*km_pick) (pggpu_data *ds, int mode, uint64_t key,
+							 int64_t *row, pggpu_error *err);
+	/* copy labels and/or squared distances out (either may be NULL) */
+	pggpu_status (*km_fetch) (pggpu_data *ds, int32_t *labels, double *dist2,
+							  pggpu_error *err);
+} pggpu_ops;
+
+extern const pggpu_ops pggpu_cpu_ops;
+
+/* CUDA backend (backend_gpu.cu, or backend_none.c in builds without CUDA) */
+extern const pggpu_ops *const pggpu_gpu_ops;
+int			pggpu_gpu_count_impl(pggpu_error *err);
+pggpu_status pggpu_gpu_info_impl(int index, pggpu_device_info *out,
+								 pggpu_error *err);
+
+/* error helper: fills err, returns code */
+pggpu_status pggpu_fail(pggpu_error *err, pggpu_status code, const char *fmt,...)
+#ifdef __GNUC__
+			__attribute__((format(printf, 3, 4)))
+#endif
+			;
+
+/* ---- shared arithmetic: identical on host and device ------------------- */
+
+/* SplitMix64 finaliser: a good 64-bit mix, used as a counter-based RNG */
+PGGPU_HD uint64_t
+pggpu_mix64(uint64_t z)
+{
+	z += 0x9e3779b97f4a7c15ULL;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* uniform double in (0, 1] for row i under key */
+PGGPU_HD double
+pggpu_uniform(uint64_t key, int64_t i)
+{
+	uint64_t	h = pggpu_mix64(key ^ pggpu_mix64((uint64_t) i));
+
+	return (double) ((h >> 11) + 1) * (1.0 / 9007199254740992.0);
+}
+
+/* element (i, j) of tiled SoA storage */
+PGGPU_HD int64_t
+pggpu_at(int64_t i, int j, int d, int log_b)
+{
+	int64_t		b = (int64_t) 1 << log_b;
+
+	return (i >> log_b) * b * d + (int64_t) j * b + (i & (b - 1));
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif							/* PG_GPU_COMPUTE_INTERNAL_H */

@@ -1,0 +1,168 @@
+/*
+ * pg_gpu_compute.h - the one meeting point of src/ (PostgreSQL) and cuda/
+ * (compute).  Plain C: no postgres.h, no cuda_runtime.h.
+ *
+ * A data set is n rows of d double-precision columns, pushed batch by batch
+ * through staging buffers (pinned host memory on the GPU backend), then used
+ * by one algorithm (k-means fit or nearest-centroid assignment).  Errors come
+ * back as a status plus a message; nothing here calls exit() or longjmp()s,
+ * except through the caller's own interrupt callback.
+ */
+#ifndef PG_GPU_COMPUTE_H
+#define PG_GPU_COMPUTE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pggpu_status
+{
+	PGGPU_OK = 0,
+	PGGPU_ERR_NO_GPU,			/* no usable GPU, or built without CUDA */
+	PGGPU_ERR_GPU_MEMORY,		/* device memory exhausted */
+	PGGPU_ERR_HOST_MEMORY,		/* host (pinned or plain) memory exhausted */
+	PGGPU_ERR_CUDA,				/* any other CUDA failure */
+	PGGPU_ERR_INVALID			/* invalid argument: a caller bug */
+} pggpu_status;
+
+typedef struct pggpu_error
+{
+	pggpu_status code;
+	char		msg[512];
+} pggpu_error;
+
+typedef enum pggpu_backend
+{
+	PGGPU_BACKEND_CPU = 0,
+	PGGPU_BACKEND_GPU = 1
+} pggpu_backend;
+
+/* ---- devices ---------------------------------------------------------- */
+
+/* true when this build contains the CUDA backend */
+bool		pggpu_cuda_built(void);
+
+/*
+ * Number of usable GPUs (0 when none, the driver is missing, or the build has
+ * no CUDA; err->msg then says why).  Initialises CUDA in the calling process
+ * on first use.
+ */
+int			pggpu_gpu_count(pggpu_error *err);
+
+typedef struct pggpu_device_info
+{
+	int			index;
+	char		name[256];
+	int			cc_major;
+	int			cc_minor;
+	int			multiprocessors;
+	int64_t		memory_total;	/* bytes */
+	int64_t		memory_free;	/* bytes */
+	int			driver_version; /* 1000 * major + 10 * minor, as CUDA */
+	int			runtime_version;
+} pggpu_device_info;
+
+pggpu_status pggpu_gpu_info(int index, pggpu_device_info *out, pggpu_error *err);
+
+/* ---- data sets ---------------------------------------------------------- */
+
+typedef struct pggpu_data pggpu_data;
+
+/*
+ * Opens a data set of d columns.  expected_rows is a hint (0 if unknown) for
+ * the first allocation; the set grows as batches arrive.  gpu_index picks the
+ * GPU on the GPU backend.
+ */
+pggpu_status pggpu_data_open(pggpu_data **out, pggpu_backend backend,
+							 int gpu_index, int d, int64_t expected_rows,
+							 pggpu_error *err);
+
+/*
+ * The staging buffer to fill next: structure-of-arrays, column j of row r at
+ * buf[j * pggpu_data_batch_rows(ds) + r].  Valid until the next push.
+ */
+double	   *pggpu_data_batch(pggpu_data *ds);
+int64_t		pggpu_data_batch_rows(const pggpu_data *ds);
+
+/*
+ * Hands over the first nrows rows of the staging buffer (0 < nrows <=
+ * batch_rows).  On the GPU the copy runs asynchronously while the caller
+ * fills the other staging buffer.
+ */
+pggpu_status pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err);
+
+/* rows pushed so far */
+int64_t		pggpu_data_rows(const pggpu_data *ds);
+int			pggpu_data_cols(const pggpu_data *ds);
+pggpu_backend pggpu_data_backend(const pggpu_data *ds);
+
+/* "cpu", or the GPU's name */
+const char *pggpu_data_device_name(const pggpu_data *ds);
+
+/* Frees everything the set holds (device, pinned and host memory).  NULL ok. */
+void		pggpu_data_close(pggpu_data *ds);
+
+/* ---- k-means ------------------------------------------------------------ */
+
+typedef enum pggpu_init
+{
+	PGGPU_INIT_KMEANSPP = 0,	/* k-means++ seeding, seeded */
+	PGGPU_INIT_RANDOM,			/* k distinct rows, seeded */
+	PGGPU_INIT_GIVEN			/* init_centroids */
+} pggpu_init;
+
+/*
+ * Called between iterations and seeding steps; may longjmp (PostgreSQL's
+ * CHECK_FOR_INTERRUPTS): the data set stays valid for pggpu_data_close.
+ */
+typedef void (*pggpu_interrupt_fn) (void *arg);
+
+typedef struct pggpu_kmeans_params
+{
+	int			k;
+	int			max_iter;		/* >= 1 */
+	double		tol;			/* stop when changed rows <= tol * n */
+	pggpu_init	init;
+	uint64_t	seed;
+	const double *init_centroids;	/* k x d, row-major, for INIT_GIVEN */
+	pggpu_interrupt_fn check_interrupts;	/* may be NULL */
+	void	   *interrupt_arg;
+} pggpu_kmeans_params;
+
+typedef struct pggpu_kmeans_result
+{
+	double	   *centroids;		/* in: caller's k x d buffer, row-major */
+	int64_t    *sizes;			/* in: caller's k buffer */
+	int32_t    *labels;			/* in: caller's n buffer, or NULL (fit only) */
+	double		inertia;		/* sum of squared distances to own centroid */
+	int			iterations;
+	bool		converged;
+} pggpu_kmeans_result;
+
+/*
+ * Lloyd's k-means over all rows of ds.  Labels are 0..k-1.  Unless the
+ * centroids were given, clusters are numbered canonically: sorted by their
+ * centroids, lexicographically (ties by size, larger first).  ds must not be
+ * used for another algorithm afterwards (its data may have been rescaled).
+ */
+pggpu_status pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
+						  pggpu_kmeans_result *r, pggpu_error *err);
+
+/*
+ * Nearest centroid (0-based, lowest index on ties) and the Euclidean distance
+ * to it for every row of ds.  centroids is k x d row-major.  distances may be
+ * NULL.  Same single-use rule as pggpu_kmeans.
+ */
+pggpu_status pggpu_assign(pggpu_data *ds, const double *centroids, int k,
+						  int32_t *labels, double *distances,
+						  pggpu_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif							/* PG_GPU_COMPUTE_H */

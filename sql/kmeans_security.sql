@@ -1,0 +1,50 @@
+-- Reading honours what SELECT honours: table and column privileges and
+-- row-level security.  No function is SECURITY DEFINER.
+SELECT proname, prosecdef FROM pg_proc WHERE proname LIKE 'gpu\_%' ORDER BY 1;
+CREATE ROLE regress_pg_gpu_reader;
+CREATE ROLE regress_pg_gpu_colreader;
+CREATE TABLE s_pts (id int PRIMARY KEY, x float8, y float8, owner text);
+INSERT INTO s_pts SELECT i, i % 2 * 10, i % 2 * 10, CASE WHEN i <= 6 THEN 'alice' ELSE 'bob' END
+FROM generate_series(1, 10) i;
+
+SET ROLE regress_pg_gpu_reader;
+SELECT * FROM gpu_kmeans_fit('s_pts', 2);
+SELECT * FROM gpu_kmeans('s_pts', 2);
+RESET ROLE;
+
+-- column privileges: only on the used columns (id included)
+GRANT SELECT (id, x) ON s_pts TO regress_pg_gpu_colreader;
+SET ROLE regress_pg_gpu_colreader;
+SELECT sizes FROM gpu_kmeans_fit('s_pts', 2, columns => ARRAY['x']);
+SELECT count(*) FROM gpu_kmeans('s_pts', 2, columns => ARRAY['x']);
+SELECT sizes FROM gpu_kmeans_fit('s_pts', 2);
+SELECT * FROM gpu_kmeans('s_pts', 2, columns => ARRAY['y']);
+RESET ROLE;
+GRANT SELECT (x, y) ON s_pts TO regress_pg_gpu_reader;
+SET ROLE regress_pg_gpu_reader;
+SELECT * FROM gpu_kmeans('s_pts', 2, columns => ARRAY['x']);
+RESET ROLE;
+
+-- row-level security: the policy filters the rows used
+GRANT SELECT ON s_pts TO regress_pg_gpu_reader;
+ALTER TABLE s_pts ENABLE ROW LEVEL SECURITY;
+CREATE POLICY only_alice ON s_pts FOR SELECT TO regress_pg_gpu_reader USING (owner = 'alice');
+SET ROLE regress_pg_gpu_reader;
+SELECT count(*) FROM s_pts;
+SELECT sizes FROM gpu_kmeans_fit('s_pts', 2);
+SELECT * FROM gpu_kmeans('s_pts', 2) ORDER BY id;
+SELECT id FROM gpu_kmeans_assign('s_pts', ARRAY[[0, 0]]) ORDER BY id;
+RESET ROLE;
+-- the owner is not subject to the policy
+SELECT sizes FROM gpu_kmeans_fit('s_pts', 2);
+
+-- a security-barrier view shows only what it shows
+CREATE VIEW s_bob WITH (security_barrier) AS SELECT id, x, y FROM s_pts WHERE owner = 'bob';
+GRANT SELECT ON s_bob TO regress_pg_gpu_colreader;
+SET ROLE regress_pg_gpu_colreader;
+SELECT * FROM gpu_kmeans('s_bob', 1, id_column => 'id') ORDER BY id;
+RESET ROLE;
+
+DROP TABLE s_pts CASCADE;
+DROP ROLE regress_pg_gpu_reader;
+DROP ROLE regress_pg_gpu_colreader;

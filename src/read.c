@@ -1,0 +1,406 @@
+/*
+ * read.c - which columns of a relation to use, and reading its rows into a
+ * compute data set.
+ *
+ * Rows are read by running a generated SELECT through SPI, so everything a
+ * SELECT honours applies: table and column privileges, row-level security,
+ * views, partitions and inheritance.  Tuples are not materialised: a
+ * DestReceiver converts each one straight into the structure-of-arrays
+ * staging buffer of the data set, which hands full batches to the device
+ * while the scan goes on.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/genam.h"
+#include "access/relation.h"
+#include "access/tupdesc.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "optimizer/plancat.h"
+#include "tcop/dest.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/relcache.h"
+
+#include "pg_gpu.h"
+
+static bool
+is_numeric_type(Oid t)
+{
+	return t == INT2OID || t == INT4OID || t == INT8OID ||
+		t == FLOAT4OID || t == FLOAT8OID || t == NUMERICOID;
+}
+
+static bool
+is_integer_type(Oid t)
+{
+	return t == INT2OID || t == INT4OID || t == INT8OID;
+}
+
+static int
+find_column(TupleDesc td, const char *name)
+{
+	for (int a = 0; a < td->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(td, a);
+
+		if (!att->attisdropped && strcmp(NameStr(att->attname), name) == 0)
+			return a;
+	}
+	return -1;
+}
+
+/* the single integer column of the primary key, or -1 */
+static int
+primary_key_column(Relation rel)
+{
+	Oid			pk = RelationGetPrimaryKeyIndex(rel);
+	Relation	idx;
+	int			col = -1;
+
+	if (!OidIsValid(pk))
+		return -1;
+	idx = index_open(pk, AccessShareLock);
+	if (idx->rd_index->indnatts == 1 && idx->rd_index->indkey.values[0] > 0)
+	{
+		int			a = idx->rd_index->indkey.values[0] - 1;
+
+		if (is_integer_type(getBaseType(TupleDescAttr(RelationGetDescr(rel), a)->atttypid)))
+			col = a;
+	}
+	index_close(idx, AccessShareLock);
+	return col;
+}
+
+void
+pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
+					  bool id_required, PgGpuSource *src)
+{
+	Relation	rel = relation_open(relid, AccessShareLock);
+	TupleDesc	td = RelationGetDescr(rel);
+	char		kind = rel->rd_rel->relkind;
+	int			idcol = -1;
+	int			maxcols = td->natts;
+
+	memset(src, 0, sizeof(*src));
+	src->relid = relid;
+	src->relname = pstrdup(RelationGetRelationName(rel));
+	src->qualname = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+											   RelationGetRelationName(rel));
+	if (kind != RELKIND_RELATION && kind != RELKIND_PARTITIONED_TABLE &&
+		kind != RELKIND_VIEW && kind != RELKIND_MATVIEW && kind != RELKIND_FOREIGN_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table, view or materialized view", src->relname)));
+
+	/* the id column: named, else a single-column integer primary key */
+	if (id_column != NULL)
+	{
+		char	   *name = text_to_cstring(id_column);
+
+		idcol = find_column(td, name);
+		if (idcol < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" of relation \"%s\" does not exist", name, src->relname),
+					 errhint("id_column must name an integer column of the relation.")));
+		if (!is_integer_type(getBaseType(TupleDescAttr(td, idcol)->atttypid)))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("id column \"%s\" is of type %s, not an integer type", name,
+							format_type_be(TupleDescAttr(td, idcol)->atttypid)),
+					 errhint("id_column must name a smallint, integer or bigint column.")));
+	}
+	else
+	{
+		idcol = primary_key_column(rel);
+		if (idcol < 0 && id_required)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
+					 errmsg("relation \"%s\" has no single-column integer primary key to identify rows",
+							src->relname),
+					 errhint("Pass id_column => 'name' naming an integer column that identifies each row.")));
+	}
+	if (idcol >= 0)
+	{
+		src->idname = pstrdup(NameStr(TupleDescAttr(td, idcol)->attname));
+		src->idtype = getBaseType(TupleDescAttr(td, idcol)->atttypid);
+	}
+
+	src->colnames = palloc(sizeof(char *) * Max(maxcols, 1));
+	src->coltypes = palloc(sizeof(Oid) * Max(maxcols, 1));
+	if (columns != NULL)
+	{
+		Datum	   *elems;
+		bool	   *nulls;
+		int			n;
+
+		if (ARR_NDIM(columns) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("columns must be a one-dimensional array of column names")));
+		deconstruct_array(columns, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+		if (n == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("columns must not be empty"),
+					 errhint("Name at least one numeric column, or pass NULL to use every numeric column.")));
+		src->colnames = repalloc(src->colnames, sizeof(char *) * n);
+		src->coltypes = repalloc(src->coltypes, sizeof(Oid) * n);
+		for (int i = 0; i < n; i++)
+		{
+			char	   *name;
+			int			a;
+			Oid			t;
+
+			if (nulls[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("columns must not contain NULL")));
+			name = TextDatumGetCString(elems[i]);
+			a = find_column(td, name);
+			if (a < 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_COLUMN),
+						 errmsg("column \"%s\" of relation \"%s\" does not exist", name, src->relname)));
+			t = getBaseType(TupleDescAttr(td, a)->atttypid);
+			if (!is_numeric_type(t))
+				ereport(ERROR,
+						(errcode(ERRCODE_DATATYPE_MISMATCH),
+						 errmsg("column \"%s\" is of type %s, not a numeric type", name,
+								format_type_be(TupleDescAttr(td, a)->atttypid)),
+						 errhint("Use smallint, integer, bigint, real, double precision or numeric columns, or cast in a view.")));
+			for (int j = 0; j < src->ncols; j++)
+				if (strcmp(src->colnames[j], name) == 0)
+					ereport(ERROR,
+							(errcode(ERRCODE_DUPLICATE_COLUMN),
+							 errmsg("column \"%s\" is named more than once in columns", name)));
+			src->colnames[src->ncols] = name;
+			src->coltypes[src->ncols++] = t;
+		}
+	}
+	else
+	{
+		for (int a = 0; a < td->natts; a++)
+		{
+			Form_pg_attribute att = TupleDescAttr(td, a);
+			Oid			t = getBaseType(att->atttypid);
+
+			if (att->attisdropped || a == idcol || !is_numeric_type(t))
+				continue;
+			src->colnames[src->ncols] = pstrdup(NameStr(att->attname));
+			src->coltypes[src->ncols++] = t;
+		}
+		if (src->ncols == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("relation \"%s\" has no numeric columns to use", src->relname),
+					 errhint("Add numeric columns, or pass columns => ARRAY['...'] naming them.")));
+	}
+
+	/* a size hint for the first device allocation */
+	if (kind == RELKIND_RELATION || kind == RELKIND_MATVIEW)
+	{
+		BlockNumber pages;
+		double		tuples;
+		double		allvisfrac;
+
+		estimate_rel_size(rel, NULL, &pages, &tuples, &allvisfrac);
+		src->expected_rows = tuples;
+	}
+	relation_close(rel, NoLock);
+}
+
+/* ---- the receiver ---------------------------------------------------------- */
+
+typedef struct SoaReceiver
+{
+	DestReceiver pub;
+	const PgGpuSource *src;
+	pggpu_data *ds;
+	bool		want_ids;
+	int			first_col;		/* attribute index of the first data column */
+	double	   *batch;
+	int64		batch_rows;
+	int64		fill;
+	MemoryContext cxt;			/* where the id arrays live */
+	int64	   *ids;
+	int64		nids,
+				capids;
+	int64	   *bad;
+	int64		nbad,
+				capbad;
+	int64		ninvalid;
+} SoaReceiver;
+
+static void
+append_id(SoaReceiver *r, int64 **arr, int64 *n, int64 *cap, int64 id)
+{
+	if (*n == *cap)
+	{
+		int64		ncap = *cap ? *cap * 2 : 1024;
+
+		*arr = *arr ? repalloc_huge(*arr, sizeof(int64) * ncap)
+			: MemoryContextAllocHuge(r->cxt, sizeof(int64) * ncap);
+		*cap = ncap;
+	}
+	(*arr)[(*n)++] = id;
+}
+
+static inline double
+datum_to_double(Datum d, Oid type)
+{
+	switch (type)
+	{
+		case INT2OID:
+			return (double) DatumGetInt16(d);
+		case INT4OID:
+			return (double) DatumGetInt32(d);
+		case INT8OID:
+			return (double) DatumGetInt64(d);
+		case FLOAT4OID:
+			return (double) DatumGetFloat4(d);
+		case FLOAT8OID:
+			return DatumGetFloat8(d);
+		default:
+			/* numeric: out-of-range values become +-Infinity, i.e. unusable */
+			return DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow, d));
+	}
+}
+
+static void
+flush_batch(SoaReceiver *r)
+{
+	pggpu_error err = {0};
+
+	CHECK_FOR_INTERRUPTS();
+	if (pggpu_data_push(r->ds, r->fill, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	r->fill = 0;
+	r->batch = pggpu_data_batch(r->ds);
+}
+
+static bool
+soa_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	SoaReceiver *r = (SoaReceiver *) self;
+	const PgGpuSource *src = r->src;
+	int64		id = 0;
+	bool		valid = true;
+
+	slot_getallattrs(slot);
+	if (r->want_ids)
+	{
+		Datum		d = slot->tts_values[0];
+
+		if (slot->tts_isnull[0])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("id column \"%s\" of relation \"%s\" contains NULL",
+							src->idname, src->relname),
+					 errhint("Pass an id_column without NULLs, or read from a view that filters them.")));
+		id = src->idtype == INT2OID ? DatumGetInt16(d) :
+			src->idtype == INT4OID ? DatumGetInt32(d) : DatumGetInt64(d);
+	}
+	for (int j = 0; j < src->ncols; j++)
+	{
+		int			a = r->first_col + j;
+		double		v;
+
+		if (slot->tts_isnull[a])
+		{
+			valid = false;
+			break;
+		}
+		v = datum_to_double(slot->tts_values[a], src->coltypes[j]);
+		if (!isfinite(v))
+		{
+			valid = false;
+			break;
+		}
+		r->batch[j * r->batch_rows + r->fill] = v;
+	}
+	if (!valid)
+	{
+		r->ninvalid++;
+		if (r->want_ids)
+			append_id(r, &r->bad, &r->nbad, &r->capbad, id);
+		return true;
+	}
+	if (r->want_ids)
+		append_id(r, &r->ids, &r->nids, &r->capids, id);
+	if (++r->fill == r->batch_rows)
+		flush_batch(r);
+	return true;
+}
+
+static void
+soa_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+}
+
+static void
+soa_shutdown(DestReceiver *self)
+{
+}
+
+static void
+soa_destroy(DestReceiver *self)
+{
+}
+
+void
+pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds, bool want_ids,
+				   PgGpuRows *rows)
+{
+	SoaReceiver r;
+	StringInfoData sql;
+	SPIExecuteOptions opts;
+	int			ret;
+
+	memset(&r, 0, sizeof(r));
+	r.pub.receiveSlot = soa_receive;
+	r.pub.rStartup = soa_startup;
+	r.pub.rShutdown = soa_shutdown;
+	r.pub.rDestroy = soa_destroy;
+	r.pub.mydest = DestNone;
+	r.src = src;
+	r.ds = ds;
+	r.want_ids = want_ids;
+	r.first_col = want_ids ? 1 : 0;
+	r.batch = pggpu_data_batch(ds);
+	r.batch_rows = pggpu_data_batch_rows(ds);
+	r.cxt = CurrentMemoryContext;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	if (want_ids)
+		appendStringInfo(&sql, "%s, ", quote_identifier(src->idname));
+	for (int j = 0; j < src->ncols; j++)
+		appendStringInfo(&sql, "%s%s", j ? ", " : "", quote_identifier(src->colnames[j]));
+	appendStringInfo(&sql, " FROM %s", src->qualname);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	memset(&opts, 0, sizeof(opts));
+	opts.dest = &r.pub;
+	ret = SPI_execute_extended(sql.data, &opts);
+	if (ret < 0)
+		elog(ERROR, "SPI_execute_extended failed: %s", SPI_result_code_string(ret));
+	SPI_finish();
+
+	if (r.fill > 0)
+		flush_batch(&r);
+	rows->nvalid = pggpu_data_rows(ds);
+	rows->ninvalid = r.ninvalid;
+	rows->ids = r.ids;
+	rows->invalid_ids = r.bad;
+	pfree(sql.data);
+}

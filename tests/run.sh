@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# tests/run.sh - the whole test suite on a fresh machine (README's second
+# command; CI runs it through .ci/run):
+#   1. installs the build dependencies (Debian, as root),
+#   2. builds the CPU-only variant (proves the no-nvcc build), then the normal one,
+#   3. runs the compute-layer unit tests (GPU cases too where a GPU exists),
+#   4. installs the extension, starts a throwaway PostgreSQL cluster and runs
+#      the pg_regress suite with pg_gpu.device=cpu (and =gpu where a GPU exists).
+# Ends with one line "N passed, M failed" (suites) and exits non-zero on failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+
+passed=0 failed=0
+step() {   # step NAME COMMAND...: runs it, counts it
+  local name=$1; shift
+  log "$name"
+  if "$@"; then passed=$((passed + 1)); echo "-- ok: $name"
+  else failed=$((failed + 1)); echo "-- FAILED: $name"; fi
+}
+
+ensure_deps || exit 1
+
+cpu_only_build() {
+  local d
+  d=$(mktemp -d)
+  cp -r Makefile cuda src extension "$d"/ &&
+    make -s -C "$d" WITH_CUDA=0 PG_CONFIG="$PG_CONFIG" >/dev/null &&
+    ! nm -D "$d/pg_gpu.so" | grep -q cuda
+  local rc=$?
+  rm -rf "$d"
+  return $rc
+}
+step "CPU-only build (WITH_CUDA=0)" cpu_only_build
+
+make -s clean >/dev/null 2>&1
+step "build and install" build_and_install
+step "unit tests of the compute layer" make -s unit PG_CONFIG="$PG_CONFIG"
+
+cluster_start || exit 1
+step "pg_regress, pg_gpu.device=cpu" tests/regress.sh --device cpu
+gpus=$(psql -X -At -d postgres -c "CREATE EXTENSION IF NOT EXISTS pg_gpu; SELECT count(*) FROM gpu_info()" 2>/dev/null | tail -1)
+if [ "${gpus:-0}" -gt 0 ]; then
+  step "pg_regress, pg_gpu.device=gpu" tests/regress.sh --device gpu
+else
+  echo "(no GPU here: the GPU regress run is skipped; see README, 'GPU tests')"
+fi
+cluster_stop
+
+echo
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
