@@ -55,3 +55,6 @@ tests/unit_compute: tests/unit_compute.c $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
 .PHONY: unit
 unit: tests/unit_compute
 	tests/unit_compute $(UNIT_ARGS)
+
+tests/bench_kmeans: tests/bench_kmeans.c $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
+	$(CC) -O2 -std=gnu11 -Wall -Icuda -o $@ tests/bench_kmeans.c $(COMPUTE_OBJS) $(CUDA_LIBS) -lm

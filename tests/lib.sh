@@ -6,6 +6,15 @@ PG_MAJOR=${PG_MAJOR:-15}
 
 log() { printf '\n== %s\n' "$*"; }
 
+# step NAME COMMAND...: runs a suite step and counts it in passed/failed
+passed=0 failed=0
+step() {
+  local name=$1; shift
+  log "$name"
+  if "$@"; then passed=$((passed + 1)); echo "-- ok: $name"
+  else failed=$((failed + 1)); echo "-- FAILED: $name"; fi
+}
+
 # Build dependencies: a C compiler, PostgreSQL server + headers (PGXS).
 # nvcc is optional: without it the build is CPU-only.
 ensure_deps() {

@@ -11,14 +11,6 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 
-passed=0 failed=0
-step() {   # step NAME COMMAND...: runs it, counts it
-  local name=$1; shift
-  log "$name"
-  if "$@"; then passed=$((passed + 1)); echo "-- ok: $name"
-  else failed=$((failed + 1)); echo "-- FAILED: $name"; fi
-}
-
 ensure_deps || exit 1
 
 cpu_only_build() {
