@@ -1,0 +1,2017 @@
+/*
+ * unit_compute.c - unit tests of pg_gpu's compute layer (cuda/), without
+ * PostgreSQL.
+ *
+ *   tests/unit_compute          the CI-sized grid (CPU; the GPU too if any)
+ *   tests/unit_compute --full   adds a heavier grid meant for a GPU machine
+ *   (--verbose prints a line for every k-means run)
+ *
+ * What is checked:
+ *   - the CPU backend against a naive Lloyd written here from the documented
+ *     rules (same arithmetic, so labels and iterations must agree exactly);
+ *   - loading through the staging batches, with good, missing and far too
+ *     small row-count hints;
+ *   - the GPU backend against the CPU backend: same seeds, memberships and
+ *     iterations, centroids and inertia up to summation order;
+ *   - a grid of shapes (N, d, k), k = N, duplicate rows, clusters that go
+ *     empty, values near 1e200 and 1e-200;
+ *   - error paths and the interrupt callback.
+ *
+ * One line per failed check, then "N passed, M failed" (N and M count
+ * individual checks); exit status 0 iff M = 0.  Built, like the library,
+ * with -ffp-contract=off, so the naive distances here round exactly as the
+ * backends' do: a squared distance is summed over columns 0..d-1 from 0.0,
+ * each (x - c) * (x - c) rounded on its own.
+ */
+#include "pg_gpu_compute.h"
+
+#include <float.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- bookkeeping ---------------------------------------------------------- */
+
+static int	n_passed;
+static int	n_failed;
+static char case_name[200] = "";
+static bool full_grid;			/* --full */
+static bool verbose;			/* --verbose: a line per k-means run */
+static bool have_gpu;
+static char no_gpu_why[600];
+static int	gpu_skipped;		/* GPU cases not run for want of a GPU */
+
+static void
+set_case(const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(case_name, sizeof(case_name), fmt, ap);
+	va_end(ap);
+}
+
+/* counts one check; prints a line with the details when it failed */
+static bool
+check_at(bool ok, int line, const char *fmt,...)
+{
+	va_list		ap;
+
+	if (ok)
+	{
+		n_passed++;
+		return true;
+	}
+	n_failed++;
+	printf("FAIL [%s] (line %d): ", case_name, line);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+	return false;
+}
+
+#define CHECK(ok, ...) check_at((ok), __LINE__, __VA_ARGS__)
+
+/* the tests' own allocations: failing them is not the library's fault */
+static void *
+xmalloc(size_t bytes)
+{
+	void	   *p = malloc(bytes ? bytes : 1);
+
+	if (p == NULL)
+	{
+		fprintf(stderr, "unit_compute: out of memory (%zu bytes)\n", bytes);
+		exit(2);
+	}
+	return p;
+}
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static const char *
+be_name(pggpu_backend be)
+{
+	return be == PGGPU_BACKEND_GPU ? "gpu" : "cpu";
+}
+
+static const char *
+init_name(pggpu_init init)
+{
+	return init == PGGPU_INIT_GIVEN ? "given" :
+		init == PGGPU_INIT_RANDOM ? "random" : "k-means++";
+}
+
+/* ---- random numbers (independent of the library's hash) ------------------ */
+
+typedef struct rng
+{
+	uint64_t	s;
+	bool		have_spare;
+	double		spare;
+} rng;
+
+static rng
+rng_make(uint64_t seed)
+{
+	rng			r = {seed * 2 + 0x1234567ULL, false, 0};
+
+	return r;
+}
+
+/* xorshift64* */
+static uint64_t
+rng_u64(rng *r)
+{
+	r->s ^= r->s >> 12;
+	r->s ^= r->s << 25;
+	r->s ^= r->s >> 27;
+	return r->s * 0x2545F4914F6CDD1DULL;
+}
+
+/* uniform in [0, 1) */
+static double
+rng_unif(rng *r)
+{
+	return (double) (rng_u64(r) >> 11) * 0x1p-53;
+}
+
+/* standard normal (Box-Muller, both halves used) */
+static double
+rng_gauss(rng *r)
+{
+	double		u1,
+				u2,
+				m;
+
+	if (r->have_spare)
+	{
+		r->have_spare = false;
+		return r->spare;
+	}
+	u1 = 1.0 - rng_unif(r);		/* (0, 1]: log is finite */
+	u2 = rng_unif(r);
+	m = sqrt(-2.0 * log(u1));
+	r->spare = m * sin(2.0 * M_PI * u2);
+	r->have_spare = true;
+	return m * cos(2.0 * M_PI * u2);
+}
+
+/* ---- data sets ------------------------------------------------------------- */
+
+typedef struct dataset
+{
+	int64_t		n;
+	int			d;
+	double	   *X;				/* n x d, row-major */
+	int32_t    *group;			/* generating blob/point of each row, or NULL */
+	int			ngroups;
+} dataset;
+
+static void
+data_free(dataset *D)
+{
+	free(D->X);
+	free(D->group);
+	memset(D, 0, sizeof(*D));
+}
+
+static void
+data_alloc(dataset *D, int64_t n, int d, bool groups)
+{
+	memset(D, 0, sizeof(*D));
+	D->n = n;
+	D->d = d;
+	D->X = (double *) xmalloc(sizeof(double) * n * d);
+	if (groups)
+		D->group = (int32_t *) xmalloc(sizeof(int32_t) * n);
+}
+
+/*
+ * nb Gaussian blobs (sigma 1).  Centre b sits at sep * b along column 0
+ * (sep >= 20 keeps every row far nearer its own centre than any other) and
+ * at random in [-50, 50) in the other columns.  Row b < nb belongs to blob b,
+ * so the first nb rows make one initial centroid per blob.
+ */
+static void
+gen_blobs(dataset *D, int64_t n, int d, int nb, double sep, uint64_t seed)
+{
+	rng			r = rng_make(seed);
+	double	   *ctr = (double *) xmalloc(sizeof(double) * nb * d);
+
+	data_alloc(D, n, d, true);
+	D->ngroups = nb;
+	for (int b = 0; b < nb; b++)
+	{
+		ctr[(int64_t) b * d] = sep * (b - 0.5 * (nb - 1));
+		for (int j = 1; j < d; j++)
+			ctr[(int64_t) b * d + j] = 100.0 * rng_unif(&r) - 50.0;
+	}
+	for (int64_t i = 0; i < n; i++)
+	{
+		int			b = i < nb ? (int) i : (int) (rng_u64(&r) % (uint64_t) nb);
+
+		D->group[i] = b;
+		for (int j = 0; j < d; j++)
+			D->X[i * d + j] = ctr[(int64_t) b * d + j] + rng_gauss(&r);
+	}
+	free(ctr);
+}
+
+static void
+gen_uniform(dataset *D, int64_t n, int d, double lo, double hi, uint64_t seed)
+{
+	rng			r = rng_make(seed);
+
+	data_alloc(D, n, d, false);
+	for (int64_t i = 0; i < n * d; i++)
+		D->X[i] = lo + (hi - lo) * rng_unif(&r);
+}
+
+/* every row identical: value * (1, 2, ..., d) */
+static void
+gen_same(dataset *D, int64_t n, int d, double value)
+{
+	data_alloc(D, n, d, true);
+	D->ngroups = 1;
+	for (int64_t i = 0; i < n; i++)
+	{
+		D->group[i] = 0;
+		for (int j = 0; j < d; j++)
+			D->X[i * d + j] = value * (j + 1);
+	}
+}
+
+/*
+ * Rows drawn from m distinct integer points (rows 0..m-1 are the points
+ * themselves).  Integers keep every sum exact, so means do not depend on
+ * summation order and both backends must agree exactly.
+ */
+static void
+gen_few(dataset *D, int64_t n, int d, int m, uint64_t seed)
+{
+	rng			r = rng_make(seed);
+	double	   *pt = (double *) xmalloc(sizeof(double) * m * d);
+
+	data_alloc(D, n, d, true);
+	D->ngroups = m;
+	for (int q = 0; q < m; q++)
+	{
+		pt[(int64_t) q * d] = 3.0 * q - m;	/* distinct */
+		for (int j = 1; j < d; j++)
+			pt[(int64_t) q * d + j] = (double) (int) (rng_u64(&r) % 201) - 100.0;
+	}
+	for (int64_t i = 0; i < n; i++)
+	{
+		int			q = i < m ? (int) i : (int) (rng_u64(&r) % (uint64_t) m);
+
+		D->group[i] = q;
+		memcpy(D->X + i * d, pt + (int64_t) q * d, sizeof(double) * d);
+	}
+	free(pt);
+}
+
+/* ---- loading -------------------------------------------------------------- */
+
+/*
+ * Opens a data set on a backend and pushes D through the staging batches
+ * (structure-of-arrays, last batch partial), checking the row count after
+ * every push.  One check in all.  NULL on failure.
+ */
+static pggpu_data *
+load(pggpu_backend be, const dataset *D, int64_t hint)
+{
+	pggpu_error err = {0};
+	pggpu_data *ds = NULL;
+	pggpu_status st;
+	int64_t		B;
+	char		why[700] = "";
+
+	st = pggpu_data_open(&ds, be, 0, D->d, hint, &err);
+	if (!CHECK(st == PGGPU_OK && ds != NULL, "open (%s, d=%d, hint=%lld) failed: %d %s",
+			   be_name(be), D->d, (long long) hint, (int) st, err.msg))
+		return NULL;
+	B = pggpu_data_batch_rows(ds);
+	for (int64_t r0 = 0; r0 < D->n; r0 += B)
+	{
+		int64_t		m = D->n - r0 < B ? D->n - r0 : B;
+		double	   *buf = pggpu_data_batch(ds);
+
+		if (buf == NULL)
+		{
+			snprintf(why, sizeof(why), "no staging buffer at row %lld", (long long) r0);
+			break;
+		}
+		for (int j = 0; j < D->d; j++)
+			for (int64_t r = 0; r < m; r++)
+				buf[j * B + r] = D->X[(r0 + r) * D->d + j];
+		st = pggpu_data_push(ds, m, &err);
+		if (st != PGGPU_OK)
+		{
+			snprintf(why, sizeof(why), "push of %lld rows at row %lld: %d %s",
+					 (long long) m, (long long) r0, (int) st, err.msg);
+			break;
+		}
+		if (pggpu_data_rows(ds) != r0 + m)
+		{
+			snprintf(why, sizeof(why), "after a push of %lld rows at row %lld, rows = %lld",
+					 (long long) m, (long long) r0, (long long) pggpu_data_rows(ds));
+			break;
+		}
+	}
+	if (!CHECK(why[0] == 0, "loading %lld x %d rows (%s, hint=%lld, batch %lld): %s",
+			   (long long) D->n, D->d, be_name(be), (long long) hint, (long long) B, why))
+	{
+		pggpu_data_close(ds);
+		return NULL;
+	}
+	return ds;
+}
+
+/* ---- k-means runs and the naive reference ---------------------------------- */
+
+typedef struct km_out
+{
+	pggpu_status st;
+	double	   *C;				/* k x d */
+	int64_t    *sizes;
+	int32_t    *labels;
+	double		inertia;
+	int			iters;
+	bool		conv;
+} km_out;
+
+static void
+km_alloc(km_out *o, int64_t n, int k, int d)
+{
+	memset(o, 0, sizeof(*o));
+	o->C = (double *) xmalloc(sizeof(double) * k * d);
+	o->sizes = (int64_t *) xmalloc(sizeof(int64_t) * k);
+	o->labels = (int32_t *) xmalloc(sizeof(int32_t) * n);
+	/* poison: what the library leaves unwritten shows up */
+	for (int64_t i = 0; i < (int64_t) k * d; i++)
+		o->C[i] = NAN;
+	for (int c = 0; c < k; c++)
+		o->sizes[c] = -1;
+	for (int64_t i = 0; i < n; i++)
+		o->labels[i] = -7;
+	o->inertia = NAN;
+	o->iters = -1;
+	o->st = PGGPU_ERR_INVALID;	/* not run yet */
+}
+
+static void
+km_free(km_out *o)
+{
+	free(o->C);
+	free(o->sizes);
+	free(o->labels);
+	memset(o, 0, sizeof(*o));
+}
+
+/* loads D, runs k-means, closes; o must be km_alloc'ed; one check */
+static bool
+km_run(pggpu_backend be, const dataset *D, int64_t hint,
+	   const pggpu_kmeans_params *p, km_out *o)
+{
+	pggpu_error err = {0};
+	pggpu_kmeans_result r = {0};
+	pggpu_data *ds = load(be, D, hint);
+	double		t0;
+
+	o->st = PGGPU_ERR_INVALID;
+	if (ds == NULL)
+		return false;
+	r.centroids = o->C;
+	r.sizes = o->sizes;
+	r.labels = o->labels;
+	t0 = now_s();
+	o->st = pggpu_kmeans(ds, p, &r, &err);
+	o->inertia = r.inertia;
+	o->iters = r.iterations;
+	o->conv = r.converged;
+	pggpu_data_close(ds);
+	if (verbose)
+		printf("#   [%s] %s k-means: %d iterations, converged %d, inertia %.17g, %.3f s\n",
+			   case_name, be_name(be), o->iters, o->conv, o->inertia, now_s() - t0);
+	return CHECK(o->st == PGGPU_OK, "%s k-means (k=%d, %s) failed: %d %s", be_name(be),
+				 p->k, init_name(p->init), (int) o->st, err.msg);
+}
+
+static double
+sqdist(const double *x, const double *c, int d)
+{
+	double		acc = 0.0;
+
+	for (int j = 0; j < d; j++)
+	{
+		double		diff = x[j] - c[j];
+
+		acc += diff * diff;
+	}
+	return acc;
+}
+
+/* nearest of k centroids, lowest index on ties */
+static int
+nearest(const double *x, const double *C, int k, int d, double *best_out)
+{
+	double		best = INFINITY;
+	int			bc = 0;
+
+	for (int c = 0; c < k; c++)
+	{
+		double		dd = sqdist(x, C + (int64_t) c * d, d);
+
+		if (dd < best)
+		{
+			best = dd;
+			bc = c;
+		}
+	}
+	*best_out = best;
+	return bc;
+}
+
+/*
+ * Naive Lloyd, as compute.c documents it: no row has a label at first; an
+ * iteration labels every row by the current centroids, counts the changed
+ * labels, and moves each centroid to the mean of its rows; it converged when
+ * at most tol * n labels changed.  One more labelling with the final
+ * centroids gives labels, sizes and inertia.  Returns false (and stops) if a
+ * cluster goes empty: the library re-seeds those, this does not.
+ */
+static bool
+ref_lloyd(const dataset *D, int k, const double *init, int max_iter, double tol,
+		  km_out *o)
+{
+	int64_t		n = D->n;
+	int			d = D->d;
+	double	   *sums = (double *) xmalloc(sizeof(double) * k * d);
+	int64_t    *cnt = (int64_t *) xmalloc(sizeof(int64_t) * k);
+	bool		ok = true;
+
+	memcpy(o->C, init, sizeof(double) * k * d);
+	for (int64_t i = 0; i < n; i++)
+		o->labels[i] = -1;
+	o->iters = 0;
+	o->conv = false;
+	while (o->iters < max_iter)
+	{
+		int64_t		changed = 0;
+		double		best;
+
+		for (int64_t i = 0; i < n; i++)
+		{
+			int			c = nearest(D->X + i * d, o->C, k, d, &best);
+
+			changed += o->labels[i] != c;
+			o->labels[i] = c;
+		}
+		memset(sums, 0, sizeof(double) * k * d);
+		memset(cnt, 0, sizeof(int64_t) * k);
+		for (int64_t i = 0; i < n; i++)
+		{
+			cnt[o->labels[i]]++;
+			for (int j = 0; j < d; j++)
+				sums[(int64_t) o->labels[i] * d + j] += D->X[i * d + j];
+		}
+		for (int c = 0; c < k; c++)
+		{
+			if (cnt[c] == 0)
+				ok = false;
+			else
+				for (int j = 0; j < d; j++)
+					o->C[(int64_t) c * d + j] = sums[(int64_t) c * d + j] / (double) cnt[c];
+		}
+		o->iters++;
+		if (!ok)
+			break;
+		if ((double) changed <= tol * (double) n)
+		{
+			o->conv = true;
+			break;
+		}
+	}
+	o->inertia = 0.0;
+	memset(o->sizes, 0, sizeof(int64_t) * k);
+	for (int64_t i = 0; i < n; i++)
+	{
+		double		best;
+
+		o->labels[i] = nearest(D->X + i * d, o->C, k, d, &best);
+		o->sizes[o->labels[i]]++;
+		o->inertia += best;
+	}
+	o->st = PGGPU_OK;
+	free(sums);
+	free(cnt);
+	return ok;
+}
+
+/* ---- comparisons ------------------------------------------------------------ */
+
+/* |a - b| <= tol * max(|a|, |b|); equal infinities pass, NaN never does */
+static bool
+rel_close(double a, double b, double tol)
+{
+	if (a == b)
+		return true;
+	if (!isfinite(a) || !isfinite(b))
+		return false;
+	return fabs(a - b) <= tol * fmax(fabs(a), fabs(b));
+}
+
+static void
+cmp_labels(const char *what, const int32_t *a, const int32_t *b, int64_t n)
+{
+	int64_t		ndiff = 0,
+				first = -1;
+
+	for (int64_t i = 0; i < n; i++)
+		if (a[i] != b[i])
+		{
+			if (ndiff++ == 0)
+				first = i;
+		}
+	CHECK(ndiff == 0, "%s: %lld of %lld labels differ (first: row %lld, %d vs %d)",
+		  what, (long long) ndiff, (long long) n, (long long) first,
+		  first >= 0 ? a[first] : 0, first >= 0 ? b[first] : 0);
+}
+
+/*
+ * Centroids agree within tol relative to each centroid's largest component:
+ * a component near 0 is as accurate as the mean's large components allow.
+ */
+static void
+cmp_centroids(const char *what, const double *a, const double *b, int k, int d,
+			  double tol)
+{
+	int64_t		nbad = 0,
+				first = -1;
+
+	for (int c = 0; c < k; c++)
+	{
+		double		scale = 0;
+
+		for (int j = 0; j < d; j++)
+			scale = fmax(scale, fmax(fabs(a[(int64_t) c * d + j]), fabs(b[(int64_t) c * d + j])));
+		for (int j = 0; j < d; j++)
+		{
+			int64_t		e = (int64_t) c * d + j;
+
+			if (!(a[e] == b[e] || fabs(a[e] - b[e]) <= tol * scale))
+			{
+				if (nbad++ == 0)
+					first = e;
+			}
+		}
+	}
+	CHECK(nbad == 0, "%s: %lld centroid components differ beyond %g (first: centroid %lld column %lld, %.17g vs %.17g)",
+		  what, (long long) nbad, tol, (long long) (first >= 0 ? first / d : 0),
+		  (long long) (first >= 0 ? first % d : 0),
+		  first >= 0 ? a[first] : 0.0, first >= 0 ? b[first] : 0.0);
+}
+
+static void
+cmp_sizes(const char *what, const int64_t *a, const int64_t *b, int k)
+{
+	int			first = -1;
+
+	for (int c = 0; c < k && first < 0; c++)
+		if (a[c] != b[c])
+			first = c;
+	CHECK(first < 0, "%s: sizes differ (first: cluster %d, %lld vs %lld)", what, first,
+		  (long long) (first >= 0 ? a[first] : 0), (long long) (first >= 0 ? b[first] : 0));
+}
+
+/* two k-means results on the same data: everything must agree */
+static void
+cmp_km(const char *what, const km_out *a, const km_out *b, int64_t n, int k, int d,
+	   double tol)
+{
+	cmp_labels(what, a->labels, b->labels, n);
+	cmp_sizes(what, a->sizes, b->sizes, k);
+	cmp_centroids(what, a->C, b->C, k, d, tol);
+	CHECK(a->iters == b->iters, "%s: iterations %d vs %d", what, a->iters, b->iters);
+	CHECK(a->conv == b->conv, "%s: converged %d vs %d", what, a->conv, b->conv);
+	CHECK(rel_close(a->inertia, b->inertia, tol), "%s: inertia %.17g vs %.17g",
+		  what, a->inertia, b->inertia);
+}
+
+/* lexicographic order of two centroids */
+static int
+lexcmp(const double *x, const double *y, int d)
+{
+	for (int j = 0; j < d; j++)
+	{
+		if (x[j] < y[j])
+			return -1;
+		if (x[j] > y[j])
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * What every k-means result must satisfy, whatever the backend: finite
+ * centroids inside the data's range; labels in range and counted by sizes (sizes >= 0, sum n);
+ * canonical numbering unless the centroids were given.  With sample > 0,
+ * also (on sample rows spread over the data) every label is a nearest
+ * centroid, the lowest index among equals when the numbering is the
+ * library's own (given centroids), and the inertia is the sum of the rows'
+ * squared distances to their centroids.  sample = 0 skips those (data whose
+ * squared distances overflow unscaled).
+ */
+static void
+check_sane(const char *what, const dataset *D, int k, pggpu_init init, const km_out *o,
+		   int64_t sample)
+{
+	int64_t		n = D->n;
+	int			d = D->d;
+	int64_t    *cnt = (int64_t *) calloc(k, sizeof(int64_t));
+	int64_t		nonfinite = 0,
+				badlab = 0,
+				badsize = 0,
+				total = 0;
+
+	for (int64_t e = 0; e < (int64_t) k * d; e++)
+		nonfinite += !isfinite(o->C[e]);
+	CHECK(nonfinite == 0, "%s: %lld centroid components are not finite", what, (long long) nonfinite);
+	for (int64_t i = 0; i < n; i++)
+	{
+		if (o->labels[i] < 0 || o->labels[i] >= k)
+			badlab++;
+		else
+			cnt[o->labels[i]]++;
+	}
+	CHECK(badlab == 0, "%s: %lld labels out of 0..%d", what, (long long) badlab, k - 1);
+	for (int c = 0; c < k; c++)
+	{
+		badsize += o->sizes[c] < 0 || o->sizes[c] != cnt[c];
+		total += o->sizes[c];
+	}
+	CHECK(badsize == 0 && total == n, "%s: sizes do not count the labels (%lld bad, sum %lld, n %lld)",
+		  what, (long long) badsize, (long long) total, (long long) n);
+	CHECK(!isnan(o->inertia) && o->inertia >= 0, "%s: inertia %g", what, o->inertia);
+
+	/*
+	 * After an iteration every centroid is the mean of its rows or, if it
+	 * went empty, a row put there by the repair: inside the data's bounding
+	 * box (up to the rounding of a mean).  A given centroid left far away
+	 * means the repair did not happen.
+	 */
+	{
+		int64_t		outside = 0,
+					first = -1;
+
+		for (int j = 0; j < d; j++)
+		{
+			double		lo = INFINITY,
+						hi = -INFINITY,
+						slack;
+
+			for (int64_t i = 0; i < n; i++)
+			{
+				lo = fmin(lo, D->X[i * d + j]);
+				hi = fmax(hi, D->X[i * d + j]);
+			}
+			slack = 1e-12 * fmax(fabs(lo), fabs(hi));
+			for (int c = 0; c < k; c++)
+			{
+				double		v = o->C[(int64_t) c * d + j];
+
+				if (!(v >= lo - slack && v <= hi + slack))
+				{
+					if (outside++ == 0)
+						first = (int64_t) c * d + j;
+				}
+			}
+		}
+		CHECK(outside == 0, "%s: %lld centroid components outside the data's range (first: centroid %lld column %lld = %g)",
+			  what, (long long) outside, (long long) (first >= 0 ? first / d : 0),
+			  (long long) (first >= 0 ? first % d : 0), first >= 0 ? o->C[first] : 0.0);
+	}
+	if (init != PGGPU_INIT_GIVEN)
+	{
+		int			bad = -1;
+
+		for (int c = 1; c < k && bad < 0; c++)
+		{
+			int			s = lexcmp(o->C + (int64_t) (c - 1) * d, o->C + (int64_t) c * d, d);
+
+			if (s > 0 || (s == 0 && o->sizes[c - 1] < o->sizes[c]))
+				bad = c;
+		}
+		CHECK(bad < 0, "%s: clusters %d and %d are not in canonical order", what, bad - 1, bad);
+	}
+	if (sample > 0)
+	{
+		int64_t		step = sample >= n ? 1 : n / sample;
+		int64_t		nbad = 0,
+					first = -1;
+		double		inertia = 0.0;
+
+		for (int64_t i = 0; i < n; i += step)
+		{
+			double		best;
+			int			c = nearest(D->X + i * d, o->C, k, d, &best);
+			int			l = o->labels[i];
+
+			if (l < 0 || l >= k ||
+				sqdist(D->X + i * d, o->C + (int64_t) l * d, d) != best ||
+				(init == PGGPU_INIT_GIVEN && l != c))
+			{
+				if (nbad++ == 0)
+					first = i;
+			}
+		}
+		CHECK(nbad == 0, "%s: %lld sampled rows are not labelled with their nearest centroid (first: row %lld)",
+			  what, (long long) nbad, (long long) first);
+		if (badlab == 0)
+		{
+			for (int64_t i = 0; i < n; i++)
+				inertia += sqdist(D->X + i * d, o->C + (int64_t) o->labels[i] * d, d);
+			CHECK(rel_close(inertia, o->inertia, 1e-9), "%s: inertia %.17g, but the rows' squared distances sum to %.17g",
+				  what, o->inertia, inertia);
+		}
+	}
+	free(cnt);
+}
+
+/*
+ * Well-separated blobs, one cluster per blob: the clusters must be the
+ * blobs.  With given centroids (one row per blob, in blob order) the labels
+ * are the blob numbers, the centroids the blobs' means and the inertia the
+ * sum of squared distances to them; and Lloyd converged.
+ */
+static void
+check_blobs(const char *what, const dataset *D, int k, pggpu_init init, const km_out *o)
+{
+	int64_t		n = D->n;
+	int			d = D->d;
+	int32_t    *lab_of = (int32_t *) xmalloc(sizeof(int32_t) * k);
+	int32_t    *grp_of = (int32_t *) xmalloc(sizeof(int32_t) * k);
+	int64_t		bad = 0;
+
+	for (int c = 0; c < k; c++)
+		lab_of[c] = grp_of[c] = -1;
+	for (int64_t i = 0; i < n; i++)
+	{
+		int			g = D->group[i],
+					l = o->labels[i];
+
+		if (l < 0 || l >= k)
+			bad++;
+		else if (lab_of[g] < 0 && grp_of[l] < 0)
+			lab_of[g] = l, grp_of[l] = g;
+		else if (lab_of[g] != l)
+			bad++;
+	}
+	CHECK(bad == 0, "%s: %lld rows are not in one cluster with the rest of their blob",
+		  what, (long long) bad);
+	if (init == PGGPU_INIT_GIVEN && bad == 0)
+	{
+		double	   *mean = (double *) calloc((size_t) k * d, sizeof(double));
+		int64_t    *cnt = (int64_t *) calloc(k, sizeof(int64_t));
+		double		inertia = 0.0;
+		int			moved = -1;
+
+		for (int g = 0; g < k && moved < 0; g++)
+			if (lab_of[g] != g)
+				moved = g;
+		CHECK(moved < 0, "%s: blob %d was labelled %d", what, moved, moved >= 0 ? lab_of[moved] : 0);
+		for (int64_t i = 0; i < n; i++)
+		{
+			cnt[D->group[i]]++;
+			for (int j = 0; j < d; j++)
+				mean[(int64_t) D->group[i] * d + j] += D->X[i * d + j];
+		}
+		for (int g = 0; g < k; g++)
+			for (int j = 0; j < d; j++)
+				mean[(int64_t) g * d + j] /= (double) cnt[g];
+		for (int64_t i = 0; i < n; i++)
+			inertia += sqdist(D->X + i * d, mean + (int64_t) D->group[i] * d, d);
+		cmp_centroids(what, mean, o->C, k, d, 1e-9);
+		CHECK(rel_close(inertia, o->inertia, 1e-9), "%s: inertia %.17g, blobs' %.17g",
+			  what, o->inertia, inertia);
+		CHECK(o->conv, "%s: did not converge in %d iterations", what, o->iters);
+		free(mean);
+		free(cnt);
+	}
+	free(lab_of);
+	free(grp_of);
+}
+
+/* rows whose nearest centroid check_sane can afford (about 3e8 distance terms) */
+static int64_t
+affordable_rows(int64_t n, int k, int d)
+{
+	double		rows = 3e8 / ((double) k * d);
+
+	if (rows >= n)
+		return n;
+	return rows < 1000 ? 1000 : (int64_t) rows;
+}
+
+/* ---- the shape grid ----------------------------------------------------------- */
+
+typedef enum data_kind
+{
+	DATA_BLOBS,					/* param blobs (0: k), sep apart */
+	DATA_UNIFORM,				/* uniform in [-10, 10) */
+	DATA_SAME,					/* all rows identical: value * (1..d) */
+	DATA_FEW,					/* param distinct integer points */
+	DATA_FAR					/* blobs + param given centroids far from all rows */
+} data_kind;
+
+#define I_GIVEN 1
+#define I_PP    2
+#define I_RAND  4
+#define I_ALL   7
+
+typedef enum grid_mode
+{
+	MODE_CI,					/* always */
+	MODE_FULL,					/* --full: CPU and GPU */
+	MODE_FULL_GPU				/* --full: GPU only (too slow for the CPU) */
+} grid_mode;
+
+typedef struct grid_case
+{
+	const char *name;
+	int64_t		n;
+	int			d;
+	int			k;
+	data_kind	kind;
+	int			param;
+	double		value;			/* blobs: sep (0: 20); same: the value (0: 1.5) */
+	unsigned	inits;
+	int			max_iter;
+	int64_t		hint;			/* expected_rows; -1: exactly n */
+	bool		no_cmp;			/* backends may legitimately differ: no GPU/CPU compare */
+	grid_mode	mode;
+} grid_case;
+
+/*
+ * The CI grid runs in a few seconds on two cores: large N only with small
+ * k * d, k = 1024 with modest N.  Shapes straddle the GPU kernel's tile
+ * sizes (k: 4, 8, 16, 32 centroids a tile; d: 32 columns a tile) and its
+ * shared-memory limit for per-block sums (k * d * 8 bytes around 100 kB).
+ * Hint 1 makes small (4096-row) batches: many tiles, and many growths of
+ * the GPU allocation.
+ */
+static const grid_case grid[] = {
+	/* tiny and k = N */
+	{"one row", 1, 1, 1, DATA_UNIFORM, 0, 0, I_ALL, 10, -1},
+	{"one wide row", 1, 128, 1, DATA_UNIFORM, 0, 0, I_ALL, 10, 0},
+	{"k=N", 2, 1, 2, DATA_UNIFORM, 0, 0, I_ALL, 10, -1},
+	{"k=N", 64, 3, 64, DATA_UNIFORM, 0, 0, I_ALL, 10, -1},
+	{"k=N", 300, 33, 300, DATA_UNIFORM, 0, 0, I_ALL, 10, 1},
+	{"k=1", 1000, 1, 1, DATA_BLOBS, 0, 0, I_ALL, 10, -1},
+	/* large N, small k * d */
+	{"blobs", 1000000, 1, 3, DATA_BLOBS, 0, 0, I_GIVEN, 50, 1},
+	{"blobs", 1000000, 2, 4, DATA_BLOBS, 0, 0, I_PP, 50, 0},
+	{"uniform", 200000, 5, 8, DATA_UNIFORM, 0, 0, I_GIVEN, 30, 1},
+	/* wide rows, many centroids */
+	{"blobs", 20000, 128, 4, DATA_BLOBS, 0, 0, I_GIVEN | I_PP, 50, 1},
+	{"blobs", 20000, 8, 1024, DATA_BLOBS, 0, 0, I_GIVEN | I_PP, 20, 1},
+	{"uniform", 3000, 128, 100, DATA_UNIFORM, 0, 0, I_PP, 10, -1},
+	{"blobs", 5000, 33, 33, DATA_BLOBS, 0, 0, I_ALL, 50, 1},
+	{"uniform", 5000, 31, 9, DATA_UNIFORM, 0, 0, I_GIVEN | I_RAND, 50, 1},
+	{"uniform", 5000, 32, 16, DATA_UNIFORM, 0, 0, I_PP, 50, 0},
+	{"blobs", 5000, 32, 17, DATA_BLOBS, 0, 0, I_GIVEN, 50, 1},
+	{"blobs", 4096, 2, 5, DATA_BLOBS, 0, 0, I_ALL, 50, 1},
+	{"uniform", 4097, 2, 32, DATA_UNIFORM, 0, 0, I_GIVEN, 200, 1},
+	/* k-means++ must find every blob when they are far apart */
+	{"far blobs", 20000, 5, 10, DATA_BLOBS, 0, 1000, I_PP, 50, 1},
+	{"far blobs", 20000, 3, 100, DATA_BLOBS, 0, 1000, I_PP, 50, 1},
+	/* duplicates */
+	{"all same", 1000, 5, 3, DATA_SAME, 0, 0, I_ALL, 20, -1},
+	{"all same", 1, 3, 1, DATA_SAME, 0, 0, I_ALL, 20, -1},
+	{"all same k=N", 300, 2, 300, DATA_SAME, 0, 0, I_ALL, 20, 1},
+	{"few distinct", 5000, 4, 20, DATA_FEW, 20, 0, I_ALL, 50, 1},
+	{"few distinct", 5000, 4, 25, DATA_FEW, 20, 0, I_ALL, 50, 1},
+	{"few distinct", 5000, 4, 10, DATA_FEW, 20, 0, I_ALL, 50, 1},
+	{"few distinct k=N", 60, 2, 60, DATA_FEW, 7, 0, I_ALL, 50, -1},
+	/*
+	 * Non-dyadic duplicates: the mean of n copies of 0.1 need not be 0.1,
+	 * and rounds differently per summation order, so the backends may
+	 * differ; only sanity is checked.  (The library then re-seeds the empty
+	 * clusters with exact rows, which win every row next iteration: it runs
+	 * to max_iter without converging.)
+	 */
+	{"all same 0.1", 1000, 3, 4, DATA_SAME, 0, 0.1, I_ALL, 20, -1, true},
+	/* clusters that go empty: given centroids far from every row */
+	{"far centroid", 10000, 3, 6, DATA_FAR, 1, 0, I_GIVEN, 50, 1},
+	{"far centroids", 10000, 3, 8, DATA_FAR, 3, 0, I_GIVEN, 50, 1},
+	{"far centroid", 20000, 40, 20, DATA_FAR, 2, 0, I_GIVEN, 50, 1},
+
+	/* --full: heavier, still comparing the GPU with the CPU */
+	{"blobs", 200000, 32, 64, DATA_BLOBS, 0, 0, I_GIVEN | I_PP, 30, 1, false, MODE_FULL},
+	{"uniform", 100000, 128, 32, DATA_UNIFORM, 0, 0, I_GIVEN, 15, 0, false, MODE_FULL},
+	{"uniform", 100000, 16, 1024, DATA_UNIFORM, 0, 0, I_PP, 5, -1, false, MODE_FULL},
+	/* --full, GPU only: checked against the blobs and by sampled rows */
+	{"big blobs", 1000000, 128, 256, DATA_BLOBS, 0, 0, I_GIVEN, 20, 0, false, MODE_FULL_GPU},
+	{"big blobs", 1000000, 128, 1024, DATA_BLOBS, 0, 0, I_GIVEN | I_PP, 10, 1, false, MODE_FULL_GPU},
+	{"big blobs", 1000000, 32, 1024, DATA_BLOBS, 0, 0, I_GIVEN | I_RAND, 10, -1, false, MODE_FULL_GPU},
+	{"big uniform", 1000000, 1, 1024, DATA_UNIFORM, 0, 0, I_PP, 20, 0, false, MODE_FULL_GPU},
+	{"big far centroid", 1000000, 16, 64, DATA_FAR, 1, 0, I_GIVEN, 20, 1, false, MODE_FULL_GPU},
+};
+
+static void
+make_data(const grid_case *gc, dataset *D)
+{
+	uint64_t	seed = (uint64_t) gc->n * 1000003u + gc->d * 1009u + gc->k * 17u + gc->kind;
+
+	switch (gc->kind)
+	{
+		case DATA_BLOBS:
+			gen_blobs(D, gc->n, gc->d, gc->param ? gc->param : gc->k,
+					  gc->value > 0 ? gc->value : 20.0, seed);
+			break;
+		case DATA_FAR:
+			gen_blobs(D, gc->n, gc->d, gc->k - gc->param, 20.0, seed);
+			break;
+		case DATA_UNIFORM:
+			gen_uniform(D, gc->n, gc->d, -10.0, 10.0, seed);
+			break;
+		case DATA_SAME:
+			gen_same(D, gc->n, gc->d, gc->value != 0 ? gc->value : 1.5);
+			break;
+		case DATA_FEW:
+			gen_few(D, gc->n, gc->d, gc->param, seed);
+			break;
+	}
+}
+
+/* given centroids: the first k rows (one per blob), then the far ones */
+static double *
+make_init(const grid_case *gc, const dataset *D)
+{
+	int			d = D->d;
+	int			near = gc->kind == DATA_FAR ? gc->k - gc->param : gc->k;
+	double	   *C = (double *) xmalloc(sizeof(double) * gc->k * d);
+
+	memcpy(C, D->X, sizeof(double) * near * d);
+	for (int c = near; c < gc->k; c++)
+		for (int j = 0; j < d; j++)
+			C[(int64_t) c * d + j] = 1e6 * (c - near + 1);
+	return C;
+}
+
+static void
+run_case(const grid_case *gc, pggpu_init init)
+{
+	dataset		D;
+	km_out		cpu = {0},
+				gpu = {0},
+				ref = {0};
+	pggpu_kmeans_params p = {0};
+	double	   *C0 = NULL;
+	bool		cpu_ok = false;
+	bool		blobs_known;
+	int64_t		hint,
+				sample;
+	int			k = gc->k;
+
+	set_case("%s n=%lld d=%d k=%d %s", gc->name, (long long) gc->n, gc->d, k, init_name(init));
+	make_data(gc, &D);
+	hint = gc->hint < 0 ? D.n : gc->hint;
+	sample = affordable_rows(D.n, k, D.d);
+	p.k = k;
+	p.max_iter = gc->max_iter;
+	p.tol = 0;
+	p.init = init;
+	p.seed = 20240601u + (uint64_t) k;
+	if (init == PGGPU_INIT_GIVEN)
+		p.init_centroids = C0 = make_init(gc, &D);
+	/* clusters = blobs: given one row per blob, or k-means++ on far blobs */
+	blobs_known = gc->kind == DATA_BLOBS && D.ngroups == k &&
+		(init == PGGPU_INIT_GIVEN || (init == PGGPU_INIT_KMEANSPP && gc->value >= 1000));
+
+	if (gc->mode != MODE_FULL_GPU)
+	{
+		km_alloc(&cpu, D.n, k, D.d);
+		cpu_ok = km_run(PGGPU_BACKEND_CPU, &D, hint, &p, &cpu);
+		if (cpu_ok)
+		{
+			check_sane("cpu", &D, k, init, &cpu, sample);
+			if (blobs_known)
+				check_blobs("cpu", &D, k, init, &cpu);
+			if (init == PGGPU_INIT_GIVEN && gc->kind != DATA_FAR)
+			{
+				km_alloc(&ref, D.n, k, D.d);
+				if (ref_lloyd(&D, k, C0, p.max_iter, p.tol, &ref))
+					cmp_km("naive vs cpu", &ref, &cpu, D.n, k, D.d, 1e-9);
+				else if (gc->kind == DATA_BLOBS || gc->kind == DATA_UNIFORM)
+					CHECK(false, "test data unsuitable: a cluster went empty in the naive Lloyd");
+			}
+		}
+	}
+	if (!have_gpu)
+		gpu_skipped++;
+	else
+	{
+		km_alloc(&gpu, D.n, k, D.d);
+		if (km_run(PGGPU_BACKEND_GPU, &D, hint, &p, &gpu))
+		{
+			check_sane("gpu", &D, k, init, &gpu, sample);
+			if (blobs_known)
+				check_blobs("gpu", &D, k, init, &gpu);
+			if (cpu_ok && !gc->no_cmp)
+				cmp_km("cpu vs gpu", &cpu, &gpu, D.n, k, D.d, 1e-9);
+		}
+	}
+	km_free(&cpu);
+	km_free(&gpu);
+	km_free(&ref);
+	free(C0);
+	data_free(&D);
+}
+
+static void
+test_grid(void)
+{
+	for (size_t i = 0; i < sizeof(grid) / sizeof(grid[0]); i++)
+	{
+		const grid_case *gc = &grid[i];
+
+		if (gc->mode != MODE_CI && !full_grid)
+			continue;
+		if (gc->mode == MODE_FULL_GPU && !have_gpu)
+		{
+			gpu_skipped++;
+			continue;
+		}
+		if (gc->inits & I_GIVEN)
+			run_case(gc, PGGPU_INIT_GIVEN);
+		if (gc->inits & I_PP)
+			run_case(gc, PGGPU_INIT_KMEANSPP);
+		if (gc->inits & I_RAND)
+			run_case(gc, PGGPU_INIT_RANDOM);
+	}
+}
+
+/* ---- the naive reference on its own terms ------------------------------------ */
+
+/*
+ * CPU backend vs the naive Lloyd beyond the grid: blobs, uniform data that
+ * needs many iterations, an iteration cap that stops it early, and tol > 0.
+ */
+static void
+test_reference(void)
+{
+	static const struct
+	{
+		const char *name;
+		int64_t		n;
+		int			d,
+					k;
+		bool		blobs;
+		int			max_iter;
+		double		tol;
+		bool		expect_conv;
+	}			cases[] = {
+		{"blobs", 1000, 2, 5, true, 100, 0, true},
+		{"blobs", 20000, 3, 8, true, 100, 0, true},
+		{"blobs", 100000, 1, 3, true, 100, 0, true},
+		{"uniform, many iterations", 20000, 2, 7, false, 500, 0, true},
+		{"uniform, capped", 5000, 4, 6, false, 3, 0, false},
+		{"uniform, tol 1%", 20000, 2, 7, false, 500, 0.01, true},
+	};
+
+	for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++)
+	{
+		dataset		D;
+		km_out		cpu,
+					ref,
+					gpu;
+		pggpu_kmeans_params p = {0};
+		int64_t		n = cases[t].n;
+		int			d = cases[t].d,
+					k = cases[t].k;
+
+		set_case("reference: %s n=%lld d=%d k=%d", cases[t].name, (long long) n, d, k);
+		if (cases[t].blobs)
+			gen_blobs(&D, n, d, k, 20.0, 77 + t);
+		else
+			gen_uniform(&D, n, d, 0.0, 1.0, 77 + t);
+		p.k = k;
+		p.max_iter = cases[t].max_iter;
+		p.tol = cases[t].tol;
+		p.init = PGGPU_INIT_GIVEN;
+		p.init_centroids = D.X;	/* the first k rows */
+		km_alloc(&cpu, n, k, d);
+		km_alloc(&ref, n, k, d);
+		km_alloc(&gpu, n, k, d);
+		if (!CHECK(ref_lloyd(&D, k, D.X, p.max_iter, p.tol, &ref),
+				   "test data unsuitable: a cluster went empty in the naive Lloyd"))
+			goto next;
+		CHECK(ref.conv == cases[t].expect_conv, "naive Lloyd: converged %d after %d iterations",
+			  ref.conv, ref.iters);
+		if (km_run(PGGPU_BACKEND_CPU, &D, n, &p, &cpu))
+		{
+			cmp_km("naive vs cpu", &ref, &cpu, n, k, d, 1e-9);
+			check_sane("cpu", &D, k, p.init, &cpu, n);
+			if (cases[t].blobs)
+				check_blobs("cpu", &D, k, p.init, &cpu);
+		}
+		if (!have_gpu)
+			gpu_skipped++;
+		else if (km_run(PGGPU_BACKEND_GPU, &D, n, &p, &gpu))
+			cmp_km("cpu vs gpu", &cpu, &gpu, n, k, d, 1e-9);
+next:
+		km_free(&cpu);
+		km_free(&ref);
+		km_free(&gpu);
+		data_free(&D);
+	}
+}
+
+/* ---- loading ------------------------------------------------------------------ */
+
+/*
+ * Reads the stored rows back through pggpu_assign: with centroids that are
+ * not symmetric in the columns, the labels and distances pin every value to
+ * its row and column.  Checks against the naive computation.
+ */
+static void
+verify_stored(const char *what, pggpu_data *ds, const dataset *D)
+{
+	const int	K = 3;
+	double	   *C = (double *) xmalloc(sizeof(double) * K * D->d);
+	int32_t    *lab = (int32_t *) xmalloc(sizeof(int32_t) * D->n);
+	double	   *dist = (double *) xmalloc(sizeof(double) * D->n);
+	pggpu_error err = {0};
+	pggpu_status st;
+	int64_t		nbad = 0,
+				first = -1;
+
+	for (int c = 0; c < K; c++)
+		for (int j = 0; j < D->d; j++)
+			C[c * D->d + j] = (c - 1) * 4.0 + 0.37 * j * (c + 1);
+	st = pggpu_assign(ds, C, K, lab, dist, &err);
+	if (CHECK(st == PGGPU_OK, "%s: assign failed: %d %s", what, (int) st, err.msg))
+	{
+		for (int64_t i = 0; i < D->n; i++)
+		{
+			double		best;
+			int			c = nearest(D->X + i * D->d, C, K, D->d, &best);
+
+			if (lab[i] != c || !rel_close(dist[i], sqrt(best), 1e-12))
+			{
+				if (nbad++ == 0)
+					first = i;
+			}
+		}
+		CHECK(nbad == 0, "%s: %lld rows read back wrong (first: row %lld)", what,
+			  (long long) nbad, (long long) first);
+	}
+	free(C);
+	free(lab);
+	free(dist);
+}
+
+static void
+test_loading_on(pggpu_backend be)
+{
+	static const int dims[] = {1, 3, 40};
+	static const char *const hint_names[] = {"exact", "0", "1 (far too small)"};
+
+	for (size_t di = 0; di < sizeof(dims) / sizeof(dims[0]); di++)
+	{
+		int			d = dims[di];
+		int64_t		B0 = 0;
+		pggpu_data *probe = NULL;
+		pggpu_error err = {0};
+
+		/* the batch size with no hint: rows around it, too */
+		set_case("loading %s d=%d", be_name(be), d);
+		if (!CHECK(pggpu_data_open(&probe, be, 0, d, 0, &err) == PGGPU_OK, "open: %s", err.msg))
+			continue;
+		B0 = pggpu_data_batch_rows(probe);
+		pggpu_data_close(probe);
+
+		for (int h = 0; h < 3; h++)
+		{
+			int64_t		sizes[] = {1, 1000, 4095, 4096, 4097, 3 * 4096 + 17, B0 - 1, B0, B0 + 1};
+
+			for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
+			{
+				int64_t		n = sizes[si];
+				int64_t		hint = h == 0 ? n : h == 1 ? 0 : 1;
+				dataset		D;
+				pggpu_data *ds;
+				int64_t		B;
+
+				if (n > 2000000 / d + 2)
+					continue;	/* keep it quick */
+				set_case("loading %s d=%d n=%lld hint %s", be_name(be), d, (long long) n, hint_names[h]);
+				gen_uniform(&D, n, d, -10.0, 10.0, 1000 + n + d);
+				ds = load(be, &D, hint);
+				if (ds != NULL)
+				{
+					B = pggpu_data_batch_rows(ds);
+					CHECK(B >= 1024 && (B & (B - 1)) == 0, "batch_rows = %lld", (long long) B);
+					CHECK(pggpu_data_rows(ds) == n && pggpu_data_cols(ds) == d &&
+						  pggpu_data_backend(ds) == be,
+						  "rows %lld, cols %d, backend %d", (long long) pggpu_data_rows(ds),
+						  pggpu_data_cols(ds), (int) pggpu_data_backend(ds));
+					CHECK(be == PGGPU_BACKEND_CPU ? strcmp(pggpu_data_device_name(ds), "cpu") == 0
+						  : pggpu_data_device_name(ds)[0] != 0 && strcmp(pggpu_data_device_name(ds), "cpu") != 0,
+						  "device name \"%s\"", pggpu_data_device_name(ds));
+					verify_stored("read back", ds, &D);
+					pggpu_data_close(ds);
+				}
+				data_free(&D);
+			}
+		}
+	}
+
+	/* two data sets filled turn about: their staging buffers are their own */
+	{
+		dataset		A,
+					Bd;
+		pggpu_data *da = NULL,
+				   *db = NULL;
+		pggpu_error err = {0};
+		bool		ok = true;
+
+		set_case("loading %s two sets at once", be_name(be));
+		gen_uniform(&A, 10000, 3, -5, 5, 11);
+		gen_uniform(&Bd, 9000, 3, -5, 5, 12);
+		if (CHECK(pggpu_data_open(&da, be, 0, 3, 1, &err) == PGGPU_OK &&
+				  pggpu_data_open(&db, be, 0, 3, 1, &err) == PGGPU_OK, "open: %s", err.msg))
+		{
+			int64_t		bs = pggpu_data_batch_rows(da);
+
+			for (int64_t r0 = 0; ok && (r0 < A.n || r0 < Bd.n); r0 += bs)
+				for (int w = 0; w < 2 && ok; w++)
+				{
+					const dataset *D = w ? &Bd : &A;
+					pggpu_data *ds = w ? db : da;
+					int64_t		m = D->n - r0 < bs ? D->n - r0 : bs;
+					double	   *buf;
+
+					if (m <= 0)
+						continue;
+					buf = pggpu_data_batch(ds);
+					for (int j = 0; j < 3; j++)
+						for (int64_t r = 0; r < m; r++)
+							buf[j * bs + r] = D->X[(r0 + r) * 3 + j];
+					ok = pggpu_data_push(ds, m, &err) == PGGPU_OK;
+				}
+			if (CHECK(ok, "push: %s", err.msg))
+			{
+				verify_stored("set A", da, &A);
+				verify_stored("set B", db, &Bd);
+			}
+		}
+		pggpu_data_close(da);
+		pggpu_data_close(db);
+		data_free(&A);
+		data_free(&Bd);
+	}
+}
+
+/*
+ * The hint changes the batch (= storage tile) size, never the result: on the
+ * CPU bit for bit; on the GPU as far as summation order allows.
+ */
+static void
+test_hint_independence(void)
+{
+	static const int64_t hints[] = {-1, 0, 1};
+	dataset		D;
+	km_out		out[3][2];
+	pggpu_kmeans_params p = {0};
+	const int64_t n = 30000;
+	const int	d = 3,
+				k = 4;
+
+	gen_blobs(&D, n, d, k, 20.0, 5);
+	p.k = k;
+	p.max_iter = 50;
+	p.init = PGGPU_INIT_KMEANSPP;
+	p.seed = 99;
+	for (int h = 0; h < 3; h++)
+	{
+		int64_t		hint = hints[h] < 0 ? n : hints[h];
+
+		set_case("hint independence, hint %lld", (long long) hint);
+		km_alloc(&out[h][0], n, k, d);
+		km_alloc(&out[h][1], n, k, d);
+		if (km_run(PGGPU_BACKEND_CPU, &D, hint, &p, &out[h][0]) && h > 0 &&
+			out[0][0].st == PGGPU_OK)
+			cmp_km("cpu, exact hint vs this hint", &out[0][0], &out[h][0], n, k, d, 0.0);
+		if (!have_gpu)
+			gpu_skipped++;
+		else if (km_run(PGGPU_BACKEND_GPU, &D, hint, &p, &out[h][1]) &&
+				 out[h][0].st == PGGPU_OK)
+			cmp_km("cpu vs gpu", &out[h][0], &out[h][1], n, k, d, 1e-9);
+	}
+	for (int h = 0; h < 3; h++)
+		km_free(&out[h][0]), km_free(&out[h][1]);
+	data_free(&D);
+}
+
+static void
+test_loading(void)
+{
+	test_loading_on(PGGPU_BACKEND_CPU);
+	if (!have_gpu)
+		gpu_skipped++;
+	else
+	{
+		dataset		D;
+		pggpu_data *ds;
+
+		test_loading_on(PGGPU_BACKEND_GPU);
+		/* a hint far beyond the GPU's memory: the first allocation is capped */
+		set_case("loading gpu, hint 1e10 rows");
+		gen_uniform(&D, 5000, 2, -1, 1, 3);
+		ds = load(PGGPU_BACKEND_GPU, &D, (int64_t) 10000000000LL);
+		if (ds)
+		{
+			verify_stored("read back", ds, &D);
+			pggpu_data_close(ds);
+		}
+		data_free(&D);
+	}
+	test_hint_independence();
+}
+
+/* ---- nearest-centroid assignment ------------------------------------------- */
+
+static void
+assign_case(const char *name, const dataset *D, const double *C, int k)
+{
+	int64_t		n = D->n;
+	int			d = D->d;
+	int32_t    *lab[2],
+			   *lab_nodist;
+	double	   *dist[2];
+	int32_t    *nlab = (int32_t *) xmalloc(sizeof(int32_t) * n);
+	double	   *ndist = (double *) xmalloc(sizeof(double) * n);
+	bool		ok[2] = {false, false};
+
+	set_case("assign %s n=%lld d=%d k=%d", name, (long long) n, d, k);
+	for (int64_t i = 0; i < n; i++)
+	{
+		double		best;
+
+		nlab[i] = nearest(D->X + i * d, C, k, d, &best);
+		ndist[i] = sqrt(best);
+	}
+	lab_nodist = (int32_t *) xmalloc(sizeof(int32_t) * n);
+	for (int b = 0; b < 2; b++)
+	{
+		pggpu_backend be = b ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU;
+		pggpu_error err = {0};
+		pggpu_data *ds;
+		pggpu_status st;
+		int64_t		nbad = 0,
+					first = -1;
+		char		what[64];
+
+		lab[b] = (int32_t *) xmalloc(sizeof(int32_t) * n);
+		dist[b] = (double *) xmalloc(sizeof(double) * n);
+		if (b == 1 && !have_gpu)
+		{
+			gpu_skipped++;
+			continue;
+		}
+		if ((ds = load(be, D, 1)) == NULL)
+			continue;
+		st = pggpu_assign(ds, C, k, lab[b], dist[b], &err);
+		pggpu_data_close(ds);
+		if (!CHECK(st == PGGPU_OK, "%s assign failed: %d %s", be_name(be), (int) st, err.msg))
+			continue;
+		ok[b] = true;
+		snprintf(what, sizeof(what), "naive vs %s", be_name(be));
+		cmp_labels(what, nlab, lab[b], n);
+		for (int64_t i = 0; i < n; i++)
+			if (!rel_close(ndist[i], dist[b][i], 1e-12))
+			{
+				if (nbad++ == 0)
+					first = i;
+			}
+		CHECK(nbad == 0, "%s: %lld distances differ (first: row %lld, %.17g vs %.17g)", what,
+			  (long long) nbad, (long long) first, first >= 0 ? ndist[first] : 0.0,
+			  first >= 0 ? dist[b][first] : 0.0);
+
+		/* distances are optional */
+		if ((ds = load(be, D, 0)) != NULL)
+		{
+			st = pggpu_assign(ds, C, k, lab_nodist, NULL, &err);
+			pggpu_data_close(ds);
+			if (CHECK(st == PGGPU_OK, "%s assign without distances failed: %s", be_name(be), err.msg))
+				cmp_labels("with vs without distances", lab[b], lab_nodist, n);
+		}
+	}
+	if (ok[0] && ok[1])
+	{
+		int64_t		nbad = 0;
+
+		cmp_labels("cpu vs gpu", lab[0], lab[1], n);
+		for (int64_t i = 0; i < n; i++)
+			nbad += !rel_close(dist[0][i], dist[1][i], 1e-12);
+		CHECK(nbad == 0, "cpu vs gpu: %lld distances differ", (long long) nbad);
+	}
+	for (int b = 0; b < 2; b++)
+		free(lab[b]), free(dist[b]);
+	free(lab_nodist);
+	free(nlab);
+	free(ndist);
+}
+
+static void
+test_assign(void)
+{
+	static const struct
+	{
+		int64_t		n;
+		int			d,
+					k;
+	}			shapes[] = {
+		{1, 1, 1}, {1000, 1, 7}, {5000, 3, 1}, {5000, 33, 40}, {20000, 8, 1024},
+		{3000, 128, 100}, {100000, 2, 5}, {70000, 31, 17},
+	};
+
+	for (size_t t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++)
+	{
+		dataset		D,
+					CD;
+
+		gen_uniform(&D, shapes[t].n, shapes[t].d, -10, 10, 300 + t);
+		gen_uniform(&CD, shapes[t].k, shapes[t].d, -10, 10, 400 + t);
+		assign_case("uniform", &D, CD.X, shapes[t].k);
+		data_free(&D);
+		data_free(&CD);
+	}
+
+	/*
+	 * Exact ties: integer rows halfway between two integer centroids, and a
+	 * centroid listed twice.  The lowest index must win.
+	 */
+	{
+		dataset		D;
+		const double C1[] = {6, 0, 2, 4, 8, 4, 10};	/* 4 twice */
+		double		C2[7 * 2];
+
+		data_alloc(&D, 1000, 1, false);
+		for (int64_t i = 0; i < D.n; i++)
+			D.X[i] = (double) (i % 13) - 1;
+		assign_case("ties", &D, C1, 7);
+		data_free(&D);
+
+		data_alloc(&D, 1000, 2, false);
+		for (int64_t i = 0; i < D.n; i++)
+			D.X[2 * i] = (double) (i % 13) - 1, D.X[2 * i + 1] = (double) (i % 3);
+		for (int c = 0; c < 7; c++)
+			C2[2 * c] = C1[c], C2[2 * c + 1] = 1;
+		assign_case("ties", &D, C2, 7);
+		data_free(&D);
+	}
+}
+
+/* ---- values near 1e200 and 1e-200 --------------------------------------------- */
+
+/*
+ * Squares of 1e200 overflow and squares of 1e-200 underflow, so the library
+ * rescales.  The same blobs at scale f and at scale 1 (the data divided by f
+ * again) must give the same memberships, and centroids and distances that
+ * scale by f.
+ */
+static void
+test_scaling(void)
+{
+	static const double factors[] = {1e200, 1e-200, 0x1p600};
+	const int64_t n = 4000;
+	const int	d = 4,
+				k = 5;
+
+	for (size_t fi = 0; fi < sizeof(factors) / sizeof(factors[0]); fi++)
+	{
+		double		f = factors[fi];
+		dataset		X0,
+					Xs,
+					Xu;
+		km_out		res_s[2][2],	/* [backend][given, k-means++] */
+					res_u[2][2];
+
+		gen_blobs(&X0, n, d, k, 20.0, 900 + fi);
+		data_alloc(&Xs, n, d, true);
+		data_alloc(&Xu, n, d, true);
+		Xs.ngroups = Xu.ngroups = k;
+		for (int64_t i = 0; i < n * d; i++)
+		{
+			Xs.X[i] = X0.X[i] * f;
+			Xu.X[i] = Xs.X[i] / f;
+		}
+		memcpy(Xs.group, X0.group, sizeof(int32_t) * n);
+		memcpy(Xu.group, X0.group, sizeof(int32_t) * n);
+
+		for (int b = 0; b < 2; b++)
+			for (int ii = 0; ii < 2; ii++)
+			{
+				pggpu_backend be = b ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU;
+				pggpu_init	init = ii ? PGGPU_INIT_KMEANSPP : PGGPU_INIT_GIVEN;
+				pggpu_kmeans_params p = {0};
+				km_out	   *s = &res_s[b][ii],
+						   *u = &res_u[b][ii];
+				double	   *Cs = (double *) xmalloc(sizeof(double) * k * d);
+				long double expect;
+
+				km_alloc(s, n, k, d);
+				km_alloc(u, n, k, d);
+				set_case("scale %g %s %s", f, be_name(be), init_name(init));
+				if (b == 1 && !have_gpu)
+				{
+					gpu_skipped++;
+					free(Cs);
+					continue;
+				}
+				p.k = k;
+				p.max_iter = 50;
+				p.init = init;
+				p.seed = 4242;
+				p.init_centroids = Xs.X;
+				if (!km_run(be, &Xs, n, &p, s))
+				{
+					free(Cs);
+					continue;
+				}
+				p.init_centroids = Xu.X;
+				if (!km_run(be, &Xu, n, &p, u))
+				{
+					free(Cs);
+					continue;
+				}
+				check_sane("scaled", &Xs, k, init, s, 0);
+				check_sane("unscaled", &Xu, k, init, u, n);
+				check_blobs("unscaled", &Xu, k, init, u);
+				cmp_labels("scaled vs unscaled", s->labels, u->labels, n);
+				cmp_sizes("scaled vs unscaled", s->sizes, u->sizes, k);
+				CHECK(s->iters == u->iters && s->conv == u->conv,
+					  "iterations %d vs %d, converged %d vs %d", s->iters, u->iters, s->conv, u->conv);
+				for (int64_t e = 0; e < (int64_t) k * d; e++)
+					Cs[e] = s->C[e] / f;
+				cmp_centroids("scaled centroids / f vs unscaled", Cs, u->C, k, d, 1e-9);
+
+				/*
+				 * Inertia scales by f^2, which may leave the doubles: long
+				 * double (x87, 15-bit exponent) holds it, then rounds as a
+				 * double would.
+				 */
+				expect = (long double) u->inertia * f * f;
+				if ((double) expect == INFINITY)
+					CHECK(s->inertia == INFINITY, "inertia %g, expected to overflow", s->inertia);
+				else if ((double) expect < DBL_MIN)
+					CHECK(s->inertia >= 0 && s->inertia < DBL_MIN * 4,
+						  "inertia %g, expected %Lg", s->inertia, expect);
+				else
+					CHECK(rel_close(s->inertia, (double) expect, 1e-9), "inertia %.17g, expected %.17Lg",
+						  s->inertia, expect);
+
+				/* assignment: labels and distances, scaled the same way */
+				{
+					int32_t    *ls = (int32_t *) xmalloc(sizeof(int32_t) * n),
+							   *lu = (int32_t *) xmalloc(sizeof(int32_t) * n);
+					double	   *ds_ = (double *) xmalloc(sizeof(double) * n),
+							   *du = (double *) xmalloc(sizeof(double) * n);
+					pggpu_error err = {0};
+					pggpu_data *a = load(be, &Xs, n),
+							   *c = load(be, &Xu, n);
+					int64_t		nbad = 0;
+
+					if (a && c &&
+						CHECK(pggpu_assign(a, s->C, k, ls, ds_, &err) == PGGPU_OK &&
+							  pggpu_assign(c, u->C, k, lu, du, &err) == PGGPU_OK,
+							  "assign failed: %s", err.msg))
+					{
+						cmp_labels("assign scaled vs unscaled", ls, lu, n);
+						cmp_labels("assign vs k-means labels", ls, s->labels, n);
+						for (int64_t i = 0; i < n; i++)
+							nbad += !isfinite(ds_[i]) || !rel_close(ds_[i] / f, du[i], 1e-9);
+						CHECK(nbad == 0, "assign: %lld distances are not finite or do not scale",
+							  (long long) nbad);
+					}
+					pggpu_data_close(a);
+					pggpu_data_close(c);
+					free(ls), free(lu), free(ds_), free(du);
+				}
+				free(Cs);
+			}
+		if (have_gpu)
+			for (int ii = 0; ii < 2; ii++)
+			{
+				set_case("scale %g cpu vs gpu %s", f, ii ? "k-means++" : "given");
+				if (res_s[0][ii].st == PGGPU_OK && res_s[1][ii].st == PGGPU_OK)
+					cmp_km("scaled", &res_s[0][ii], &res_s[1][ii], n, k, d, 1e-9);
+			}
+		for (int b = 0; b < 2; b++)
+			for (int ii = 0; ii < 2; ii++)
+				km_free(&res_s[b][ii]), km_free(&res_u[b][ii]);
+		data_free(&X0);
+		data_free(&Xs);
+		data_free(&Xu);
+	}
+}
+
+/* ---- errors ------------------------------------------------------------------- */
+
+static void
+expect_error(pggpu_status st, const pggpu_error *err, pggpu_status want, const char *what)
+{
+	CHECK(st == want && err->code == want && err->msg[0] != 0,
+		  "%s: status %d (code %d, message \"%s\"), expected %d with a message",
+		  what, (int) st, (int) err->code, err->msg, (int) want);
+}
+
+static void
+test_errors_on(pggpu_backend be)
+{
+	pggpu_error err;
+	pggpu_data *ds = NULL;
+	pggpu_status st;
+	pggpu_kmeans_params p = {0};
+	pggpu_kmeans_result r = {0};
+	double		C[3 * 2];
+	int64_t		sizes[4];
+	int32_t		labels[4];
+	double	   *buf;
+	int64_t		B;
+
+	set_case("errors %s", be_name(be));
+	memset(&err, 0, sizeof(err));
+	ds = (pggpu_data *) 1;
+	st = pggpu_data_open(&ds, be, 0, 0, 0, &err);
+	expect_error(st, &err, PGGPU_ERR_INVALID, "open with d = 0");
+	CHECK(ds == NULL, "open with d = 0 left *out set");
+
+	memset(&err, 0, sizeof(err));
+	st = pggpu_data_open(&ds, be, 0, 2, 3, &err);
+	if (!CHECK(st == PGGPU_OK, "open: %s", err.msg))
+		return;
+	B = pggpu_data_batch_rows(ds);
+
+	/* pushes of 0, negative and too many rows: refused, nothing stored */
+	memset(&err, 0, sizeof(err));
+	expect_error(pggpu_data_push(ds, 0, &err), &err, PGGPU_ERR_INVALID, "push of 0 rows");
+	memset(&err, 0, sizeof(err));
+	expect_error(pggpu_data_push(ds, -5, &err), &err, PGGPU_ERR_INVALID, "push of -5 rows");
+	memset(&err, 0, sizeof(err));
+	expect_error(pggpu_data_push(ds, B + 1, &err), &err, PGGPU_ERR_INVALID, "push of batch_rows + 1");
+	CHECK(pggpu_data_rows(ds) == 0, "rows = %lld after refused pushes", (long long) pggpu_data_rows(ds));
+
+	/* k-means / assign on an empty set */
+	p.k = 1;
+	p.max_iter = 10;
+	p.init = PGGPU_INIT_KMEANSPP;
+	r.centroids = C;
+	r.sizes = sizes;
+	r.labels = labels;
+	memset(&err, 0, sizeof(err));
+	expect_error(pggpu_kmeans(ds, &p, &r, &err), &err, PGGPU_ERR_INVALID, "k-means on 0 rows");
+
+	/* three rows in one partial batch */
+	buf = pggpu_data_batch(ds);
+	for (int r0 = 0; r0 < 3; r0++)
+	{
+		buf[r0] = r0 * 10.0;
+		buf[B + r0] = -r0;
+	}
+	memset(&err, 0, sizeof(err));
+	CHECK(pggpu_data_push(ds, 3, &err) == PGGPU_OK, "push of 3 rows: %s", err.msg);
+	memset(&err, 0, sizeof(err));
+	expect_error(pggpu_data_push(ds, 1, &err), &err, PGGPU_ERR_INVALID, "push after a partial batch");
+	CHECK(pggpu_data_rows(ds) == 3, "rows = %lld after a refused push", (long long) pggpu_data_rows(ds));
+
+	/* invalid parameters: refused before the data are touched */
+	{
+		static const struct
+		{
+			const char *what;
+			int			k,
+						max_iter;
+			double		tol;
+			pggpu_init	init;
+		}			bad[] = {
+			{"k = 0", 0, 10, 0, PGGPU_INIT_KMEANSPP},
+			{"k = -1", -1, 10, 0, PGGPU_INIT_KMEANSPP},
+			{"k > N", 4, 10, 0, PGGPU_INIT_RANDOM},
+			{"max_iter = 0", 2, 0, 0, PGGPU_INIT_KMEANSPP},
+			{"tol < 0", 2, 10, -0.5, PGGPU_INIT_KMEANSPP},
+			{"tol NaN", 2, 10, NAN, PGGPU_INIT_KMEANSPP},
+			{"given without centroids", 2, 10, 0, PGGPU_INIT_GIVEN},
+		};
+
+		for (size_t t = 0; t < sizeof(bad) / sizeof(bad[0]); t++)
+		{
+			p.k = bad[t].k;
+			p.max_iter = bad[t].max_iter;
+			p.tol = bad[t].tol;
+			p.init = bad[t].init;
+			p.init_centroids = NULL;
+			memset(&err, 0, sizeof(err));
+			expect_error(pggpu_kmeans(ds, &p, &r, &err), &err, PGGPU_ERR_INVALID, bad[t].what);
+		}
+		memset(&err, 0, sizeof(err));
+		expect_error(pggpu_assign(ds, C, 0, labels, NULL, &err), &err, PGGPU_ERR_INVALID,
+					 "assign with k = 0");
+	}
+
+	/* the set is still good after all that: k = N = 3 */
+	p.k = 3;
+	p.max_iter = 10;
+	p.tol = 0;
+	p.init = PGGPU_INIT_KMEANSPP;
+	p.seed = 1;
+	memset(&err, 0, sizeof(err));
+	st = pggpu_kmeans(ds, &p, &r, &err);
+	if (CHECK(st == PGGPU_OK, "k-means after refused calls: %s", err.msg))
+	{
+		/* one row each, in canonical order: (0,0), (10,-1), (20,-2) */
+		CHECK(sizes[0] == 1 && sizes[1] == 1 && sizes[2] == 1 && labels[0] == 0 &&
+			  labels[1] == 1 && labels[2] == 2 && C[0] == 0 && C[1] == 0 && C[2] == 10 &&
+			  C[3] == -1 && C[4] == 20 && C[5] == -2 && r.inertia == 0 && r.converged,
+			  "k = N = 3 gave sizes %lld %lld %lld, labels %d %d %d, inertia %g",
+			  (long long) sizes[0], (long long) sizes[1], (long long) sizes[2],
+			  labels[0], labels[1], labels[2], r.inertia);
+	}
+	pggpu_data_close(ds);
+	pggpu_data_close(NULL);		/* documented as fine */
+	CHECK(true, "close(NULL) returned");
+}
+
+static void
+test_errors(void)
+{
+	pggpu_error err;
+	pggpu_data *ds = NULL;
+	pggpu_status st;
+
+	test_errors_on(PGGPU_BACKEND_CPU);
+	set_case("errors gpu");
+	if (have_gpu)
+	{
+		pggpu_device_info info;
+		int			count;
+
+		test_errors_on(PGGPU_BACKEND_GPU);
+		set_case("errors gpu");
+		memset(&err, 0, sizeof(err));
+		count = pggpu_gpu_count(&err);
+		memset(&err, 0, sizeof(err));
+		st = pggpu_gpu_info(0, &info, &err);
+		CHECK(st == PGGPU_OK && info.name[0] && info.cc_major >= 9 && info.multiprocessors > 0 &&
+			  info.memory_total > 0 && info.memory_free > 0 && info.memory_free <= info.memory_total &&
+			  info.driver_version > 0 && info.runtime_version > 0,
+			  "gpu_info(0): status %d (%s), name \"%s\", cc %d.%d, %d SMs, %lld of %lld bytes free",
+			  (int) st, err.msg, info.name, info.cc_major, info.cc_minor, info.multiprocessors,
+			  (long long) info.memory_free, (long long) info.memory_total);
+		memset(&err, 0, sizeof(err));
+		st = pggpu_gpu_info(count + 7, &info, &err);
+		CHECK(st != PGGPU_OK && err.msg[0], "gpu_info(%d) of %d GPUs: status %d", count + 7, count, (int) st);
+		memset(&err, 0, sizeof(err));
+		ds = (pggpu_data *) 1;
+		st = pggpu_data_open(&ds, PGGPU_BACKEND_GPU, count + 7, 2, 0, &err);
+		expect_error(st, &err, PGGPU_ERR_NO_GPU, "open on a GPU that does not exist");
+		CHECK(ds == NULL, "failed open left *out set");
+	}
+	else
+	{
+		/* no GPU: opening a GPU data set fails cleanly */
+		memset(&err, 0, sizeof(err));
+		ds = (pggpu_data *) 1;
+		st = pggpu_data_open(&ds, PGGPU_BACKEND_GPU, 0, 2, 0, &err);
+		CHECK(st != PGGPU_OK && err.msg[0] && ds == NULL,
+			  "GPU open without a GPU: status %d, message \"%s\"", (int) st, err.msg);
+		CHECK(st == PGGPU_ERR_NO_GPU, "GPU open without a GPU: status %d (\"%s\"), expected PGGPU_ERR_NO_GPU",
+			  (int) st, err.msg);
+		gpu_skipped++;
+	}
+}
+
+/* ---- interrupts ----------------------------------------------------------------- */
+
+static int	interrupt_calls;
+static int	interrupt_jump_at;	/* longjmp on this call; 0: never */
+static void *interrupt_seen_arg;
+static jmp_buf interrupt_env;
+
+static void
+on_interrupt(void *arg)
+{
+	interrupt_seen_arg = arg;
+	if (++interrupt_calls == interrupt_jump_at)
+		longjmp(interrupt_env, 1);
+}
+
+/*
+ * The callback runs between iterations and seeding steps with the caller's
+ * argument, and may longjmp out (PostgreSQL's CHECK_FOR_INTERRUPTS): the set
+ * must then still close cleanly, and the library keep working.
+ */
+static void
+test_interrupts_on(pggpu_backend be)
+{
+	static int	marker;
+	dataset		D;
+	km_out		o;
+	pggpu_kmeans_params p = {0};
+	const int	k = 6;
+
+	set_case("interrupts %s", be_name(be));
+	gen_blobs(&D, 5000, 3, k, 20.0, 31);
+	p.k = k;
+	p.max_iter = 50;
+	p.init = PGGPU_INIT_KMEANSPP;
+	p.seed = 5;
+	p.check_interrupts = on_interrupt;
+	p.interrupt_arg = &marker;
+	interrupt_calls = 0;
+	interrupt_jump_at = 0;
+	km_alloc(&o, D.n, k, D.d);
+	if (km_run(be, &D, 0, &p, &o))
+		CHECK(interrupt_calls >= o.iters + (k - 1) && interrupt_seen_arg == &marker,
+			  "callback ran %d times (%d iterations, %d seeding steps), arg %s",
+			  interrupt_calls, o.iters, k - 1, interrupt_seen_arg == &marker ? "ok" : "wrong");
+	km_free(&o);
+
+	for (int at = 1; at <= 8; at += 3)
+	{
+		pggpu_data *volatile ds = load(be, &D, 0);
+		volatile bool jumped = false;
+		double		C[6 * 3];
+		int64_t		sizes[6];
+		pggpu_kmeans_result r = {0};
+		pggpu_error err = {0};
+
+		if (ds == NULL)
+			break;
+		r.centroids = C;
+		r.sizes = sizes;
+		interrupt_calls = 0;
+		interrupt_jump_at = at;
+		if (setjmp(interrupt_env) == 0)
+			pggpu_kmeans(ds, &p, &r, &err);
+		else
+			jumped = true;
+		interrupt_jump_at = 0;
+		pggpu_data_close(ds);
+		CHECK(jumped, "no longjmp out of k-means at callback %d", at);
+	}
+	/* still works afterwards */
+	p.check_interrupts = NULL;
+	km_alloc(&o, D.n, k, D.d);
+	if (km_run(be, &D, 0, &p, &o))
+		check_blobs("after interrupts", &D, k, PGGPU_INIT_KMEANSPP, &o);
+	km_free(&o);
+	data_free(&D);
+}
+
+static void
+test_interrupts(void)
+{
+	test_interrupts_on(PGGPU_BACKEND_CPU);
+	if (have_gpu)
+		test_interrupts_on(PGGPU_BACKEND_GPU);
+	else
+		gpu_skipped++;
+}
+
+/* ---- fit only (no labels) ------------------------------------------------------- */
+
+static void
+test_fit_only(void)
+{
+	dataset		D;
+	const int	k = 7;
+
+	gen_blobs(&D, 12000, 4, k, 20.0, 61);
+	for (int b = 0; b < 2; b++)
+	{
+		pggpu_backend be = b ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU;
+		pggpu_kmeans_params p = {0};
+		km_out		with;
+		double		C[7 * 4];
+		int64_t		sizes[7];
+		pggpu_kmeans_result r = {0};
+		pggpu_error err = {0};
+		pggpu_data *ds;
+
+		set_case("fit only %s", be_name(be));
+		if (b == 1 && !have_gpu)
+		{
+			gpu_skipped++;
+			continue;
+		}
+		p.k = k;
+		p.max_iter = 50;
+		p.init = PGGPU_INIT_RANDOM;
+		p.seed = 8;
+		km_alloc(&with, D.n, k, D.d);
+		if (km_run(be, &D, 0, &p, &with) && (ds = load(be, &D, 0)) != NULL)
+		{
+			r.centroids = C;
+			r.sizes = sizes;
+			r.labels = NULL;
+			if (CHECK(pggpu_kmeans(ds, &p, &r, &err) == PGGPU_OK, "fit without labels: %s", err.msg))
+			{
+				cmp_sizes("with vs without labels", with.sizes, sizes, k);
+				cmp_centroids("with vs without labels", with.C, C, k, D.d, 0.0);
+				CHECK(with.inertia == r.inertia && with.iters == r.iterations,
+					  "with vs without labels: inertia %.17g vs %.17g, iterations %d vs %d",
+					  with.inertia, r.inertia, with.iters, r.iterations);
+			}
+			pggpu_data_close(ds);
+		}
+		km_free(&with);
+	}
+	data_free(&D);
+}
+
+/* ---- main ----------------------------------------------------------------------- */
+
+static void
+section(const char *name, void (*fn) (void))
+{
+	int			p0 = n_passed,
+				f0 = n_failed;
+	double		t0 = now_s();
+
+	fn();
+	printf("# %-14s %6d checks, %d failed, %.2f s\n", name, n_passed + n_failed - p0 - f0,
+		   n_failed - f0, now_s() - t0);
+	fflush(stdout);
+}
+
+int
+main(int argc, char **argv)
+{
+	pggpu_error err = {0};
+	int			ngpu;
+	double		t0 = now_s();
+
+	for (int i = 1; i < argc; i++)
+	{
+		if (strcmp(argv[i], "--full") == 0)
+			full_grid = true;
+		else if (strcmp(argv[i], "--verbose") == 0)
+			verbose = true;
+		else
+		{
+			fprintf(stderr, "usage: %s [--full] [--verbose]\n"
+					"  --full      also run the heavier grid (meant for a GPU machine)\n"
+					"  --verbose   a line for every k-means run\n", argv[0]);
+			return 2;
+		}
+	}
+
+	ngpu = pggpu_gpu_count(&err);
+	have_gpu = ngpu > 0;
+	if (!have_gpu)
+		snprintf(no_gpu_why, sizeof(no_gpu_why), "%s", err.msg[0] ? err.msg : "no GPU found");
+	else
+	{
+		pggpu_device_info info;
+
+		memset(&err, 0, sizeof(err));
+		if (pggpu_gpu_info(0, &info, &err) == PGGPU_OK)
+			printf("# GPU 0: %s (cc %d.%d, %d SMs)\n", info.name, info.cc_major, info.cc_minor,
+				   info.multiprocessors);
+	}
+	printf("# CUDA backend built: %s; usable GPUs: %d; grid: %s\n",
+		   pggpu_cuda_built() ? "yes" : "no", ngpu, full_grid ? "full" : "CI");
+	fflush(stdout);
+
+	section("errors", test_errors);
+	section("loading", test_loading);
+	section("assign", test_assign);
+	section("reference", test_reference);
+	section("fit only", test_fit_only);
+	section("interrupts", test_interrupts);
+	section("scaling", test_scaling);
+	section("grid", test_grid);
+
+	printf("# total %.1f s\n", now_s() - t0);
+	if (gpu_skipped > 0)
+		printf("GPU cases skipped: %d (%s)\n", gpu_skipped, no_gpu_why);
+	printf("%d passed, %d failed\n", n_passed, n_failed);
+	return n_failed == 0 ? 0 : 1;
+}
