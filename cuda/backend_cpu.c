@@ -316,7 +316,9 @@ cpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, pggpu_error *err)
 /*
  * Both picks minimise a key, lowest row on ties: SAMPLE uses -log(u_i) / w_i
  * (an exponential race: row i wins with probability w_i / sum w), FARTHEST
- * uses -dist2.  backend_gpu.cu computes the same keys.
+ * uses -dist2 (rows already on their centroid never qualify: re-seeding an
+ * empty cluster with one would change nothing).  backend_gpu.cu computes the
+ * same keys.
  */
 static pggpu_status
 cpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *err)
@@ -334,7 +336,7 @@ cpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *e
 		if (mode == PGGPU_PICK_SAMPLE)
 			kv = w > 0 ? -log(pggpu_uniform(key, i)) / w : INFINITY;
 		else
-			kv = w >= 0 ? -w : INFINITY;
+			kv = w > 0 ? -w : INFINITY;
 		if (kv < best)
 		{
 			best = kv;

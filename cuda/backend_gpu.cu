@@ -35,6 +35,13 @@
 #define MAX_BLOCKS 4096			/* per-block partial arrays */
 #define FULL 0xffffffffu
 #define SMEM_SUMS_LIMIT (100 * 1024)	/* per-block sums in shared memory up to this */
+#define RESIDENT_LIMIT (64 * 1024)	/* centroids stay in shared memory up to this */
+#ifndef UPD_BATCH
+#define UPD_BATCH 4				/* rows per batch of loads in the private update */
+#endif
+#ifndef LLOYD_MIN_BLOCKS
+#define LLOYD_MIN_BLOCKS 1		/* __launch_bounds__ blocks per SM of lloyd_kernel */
+#endif
 
 struct dev_stats
 {
@@ -66,7 +73,9 @@ struct gpu_state
 	double	   *dist2;
 	double	   *sums;
 	unsigned long long *cnt;
-	double	   *block_part;		/* MAX_BLOCKS partial sums */
+	double	   *block_part;		/* per-block partial inertia */
+	double	   *part;			/* per-block partial sums (UPD_PRIVATE), or NULL */
+	int			max_grid;		/* most blocks a Lloyd pass launches */
 	double	   *pick_key;		/* MAX_BLOCKS partial picks */
 	long long  *pick_row;
 	dev_stats  *stats;			/* device */
@@ -160,39 +169,80 @@ scale_kernel(double *x, int64_t len, double f)
 		x[e] *= f;
 }
 
+/* how a Lloyd pass adds rows to their clusters' sums */
+enum
+{
+	UPD_NONE = 0,				/* assignment only */
+	UPD_PRIVATE,				/* per-(warp, lane group) sums in shared memory */
+	UPD_SHARED,					/* per-block sums in shared memory, atomics */
+	UPD_GLOBAL					/* global atomics (large k x d) */
+};
+
 /*
  * One Lloyd pass.  Each thread owns one row per grid-stride step.  Centroids
  * come through shared memory in tiles of TK centroids x DJ columns, each
  * thread keeping TK running distances in registers, so a row is read from
- * global memory once per TK centroids (once in all for k <= TK).  With
- * UPDATE, the row is added to its cluster's sums: rows of a warp that share a
- * label are summed by shuffles first, so one atomic per (warp, label, column)
- * reaches the per-block sums (shared memory when they fit, else global).
+ * global memory once per TK centroids (once in all for k <= TK).
+ *
+ * The centroid update depends on k x d:
+ *  - UPD_PRIVATE (small k x d): every (warp, lane group) owns a copy of the
+ *    sums in shared memory.  A group has one lane per column; it walks its
+ *    share of the warp's 32 rows, adding each row's value to the row's cluster
+ *    in its own copy: no atomics, and a fixed order.  At the end each block
+ *    adds its copies in order into its row of `part`, and finalize_kernel adds
+ *    the blocks in order: the sums are deterministic.
+ *  - UPD_SHARED: rows of a warp that share a label are summed by shuffles,
+ *    then one shared-memory atomic per (warp, label, column); blocks add
+ *    their sums to global memory atomically.
+ *  - UPD_GLOBAL: as UPD_SHARED but straight into global memory.
  */
-template <int TK, bool UPDATE, bool SMEM>
-__global__ void __launch_bounds__(BLOCK)
+template <int TK, int DR, int MODE>
+__global__ void __launch_bounds__(BLOCK, LLOYD_MIN_BLOCKS)
 lloyd_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
-			 const double *__restrict__ C, int k, int32_t *labels, double *dist2,
-			 double *g_sums, unsigned long long *g_cnt, double *block_part,
-			 dev_stats *stats)
+			 const double *__restrict__ C, int k, int lg_lanes, int32_t *labels,
+			 double *dist2, double *g_sums, unsigned long long *g_cnt,
+			 double *part, double *block_part, dev_stats *stats)
 {
 	extern __shared__ double smem[];
 	double	   *sC = smem;
-	double	   *s_sums = smem + TK * DJ;
-	unsigned long long *s_cnt = (unsigned long long *) (s_sums + (int64_t) k * d);
-	double	   *sums = SMEM ? s_sums : g_sums;
-	unsigned long long *cnt = SMEM ? s_cnt : g_cnt;
+	int			kpad = (k + TK - 1) / TK * TK;
+	double	   *s_acc = smem + (DR ? kpad * DR : TK * DJ);
+	int64_t		kd = (int64_t) k * d;
 	int			lane = threadIdx.x & 31;
+	int			warp = threadIdx.x >> 5;
+	/* UPD_PRIVATE: lane groups of 2^lg_lanes lanes, one lane per column */
+	int			groups = 32 >> lg_lanes;
+	int			grp = lane >> lg_lanes;
+	int			col0 = lane & ((1 << lg_lanes) - 1);
+	int64_t		slot_len = kd + k;	/* sums, then counts */
+	double	   *slot = s_acc + (int64_t) (warp * groups + grp) * slot_len;
+	double	   *sums = MODE == UPD_SHARED ? s_acc : g_sums;
+	unsigned long long *cnt = MODE == UPD_SHARED ? (unsigned long long *) (s_acc + kd) : g_cnt;
 	double		my_inertia = 0;
 	unsigned long long my_changed = 0;
 
-	if (UPDATE && SMEM)
+	/*
+	 * DR > 0 (d <= DR): all centroids stay in shared memory for the whole
+	 * pass, as kpad rows of DR values, zero-padded.  A padded column adds
+	 * (0 - 0)^2 = 0 to a distance, exactly, so distances are unchanged.
+	 */
+	if (DR)
+		for (int e = threadIdx.x; e < kpad * DR; e += BLOCK)
+		{
+			constexpr int w = DR ? DR : 1;	/* (DR = 0 never gets here) */
+			int			c = e / w;
+			int			j = e % w;
+
+			sC[e] = c < k && j < d ? C[(int64_t) c * d + j] : 0.0;
+		}
+	if (MODE == UPD_PRIVATE || MODE == UPD_SHARED)
 	{
-		for (int64_t e = threadIdx.x; e < (int64_t) k * d; e += BLOCK)
-			s_sums[e] = 0;
-		for (int c = threadIdx.x; c < k; c += BLOCK)
-			s_cnt[c] = 0;
+		int64_t		len = MODE == UPD_PRIVATE ? slot_len * (BLOCK / 32) * groups : slot_len;
+
+		for (int64_t e = threadIdx.x; e < len; e += BLOCK)
+			s_acc[e] = 0;
 	}
+	__syncthreads();
 
 	for (int64_t base = (int64_t) blockIdx.x * BLOCK; base < n;
 		 base += (int64_t) gridDim.x * BLOCK)
@@ -203,44 +253,75 @@ lloyd_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
 		double		best = INFINITY;
 		int			bestc = 0;
 
-		for (int kt = 0; kt < k; kt += TK)
+		if (DR)
 		{
-			double		acc[TK];
+			/* the row in registers: all its loads in flight at once */
+			double		xr[DR > 0 ? DR : 1];
 
 #pragma unroll
-			for (int t = 0; t < TK; t++)
-				acc[t] = 0.0;
-			for (int jt = 0; jt < d; jt += DJ)
+			for (int j = 0; j < DR; j++)
+				xr[j] = active && j < d ? xi[(int64_t) j << log_b] : 0.0;
+			for (int kt = 0; kt < k; kt += TK)
 			{
-				int			dj = min(DJ, d - jt);
-
-				__syncthreads();
-				for (int e = threadIdx.x; e < TK * DJ; e += BLOCK)
-				{
-					int			t = e / DJ;
-					int			j = e % DJ;
-
-					sC[e] = (kt + t < k && j < dj) ? C[(int64_t) (kt + t) * d + jt + j] : 0.0;
-				}
-				__syncthreads();
-				if (active)
-					for (int j = 0; j < dj; j++)
-					{
-						double		xv = xi[(int64_t) (jt + j) << log_b];
+				double		acc[TK];
 
 #pragma unroll
-						for (int t = 0; t < TK; t++)
-							acc[t] = sq_term(acc[t], xv, sC[t * DJ + j]);
+				for (int t = 0; t < TK; t++)
+					acc[t] = 0.0;
+#pragma unroll
+				for (int j = 0; j < DR; j++)
+#pragma unroll
+					for (int t = 0; t < TK; t++)
+						acc[t] = sq_term(acc[t], xr[j], sC[(kt + t) * DR + j]);
+#pragma unroll
+				for (int t = 0; t < TK; t++)
+					if (kt + t < k && acc[t] < best)
+					{
+						best = acc[t];
+						bestc = kt + t;
 					}
 			}
-#pragma unroll
-			for (int t = 0; t < TK; t++)
-				if (kt + t < k && acc[t] < best)
-				{
-					best = acc[t];
-					bestc = kt + t;
-				}
 		}
+		else
+			for (int kt = 0; kt < k; kt += TK)
+			{
+				/* centroid tiles of TK x DJ through shared memory */
+				double		acc[TK];
+
+#pragma unroll
+				for (int t = 0; t < TK; t++)
+					acc[t] = 0.0;
+				for (int jt = 0; jt < d; jt += DJ)
+				{
+					int			dj = min(DJ, d - jt);
+
+					__syncthreads();
+					for (int e = threadIdx.x; e < TK * DJ; e += BLOCK)
+					{
+						int			t = e / DJ;
+						int			j = e % DJ;
+
+						sC[e] = (kt + t < k && j < dj) ? C[(int64_t) (kt + t) * d + jt + j] : 0.0;
+					}
+					__syncthreads();
+					if (active)
+						for (int j = 0; j < dj; j++)
+						{
+							double		xv = xi[(int64_t) (jt + j) << log_b];
+
+#pragma unroll
+							for (int t = 0; t < TK; t++)
+								acc[t] = sq_term(acc[t], xv, sC[t * DJ + j]);
+						}
+				}
+#pragma unroll
+				for (int t = 0; t < TK; t++)
+					if (kt + t < k && acc[t] < best)
+					{
+						best = acc[t];
+						bestc = kt + t;
+					}
+			}
 
 		if (active)
 		{
@@ -250,7 +331,57 @@ lloyd_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
 			my_inertia += best;
 		}
 
-		if (UPDATE)
+		if (MODE == UPD_PRIVATE)
+		{
+			int			lab = active ? bestc : -1;
+			int64_t		wbase = base + (warp << 5);
+
+			/* UPD_BATCH rows at a time: their loads in flight before the adds */
+			for (int t0 = 0; t0 < 32 / groups; t0 += UPD_BATCH)
+			{
+				int			lr[UPD_BATCH];
+				const double *xr[UPD_BATCH];
+
+#pragma unroll
+				for (int u = 0; u < UPD_BATCH; u++)
+				{
+					int			r = grp + groups * (t0 + u);
+
+					lr[u] = __shfl_sync(FULL, lab, r & 31);
+					if (t0 + u >= 32 / groups)
+						lr[u] = -1;
+					xr[u] = X + (lr[u] >= 0 ? pggpu_at(wbase + r, 0, d, log_b) : 0);
+				}
+				for (int j = col0; j < d; j += 1 << lg_lanes)
+				{
+					double		v[UPD_BATCH];
+
+#pragma unroll
+					for (int u = 0; u < UPD_BATCH; u++)
+						v[u] = lr[u] >= 0 ? xr[u][(int64_t) j << log_b] : 0.0;
+#pragma unroll
+					for (int u = 0; u < UPD_BATCH; u++)
+						if (lr[u] >= 0)
+							slot[(int64_t) lr[u] * d + j] += v[u];
+				}
+				if (col0 == 0)
+#pragma unroll
+					for (int u = 0; u < UPD_BATCH; u++)
+						if (lr[u] >= 0)
+							slot[kd + lr[u]] += 1.0;
+			}
+		}
+		else if ((MODE == UPD_SHARED || MODE == UPD_GLOBAL) && k > 64)
+		{
+			/* many clusters: lanes rarely share one, so no aggregation */
+			if (active)
+			{
+				for (int j = 0; j < d; j++)
+					atomicAdd(&sums[(int64_t) bestc * d + j], xi[(int64_t) j << log_b]);
+				atomicAdd(&cnt[bestc], 1ULL);
+			}
+		}
+		else if (MODE == UPD_SHARED || MODE == UPD_GLOBAL)
 		{
 			int			lab = active ? bestc : -1;
 			unsigned	todo = __ballot_sync(FULL, active);
@@ -284,30 +415,76 @@ lloyd_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
 		my_changed += __shfl_xor_sync(FULL, my_changed, o);
 	if (lane == 0 && my_changed)
 		atomicAdd(&stats->changed, my_changed);
-	if (UPDATE && SMEM)
+	if (MODE == UPD_PRIVATE)
+	{
+		int			copies = (BLOCK / 32) * groups;
+
+		__syncthreads();
+		for (int64_t e = threadIdx.x; e < slot_len; e += BLOCK)
+		{
+			double		v = 0;
+
+			for (int w = 0; w < copies; w++)
+				v += s_acc[w * slot_len + e];
+			part[blockIdx.x * slot_len + e] = v;
+		}
+	}
+	if (MODE == UPD_SHARED)
 	{
 		__syncthreads();
-		for (int64_t e = threadIdx.x; e < (int64_t) k * d; e += BLOCK)
-			if (s_sums[e] != 0)
-				atomicAdd(&g_sums[e], s_sums[e]);
+		for (int64_t e = threadIdx.x; e < kd; e += BLOCK)
+			if (s_acc[e] != 0)
+				atomicAdd(&g_sums[e], s_acc[e]);
 		for (int c = threadIdx.x; c < k; c += BLOCK)
-			if (s_cnt[c])
-				atomicAdd(&g_cnt[c], s_cnt[c]);
+			if (cnt[c])
+				atomicAdd(&g_cnt[c], cnt[c]);
 	}
 }
 
-/* one block: centroids from sums, empty clusters, total inertia */
+/*
+ * UPD_PRIVATE: adds the blocks' partial sums and counts, one block per
+ * element, in a fixed order (block_sum's tree), into sums[0 .. kd + k).
+ */
+__global__ void
+reduce_parts_kernel(const double *part, int64_t len, int nparts, double *sums)
+{
+	double		v = 0;
+
+	for (int b = threadIdx.x; b < nparts; b += blockDim.x)
+		v += part[(int64_t) b * len + blockIdx.x];
+	v = block_sum(v);
+	if (threadIdx.x == 0)
+		sums[blockIdx.x] = v;
+}
+
+/*
+ * One block: centroids from the sums (UPD_PRIVATE: the reduced partials,
+ * counts after the sums), empty clusters, total inertia.
+ */
 __global__ void
 finalize_kernel(double *C, const double *sums, const unsigned long long *cnt,
-				int k, int d, bool update, const double *block_part, int nparts,
-				dev_stats *stats)
+				int k, int d, int mode,
+				const double *block_part, int nparts, dev_stats *stats)
 {
+	int64_t		kd = (int64_t) k * d;
 	double		inertia = 0;
 	double		empty = 0;
 
-	if (update)
+	if (mode == UPD_PRIVATE)
 	{
-		for (int64_t e = threadIdx.x; e < (int64_t) k * d; e += blockDim.x)
+		for (int64_t e = threadIdx.x; e < kd; e += blockDim.x)
+		{
+			double		m = sums[kd + e / d];
+
+			if (m > 0)
+				C[e] = sums[e] / m;
+		}
+		for (int c = threadIdx.x; c < k; c += blockDim.x)
+			empty += sums[kd + c] == 0;
+	}
+	else if (mode != UPD_NONE)
+	{
+		for (int64_t e = threadIdx.x; e < kd; e += blockDim.x)
 		{
 			unsigned long long m = cnt[e / d];
 
@@ -396,7 +573,7 @@ pick_kernel(const double *dist2, int64_t n, int mode, uint64_t key,
 		if (mode == PGGPU_PICK_SAMPLE)
 			kv = w > 0 ? -log(pggpu_uniform(key, i)) / w : INFINITY;
 		else
-			kv = w >= 0 ? -w : INFINITY;
+			kv = w > 0 ? -w : INFINITY;
 		if (pick_better(kv, i, bk, br))
 			bk = kv, br = i;
 	}
@@ -421,17 +598,38 @@ pick_kernel(const double *dist2, int64_t n, int mode, uint64_t key,
 	}
 }
 
-/* second stage: one thread over the per-block bests, in block order */
+/*
+ * second stage, one block: the minimum of the per-block bests.  (key, row)
+ * pairs are totally ordered, so the minimum does not depend on the order.
+ */
 __global__ void
 pick_final_kernel(const double *part_key, const long long *part_row, int nparts,
 				  int mode, double *dist2, dev_stats *stats)
 {
+	__shared__ double sk[32];
+	__shared__ long long sr[32];
 	double		bk = INFINITY;
 	long long	br = LLONG_MAX;
 
-	for (int b = 0; b < nparts; b++)
+	for (int b = threadIdx.x; b < nparts; b += blockDim.x)
 		if (pick_better(part_key[b], part_row[b], bk, br))
 			bk = part_key[b], br = part_row[b];
+	for (int o = 16; o > 0; o >>= 1)
+	{
+		double		ok = __shfl_xor_sync(FULL, bk, o);
+		long long	orow = __shfl_xor_sync(FULL, br, o);
+
+		if (pick_better(ok, orow, bk, br))
+			bk = ok, br = orow;
+	}
+	if ((threadIdx.x & 31) == 0)
+		sk[threadIdx.x >> 5] = bk, sr[threadIdx.x >> 5] = br;
+	__syncthreads();
+	if (threadIdx.x != 0)
+		return;
+	for (int w = 1; w < (int) (blockDim.x >> 5); w++)
+		if (pick_better(sk[w], sr[w], bk, br))
+			bk = sk[w], br = sr[w];
 	if (bk == INFINITY)
 		br = -1;
 	if (mode == PGGPU_PICK_FARTHEST && br >= 0)
@@ -457,8 +655,13 @@ pggpu_gpu_count_impl(pggpu_error *err)
 
 	if (e != cudaSuccess)
 	{
-		cuda_fail(err, e, "cudaGetDeviceCount");
-		pggpu_fail(err, PGGPU_ERR_NO_GPU, "no usable GPU: %s", cudaGetErrorString(e));
+		int			drv = 0;
+
+		(void) cudaGetLastError();
+		if (cudaDriverGetVersion(&drv) == cudaSuccess && drv == 0)
+			pggpu_fail(err, PGGPU_ERR_NO_GPU, "no NVIDIA driver is installed");
+		else
+			pggpu_fail(err, PGGPU_ERR_NO_GPU, "CUDA finds no usable GPU (%s)", cudaGetErrorString(e));
 		return 0;
 	}
 	for (int i = 0; i < n; i++)
@@ -514,6 +717,8 @@ gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
 	if (s == NULL)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	ds->impl = s;
+	if (pggpu_gpu_count_impl(err) == 0)
+		return PGGPU_ERR_NO_GPU;
 	CU(cudaGetDeviceCount(&n));
 	s->dev = -1;
 	for (int i = 0; i < n && s->dev < 0; i++)
@@ -637,10 +842,11 @@ free_km(gpu_state *s)
 	cudaFree(s->sums);
 	cudaFree(s->cnt);
 	cudaFree(s->block_part);
+	cudaFree(s->part);
 	cudaFree(s->pick_key);
 	cudaFree(s->pick_row);
 	cudaFreeHost(s->cnt_h);
-	s->C = s->dist2 = s->sums = s->block_part = s->pick_key = NULL;
+	s->C = s->dist2 = s->sums = s->block_part = s->part = s->pick_key = NULL;
 	s->labels = NULL;
 	s->cnt = s->cnt_h = NULL;
 	s->pick_row = NULL;
@@ -736,11 +942,17 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 
 	free_km(s);
 	CU(cudaMalloc((void **) &s->C, sizeof(double) * kd));
-	CU(cudaMalloc((void **) &s->sums, sizeof(double) * kd));
+	CU(cudaMalloc((void **) &s->sums, sizeof(double) * (kd + k)));
 	CU(cudaMalloc((void **) &s->cnt, sizeof(unsigned long long) * k));
 	CU(cudaMalloc((void **) &s->labels, sizeof(int32_t) * n));
 	CU(cudaMalloc((void **) &s->dist2, sizeof(double) * n));
 	CU(cudaMalloc((void **) &s->block_part, sizeof(double) * MAX_BLOCKS));
+	/* per-block partial sums, when private copies could fit (see update_mode) */
+	s->max_grid = s->sm_count * (2048 / BLOCK);
+	if (s->max_grid > MAX_BLOCKS)
+		s->max_grid = MAX_BLOCKS;
+	if (sizeof(double) * (kd + k) * (BLOCK / 32) <= SMEM_SUMS_LIMIT)
+		CU(cudaMalloc((void **) &s->part, sizeof(double) * (kd + k) * s->max_grid));
 	CU(cudaMalloc((void **) &s->pick_key, sizeof(double) * MAX_BLOCKS));
 	CU(cudaMalloc((void **) &s->pick_row, sizeof(long long) * MAX_BLOCKS));
 	CU(cudaHostAlloc((void **) &s->cnt_h, sizeof(unsigned long long) * k, cudaHostAllocDefault));
@@ -768,17 +980,72 @@ gpu_get_centroids(pggpu_data *ds, double *C, pggpu_error *err)
 	return PGGPU_OK;
 }
 
-typedef void (*lloyd_fn) (const double *, int64_t, int, int, const double *, int,
+typedef void (*lloyd_fn) (const double *, int64_t, int, int, const double *, int, int,
 						  int32_t *, double *, double *, unsigned long long *,
-						  double *, dev_stats *);
+						  double *, double *, dev_stats *);
+
+template <int TK, int DR>
+static lloyd_fn
+lloyd_mode(int mode)
+{
+	switch (mode)
+	{
+		case UPD_PRIVATE:
+			return lloyd_kernel<TK, DR, UPD_PRIVATE>;
+		case UPD_SHARED:
+			return lloyd_kernel<TK, DR, UPD_SHARED>;
+		case UPD_GLOBAL:
+			return lloyd_kernel<TK, DR, UPD_GLOBAL>;
+		default:
+			return lloyd_kernel<TK, DR, UPD_NONE>;
+	}
+}
 
 template <int TK>
 static lloyd_fn
-lloyd_variant(bool update, bool smem)
+lloyd_variant(int dr, int mode)
 {
-	if (!update)
-		return lloyd_kernel<TK, false, false>;
-	return smem ? lloyd_kernel<TK, true, true> : lloyd_kernel<TK, true, false>;
+	switch (dr)
+	{
+		case 4:
+			return lloyd_mode<TK, 4>(mode);
+		case 8:
+			return lloyd_mode<TK, 8>(mode);
+		case 16:
+			return lloyd_mode<TK, 16>(mode);
+		case 32:
+			return lloyd_mode<TK, 32>(mode);
+		default:
+			return lloyd_mode<TK, 0>(mode);
+	}
+}
+
+/*
+ * The update mode for k x d and its shared memory: private copies while they
+ * fit (one lane per column, as many lane groups per warp as fit, at least
+ * one), else per-block sums with atomics, else global atomics.
+ */
+static int
+update_mode(gpu_state *s, int k, int d, size_t tile_bytes, int *lg_lanes, size_t *acc_bytes)
+{
+	size_t		slot = sizeof(double) * ((size_t) k * d + k);
+	size_t		limit = SMEM_SUMS_LIMIT < s->smem_optin ? SMEM_SUMS_LIMIT : s->smem_optin;
+
+	*lg_lanes = 0;
+	while ((1 << *lg_lanes) < d && *lg_lanes < 5)
+		(*lg_lanes)++;
+	for (; *lg_lanes <= 5; (*lg_lanes)++)
+	{
+		*acc_bytes = slot * (BLOCK / 32) * (32 >> *lg_lanes);
+		if (tile_bytes + *acc_bytes <= limit && s->part != NULL)
+			return UPD_PRIVATE;
+	}
+	*lg_lanes = 5;
+	*acc_bytes = slot;
+	if (tile_bytes + slot <= limit)
+		return UPD_SHARED;
+	*acc_bytes = 0;
+	return UPD_GLOBAL;
 }
 
 static pggpu_status
@@ -787,15 +1054,23 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 	gpu_state  *s = ST(ds);
 	int			k = ds->k;
 	int			d = ds->d;
-	int			tk = k <= 4 ? 4 : k <= 8 ? 8 : k <= 16 ? 16 : 32;
-	size_t		tile_bytes = sizeof(double) * tk * DJ;
-	size_t		sums_bytes = sizeof(double) * (size_t) k * d + sizeof(unsigned long long) * k;
-	bool		smem = update && tile_bytes + sums_bytes <= SMEM_SUMS_LIMIT &&
-		tile_bytes + sums_bytes <= (size_t) s->smem_optin;
-	size_t		shmem = tile_bytes + (smem ? sums_bytes : 0);
-	lloyd_fn	fn = tk == 4 ? lloyd_variant<4>(update, smem) :
-		tk == 8 ? lloyd_variant<8>(update, smem) :
-		tk == 16 ? lloyd_variant<16>(update, smem) : lloyd_variant<32>(update, smem);
+	int			tk = k <= 8 ? 8 : 32;
+	int			kpad = (k + tk - 1) / tk * tk;
+	/* rows in registers and centroids resident for d <= 32, while they fit */
+	int			dr = d <= 4 ? 4 : d <= 8 ? 8 : d <= 16 ? 16 : d <= 32 ? 32 : 0;
+	size_t		tile_bytes;
+	size_t		acc_bytes = 0;
+	int			lg_lanes = 5;
+	int			mode;
+	size_t		shmem;
+	lloyd_fn	fn;
+
+	if (dr && sizeof(double) * kpad * dr > RESIDENT_LIMIT)
+		dr = 0;
+	tile_bytes = sizeof(double) * (dr ? kpad * dr : tk * DJ);
+	mode = update ? update_mode(s, k, d, tile_bytes, &lg_lanes, &acc_bytes) : UPD_NONE;
+	shmem = tile_bytes + acc_bytes;
+	fn = tk == 8 ? lloyd_variant<8>(dr, mode) : lloyd_variant<32>(dr, mode);
 	int			per_sm = 0;
 	int64_t		grid;
 	pggpu_status st;
@@ -803,24 +1078,30 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 	CU(cudaFuncSetAttribute((const void *) fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) shmem));
 	CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *) fn, BLOCK, shmem));
 	grid = (int64_t) (per_sm > 0 ? per_sm : 1) * s->sm_count;
-	if (grid > MAX_BLOCKS)
-		grid = MAX_BLOCKS;
+	if (grid > s->max_grid)
+		grid = s->max_grid;
 	if (grid > (ds->n + BLOCK - 1) / BLOCK)
 		grid = (ds->n + BLOCK - 1) / BLOCK;
 	if (grid < 1)
 		grid = 1;
 
 	CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
-	if (update)
+	if (mode == UPD_SHARED || mode == UPD_GLOBAL)
 	{
 		CU(cudaMemsetAsync(s->sums, 0, sizeof(double) * (size_t) k * d, s->stream));
 		CU(cudaMemsetAsync(s->cnt, 0, sizeof(unsigned long long) * k, s->stream));
 	}
-	fn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(s->X, ds->n, d, ds->log_b, s->C, k,
+	fn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(s->X, ds->n, d, ds->log_b, s->C, k, lg_lanes,
 												   s->labels, s->dist2, s->sums, s->cnt,
-												   s->block_part, s->stats);
+												   s->part, s->block_part, s->stats);
 	LAUNCHED(lloyd_kernel);
-	finalize_kernel<<<1, 1024, 0, s->stream>>>(s->C, s->sums, s->cnt, k, d, update,
+	if (mode == UPD_PRIVATE)
+	{
+		reduce_parts_kernel<<<(unsigned) (k * d + k), 256, 0, s->stream>>>(s->part, (int64_t) k * d + k,
+																		   (int) grid, s->sums);
+		LAUNCHED(reduce_parts_kernel);
+	}
+	finalize_kernel<<<1, 1024, 0, s->stream>>>(s->C, s->sums, s->cnt, k, d, mode,
 											   s->block_part, (int) grid, s->stats);
 	LAUNCHED(finalize_kernel);
 	if ((st = fetch_stats(s, err)) != PGGPU_OK)
@@ -874,7 +1155,7 @@ gpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *e
 
 	pick_kernel<<<grid, BLOCK, 0, s->stream>>>(s->dist2, ds->n, mode, key, s->pick_key, s->pick_row);
 	LAUNCHED(pick_kernel);
-	pick_final_kernel<<<1, 1, 0, s->stream>>>(s->pick_key, s->pick_row, grid, mode, s->dist2, s->stats);
+	pick_final_kernel<<<1, 1024, 0, s->stream>>>(s->pick_key, s->pick_row, grid, mode, s->dist2, s->stats);
 	LAUNCHED(pick_final_kernel);
 	if ((st = fetch_stats(s, err)) != PGGPU_OK)
 		return st;

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void scratch_free_all(pggpu_data *ds);
+
 pggpu_status
 pggpu_fail(pggpu_error *err, pggpu_status code, const char *fmt,...)
 {
@@ -167,7 +169,30 @@ pggpu_data_close(pggpu_data *ds)
 	if (ds == NULL)
 		return;
 	ds->ops->close(ds);
+	scratch_free_all(ds);
 	free(ds);
+}
+
+/* ---- scratch memory ------------------------------------------------------- */
+
+/* malloc, remembered in ds->scratch so that close frees it after a longjmp */
+static void *
+scratch_alloc(pggpu_data *ds, size_t bytes)
+{
+	for (int i = 0; i < (int) (sizeof(ds->scratch) / sizeof(ds->scratch[0])); i++)
+		if (ds->scratch[i] == NULL)
+			return ds->scratch[i] = malloc(bytes ? bytes : 1);
+	return NULL;
+}
+
+static void
+scratch_free_all(pggpu_data *ds)
+{
+	for (int i = 0; i < (int) (sizeof(ds->scratch) / sizeof(ds->scratch[0])); i++)
+	{
+		free(ds->scratch[i]);
+		ds->scratch[i] = NULL;
+	}
 }
 
 /* ---- scaling -------------------------------------------------------------- */
@@ -232,13 +257,13 @@ typedef struct rowset
 } rowset;
 
 static bool
-rowset_init(rowset *s, int64_t expected)
+rowset_init(pggpu_data *ds, rowset *s, int64_t expected)
 {
 	uint64_t	cap = 16;
 
 	while (cap < (uint64_t) expected * 2)
 		cap <<= 1;
-	s->slot = (int64_t *) malloc(cap * sizeof(int64_t));
+	s->slot = (int64_t *) scratch_alloc(ds, cap * sizeof(int64_t));
 	if (s->slot == NULL)
 		return false;
 	memset(s->slot, 0xff, cap * sizeof(int64_t));
@@ -295,7 +320,7 @@ seed_random(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
 	int			c = 0;
 	pggpu_status st = PGGPU_OK;
 
-	if (!rowset_init(&set, p->k))
+	if (!rowset_init(ds, &set, p->k))
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	for (int64_t j = ds->n - p->k; j < ds->n; j++)
 	{
@@ -310,7 +335,6 @@ seed_random(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
 		CHECK(ds->ops->km_point(ds, row, c++, PGGPU_D2_KEEP, err));
 	}
 done:
-	free(set.slot);
 	return st;
 }
 
@@ -331,7 +355,7 @@ seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
 	int64_t		row = (int64_t) (pggpu_mix64(p->seed) % (uint64_t) ds->n);
 	pggpu_status st = PGGPU_OK;
 
-	if (!rowset_init(&chosen, p->k))
+	if (!rowset_init(ds, &chosen, p->k))
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	rowset_add(&chosen, row);
 	CHECK(ds->ops->km_point(ds, row, 0, PGGPU_D2_SET, err));
@@ -351,13 +375,14 @@ seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
 		CHECK(ds->ops->km_point(ds, row, c, PGGPU_D2_MIN, err));
 	}
 done:
-	free(chosen.slot);
 	return st;
 }
 
 /*
  * Empty clusters take the rows farthest from their centroids (as in
- * scikit-learn), one distinct row each, in cluster order.
+ * scikit-learn), one distinct row each, in cluster order.  Rows that sit on
+ * their centroid never qualify (it would change nothing): with fewer distinct
+ * rows than k, some clusters stay empty.
  */
 static pggpu_status
 repair_empty(pggpu_data *ds, int64_t *counts, pggpu_error *err)
@@ -468,7 +493,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 	if (p->init == PGGPU_INIT_GIVEN && p->init_centroids == NULL)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no initial centroids given");
 
-	counts = (int64_t *) malloc(sizeof(int64_t) * k);
+	counts = (int64_t *) scratch_alloc(ds, sizeof(int64_t) * k);
 	if (counts == NULL)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 
@@ -480,7 +505,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 	switch (p->init)
 	{
 		case PGGPU_INIT_GIVEN:
-			given = (double *) malloc(sizeof(double) * k * d);
+			given = (double *) scratch_alloc(ds, sizeof(double) * k * d);
 			if (given == NULL)
 			{
 				st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
@@ -534,8 +559,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 		CHECK(canonical_order(r, k, d, r->labels, ds->n, err));
 
 done:
-	free(counts);
-	free(given);
+	scratch_free_all(ds);
 	return st;
 }
 

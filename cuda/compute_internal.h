@@ -36,6 +36,9 @@ struct pggpu_data
 	int			k;				/* centroids in the k-means state */
 	char		device_name[256];
 	void	   *impl;			/* the backend's own state */
+	/* the driver's scratch memory: freed on close too, since the interrupt
+	 * callback may longjmp out of an algorithm */
+	void	   *scratch[4];
 };
 
 /* what one assignment pass reports */
@@ -53,7 +56,7 @@ typedef struct pggpu_step_stats
 
 /* km_pick modes */
 #define PGGPU_PICK_SAMPLE   0	/* row drawn with probability ~ dist2 */
-#define PGGPU_PICK_FARTHEST 1	/* row of largest dist2 >= 0, then dist2 := -1 */
+#define PGGPU_PICK_FARTHEST 1	/* row of largest dist2 > 0, then dist2 := -1 */
 
 typedef struct pggpu_ops
 {
