@@ -18,7 +18,7 @@ cpu_only_build() {
   d=$(mktemp -d)
   cp -r Makefile cuda src extension "$d"/ &&
     make -s -C "$d" WITH_CUDA=0 PG_CONFIG="$PG_CONFIG" >/dev/null &&
-    ! nm -D "$d/pg_gpu.so" | grep -q cuda
+    ! nm "$d/pg_gpu.so" | grep -q cudaGetDeviceCount
   local rc=$?
   rm -rf "$d"
   return $rc
