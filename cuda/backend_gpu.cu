@@ -145,6 +145,33 @@ pick_better(double ka, long long ra, double kb, long long rb)
 	return ka < kb || (ka == kb && ra < rb);
 }
 
+/*
+ * The block's minimum (key, row): the result in thread 0.  (key, row) pairs
+ * are totally ordered, so the minimum does not depend on the order.
+ */
+__device__ void
+block_pick_min(double *bk, long long *br)
+{
+	__shared__ double sk[32];
+	__shared__ long long sr[32];
+
+	for (int o = 16; o > 0; o >>= 1)
+	{
+		double		ok = __shfl_xor_sync(FULL, *bk, o);
+		long long	orow = __shfl_xor_sync(FULL, *br, o);
+
+		if (pick_better(ok, orow, *bk, *br))
+			*bk = ok, *br = orow;
+	}
+	if ((threadIdx.x & 31) == 0)
+		sk[threadIdx.x >> 5] = *bk, sr[threadIdx.x >> 5] = *br;
+	__syncthreads();
+	if (threadIdx.x == 0)
+		for (int w = 1; w < (int) (blockDim.x >> 5); w++)
+			if (pick_better(sk[w], sr[w], *bk, *br))
+				*bk = sk[w], *br = sr[w];
+}
+
 /* ---- kernels -------------------------------------------------------------- */
 
 __global__ void
@@ -559,8 +586,6 @@ __global__ void
 pick_kernel(const double *dist2, int64_t n, int mode, uint64_t key,
 			double *part_key, long long *part_row)
 {
-	__shared__ double sk[32];
-	__shared__ long long sr[32];
 	double		bk = INFINITY;
 	long long	br = LLONG_MAX;
 
@@ -577,59 +602,28 @@ pick_kernel(const double *dist2, int64_t n, int mode, uint64_t key,
 		if (pick_better(kv, i, bk, br))
 			bk = kv, br = i;
 	}
-	for (int o = 16; o > 0; o >>= 1)
-	{
-		double		ok = __shfl_xor_sync(FULL, bk, o);
-		long long	orow = __shfl_xor_sync(FULL, br, o);
-
-		if (pick_better(ok, orow, bk, br))
-			bk = ok, br = orow;
-	}
-	if ((threadIdx.x & 31) == 0)
-		sk[threadIdx.x >> 5] = bk, sr[threadIdx.x >> 5] = br;
-	__syncthreads();
+	block_pick_min(&bk, &br);
 	if (threadIdx.x == 0)
 	{
-		for (int w = 1; w < (int) (blockDim.x >> 5); w++)
-			if (pick_better(sk[w], sr[w], bk, br))
-				bk = sk[w], br = sr[w];
 		part_key[blockIdx.x] = bk;
 		part_row[blockIdx.x] = br;
 	}
 }
 
-/*
- * second stage, one block: the minimum of the per-block bests.  (key, row)
- * pairs are totally ordered, so the minimum does not depend on the order.
- */
+/* second stage, one block: the minimum of the per-block bests */
 __global__ void
 pick_final_kernel(const double *part_key, const long long *part_row, int nparts,
 				  int mode, double *dist2, dev_stats *stats)
 {
-	__shared__ double sk[32];
-	__shared__ long long sr[32];
 	double		bk = INFINITY;
 	long long	br = LLONG_MAX;
 
 	for (int b = threadIdx.x; b < nparts; b += blockDim.x)
 		if (pick_better(part_key[b], part_row[b], bk, br))
 			bk = part_key[b], br = part_row[b];
-	for (int o = 16; o > 0; o >>= 1)
-	{
-		double		ok = __shfl_xor_sync(FULL, bk, o);
-		long long	orow = __shfl_xor_sync(FULL, br, o);
-
-		if (pick_better(ok, orow, bk, br))
-			bk = ok, br = orow;
-	}
-	if ((threadIdx.x & 31) == 0)
-		sk[threadIdx.x >> 5] = bk, sr[threadIdx.x >> 5] = br;
-	__syncthreads();
+	block_pick_min(&bk, &br);
 	if (threadIdx.x != 0)
 		return;
-	for (int w = 1; w < (int) (blockDim.x >> 5); w++)
-		if (pick_better(sk[w], sr[w], bk, br))
-			bk = sk[w], br = sr[w];
 	if (bk == INFINITY)
 		br = -1;
 	if (mode == PGGPU_PICK_FARTHEST && br >= 0)
