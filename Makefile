@@ -58,3 +58,6 @@ unit: tests/unit_compute
 
 tests/bench_kmeans: tests/bench_kmeans.c $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
 	$(CC) -O2 -std=gnu11 -Wall -Icuda -o $@ tests/bench_kmeans.c $(COMPUTE_OBJS) $(CUDA_LIBS) -lm
+
+tests/gpu_hog: tests/gpu_hog.c
+	$(CC) -O2 -Wall -I$(CUDA_HOME)/include -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread

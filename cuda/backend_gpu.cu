@@ -788,8 +788,8 @@ grow(pggpu_data *ds, int64_t tiles, pggpu_error *err)
 			(void) cudaGetLastError();
 			cudaMemGetInfo(&fr, &tot);
 			return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY,
-							  "the data do not fit in GPU memory: %lld rows of %d columns read so far need %.1f MB (%.1f MB free of %.1f MB)",
-							  (long long) ds->n, ds->d,
+							  "the data do not fit in GPU memory: after %lld rows of %d columns, growing their copy from %.1f to %.1f MB failed (%.1f MB free of %.1f MB)",
+							  (long long) ds->n, ds->d, s->cap_tiles * tile_bytes / 1048576.0,
 							  cap * tile_bytes / 1048576.0, fr / 1048576.0, tot / 1048576.0);
 		}
 	}

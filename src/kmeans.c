@@ -198,8 +198,9 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 				 errhint("Choose k at most the number of rows without NULL, NaN or infinite values.")));
 
 	out->k = p.k;
-	out->centroids = palloc(sizeof(double) * p.k * out->src.ncols);
-	out->sizes = palloc(sizeof(int64) * p.k);
+	out->centroids = MemoryContextAllocHuge(CurrentMemoryContext,
+											sizeof(double) * p.k * out->src.ncols);
+	out->sizes = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * p.k);
 	res.centroids = out->centroids;
 	res.sizes = out->sizes;
 	if (want_labels)
