@@ -640,13 +640,19 @@ usable(const cudaDeviceProp *p)
 	return p->major * 10 + p->minor >= PGGPU_MIN_CC;
 }
 
-extern "C" int
-pggpu_gpu_count_impl(pggpu_error *err)
+/*
+ * Walks the GPUs once: returns how many are usable and, in *chosen and *props,
+ * the first usable one that is `want` (any, when want < 0), or -1.  Without
+ * one, err says why.
+ */
+static int
+find_gpus(int want, int *chosen, cudaDeviceProp *props, pggpu_error *err)
 {
 	int			n = 0;
 	int			ok = 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
 
+	*chosen = -1;
 	if (e != cudaSuccess)
 	{
 		int			drv = 0;
@@ -662,14 +668,31 @@ pggpu_gpu_count_impl(pggpu_error *err)
 	{
 		cudaDeviceProp p;
 
-		if (cudaGetDeviceProperties(&p, i) == cudaSuccess && usable(&p))
-			ok++;
+		if (cudaGetDeviceProperties(&p, i) != cudaSuccess || !usable(&p))
+			continue;
+		ok++;
+		if (*chosen < 0 && (want < 0 || want == i))
+		{
+			*chosen = i;
+			*props = p;
+		}
 	}
 	if (ok == 0)
 		pggpu_fail(err, PGGPU_ERR_NO_GPU,
 				   n ? "no GPU of compute capability %d.%d or newer (this build's target)"
 				   : "no GPU found", PGGPU_MIN_CC / 10, PGGPU_MIN_CC % 10);
+	else if (*chosen < 0)
+		pggpu_fail(err, PGGPU_ERR_NO_GPU, "GPU %d is not a usable GPU", want);
 	return ok;
+}
+
+extern "C" int
+pggpu_gpu_count_impl(pggpu_error *err)
+{
+	int			chosen;
+	cudaDeviceProp p;
+
+	return find_gpus(-1, &chosen, &p, err);
 }
 
 extern "C" pggpu_status
@@ -701,7 +724,6 @@ static pggpu_status
 gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
 {
 	gpu_state  *s = (gpu_state *) calloc(1, sizeof(gpu_state));
-	int			n = 0;
 	size_t		fr = 0,
 				tot = 0;
 	int64_t		tile_bytes = TILE(ds) * ds->d * (int64_t) sizeof(double);
@@ -711,16 +733,9 @@ gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
 	if (s == NULL)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	ds->impl = s;
-	if (pggpu_gpu_count_impl(err) == 0)
-		return PGGPU_ERR_NO_GPU;
-	CU(cudaGetDeviceCount(&n));
-	s->dev = -1;
-	for (int i = 0; i < n && s->dev < 0; i++)
-		if (cudaGetDeviceProperties(&p, i) == cudaSuccess && usable(&p) &&
-			(gpu_index < 0 || gpu_index == i))
-			s->dev = i;
+	find_gpus(gpu_index, &s->dev, &p, err);
 	if (s->dev < 0)
-		return pggpu_fail(err, PGGPU_ERR_NO_GPU, "no usable GPU");
+		return PGGPU_ERR_NO_GPU;
 	CU(cudaSetDevice(s->dev));
 	snprintf(ds->device_name, sizeof(ds->device_name), "%s", p.name);
 	s->sm_count = p.multiProcessorCount;
