@@ -22,3 +22,53 @@ pggpu_gpu_info_impl(int index, pggpu_device_info *out, pggpu_error *err)
 	(void) out;
 	return pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
 }
+
+pggpu_status
+pggpu_gpu_mm_open(pggpu_matmul *mm, int gpu_index, pggpu_error *err)
+{
+	(void) mm;
+	(void) gpu_index;
+	return pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
+}
+
+void *
+pggpu_gpu_host_alloc(size_t bytes, size_t *got)
+{
+	(void) bytes;
+	*got = 0;
+	return NULL;
+}
+
+void
+pggpu_gpu_host_free(void *p, size_t size)
+{
+	(void) p;
+	(void) size;
+}
+
+void
+pggpu_pinned_cache_limit(size_t bytes)
+{
+	(void) bytes;
+}
+
+size_t
+pggpu_pinned_cache_bytes(void)
+{
+	return 0;
+}
+
+pggpu_status
+pggpu_gpu_mm_run(pggpu_matmul *mm, const pggpu_matmul_params *p,
+				 const void *a, const void *b, void *c,
+				 pggpu_matmul_info *info, pggpu_error *err)
+{
+	(void) mm, (void) p, (void) a, (void) b, (void) c, (void) info;
+	return pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
+}
+
+void
+pggpu_gpu_mm_close(pggpu_matmul *mm)
+{
+	(void) mm;
+}

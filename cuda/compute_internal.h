@@ -106,6 +106,26 @@ int			pggpu_gpu_count_impl(pggpu_error *err);
 pggpu_status pggpu_gpu_info_impl(int index, pggpu_device_info *out,
 								 pggpu_error *err);
 
+/* ---- matrix products (matmul.c, matmul_gpu.cu) --------------------------- */
+
+struct pggpu_matmul
+{
+	pggpu_backend backend;
+	char		device_name[256];
+	void	   *host[3];		/* PGGPU_MM_A, _B, _C */
+	size_t		host_cap[3];
+	void	   *impl;			/* the GPU backend's state */
+};
+
+/* the GPU side (backend_none.c stubs these in builds without CUDA) */
+pggpu_status pggpu_gpu_mm_open(pggpu_matmul *mm, int gpu_index, pggpu_error *err);
+void	   *pggpu_gpu_host_alloc(size_t bytes, size_t *got);
+void		pggpu_gpu_host_free(void *p, size_t size);
+pggpu_status pggpu_gpu_mm_run(pggpu_matmul *mm, const pggpu_matmul_params *p,
+							  const void *a, const void *b, void *c,
+							  pggpu_matmul_info *info, pggpu_error *err);
+void		pggpu_gpu_mm_close(pggpu_matmul *mm);
+
 /* error helper: fills err, returns code */
 pggpu_status pggpu_fail(pggpu_error *err, pggpu_status code, const char *fmt,...)
 #ifdef __GNUC__

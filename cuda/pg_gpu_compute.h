@@ -161,6 +161,89 @@ pggpu_status pggpu_assign(pggpu_data *ds, const double *centroids, int k,
 						  int32_t *labels, double *distances,
 						  pggpu_error *err);
 
+
+/* ---- matrix products ---------------------------------------------------- */
+
+typedef enum pggpu_dtype
+{
+	PGGPU_FLOAT64 = 0,
+	PGGPU_FLOAT32 = 1
+} pggpu_dtype;
+
+/*
+ * A workspace for matrix products on one backend: three host buffers (pinned
+ * on the GPU backend, so copies to and from the device run asynchronously),
+ * and on the GPU its device buffers, streams and cuBLAS handle, all reused by
+ * later products in the same workspace.
+ */
+typedef struct pggpu_matmul pggpu_matmul;
+
+pggpu_status pggpu_matmul_open(pggpu_matmul **out, pggpu_backend backend,
+							   int gpu_index, pggpu_error *err);
+
+/* the host buffers */
+#define PGGPU_MM_A 0
+#define PGGPU_MM_B 1
+#define PGGPU_MM_C 2
+
+/*
+ * Host buffer `which` with room for at least `bytes`; when it has to grow,
+ * the first `keep` bytes of its contents are kept.  NULL (err set) when
+ * memory runs out.  Valid until the next call for the same buffer or close.
+ */
+void	   *pggpu_matmul_buffer(pggpu_matmul *mm, int which, size_t bytes,
+								size_t keep, pggpu_error *err);
+
+typedef struct pggpu_matmul_params
+{
+	pggpu_dtype dtype;
+	int64_t		m;				/* rows of A and C */
+	int64_t		n;				/* columns of B and C */
+	int64_t		k;				/* columns of A, rows of B */
+	bool		allow_tf32;		/* float32 on the GPU: TF32 tensor cores */
+	int64_t		gpu_memory;		/* most GPU bytes for operands; 0: what is free */
+	pggpu_interrupt_fn check_interrupts;	/* may be NULL; may longjmp */
+	void	   *interrupt_arg;
+} pggpu_matmul_params;
+
+typedef struct pggpu_matmul_info
+{
+	int64_t		products;		/* BLAS calls made */
+	int64_t		mb, nb, kb;		/* the blocks of m, n and k they worked on */
+} pggpu_matmul_info;
+
+/*
+ * C := A B, all row-major and dense: A is m x k, B is k x n, C is m x n, of
+ * p->dtype.  On the GPU (cuBLAS) the product is cut into blocks that stream
+ * through the device with copies overlapping the arithmetic, so operands
+ * larger than GPU memory work; on the CPU it is OpenBLAS, in row blocks.
+ * Interrupts are checked between blocks; after a longjmp the workspace is
+ * still valid for pggpu_matmul_close.  info may be NULL.
+ */
+pggpu_status pggpu_matmul_run(pggpu_matmul *mm, const pggpu_matmul_params *p,
+							  const void *a, const void *b, void *c,
+							  pggpu_matmul_info *info, pggpu_error *err);
+
+/*
+ * Pinned host memory is slow to allocate, so buffers freed by closed
+ * workspaces are kept for later ones in this process, up to this many bytes
+ * (default 512 MB; 0 frees them at once).  Lowering the limit frees at once.
+ */
+void		pggpu_pinned_cache_limit(size_t bytes);
+size_t		pggpu_pinned_cache_bytes(void);
+
+pggpu_backend pggpu_matmul_backend(const pggpu_matmul *mm);
+const char *pggpu_matmul_device_name(const pggpu_matmul *mm);
+
+/*
+ * Frees the device side and every host buffer but `which`, which stays
+ * valid until close (for reading a result out after the product).
+ */
+void		pggpu_matmul_keep_only(pggpu_matmul *mm, int which);
+
+/* Waits for the device, then frees everything.  NULL ok. */
+void		pggpu_matmul_close(pggpu_matmul *mm);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,13 +15,17 @@ step() {
   else failed=$((failed + 1)); echo "-- FAILED: $name"; fi
 }
 
-# Build dependencies: a C compiler, PostgreSQL server + headers (PGXS).
+# Build dependencies: a C compiler, PostgreSQL server + headers (PGXS),
+# OpenBLAS.
 # nvcc is optional: without it the build is CPU-only.
 ensure_deps() {
   local need=()
   command -v make >/dev/null && command -v gcc >/dev/null || need+=(build-essential)
   [ -x "/usr/lib/postgresql/$PG_MAJOR/bin/postgres" ] || need+=("postgresql-$PG_MAJOR")
   [ -f "/usr/include/postgresql/$PG_MAJOR/server/postgres.h" ] || need+=("postgresql-server-dev-$PG_MAJOR")
+  # OpenBLAS: the CPU matrix product (found through pkg-config)
+  command -v pkg-config >/dev/null || need+=(pkg-config)
+  pkg-config --exists openblas 2>/dev/null || need+=(libopenblas-dev)
   if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
       echo "missing packages: ${need[*]} (run as root, or install them)" >&2

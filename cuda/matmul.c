@@ -1,0 +1,201 @@
+/*
+ * matmul.c - matrix-product workspaces and the CPU product (OpenBLAS).
+ *
+ * The GPU product lives in matmul_gpu.cu; this file holds what both share
+ * (host buffers, argument checks) and the CPU path: OpenBLAS's GEMM over
+ * blocks of rows, so that interrupts are checked every few tens of
+ * milliseconds even for very large products.
+ */
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compute_internal.h"
+
+/*
+ * Multiply-adds per CPU block between interrupt checks (about 0.05 s on 16
+ * cores), and the fewest rows per block: each BLAS call packs all of B again,
+ * which thin blocks would pay for too often.
+ */
+#define CPU_BLOCK_WORK ((int64_t) 1 << 33)
+#define CPU_BLOCK_MIN_ROWS 256
+
+pggpu_status
+pggpu_matmul_open(pggpu_matmul **out, pggpu_backend backend, int gpu_index,
+				  pggpu_error *err)
+{
+	pggpu_matmul *mm = (pggpu_matmul *) calloc(1, sizeof(pggpu_matmul));
+	pggpu_status st;
+
+	*out = NULL;
+	if (mm == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	mm->backend = backend;
+	strcpy(mm->device_name, "cpu");
+	if (backend == PGGPU_BACKEND_GPU &&
+		(st = pggpu_gpu_mm_open(mm, gpu_index, err)) != PGGPU_OK)
+	{
+		pggpu_matmul_close(mm);
+		return st;
+	}
+	*out = mm;
+	return PGGPU_OK;
+}
+
+static void
+host_free(pggpu_matmul *mm, int which)
+{
+	if (mm->backend == PGGPU_BACKEND_GPU)
+		pggpu_gpu_host_free(mm->host[which], mm->host_cap[which]);
+	else
+		free(mm->host[which]);
+	mm->host[which] = NULL;
+	mm->host_cap[which] = 0;
+}
+
+static void *
+host_alloc(pggpu_matmul *mm, size_t bytes, size_t *got)
+{
+	if (mm->backend == PGGPU_BACKEND_GPU)
+		return pggpu_gpu_host_alloc(bytes, got);
+	*got = bytes;
+	return malloc(bytes);
+}
+
+void *
+pggpu_matmul_buffer(pggpu_matmul *mm, int which, size_t bytes, size_t keep,
+					pggpu_error *err)
+{
+	void	   *p;
+	size_t		cap,
+				got;
+
+	if (which < 0 || which > 2)
+	{
+		pggpu_fail(err, PGGPU_ERR_INVALID, "no host buffer %d", which);
+		return NULL;
+	}
+	if (bytes <= mm->host_cap[which])
+		return mm->host[which];
+	/* grow by at least half, so that a buffer filled row by row is cheap */
+	cap = mm->host_cap[which] + mm->host_cap[which] / 2;
+	if (cap < bytes)
+		cap = bytes;
+	p = host_alloc(mm, cap, &got);
+	if (p == NULL && cap > bytes)
+		p = host_alloc(mm, bytes, &got);
+	if (p == NULL)
+	{
+		pggpu_fail(err, PGGPU_ERR_HOST_MEMORY,
+				   "could not allocate %.1f MB of %shost memory for a matrix",
+				   bytes / 1048576.0, mm->backend == PGGPU_BACKEND_GPU ? "pinned " : "");
+		return NULL;
+	}
+	if (keep > mm->host_cap[which])
+		keep = mm->host_cap[which];
+	if (keep > 0)
+		memcpy(p, mm->host[which], keep);
+	host_free(mm, which);
+	mm->host[which] = p;
+	mm->host_cap[which] = got;
+	return p;
+}
+
+pggpu_backend
+pggpu_matmul_backend(const pggpu_matmul *mm)
+{
+	return mm->backend;
+}
+
+const char *
+pggpu_matmul_device_name(const pggpu_matmul *mm)
+{
+	return mm->device_name;
+}
+
+void
+pggpu_matmul_keep_only(pggpu_matmul *mm, int which)
+{
+	if (mm->impl != NULL)
+		pggpu_gpu_mm_close(mm);
+	for (int w = 0; w < 3; w++)
+		if (w != which)
+			host_free(mm, w);
+}
+
+void
+pggpu_matmul_close(pggpu_matmul *mm)
+{
+	if (mm == NULL)
+		return;
+	if (mm->impl != NULL)
+		pggpu_gpu_mm_close(mm);
+	for (int w = 0; w < 3; w++)
+		host_free(mm, w);
+	free(mm);
+}
+
+static pggpu_status
+cpu_run(const pggpu_matmul_params *p, const void *a, const void *b, void *c,
+		pggpu_matmul_info *info)
+{
+	int64_t		es = p->dtype == PGGPU_FLOAT64 ? 8 : 4;
+	int64_t		mb = CPU_BLOCK_WORK / (p->n * p->k);
+
+	if (mb < CPU_BLOCK_MIN_ROWS)
+		mb = CPU_BLOCK_MIN_ROWS;
+	if (mb > p->m)
+		mb = p->m;
+	if (mb > INT_MAX)
+		mb = INT_MAX;
+	info->mb = mb;
+	info->nb = p->n;
+	info->kb = p->k;
+	for (int64_t i0 = 0; i0 < p->m; i0 += mb)
+	{
+		int			rows = (int) (p->m - i0 < mb ? p->m - i0 : mb);
+		const char *ai = (const char *) a + i0 * p->k * es;
+		char	   *ci = (char *) c + i0 * p->n * es;
+
+		if (p->check_interrupts)
+			p->check_interrupts(p->interrupt_arg);
+		if (p->dtype == PGGPU_FLOAT64)
+			cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, (int) p->n, (int) p->k,
+						1.0, (const double *) ai, (int) p->k, (const double *) b, (int) p->n,
+						0.0, (double *) ci, (int) p->n);
+		else
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, (int) p->n, (int) p->k,
+						1.0f, (const float *) ai, (int) p->k, (const float *) b, (int) p->n,
+						0.0f, (float *) ci, (int) p->n);
+		info->products++;
+	}
+	return PGGPU_OK;
+}
+
+pggpu_status
+pggpu_matmul_run(pggpu_matmul *mm, const pggpu_matmul_params *p,
+				 const void *a, const void *b, void *c,
+				 pggpu_matmul_info *info, pggpu_error *err)
+{
+	pggpu_matmul_info dummy;
+
+	if (info == NULL)
+		info = &dummy;
+	memset(info, 0, sizeof(*info));
+	if (p->dtype != PGGPU_FLOAT64 && p->dtype != PGGPU_FLOAT32)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "unknown element type %d", (int) p->dtype);
+	if (p->m < 1 || p->n < 1 || p->k < 1)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "empty product (%lld x %lld times %lld x %lld)",
+						  (long long) p->m, (long long) p->k, (long long) p->k, (long long) p->n);
+	/* BLAS takes 32-bit dimensions and leading dimensions */
+	if (p->n > INT_MAX || p->k > INT_MAX)
+		return pggpu_fail(err, PGGPU_ERR_INVALID,
+						  "inner or column dimension over %d (k = %lld, n = %lld)",
+						  INT_MAX, (long long) p->k, (long long) p->n);
+	if (a == NULL || b == NULL || c == NULL)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "missing operand");
+	if (mm->backend == PGGPU_BACKEND_GPU)
+		return pggpu_gpu_mm_run(mm, p, a, b, c, info, err);
+	return cpu_run(p, a, b, c, info);
+}
