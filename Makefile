@@ -11,7 +11,7 @@ MODULEDIR  = extension
 DATA       = extension/pg_gpu.control $(wildcard extension/pg_gpu--*.sql)
 REGRESS    = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
 REGRESS_OPTS = --inputdir=.
-EXTRA_CLEAN = tests/unit_compute cuda/*.o src/*.o results regression.diffs regression.out
+EXTRA_CLEAN = tests/unit_compute tests/bench_matmul tests/bench_kmeans tests/gpu_hog cuda/*.o src/*.o results regression.diffs regression.out
 
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
@@ -20,20 +20,24 @@ WITH_CUDA ?= $(if $(NVCC),1,0)
 NVCC_ARCH ?= -gencode arch=compute_90,code=[sm_90,compute_90]
 NVCC_FLAGS = -O3 -std=c++17 -Xcompiler -fPIC $(NVCC_ARCH) -DPGGPU_MIN_CC=90 -Icuda
 
-COMPUTE_OBJS = cuda/compute.o cuda/backend_cpu.o
+# OpenBLAS (Debian's libopenblas-dev) for the CPU matrix product
+BLAS_CFLAGS ?= $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS   ?= $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
+
+COMPUTE_OBJS = cuda/compute.o cuda/backend_cpu.o cuda/matmul.o
 ifeq ($(WITH_CUDA),1)
-COMPUTE_OBJS += cuda/backend_gpu.o
+COMPUTE_OBJS += cuda/backend_gpu.o cuda/matmul_gpu.o
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lrt -lpthread
 else
 COMPUTE_OBJS += cuda/backend_none.o
 CUDA_LIBS =
 endif
 
-OBJS = src/pg_gpu.o src/read.o src/kmeans.o src/info.o $(COMPUTE_OBJS)
-PG_CPPFLAGS = -Icuda
+OBJS = src/pg_gpu.o src/read.o src/kmeans.o src/matmul.o src/info.o $(COMPUTE_OBJS)
+PG_CPPFLAGS = -Icuda $(BLAS_CFLAGS)
 # identical floating-point rounding on CPU and GPU: no contraction into FMA
 PG_CFLAGS = -ffp-contract=off
-SHLIB_LINK = $(CUDA_LIBS) -lm
+SHLIB_LINK = $(CUDA_LIBS) $(BLAS_LIBS) -lm
 
 # nvcc objects have no LLVM bitcode; skip the JIT bitcode step
 override with_llvm = no
@@ -45,19 +49,25 @@ include $(PGXS)
 cuda/%.o: cuda/%.cu cuda/compute_internal.h cuda/pg_gpu_compute.h
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
-cuda/compute.o cuda/backend_cpu.o cuda/backend_none.o: cuda/compute_internal.h cuda/pg_gpu_compute.h
-src/pg_gpu.o src/read.o src/kmeans.o src/info.o: src/pg_gpu.h cuda/pg_gpu_compute.h
+cuda/compute.o cuda/backend_cpu.o cuda/backend_none.o cuda/matmul.o: cuda/compute_internal.h cuda/pg_gpu_compute.h
+src/pg_gpu.o src/read.o src/kmeans.o src/matmul.o src/info.o: src/pg_gpu.h cuda/pg_gpu_compute.h
 
 # ---- unit tests of the compute layer (no PostgreSQL) ----
 tests/unit_compute: tests/unit_compute.c $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
-	$(CC) -O2 -std=gnu11 -Wall -ffp-contract=off -Icuda -o $@ tests/unit_compute.c $(COMPUTE_OBJS) $(CUDA_LIBS) -lm
+	$(CC) -O2 -std=gnu11 -Wall -ffp-contract=off -Icuda -o $@ tests/unit_compute.c $(COMPUTE_OBJS) $(CUDA_LIBS) $(BLAS_LIBS) -lm
 
 .PHONY: unit
 unit: tests/unit_compute
 	tests/unit_compute $(UNIT_ARGS)
 
 tests/bench_kmeans: tests/bench_kmeans.c $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
-	$(CC) -O2 -std=gnu11 -Wall -Icuda -o $@ tests/bench_kmeans.c $(COMPUTE_OBJS) $(CUDA_LIBS) -lm
+	$(CC) -O2 -std=gnu11 -Wall -Icuda -o $@ tests/bench_kmeans.c $(COMPUTE_OBJS) $(CUDA_LIBS) $(BLAS_LIBS) -lm
+
+ifeq ($(WITH_CUDA),1)
+BENCH_CUBLAS = -DBENCH_CUBLAS -I$(CUDA_HOME)/include -L$(CUDA_HOME)/lib64 -lcublas
+endif
+tests/bench_matmul: tests/bench_matmul.c $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
+	$(CC) -O2 -std=gnu11 -Wall -Icuda -o $@ tests/bench_matmul.c $(COMPUTE_OBJS) $(BENCH_CUBLAS) $(CUDA_LIBS) $(BLAS_LIBS) -lm
 
 tests/gpu_hog: tests/gpu_hog.c
 	$(CC) -O2 -Wall -I$(CUDA_HOME)/include -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread

@@ -8,6 +8,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
@@ -18,6 +20,16 @@
 PG_MODULE_MAGIC;
 
 int			pg_gpu_device = PG_GPU_DEVICE_AUTO;
+bool		pg_gpu_allow_tf32 = false;
+int			pg_gpu_matmul_gpu_memory = 0;
+int			pg_gpu_pinned_memory_cache = 512;
+
+/* no CUDA call unless cached buffers are to be freed, so safe in the postmaster */
+static void
+assign_pinned_cache(int newval, void *extra)
+{
+	pggpu_pinned_cache_limit((size_t) newval << 20);
+}
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", PG_GPU_DEVICE_AUTO, false},
@@ -41,6 +53,32 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("pg_gpu.allow_tf32",
+							 "Lets gpu_matmul on real[] use the GPU's TF32 tensor cores.",
+							 "Off: real[] products are IEEE single precision. "
+							 "On: faster, with products rounded to 10-bit mantissas.",
+							 &pg_gpu_allow_tf32,
+							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+	DefineCustomIntVariable("pg_gpu.matmul_gpu_memory",
+							"The most GPU memory one gpu_matmul uses for its operands.",
+							"0: what is free.  Larger products stream through the GPU in blocks.",
+							&pg_gpu_matmul_gpu_memory,
+							0, 0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("pg_gpu.pinned_memory_cache",
+							"Pinned host memory kept by a backend between gpu_matmul calls.",
+							"Page-locked memory is slow to allocate; buffers freed by one call are "
+							"kept for the next, up to this much.  0 frees them at once.",
+							&pg_gpu_pinned_memory_cache,
+							512, 0, INT_MAX / 2,
+							PGC_USERSET,
+							GUC_UNIT_MB,
+							NULL, assign_pinned_cache, NULL);
 	MarkGUCPrefixReserved("pg_gpu");
 }
 
@@ -48,6 +86,18 @@ _PG_init(void)
 static int	gpu_count = -1;
 static char gpu_count_why[512];
 static bool fallback_noticed = false;
+
+static void
+notice_fallback(const char *why)
+{
+	if (fallback_noticed)
+		return;
+	fallback_noticed = true;
+	ereport(NOTICE,
+			(errmsg("pg_gpu: no usable GPU, running on the CPU"),
+			 errdetail("%s.", why),
+			 errhint("Set pg_gpu.device to \"cpu\" to silence this notice.")));
+}
 
 static int
 usable_gpus(void)
@@ -80,14 +130,7 @@ pg_gpu_choose_backend(void)
 		default:
 			if (usable_gpus() > 0)
 				return PGGPU_BACKEND_GPU;
-			if (!fallback_noticed)
-			{
-				fallback_noticed = true;
-				ereport(NOTICE,
-						(errmsg("pg_gpu: no usable GPU, running on the CPU"),
-						 errdetail("%s.", gpu_count_why),
-						 errhint("Set pg_gpu.device to \"cpu\" to silence this notice.")));
-			}
+			notice_fallback(gpu_count_why);
 			return PGGPU_BACKEND_CPU;
 	}
 }
@@ -165,4 +208,46 @@ void
 pg_gpu_data_close(PgGpuData *data)
 {
 	data_release(data);
+}
+
+static void
+matmul_release(void *arg)
+{
+	PgGpuMatmul *w = (PgGpuMatmul *) arg;
+
+	pggpu_matmul_close(w->mm);
+	w->mm = NULL;
+}
+
+PgGpuMatmul *
+pg_gpu_matmul_open(pggpu_backend backend, MemoryContext cxt)
+{
+	PgGpuMatmul *w = MemoryContextAllocZero(cxt, sizeof(PgGpuMatmul));
+	pggpu_error err = {0};
+
+	w->cb.func = matmul_release;
+	w->cb.arg = w;
+	MemoryContextRegisterResetCallback(cxt, &w->cb);
+	if (pggpu_matmul_open(&w->mm, backend, -1, &err) != PGGPU_OK)
+	{
+		/* a GPU without cuBLAS: auto falls back like with no GPU at all */
+		if (err.code != PGGPU_ERR_NO_GPU || pg_gpu_device != PG_GPU_DEVICE_AUTO)
+			pg_gpu_raise(&err);
+		notice_fallback(err.msg);
+		memset(&err, 0, sizeof(err));
+		if (pggpu_matmul_open(&w->mm, PGGPU_BACKEND_CPU, -1, &err) != PGGPU_OK)
+			pg_gpu_raise(&err);
+	}
+	return w;
+}
+
+void *
+pg_gpu_matmul_buffer(PgGpuMatmul *w, int which, Size bytes, Size keep)
+{
+	pggpu_error err = {0};
+	void	   *p = pggpu_matmul_buffer(w->mm, which, bytes, keep, &err);
+
+	if (p == NULL)
+		pg_gpu_raise(&err);
+	return p;
 }

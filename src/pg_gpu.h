@@ -7,7 +7,9 @@
 
 #include "postgres.h"
 
+#include "tcop/dest.h"
 #include "utils/array.h"
+#include "utils/relcache.h"
 
 #include "pg_gpu_compute.h"
 
@@ -21,6 +23,8 @@ typedef enum PgGpuDeviceSetting
 } PgGpuDeviceSetting;
 
 extern int	pg_gpu_device;
+extern bool pg_gpu_allow_tf32;
+extern int	pg_gpu_matmul_gpu_memory;	/* MB, 0 = what is free */
 
 /* the backend pg_gpu.device selects now (may ERROR, may NOTICE once) */
 extern pggpu_backend pg_gpu_choose_backend(void);
@@ -44,6 +48,20 @@ typedef struct PgGpuData
 extern PgGpuData *pg_gpu_data_open(pggpu_backend backend, int d, int64 expected_rows);
 extern void pg_gpu_data_close(PgGpuData *data);
 
+/*
+ * A matrix-product workspace freed with the memory context given (callers
+ * cache one for a whole query in fn_mcxt).  In auto mode, a GPU that cannot
+ * run products (no cuBLAS) falls back to the CPU with a NOTICE.
+ */
+typedef struct PgGpuMatmul
+{
+	pggpu_matmul *mm;
+	MemoryContextCallback cb;
+} PgGpuMatmul;
+
+extern PgGpuMatmul *pg_gpu_matmul_open(pggpu_backend backend, MemoryContext cxt);
+extern void *pg_gpu_matmul_buffer(PgGpuMatmul *w, int which, Size bytes, Size keep);
+
 /* ---- reading relations (read.c) ---- */
 
 typedef struct PgGpuSource
@@ -58,6 +76,30 @@ typedef struct PgGpuSource
 	Oid			idtype;
 	double		expected_rows;	/* planner-style estimate, 0 if unknown */
 } PgGpuSource;
+
+/* column helpers */
+extern bool pg_gpu_is_numeric_type(Oid t);
+extern bool pg_gpu_is_integer_type(Oid t);
+extern int	pg_gpu_find_column(TupleDesc td, const char *name);
+extern double pg_gpu_datum_to_double(Datum d, Oid type);
+
+/*
+ * Opens a relation whose rows can be read (table, view, matview, foreign or
+ * partitioned table; else ERROR) with AccessShareLock; returns its name and
+ * its quoted schema-qualified name.
+ */
+extern Relation pg_gpu_open_relation(Oid relid, char **relname, char **qualname);
+extern double pg_gpu_estimate_rows(Relation rel);
+
+/* a DestReceiver that does nothing but receive */
+extern void pg_gpu_receiver_init(DestReceiver *dest,
+								 bool (*receive) (TupleTableSlot *, DestReceiver *));
+
+/*
+ * Runs a SELECT through SPI into dest.  read_only: in the caller's snapshot,
+ * so that several reads of one call see the same data.
+ */
+extern void pg_gpu_run_select(const char *sql, DestReceiver *dest, bool read_only);
 
 extern void pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 								  bool id_required, PgGpuSource *src);

@@ -31,21 +31,21 @@
 
 #include "pg_gpu.h"
 
-static bool
-is_numeric_type(Oid t)
+bool
+pg_gpu_is_numeric_type(Oid t)
 {
 	return t == INT2OID || t == INT4OID || t == INT8OID ||
 		t == FLOAT4OID || t == FLOAT8OID || t == NUMERICOID;
 }
 
-static bool
-is_integer_type(Oid t)
+bool
+pg_gpu_is_integer_type(Oid t)
 {
 	return t == INT2OID || t == INT4OID || t == INT8OID;
 }
 
-static int
-find_column(TupleDesc td, const char *name)
+int
+pg_gpu_find_column(TupleDesc td, const char *name)
 {
 	for (int a = 0; a < td->natts; a++)
 	{
@@ -72,46 +72,70 @@ primary_key_column(Relation rel)
 	{
 		int			a = idx->rd_index->indkey.values[0] - 1;
 
-		if (is_integer_type(getBaseType(TupleDescAttr(RelationGetDescr(rel), a)->atttypid)))
+		if (pg_gpu_is_integer_type(getBaseType(TupleDescAttr(RelationGetDescr(rel), a)->atttypid)))
 			col = a;
 	}
 	index_close(idx, AccessShareLock);
 	return col;
 }
 
-void
-pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
-					  bool id_required, PgGpuSource *src)
+Relation
+pg_gpu_open_relation(Oid relid, char **relname, char **qualname)
 {
 	Relation	rel = relation_open(relid, AccessShareLock);
-	TupleDesc	td = RelationGetDescr(rel);
 	char		kind = rel->rd_rel->relkind;
-	int			idcol = -1;
-	int			maxcols = td->natts;
 
-	memset(src, 0, sizeof(*src));
-	src->relid = relid;
-	src->relname = pstrdup(RelationGetRelationName(rel));
-	src->qualname = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
-											   RelationGetRelationName(rel));
+	*relname = pstrdup(RelationGetRelationName(rel));
+	*qualname = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
+										   RelationGetRelationName(rel));
 	if (kind != RELKIND_RELATION && kind != RELKIND_PARTITIONED_TABLE &&
 		kind != RELKIND_VIEW && kind != RELKIND_MATVIEW && kind != RELKIND_FOREIGN_TABLE)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a table, view or materialized view", src->relname)));
+				 errmsg("\"%s\" is not a table, view or materialized view", *relname)));
+	return rel;
+}
+
+double
+pg_gpu_estimate_rows(Relation rel)
+{
+	char		kind = rel->rd_rel->relkind;
+	BlockNumber pages;
+	double		tuples = 0;
+	double		allvisfrac;
+
+	if (kind == RELKIND_RELATION || kind == RELKIND_MATVIEW)
+		estimate_rel_size(rel, NULL, &pages, &tuples, &allvisfrac);
+	return tuples > 0 ? tuples : 0;
+}
+
+void
+pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
+					  bool id_required, PgGpuSource *src)
+{
+	Relation	rel;
+	TupleDesc	td;
+	int			idcol = -1;
+	int			maxcols;
+
+	memset(src, 0, sizeof(*src));
+	src->relid = relid;
+	rel = pg_gpu_open_relation(relid, &src->relname, &src->qualname);
+	td = RelationGetDescr(rel);
+	maxcols = td->natts;
 
 	/* the id column: named, else a single-column integer primary key */
 	if (id_column != NULL)
 	{
 		char	   *name = text_to_cstring(id_column);
 
-		idcol = find_column(td, name);
+		idcol = pg_gpu_find_column(td, name);
 		if (idcol < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("column \"%s\" of relation \"%s\" does not exist", name, src->relname),
 					 errhint("id_column must name an integer column of the relation.")));
-		if (!is_integer_type(getBaseType(TupleDescAttr(td, idcol)->atttypid)))
+		if (!pg_gpu_is_integer_type(getBaseType(TupleDescAttr(td, idcol)->atttypid)))
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("id column \"%s\" is of type %s, not an integer type", name,
@@ -165,13 +189,13 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						 errmsg("columns must not contain NULL")));
 			name = TextDatumGetCString(elems[i]);
-			a = find_column(td, name);
+			a = pg_gpu_find_column(td, name);
 			if (a < 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_UNDEFINED_COLUMN),
 						 errmsg("column \"%s\" of relation \"%s\" does not exist", name, src->relname)));
 			t = getBaseType(TupleDescAttr(td, a)->atttypid);
-			if (!is_numeric_type(t))
+			if (!pg_gpu_is_numeric_type(t))
 				ereport(ERROR,
 						(errcode(ERRCODE_DATATYPE_MISMATCH),
 						 errmsg("column \"%s\" is of type %s, not a numeric type", name,
@@ -193,7 +217,7 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 			Form_pg_attribute att = TupleDescAttr(td, a);
 			Oid			t = getBaseType(att->atttypid);
 
-			if (att->attisdropped || a == idcol || !is_numeric_type(t))
+			if (att->attisdropped || a == idcol || !pg_gpu_is_numeric_type(t))
 				continue;
 			src->colnames[src->ncols] = pstrdup(NameStr(att->attname));
 			src->coltypes[src->ncols++] = t;
@@ -205,16 +229,7 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 					 errhint("Add numeric columns, or pass columns => ARRAY['...'] naming them.")));
 	}
 
-	/* a size hint for the first device allocation */
-	if (kind == RELKIND_RELATION || kind == RELKIND_MATVIEW)
-	{
-		BlockNumber pages;
-		double		tuples;
-		double		allvisfrac;
-
-		estimate_rel_size(rel, NULL, &pages, &tuples, &allvisfrac);
-		src->expected_rows = tuples;
-	}
+	src->expected_rows = pg_gpu_estimate_rows(rel);
 	relation_close(rel, NoLock);
 }
 
@@ -254,8 +269,8 @@ append_id(SoaReceiver *r, int64 **arr, int64 *n, int64 *cap, int64 id)
 	(*arr)[(*n)++] = id;
 }
 
-static inline double
-datum_to_double(Datum d, Oid type)
+double
+pg_gpu_datum_to_double(Datum d, Oid type)
 {
 	switch (type)
 	{
@@ -319,7 +334,7 @@ soa_receive(TupleTableSlot *slot, DestReceiver *self)
 			valid = false;
 			break;
 		}
-		v = datum_to_double(slot->tts_values[a], src->coltypes[j]);
+		v = pg_gpu_datum_to_double(slot->tts_values[a], src->coltypes[j]);
 		if (!isfinite(v))
 		{
 			valid = false;
@@ -342,18 +357,41 @@ soa_receive(TupleTableSlot *slot, DestReceiver *self)
 }
 
 static void
-soa_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+null_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 {
 }
 
 static void
-soa_shutdown(DestReceiver *self)
+null_shutdown(DestReceiver *self)
 {
 }
 
-static void
-soa_destroy(DestReceiver *self)
+void
+pg_gpu_receiver_init(DestReceiver *dest, bool (*receive) (TupleTableSlot *, DestReceiver *))
 {
+	memset(dest, 0, sizeof(*dest));
+	dest->receiveSlot = receive;
+	dest->rStartup = null_startup;
+	dest->rShutdown = null_shutdown;
+	dest->rDestroy = null_shutdown;
+	dest->mydest = DestNone;
+}
+
+void
+pg_gpu_run_select(const char *sql, DestReceiver *dest, bool read_only)
+{
+	SPIExecuteOptions opts;
+	int			ret;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	memset(&opts, 0, sizeof(opts));
+	opts.dest = dest;
+	opts.read_only = read_only;
+	ret = SPI_execute_extended(sql, &opts);
+	if (ret < 0)
+		elog(ERROR, "SPI_execute_extended failed: %s", SPI_result_code_string(ret));
+	SPI_finish();
 }
 
 void
@@ -362,15 +400,9 @@ pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds, bool want_ids,
 {
 	SoaReceiver r;
 	StringInfoData sql;
-	SPIExecuteOptions opts;
-	int			ret;
 
 	memset(&r, 0, sizeof(r));
-	r.pub.receiveSlot = soa_receive;
-	r.pub.rStartup = soa_startup;
-	r.pub.rShutdown = soa_shutdown;
-	r.pub.rDestroy = soa_destroy;
-	r.pub.mydest = DestNone;
+	pg_gpu_receiver_init(&r.pub, soa_receive);
 	r.src = src;
 	r.ds = ds;
 	r.want_ids = want_ids;
@@ -387,14 +419,7 @@ pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds, bool want_ids,
 		appendStringInfo(&sql, "%s%s", j ? ", " : "", quote_identifier(src->colnames[j]));
 	appendStringInfo(&sql, " FROM %s", src->qualname);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	memset(&opts, 0, sizeof(opts));
-	opts.dest = &r.pub;
-	ret = SPI_execute_extended(sql.data, &opts);
-	if (ret < 0)
-		elog(ERROR, "SPI_execute_extended failed: %s", SPI_result_code_string(ret));
-	SPI_finish();
+	pg_gpu_run_select(sql.data, &r.pub, false);
 
 	if (r.fill > 0)
 		flush_batch(&r);
