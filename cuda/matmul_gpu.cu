@@ -276,10 +276,10 @@ pggpu_gpu_mm_open(pggpu_matmul *mm, int gpu_index, pggpu_error *err)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	mm->impl = g;
 	g->dev = -1;
-	if (!load_cublas())
-		return pggpu_fail(err, PGGPU_ERR_NO_GPU, "%s", blas.why);
 	if (pggpu_gpu_count_impl(err) == 0)
 		return PGGPU_ERR_NO_GPU;
+	if (!load_cublas())
+		return pggpu_fail(err, PGGPU_ERR_NO_GPU, "%s", blas.why);
 	/* the first usable GPU, or the one asked for */
 	CU(cudaGetDeviceCount(&n));
 	for (int i = 0; i < n && g->dev < 0; i++)

@@ -697,7 +697,8 @@ matmul_tables_first(FunctionCallInfo fcinfo, FuncCallContext *fc)
 						b.relname, (long long) b.rows, (long long) b.cols),
 				 errdetail("The number of columns of a must equal the number of rows of b."),
 				 (a.sparse || b.sparse) ? errhint("A sparse matrix takes the larger of its largest id and the other matrix's size, but cannot shrink.") : 0));
-	if (b.cols > (int64) MaxArraySize)
+	if (b.cols > (int64) MaxArraySize ||
+		ARR_OVERHEAD_NONULLS(1) + (Size) b.cols * sizeof(double) > MaxAllocSize)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("result rows of %lld elements are too long for an array", (long long) b.cols)));
