@@ -46,7 +46,7 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-cuda/%.o: cuda/%.cu cuda/compute_internal.h cuda/pg_gpu_compute.h
+cuda/%.o: cuda/%.cu cuda/gpu_internal.cuh cuda/compute_internal.h cuda/pg_gpu_compute.h
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
 cuda/compute.o cuda/backend_cpu.o cuda/backend_none.o cuda/matmul.o: cuda/compute_internal.h cuda/pg_gpu_compute.h

@@ -24,11 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "compute_internal.h"
-
-#ifndef PGGPU_MIN_CC
-#define PGGPU_MIN_CC 90			/* the oldest architecture the build targets */
-#endif
+#include "gpu_internal.cuh"
 
 #define BLOCK 256				/* threads per block of the data kernels */
 #define DJ 32					/* columns per centroid tile in shared memory */
@@ -86,16 +82,14 @@ struct gpu_state
 #define ST(ds) ((gpu_state *) (ds)->impl)
 #define TILE(ds) ((int64_t) 1 << (ds)->log_b)
 
-static pggpu_status
-cuda_fail(pggpu_error *err, cudaError_t e, const char *what)
+pggpu_status
+pggpu_cuda_fail(pggpu_error *err, cudaError_t e, const char *what)
 {
 	(void) cudaGetLastError();	/* clear non-sticky errors */
 	return pggpu_fail(err, e == cudaErrorMemoryAllocation ? PGGPU_ERR_GPU_MEMORY : PGGPU_ERR_CUDA,
 					  "CUDA error in %s: %s", what, cudaGetErrorString(e));
 }
 
-#define CU(call) do { cudaError_t e_ = (call); \
-	if (e_ != cudaSuccess) return cuda_fail(err, e_, #call); } while (0)
 #define LAUNCHED(name) CU(cudaPeekAtLastError())
 
 /* ---- device helpers ------------------------------------------------------- */
@@ -640,13 +634,8 @@ usable(const cudaDeviceProp *p)
 	return p->major * 10 + p->minor >= PGGPU_MIN_CC;
 }
 
-/*
- * Walks the GPUs once: returns how many are usable and, in *chosen and *props,
- * the first usable one that is `want` (any, when want < 0), or -1.  Without
- * one, err says why.
- */
-static int
-find_gpus(int want, int *chosen, cudaDeviceProp *props, pggpu_error *err)
+int
+pggpu_find_gpus(int want, int *chosen, cudaDeviceProp *props, pggpu_error *err)
 {
 	int			n = 0;
 	int			ok = 0;
@@ -692,7 +681,7 @@ pggpu_gpu_count_impl(pggpu_error *err)
 	int			chosen;
 	cudaDeviceProp p;
 
-	return find_gpus(-1, &chosen, &p, err);
+	return pggpu_find_gpus(-1, &chosen, &p, err);
 }
 
 extern "C" pggpu_status
@@ -733,7 +722,7 @@ gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
 	if (s == NULL)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	ds->impl = s;
-	find_gpus(gpu_index, &s->dev, &p, err);
+	pggpu_find_gpus(gpu_index, &s->dev, &p, err);
 	if (s->dev < 0)
 		return PGGPU_ERR_NO_GPU;
 	CU(cudaSetDevice(s->dev));

@@ -28,7 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "compute_internal.h"
+#include "gpu_internal.cuh"
 
 /* GPU memory kept free for cuBLAS's workspace and other users */
 #define RESERVE_BYTES ((int64_t) 256 << 20)
@@ -131,22 +131,12 @@ typedef struct mm_gpu
 #define EV_C_READY 8			/* the products into dC[s] are done */
 
 static pggpu_status
-cuda_fail(pggpu_error *err, cudaError_t e, const char *what)
-{
-	(void) cudaGetLastError();
-	return pggpu_fail(err, e == cudaErrorMemoryAllocation ? PGGPU_ERR_GPU_MEMORY : PGGPU_ERR_CUDA,
-					  "CUDA error in %s: %s", what, cudaGetErrorString(e));
-}
-
-static pggpu_status
 blas_fail(pggpu_error *err, cublasStatus_t s, const char *what)
 {
 	return pggpu_fail(err, s == CUBLAS_STATUS_ALLOC_FAILED ? PGGPU_ERR_GPU_MEMORY : PGGPU_ERR_CUDA,
 					  "cuBLAS error in %s: %s", what, blas.status_string(s));
 }
 
-#define CU(call) do { cudaError_t e_ = (call); \
-	if (e_ != cudaSuccess) return cuda_fail(err, e_, #call); } while (0)
 #define BL(call) do { cublasStatus_t s_ = (call); \
 	if (s_ != CUBLAS_STATUS_SUCCESS) return blas_fail(err, s_, #call); } while (0)
 
@@ -270,24 +260,15 @@ pggpu_gpu_mm_open(pggpu_matmul *mm, int gpu_index, pggpu_error *err)
 {
 	mm_gpu	   *g = (mm_gpu *) calloc(1, sizeof(mm_gpu));
 	cudaDeviceProp prop;
-	int			n = 0;
 
 	if (g == NULL)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	mm->impl = g;
 	g->dev = -1;
-	if (pggpu_gpu_count_impl(err) == 0)
+	if (pggpu_find_gpus(gpu_index, &g->dev, &prop, err) == 0 || g->dev < 0)
 		return PGGPU_ERR_NO_GPU;
 	if (!load_cublas())
 		return pggpu_fail(err, PGGPU_ERR_NO_GPU, "%s", blas.why);
-	/* the first usable GPU, or the one asked for */
-	CU(cudaGetDeviceCount(&n));
-	for (int i = 0; i < n && g->dev < 0; i++)
-		if (cudaGetDeviceProperties(&prop, i) == cudaSuccess &&
-			prop.major * 10 + prop.minor >= PGGPU_MIN_CC && (gpu_index < 0 || gpu_index == i))
-			g->dev = i;
-	if (g->dev < 0)
-		return pggpu_fail(err, PGGPU_ERR_NO_GPU, "GPU %d is not a usable GPU", gpu_index);
 	snprintf(mm->device_name, sizeof(mm->device_name), "%s", prop.name);
 	CU(cudaSetDevice(g->dev));
 	CU(cudaStreamCreateWithFlags(&g->h2d, cudaStreamNonBlocking));

@@ -55,6 +55,18 @@ palloc0_huge_bits(int64 nbits)
 									  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 }
 
+static inline bool
+bit_get(const bits8 *bits, int64 i)
+{
+	return (bits[i >> 3] >> (i & 7)) & 1;
+}
+
+static inline void
+bit_set(bits8 *bits, int64 i)
+{
+	bits[i >> 3] |= 1 << (i & 7);
+}
+
 static void
 run_product(PgGpuMatmul *w, pggpu_dtype dtype, int64 m, int64 n, int64 k,
 			const void *a, const void *b, void *c)
@@ -448,9 +460,9 @@ permute_rows(double *data, const int64 *ids, int64 m, int64 len)
 	{
 		int64		d;
 
-		if (done[s >> 3] & (1 << (s & 7)))
+		if (bit_get(done, s))
 			continue;
-		done[s >> 3] |= 1 << (s & 7);
+		bit_set(done, s);
 		if (ids[s] - 1 == s)
 			continue;
 		CHECK_FOR_INTERRUPTS();
@@ -462,7 +474,7 @@ permute_rows(double *data, const int64 *ids, int64 m, int64 len)
 			memcpy(tmp2, data + d * len, rowbytes);
 			memcpy(data + d * len, tmp, rowbytes);
 			swap = tmp, tmp = tmp2, tmp2 = swap;
-			done[d >> 3] |= 1 << (d & 7);
+			bit_set(done, d);
 		}
 		memcpy(data + s * len, tmp, rowbytes);
 	}
@@ -509,18 +521,18 @@ read_dense(MatTable *t, PgGpuMatmul *w, int which)
 				bad = id, have_bad = true;
 			continue;
 		}
-		if (seen[(id - 1) >> 3] & (1 << ((id - 1) & 7)))
+		if (bit_get(seen, id - 1))
 			ereport(ERROR,
 					(errcode(ERRCODE_DATA_EXCEPTION),
 					 errmsg("row %lld appears more than once in \"%s\"", (long long) id, t->relname),
 					 errhint("Each row id of a dense matrix table must occur once.")));
-		seen[(id - 1) >> 3] |= 1 << ((id - 1) & 7);
+		bit_set(seen, id - 1);
 	}
 	if (have_bad)
 	{
 		int64		missing = 1;
 
-		while (seen[(missing - 1) >> 3] & (1 << ((missing - 1) & 7)))
+		while (bit_get(seen, missing - 1))
 			missing++;
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
@@ -620,13 +632,13 @@ densify(MatTable *t, PgGpuMatmul *w, int which)
 	{
 		Size		at = (Size) (t->ri[e] - 1) * t->cols + (Size) (t->ci[e] - 1);
 
-		if (seen[at >> 3] & (1 << (at & 7)))
+		if (bit_get(seen, at))
 			ereport(ERROR,
 					(errcode(ERRCODE_DATA_EXCEPTION),
 					 errmsg("entry (%lld, %lld) appears more than once in \"%s\"",
 							(long long) t->ri[e], (long long) t->ci[e], t->relname),
 					 errhint("Give each entry of a sparse matrix table once; sum duplicates with GROUP BY in a view.")));
-		seen[at >> 3] |= 1 << (at & 7);
+		bit_set(seen, at);
 		t->data[at] = t->v[e];
 	}
 	pfree(seen);
