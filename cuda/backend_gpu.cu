@@ -690,7 +690,12 @@ pggpu_gpu_info_impl(int index, pggpu_device_info *out, pggpu_error *err)
 	cudaDeviceProp p;
 	size_t		fr = 0,
 				tot = 0;
+	int			n = 0;
 
+	/* asked first, so a bad index is no CUDA error (compute-sanitizer flags those) */
+	CU(cudaGetDeviceCount(&n));
+	if (index < 0 || index >= n)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "there is no GPU %d (%d found)", index, n);
 	CU(cudaGetDeviceProperties(&p, index));
 	memset(out, 0, sizeof(*out));
 	out->index = index;

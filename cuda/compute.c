@@ -243,9 +243,15 @@ prepare_scale(pggpu_data *ds, const double *extra, int64_t nextra, int *e,
 			m = m2;
 	}
 	*e = scale_exponent(m);
-	if (*e != 0 && ds->n > 0)
-		return ds->ops->scale(ds, ldexp(1.0, *e), err);
-	return PGGPU_OK;
+	if (*e == 0 || ds->n == 0)
+		return PGGPU_OK;
+	/* subnormal data need 2^e past double's range (e > 1023): two steps */
+	if (*e > 1000 || *e < -1000)
+	{
+		st = ds->ops->scale(ds, ldexp(1.0, *e / 2), err);
+		return st != PGGPU_OK ? st : ds->ops->scale(ds, ldexp(1.0, *e - *e / 2), err);
+	}
+	return ds->ops->scale(ds, ldexp(1.0, *e), err);
 }
 
 /* ---- a small set of row numbers (open addressing) ------------------------- */
@@ -408,9 +414,10 @@ repair_empty(pggpu_data *ds, int64_t *counts, pggpu_error *err)
 
 /* ---- canonical numbering -------------------------------------------------- */
 
-static const double *sort_centroids;
-static const int64_t *sort_sizes;
-static int	sort_d;
+/* qsort's comparator reads these: one set a thread, so threads may fit at once */
+static __thread const double *sort_centroids;
+static __thread const int64_t *sort_sizes;
+static __thread int sort_d;
 
 static int
 cmp_cluster(const void *a, const void *b)

@@ -12,3 +12,8 @@ CREATE TABLE tiny (id int PRIMARY KEY, x float8);
 INSERT INTO tiny VALUES (1, 1e-200), (2, 2e-200), (3, 9e-200), (4, 10e-200);
 SELECT centroids, sizes FROM gpu_kmeans_fit('tiny', 2);
 SELECT * FROM gpu_kmeans('tiny', 2) ORDER BY id;
+-- subnormal values (below 2.2e-308): scaled into range in two steps
+CREATE TABLE subnormal (id int PRIMARY KEY, x float8);
+INSERT INTO subnormal VALUES (1, 1e-310), (2, 2e-310), (3, 9e-310), (4, 1e-309);
+SELECT centroids, sizes FROM gpu_kmeans_fit('subnormal', 2);
+SELECT id, cluster, distance FROM gpu_kmeans_assign('subnormal', ARRAY[[1.5e-310], [9.5e-310]]) ORDER BY id;
