@@ -7,6 +7,11 @@
  * by one algorithm (k-means fit or nearest-centroid assignment).  Errors come
  * back as a status plus a message; nothing here calls exit() or longjmp()s,
  * except through the caller's own interrupt callback.
+ *
+ * Threads: data sets and the k-means calls on them may be used by several
+ * threads at once, one data set a thread (the unit tests do).  Matrix
+ * products and the pinned-buffer cache are for one thread (a PostgreSQL
+ * backend).
  */
 #ifndef PG_GPU_COMPUTE_H
 #define PG_GPU_COMPUTE_H

@@ -24,6 +24,7 @@
 #include "optimizer/plancat.h"
 #include "tcop/dest.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -382,7 +383,16 @@ pg_gpu_run_select(const char *sql, DestReceiver *dest, bool read_only)
 {
 	SPIExecuteOptions opts;
 	int			ret;
+	int			nest = NewGUCNestLevel();
 
+	/*
+	 * Rows in the same order at every call: a synchronized scan would start
+	 * where a concurrent scan of the table is, and k-means++ seeding (like
+	 * scikit-learn's) depends on the order of the rows.  Restored below, or
+	 * by the abort on error.
+	 */
+	(void) set_config_option("synchronize_seqscans", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	memset(&opts, 0, sizeof(opts));
@@ -392,6 +402,7 @@ pg_gpu_run_select(const char *sql, DestReceiver *dest, bool read_only)
 	if (ret < 0)
 		elog(ERROR, "SPI_execute_extended failed: %s", SPI_result_code_string(ret));
 	SPI_finish();
+	AtEOXact_GUC(true, nest);
 }
 
 void
