@@ -5,13 +5,14 @@
 #   make install         install into the PostgreSQL that pg_config names
 #   make unit            build and run the compute-layer unit tests
 #   make installcheck    pg_regress against a running server
+#   make gpu-check       the GPU suite (tests/gpu-check.sh), on a machine with a GPU
 
 MODULE_big = pg_gpu
 MODULEDIR  = extension
 DATA       = extension/pg_gpu.control $(wildcard extension/pg_gpu--*.sql)
 REGRESS    = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
 REGRESS_OPTS = --inputdir=.
-EXTRA_CLEAN = tests/unit_compute tests/bench_matmul tests/bench_kmeans tests/gpu_hog cuda/*.o src/*.o results regression.diffs regression.out
+EXTRA_CLEAN = tests/unit_compute tests/bench_matmul tests/bench_kmeans tests/gpu_hog tests/gpu_resources cuda/*.o src/*.o results regression.diffs regression.out
 
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
@@ -54,7 +55,7 @@ src/pg_gpu.o src/read.o src/kmeans.o src/matmul.o src/info.o: src/pg_gpu.h cuda/
 
 # ---- unit tests of the compute layer (no PostgreSQL) ----
 tests/unit_compute: tests/unit_compute.c $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
-	$(CC) -O2 -std=gnu11 -Wall -ffp-contract=off -Icuda -o $@ tests/unit_compute.c $(COMPUTE_OBJS) $(CUDA_LIBS) $(BLAS_LIBS) -lm
+	$(CC) -O2 -std=gnu11 -Wall -ffp-contract=off -Icuda -o $@ tests/unit_compute.c $(COMPUTE_OBJS) $(CUDA_LIBS) $(BLAS_LIBS) -lpthread -lm
 
 .PHONY: unit
 unit: tests/unit_compute
@@ -71,3 +72,13 @@ tests/bench_matmul: tests/bench_matmul.c $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
 
 tests/gpu_hog: tests/gpu_hog.c
 	$(CC) -O2 -Wall -I$(CUDA_HOME)/include -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread
+
+# libpq client of the GPU suite's resource checks (tests/gpu-check.sh)
+tests/gpu_resources: tests/gpu_resources.c
+	$(CC) -O2 -std=gnu11 -Wall -I$(shell $(PG_CONFIG) --includedir) -o $@ $< -L$(shell $(PG_CONFIG) --libdir) -lpq -lm
+
+# The GPU suite: kernel grid, compute-sanitizer, pg_regress on the GPU,
+# resource checks.  Exits non-zero on any failure.
+.PHONY: gpu-check
+gpu-check:
+	tests/gpu-check.sh

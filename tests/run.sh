@@ -5,7 +5,8 @@
 #   2. builds the CPU-only variant (proves the no-nvcc build), then the normal one,
 #   3. runs the compute-layer unit tests (GPU cases too where a GPU exists),
 #   4. installs the extension, starts a throwaway PostgreSQL cluster and runs
-#      the pg_regress suite with pg_gpu.device=cpu (and =gpu where a GPU exists).
+#      the pg_regress suite with pg_gpu.device=cpu (and =gpu where a GPU exists),
+#      then 16 concurrent backends against one backend's answers (CPU path).
 # Ends with one line "N passed, M failed" (suites) and exits non-zero on failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,9 +29,12 @@ step "CPU-only build (WITH_CUDA=0)" cpu_only_build
 make -s clean >/dev/null 2>&1
 step "build and install" build_and_install
 step "unit tests of the compute layer" make -s unit PG_CONFIG="$PG_CONFIG"
+# the GPU suite's client (make gpu-check) must at least build here
+step "GPU suite client builds (tests/gpu_resources)" make -s tests/gpu_resources PG_CONFIG="$PG_CONFIG"
 
 cluster_start || exit 1
 step "pg_regress, pg_gpu.device=cpu" tests/regress.sh --device cpu
+step "16 backends at once, CPU path (tests/gpu_resources --cpu)" tests/gpu_resources --cpu
 gpus=$(psql -X -At -d postgres -c "CREATE EXTENSION IF NOT EXISTS pg_gpu; SELECT count(*) FROM gpu_info()" 2>/dev/null | tail -1)
 if [ "${gpus:-0}" -gt 0 ]; then
   step "pg_regress, pg_gpu.device=gpu" tests/regress.sh --device gpu

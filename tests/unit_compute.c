@@ -3,7 +3,12 @@
  * PostgreSQL.
  *
  *   tests/unit_compute          the CI-sized grid (CPU; the GPU too if any)
- *   tests/unit_compute --full   adds a heavier grid meant for a GPU machine
+ *   tests/unit_compute --full   adds a heavier grid and the kernel grid (every
+ *                               GPU routine over the GPU suite's shapes), for
+ *                               a GPU machine: a few minutes on 16 cores
+ *   tests/unit_compute --small --only=kernel-grid,...
+ *                               the kernel grid up to N = 1000, for
+ *                               compute-sanitizer (tests/gpu-check.sh)
  *   (--verbose prints a line for every k-means run and matrix product)
  *
  * What is checked:
@@ -15,6 +20,9 @@
  *     iterations, centroids and inertia up to summation order;
  *   - a grid of shapes (N, d, k), k = N, duplicate rows, clusters that go
  *     empty, values near 1e200 and 1e-200;
+ *   - the kernel grid: N in {1, k, 31, 32, 33, 1000, 10^6} x d in {1, 2, 3,
+ *     8, 33, 128} x k in {1, 2, 7, 256, 1024}, float64 and float32 data,
+ *     and edge cases, GPU against the CPU reference (see test_kernel_grid);
  *   - error paths and the interrupt callback;
  *   - matrix products C = A B on both backends against a naive product in
  *     long double (float64, float32, TF32), over edge and random shapes,
@@ -33,12 +41,14 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- bookkeeping ---------------------------------------------------------- */
 
@@ -50,6 +60,7 @@ static bool verbose;			/* --verbose: a line per k-means run */
 static bool have_gpu;
 static char no_gpu_why[600];
 static int	gpu_skipped;		/* GPU cases not run for want of a GPU */
+static __thread bool in_worker; /* a kernel-grid worker thread: no CHECK, no output */
 
 static void
 set_case(const char *fmt,...)
@@ -294,21 +305,25 @@ gen_few(dataset *D, int64_t n, int d, int m, uint64_t seed)
 /*
  * Opens a data set on a backend and pushes D through the staging batches
  * (structure-of-arrays, last batch partial), checking the row count after
- * every push.  One check in all.  NULL on failure.
+ * every push.  NULL, with why[] saying what went wrong, on failure.  No
+ * CHECK: worker threads call it (see the kernel grid).
  */
 static pggpu_data *
-load(pggpu_backend be, const dataset *D, int64_t hint)
+load_quiet(pggpu_backend be, const dataset *D, int64_t hint, char *why, size_t whylen)
 {
 	pggpu_error err = {0};
 	pggpu_data *ds = NULL;
 	pggpu_status st;
 	int64_t		B;
-	char		why[700] = "";
 
+	why[0] = 0;
 	st = pggpu_data_open(&ds, be, 0, D->d, hint, &err);
-	if (!CHECK(st == PGGPU_OK && ds != NULL, "open (%s, d=%d, hint=%lld) failed: %d %s",
-			   be_name(be), D->d, (long long) hint, (int) st, err.msg))
+	if (st != PGGPU_OK || ds == NULL)
+	{
+		snprintf(why, whylen, "open (%s, d=%d, hint=%lld) failed: %d %s",
+				 be_name(be), D->d, (long long) hint, (int) st, err.msg);
 		return NULL;
+	}
 	B = pggpu_data_batch_rows(ds);
 	for (int64_t r0 = 0; r0 < D->n; r0 += B)
 	{
@@ -317,7 +332,7 @@ load(pggpu_backend be, const dataset *D, int64_t hint)
 
 		if (buf == NULL)
 		{
-			snprintf(why, sizeof(why), "no staging buffer at row %lld", (long long) r0);
+			snprintf(why, whylen, "no staging buffer at row %lld", (long long) r0);
 			break;
 		}
 		for (int j = 0; j < D->d; j++)
@@ -326,23 +341,38 @@ load(pggpu_backend be, const dataset *D, int64_t hint)
 		st = pggpu_data_push(ds, m, &err);
 		if (st != PGGPU_OK)
 		{
-			snprintf(why, sizeof(why), "push of %lld rows at row %lld: %d %s",
+			snprintf(why, whylen, "push of %lld rows at row %lld: %d %s",
 					 (long long) m, (long long) r0, (int) st, err.msg);
 			break;
 		}
 		if (pggpu_data_rows(ds) != r0 + m)
 		{
-			snprintf(why, sizeof(why), "after a push of %lld rows at row %lld, rows = %lld",
+			snprintf(why, whylen, "after a push of %lld rows at row %lld, rows = %lld",
 					 (long long) m, (long long) r0, (long long) pggpu_data_rows(ds));
 			break;
 		}
 	}
-	if (!CHECK(why[0] == 0, "loading %lld x %d rows (%s, hint=%lld, batch %lld): %s",
-			   (long long) D->n, D->d, be_name(be), (long long) hint, (long long) B, why))
+	if (why[0] != 0)
 	{
+		char		more[120];
+
+		snprintf(more, sizeof(more), " (loading %lld x %d rows on the %s, hint=%lld, batch %lld)",
+				 (long long) D->n, D->d, be_name(be), (long long) hint, (long long) B);
+		strncat(why, more, whylen - strlen(why) - 1);
 		pggpu_data_close(ds);
 		return NULL;
 	}
+	return ds;
+}
+
+/* load_quiet, counted as one check */
+static pggpu_data *
+load(pggpu_backend be, const dataset *D, int64_t hint)
+{
+	char		why[700];
+	pggpu_data *ds = load_quiet(be, D, hint, why, sizeof(why));
+
+	CHECK(ds != NULL, "%s", why);
 	return ds;
 }
 
@@ -387,14 +417,17 @@ km_free(km_out *o)
 	memset(o, 0, sizeof(*o));
 }
 
-/* loads D, runs k-means, closes; o must be km_alloc'ed; one check */
+/*
+ * Loads D, runs k-means, closes; o must be km_alloc'ed.  false, with why[]
+ * saying what went wrong, on failure.  No CHECK (worker threads call it).
+ */
 static bool
-km_run(pggpu_backend be, const dataset *D, int64_t hint,
-	   const pggpu_kmeans_params *p, km_out *o)
+km_run_quiet(pggpu_backend be, const dataset *D, int64_t hint,
+			 const pggpu_kmeans_params *p, km_out *o, char *why, size_t whylen)
 {
 	pggpu_error err = {0};
 	pggpu_kmeans_result r = {0};
-	pggpu_data *ds = load(be, D, hint);
+	pggpu_data *ds = load_quiet(be, D, hint, why, whylen);
 	double		t0;
 
 	o->st = PGGPU_ERR_INVALID;
@@ -409,11 +442,23 @@ km_run(pggpu_backend be, const dataset *D, int64_t hint,
 	o->iters = r.iterations;
 	o->conv = r.converged;
 	pggpu_data_close(ds);
-	if (verbose)
+	if (verbose && !in_worker)
 		printf("#   [%s] %s k-means: %d iterations, converged %d, inertia %.17g, %.3f s\n",
 			   case_name, be_name(be), o->iters, o->conv, o->inertia, now_s() - t0);
-	return CHECK(o->st == PGGPU_OK, "%s k-means (k=%d, %s) failed: %d %s", be_name(be),
+	if (o->st != PGGPU_OK)
+		snprintf(why, whylen, "%s k-means (k=%d, %s) failed: %d %s", be_name(be),
 				 p->k, init_name(p->init), (int) o->st, err.msg);
+	return o->st == PGGPU_OK;
+}
+
+/* km_run_quiet, counted as one check */
+static bool
+km_run(pggpu_backend be, const dataset *D, int64_t hint,
+	   const pggpu_kmeans_params *p, km_out *o)
+{
+	char		why[800];
+
+	return CHECK(km_run_quiet(be, D, hint, p, o, why, sizeof(why)), "%s", why);
 }
 
 static double
@@ -430,14 +475,43 @@ sqdist(const double *x, const double *c, int d)
 	return acc;
 }
 
-/* nearest of k centroids, lowest index on ties */
+/*
+ * nearest of k centroids, lowest index on ties.  Four centroids at a time,
+ * each distance still summed on its own over columns 0..d-1 (the same
+ * rounding as sqdist), only faster.
+ */
 static int
 nearest(const double *x, const double *C, int k, int d, double *best_out)
 {
 	double		best = INFINITY;
 	int			bc = 0;
+	int			c0 = 0;
 
-	for (int c = 0; c < k; c++)
+	for (; c0 + 4 <= k; c0 += 4)
+	{
+		const double *p = C + (int64_t) c0 * d;
+		double		a[4] = {0, 0, 0, 0};
+
+		for (int j = 0; j < d; j++)
+		{
+			double		t0 = x[j] - p[j],
+						t1 = x[j] - p[d + j],
+						t2 = x[j] - p[2 * d + j],
+						t3 = x[j] - p[3 * d + j];
+
+			a[0] += t0 * t0;
+			a[1] += t1 * t1;
+			a[2] += t2 * t2;
+			a[3] += t3 * t3;
+		}
+		for (int q = 0; q < 4; q++)
+			if (a[q] < best)
+			{
+				best = a[q];
+				bc = c0 + q;
+			}
+	}
+	for (int c = c0; c < k; c++)
 	{
 		double		dd = sqdist(x, C + (int64_t) c * d, d);
 
@@ -449,6 +523,97 @@ nearest(const double *x, const double *C, int k, int d, double *best_out)
 	}
 	*best_out = best;
 	return bc;
+}
+
+/* ---- threads: the references of big cases use every core ------------------- */
+
+static int
+ncpu(void)
+{
+	long		n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : n > 64 ? 64 : (int) n;
+}
+
+typedef void (*range_fn) (void *arg, int64_t lo, int64_t hi);
+
+typedef struct range_task
+{
+	range_fn	fn;
+	void	   *arg;
+	int64_t		lo,
+				hi;
+} range_task;
+
+static void *
+range_main(void *p)
+{
+	range_task *t = (range_task *) p;
+
+	t->fn(t->arg, t->lo, t->hi);
+	return NULL;
+}
+
+/* fn over [0, n) cut into one range a core (one range when work is small) */
+static void
+parallel_range(range_fn fn, void *arg, int64_t n, double work)
+{
+	pthread_t	th[64];
+	range_task	t[64];
+	bool		started[64];
+	int			T = work < 1e7 ? 1 : ncpu();
+
+	if (T > n)
+		T = (int) n;
+	if (T <= 1)
+	{
+		fn(arg, 0, n);
+		return;
+	}
+	for (int i = 0; i < T; i++)
+	{
+		t[i] = (range_task) {fn, arg, n * i / T, n * (i + 1) / T};
+		started[i] = pthread_create(&th[i], NULL, range_main, &t[i]) == 0;
+		if (!started[i])
+			range_main(&t[i]);
+	}
+	for (int i = 0; i < T; i++)
+		if (started[i])
+			pthread_join(th[i], NULL);
+}
+
+typedef struct nearest_job
+{
+	const dataset *D;
+	const double *C;
+	int			k;
+	int32_t    *lab;
+	double	   *best;			/* or NULL */
+} nearest_job;
+
+static void
+nearest_range(void *arg, int64_t lo, int64_t hi)
+{
+	nearest_job *j = (nearest_job *) arg;
+	int			d = j->D->d;
+
+	for (int64_t i = lo; i < hi; i++)
+	{
+		double		b;
+
+		j->lab[i] = nearest(j->D->X + i * d, j->C, j->k, d, &b);
+		if (j->best)
+			j->best[i] = b;
+	}
+}
+
+/* every row's nearest centroid (and its squared distance), on every core */
+static void
+nearest_all(const dataset *D, const double *C, int k, int32_t *lab, double *best)
+{
+	nearest_job j = {D, C, k, lab, best};
+
+	parallel_range(nearest_range, &j, D->n, (double) D->n * k * D->d);
 }
 
 /*
@@ -467,6 +632,8 @@ ref_lloyd(const dataset *D, int k, const double *init, int max_iter, double tol,
 	int			d = D->d;
 	double	   *sums = (double *) xmalloc(sizeof(double) * k * d);
 	int64_t    *cnt = (int64_t *) xmalloc(sizeof(int64_t) * k);
+	int32_t    *newlab = (int32_t *) xmalloc(sizeof(int32_t) * n);
+	double	   *best = (double *) xmalloc(sizeof(double) * n);
 	bool		ok = true;
 
 	memcpy(o->C, init, sizeof(double) * k * d);
@@ -477,14 +644,12 @@ ref_lloyd(const dataset *D, int k, const double *init, int max_iter, double tol,
 	while (o->iters < max_iter)
 	{
 		int64_t		changed = 0;
-		double		best;
 
+		nearest_all(D, o->C, k, newlab, NULL);
 		for (int64_t i = 0; i < n; i++)
 		{
-			int			c = nearest(D->X + i * d, o->C, k, d, &best);
-
-			changed += o->labels[i] != c;
-			o->labels[i] = c;
+			changed += o->labels[i] != newlab[i];
+			o->labels[i] = newlab[i];
 		}
 		memset(sums, 0, sizeof(double) * k * d);
 		memset(cnt, 0, sizeof(int64_t) * k);
@@ -513,17 +678,17 @@ ref_lloyd(const dataset *D, int k, const double *init, int max_iter, double tol,
 	}
 	o->inertia = 0.0;
 	memset(o->sizes, 0, sizeof(int64_t) * k);
+	nearest_all(D, o->C, k, o->labels, best);
 	for (int64_t i = 0; i < n; i++)
 	{
-		double		best;
-
-		o->labels[i] = nearest(D->X + i * d, o->C, k, d, &best);
 		o->sizes[o->labels[i]]++;
-		o->inertia += best;
+		o->inertia += best[i];
 	}
 	o->st = PGGPU_OK;
 	free(sums);
 	free(cnt);
+	free(newlab);
+	free(best);
 	return ok;
 }
 
@@ -851,7 +1016,6 @@ typedef enum data_kind
 typedef enum grid_mode
 {
 	MODE_CI,					/* always */
-	MODE_FULL,					/* --full: CPU and GPU */
 	MODE_FULL_GPU				/* --full: GPU only (too slow for the CPU) */
 } grid_mode;
 
@@ -925,11 +1089,11 @@ static const grid_case grid[] = {
 	{"far centroids", 10000, 3, 8, DATA_FAR, 3, 0, I_GIVEN, 50, 1},
 	{"far centroid", 20000, 40, 20, DATA_FAR, 2, 0, I_GIVEN, 50, 1},
 
-	/* --full: heavier, still comparing the GPU with the CPU */
-	{"blobs", 200000, 32, 64, DATA_BLOBS, 0, 0, I_GIVEN | I_PP, 30, 1, false, MODE_FULL},
-	{"uniform", 100000, 128, 32, DATA_UNIFORM, 0, 0, I_GIVEN, 15, 0, false, MODE_FULL},
-	{"uniform", 100000, 16, 1024, DATA_UNIFORM, 0, 0, I_PP, 5, -1, false, MODE_FULL},
-	/* --full, GPU only: checked against the blobs and by sampled rows */
+	/*
+	 * --full, GPU only: checked against the blobs and by sampled rows, over
+	 * more iterations than the kernel grid's big cases (which compare with
+	 * the CPU)
+	 */
 	{"big blobs", 1000000, 128, 256, DATA_BLOBS, 0, 0, I_GIVEN, 20, 0, false, MODE_FULL_GPU},
 	{"big blobs", 1000000, 128, 1024, DATA_BLOBS, 0, 0, I_GIVEN | I_PP, 10, 1, false, MODE_FULL_GPU},
 	{"big blobs", 1000000, 32, 1024, DATA_BLOBS, 0, 0, I_GIVEN | I_RAND, 10, -1, false, MODE_FULL_GPU},
@@ -1505,7 +1669,7 @@ test_assign(void)
 static void
 test_scaling(void)
 {
-	static const double factors[] = {1e200, 1e-200, 0x1p600};
+	static const double factors[] = {1e200, 1e-200, 0x1p600, 0x1p-1040};
 	const int64_t n = 4000;
 	const int	d = 4,
 				k = 5;
@@ -2671,7 +2835,505 @@ test_mm_pinned_cache(void)
 	pggpu_pinned_cache_limit((size_t) 512 << 20);
 }
 
+/* ---- the kernel grid: the GPU suite's shapes against the CPU reference ------- */
+
+/*
+ * Every (N, d, k) with N in {1, k, 31, 32, 33, 1000, 10^6}, d in {1, 2, 3, 8,
+ * 33, 128}, k in {1, 2, 7, 256, 1024}, for float64 data and for float32 data
+ * (values rounded to float, as a real column gives them; the kernels compute
+ * in double either way), plus edge cases: all-equal rows, duplicate rows,
+ * clusters that go empty, values near the limits of each type.  Each case
+ * runs one fit on the GPU and the same fit on the CPU reference:
+ * memberships, sizes, iterations and convergence must be identical,
+ * centroids and inertia within KG_TOL (relative; see cmp_centroids), then
+ * nearest-centroid assignment with the reference's centroids: labels
+ * identical, distances within 1e-12.  N < k must fail as invalid on both.
+ *
+ * The reference is the library's CPU backend, run by worker threads ahead
+ * of the GPU runs (at most two cases a worker ahead, data kept for the GPU
+ * run).  Where that would take minutes (N = 10^6 and k * d above
+ * KG_HEAVY_KD) it is the naive Lloyd above over every core, from given
+ * centroids for 1 iteration; the GPU also runs k-means++ there, checked on
+ * sampled rows (check_sane).
+ */
+#define KG_TOL 1e-9
+#define KG_HEAVY_KD 256
+
+static const int64_t kg_ns[] = {1, 0 /* k */ , 31, 32, 33, 1000, 1000000};
+static const int kg_ds[] = {1, 2, 3, 8, 33, 128};
+static const int kg_ks[] = {1, 2, 7, 256, 1024};
+
+typedef struct kg_case
+{
+	char		name[120];
+	int64_t		n;
+	int			d;
+	int			k;
+	bool		f32;			/* data rounded to float */
+	data_kind	kind;
+	int			param;
+	double		scale;			/* data times this (0: 1) */
+	pggpu_init	init;
+	int			max_iter;
+	bool		invalid;		/* k > n: both backends must refuse */
+	bool		heavy;			/* reference: the naive Lloyd, given centroids */
+	/* the reference, filled by a worker */
+	dataset		D;
+	double	   *C0;				/* given centroids */
+	km_out		ref;
+	int32_t    *alab;			/* CPU assignment with ref's centroids */
+	double	   *adist;
+	bool		ref_ok;
+	char		why[800];
+	bool		done;
+} kg_case;
+
+static kg_case *kg_cases;
+static int	kg_ncases;
+static int	kg_next;			/* next case for a worker */
+static int	kg_consumed;		/* cases the main thread is done with */
+static int	kg_ahead;			/* how far workers may run ahead of it */
+static pthread_mutex_t kg_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t kg_cv = PTHREAD_COND_INITIALIZER;
+static bool small_grid;			/* --small: N <= 1000, float64 (for compute-sanitizer) */
+
+static kg_case *
+kg_add(const char *name, int64_t n, int d, int k, bool f32, data_kind kind, int param,
+	   double scale, pggpu_init init)
+{
+	kg_case    *c;
+	double		work = (double) n * k * d;
+
+	if (small_grid && n > 1000)
+		return NULL;
+	kg_cases = (kg_case *) realloc(kg_cases, sizeof(kg_case) * (kg_ncases + 1));
+	if (kg_cases == NULL)
+	{
+		fprintf(stderr, "unit_compute: out of memory\n");
+		exit(2);
+	}
+	c = &kg_cases[kg_ncases++];
+	memset(c, 0, sizeof(*c));
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->n = n;
+	c->d = d;
+	c->k = k;
+	c->f32 = f32;
+	c->kind = kind;
+	c->param = param;
+	c->scale = scale;
+	c->init = init;
+	c->invalid = k > n;
+	c->heavy = n >= 1000000 && (int64_t) k * d > KG_HEAVY_KD && kind == DATA_BLOBS;
+	if (c->heavy)
+		c->init = PGGPU_INIT_GIVEN;
+	c->max_iter = c->heavy ? 1 : work <= 1e8 ? 50 : work <= 2e9 ? 10 : 4;
+	return c;
+}
+
+static void
+kg_build(void)
+{
+	/* --small: float32 data run the very same kernels, so float64 only */
+	for (int t = 0; t < (small_grid ? 1 : 2); t++)
+	{
+		bool		f32 = t == 1;
+
+		for (size_t di = 0; di < sizeof(kg_ds) / sizeof(kg_ds[0]); di++)
+			for (size_t ki = 0; ki < sizeof(kg_ks) / sizeof(kg_ks[0]); ki++)
+				for (size_t ni = 0; ni < sizeof(kg_ns) / sizeof(kg_ns[0]); ni++)
+				{
+					int			d = kg_ds[di],
+								k = kg_ks[ki];
+					int64_t		n = kg_ns[ni] ? kg_ns[ni] : k;
+
+					if (ni > 0 && kg_ns[ni] == k)
+						continue;	/* N = k listed once */
+					/* blobs (one a cluster) in even d, uniform in odd d */
+					kg_add(d % 2 == 0 || n >= 1000000 ? "blobs" : "uniform", n, d, k, f32,
+						   d % 2 == 0 || n >= 1000000 ? DATA_BLOBS : DATA_UNIFORM, 0, 0,
+						   n == k ? PGGPU_INIT_RANDOM : PGGPU_INIT_KMEANSPP);
+				}
+
+		/* all rows equal (dyadic, so every backend's mean is exact) */
+		for (int k = 1; k <= 7; k += k < 2 ? 1 : 5)
+			kg_add("all equal", 1000, 3, k, f32, DATA_SAME, 0, 0, PGGPU_INIT_KMEANSPP);
+		kg_add("all equal", 33, 128, 7, f32, DATA_SAME, 0, 0, PGGPU_INIT_RANDOM);
+		/* duplicate rows: 5 distinct points, k below, at and above 5 */
+		kg_add("duplicates", 1000, 8, 2, f32, DATA_FEW, 5, 0, PGGPU_INIT_KMEANSPP);
+		kg_add("duplicates", 1000, 8, 5, f32, DATA_FEW, 5, 0, PGGPU_INIT_KMEANSPP);
+		kg_add("duplicates", 1000, 8, 7, f32, DATA_FEW, 5, 0, PGGPU_INIT_KMEANSPP);
+		kg_add("duplicates", 1000000, 2, 256, f32, DATA_FEW, 100, 0, PGGPU_INIT_KMEANSPP);
+		/* clusters that go empty: given centroids far from every row */
+		kg_add("emptying", 1000, 3, 7, f32, DATA_FAR, 2, 0, PGGPU_INIT_GIVEN);
+		kg_add("emptying", 1000, 33, 256, f32, DATA_FAR, 16, 0, PGGPU_INIT_GIVEN);
+		kg_add("emptying", 1000000, 8, 7, f32, DATA_FAR, 3, 0, PGGPU_INIT_GIVEN);
+		/* near the limits of the type: huge, tiny, subnormal */
+		{
+			static const double s64[] = {1e300, 1e-300, 1e-310};
+			static const double s32[] = {1e36, 1e-36, 1e-40};
+
+			for (int i = 0; i < 3; i++)
+			{
+				kg_add("near the limits", 1000, 2, 7, f32, DATA_BLOBS, 0, f32 ? s32[i] : s64[i],
+					   PGGPU_INIT_KMEANSPP);
+				kg_add("near the limits", 1000, 8, 7, f32, DATA_BLOBS, 0, f32 ? s32[i] : s64[i],
+					   PGGPU_INIT_GIVEN);
+			}
+		}
+	}
+}
+
+static void
+kg_data(const kg_case *c, dataset *D)
+{
+	uint64_t	seed = (uint64_t) c->n * 1000003u + c->d * 1009u + c->k * 17u + c->kind * 7u + c->f32;
+
+	switch (c->kind)
+	{
+		case DATA_BLOBS:
+			gen_blobs(D, c->n, c->d, c->param ? c->param : c->k, 20.0, seed);
+			break;
+		case DATA_FAR:
+			gen_blobs(D, c->n, c->d, c->k - c->param, 20.0, seed);
+			break;
+		case DATA_UNIFORM:
+			gen_uniform(D, c->n, c->d, -10.0, 10.0, seed);
+			break;
+		case DATA_SAME:
+			gen_same(D, c->n, c->d, 1.5);
+			break;
+		case DATA_FEW:
+			gen_few(D, c->n, c->d, c->param, seed);
+			break;
+	}
+	for (int64_t i = 0; i < c->n * c->d; i++)
+	{
+		if (c->scale != 0)
+			D->X[i] *= c->scale;
+		if (c->f32)
+			D->X[i] = (float) D->X[i];
+	}
+}
+
+/* given centroids: the first rows (one per blob), then any far ones */
+static double *
+kg_init(const kg_case *c, const dataset *D)
+{
+	grid_case	gc = {0};
+
+	gc.k = c->k;
+	gc.kind = c->kind;
+	gc.param = c->param;
+	return make_init(&gc, D);
+}
+
+static pggpu_kmeans_params
+kg_params(const kg_case *c, pggpu_init init, const double *C0)
+{
+	pggpu_kmeans_params p = {0};
+
+	p.k = c->k;
+	p.max_iter = c->max_iter;
+	p.tol = 0;
+	p.init = init;
+	p.seed = 7000u + (uint64_t) c->k * 31u + (uint64_t) c->d;
+	p.init_centroids = init == PGGPU_INIT_GIVEN ? C0 : NULL;
+	return p;
+}
+
+/* the reference of one case (a worker thread: no CHECK); keeps the data */
+static void
+kg_reference(kg_case *c)
+{
+	dataset    *D = &c->D;
+	pggpu_kmeans_params p;
+
+	kg_data(c, D);
+	if (c->invalid)
+		return;
+	c->C0 = kg_init(c, D);
+	p = kg_params(c, c->init, c->C0);
+	km_alloc(&c->ref, c->n, c->k, c->d);
+	if (c->heavy)
+	{
+		c->ref_ok = ref_lloyd(D, c->k, c->C0, p.max_iter, p.tol, &c->ref);
+		if (!c->ref_ok)
+			snprintf(c->why, sizeof(c->why), "test data unsuitable: a cluster went empty in the naive Lloyd");
+	}
+	else if ((c->ref_ok = km_run_quiet(PGGPU_BACKEND_CPU, D, 0, &p, &c->ref, c->why, sizeof(c->why))))
+	{
+		pggpu_error err = {0};
+		pggpu_data *ds = load_quiet(PGGPU_BACKEND_CPU, D, 0, c->why, sizeof(c->why));
+		pggpu_status st;
+
+		c->alab = (int32_t *) xmalloc(sizeof(int32_t) * c->n);
+		c->adist = (double *) xmalloc(sizeof(double) * c->n);
+		c->ref_ok = ds != NULL;
+		if (ds != NULL)
+		{
+			st = pggpu_assign(ds, c->ref.C, c->k, c->alab, c->adist, &err);
+			pggpu_data_close(ds);
+			if (st != PGGPU_OK)
+			{
+				c->ref_ok = false;
+				snprintf(c->why, sizeof(c->why), "cpu assign failed: %d %s", (int) st, err.msg);
+			}
+		}
+	}
+}
+
+static void *
+kg_worker(void *arg)
+{
+	(void) arg;
+	in_worker = true;
+	for (;;)
+	{
+		int			i;
+
+		pthread_mutex_lock(&kg_mu);
+		while (kg_next < kg_ncases && kg_next >= kg_consumed + kg_ahead)
+			pthread_cond_wait(&kg_cv, &kg_mu);
+		i = kg_next < kg_ncases ? kg_next++ : -1;
+		pthread_mutex_unlock(&kg_mu);
+		if (i < 0)
+			return NULL;
+		kg_reference(&kg_cases[i]);
+		pthread_mutex_lock(&kg_mu);
+		kg_cases[i].done = true;
+		pthread_cond_broadcast(&kg_cv);
+		pthread_mutex_unlock(&kg_mu);
+	}
+}
+
+/* k > n: refused as invalid by both backends, nothing else touched */
+static void
+kg_invalid(const kg_case *c)
+{
+	const dataset *D = &c->D;
+
+	for (int b = 0; b < 2; b++)
+	{
+		pggpu_backend be = b ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU;
+		pggpu_kmeans_params p = kg_params(c, PGGPU_INIT_KMEANSPP, NULL);
+		pggpu_kmeans_result r = {0};
+		pggpu_error err = {0};
+		pggpu_data *ds = load(be, D, 0);
+		double	   *C = (double *) xmalloc(sizeof(double) * c->k * c->d);
+		int64_t    *sz = (int64_t *) xmalloc(sizeof(int64_t) * c->k);
+		pggpu_status st;
+
+		if (ds == NULL)
+			continue;
+		r.centroids = C;
+		r.sizes = sz;
+		st = pggpu_kmeans(ds, &p, &r, &err);
+		CHECK(st == PGGPU_ERR_INVALID && err.msg[0] != 0, "%s: k=%d > n=%lld gave status %d (%s)",
+			  be_name(be), c->k, (long long) c->n, (int) st, err.msg);
+		pggpu_data_close(ds);
+		free(C);
+		free(sz);
+	}
+}
+
+/* the GPU side of one case, against its reference (main thread) */
+static void
+kg_gpu(kg_case *c)
+{
+	dataset		D = c->D;		/* a shallow copy: kg_done frees */
+	km_out		g = {0};
+	pggpu_kmeans_params p;
+	int64_t		sample;
+
+	if (!CHECK(c->ref_ok, "reference: %s", c->why))
+		return;
+	p = kg_params(c, c->init, c->C0);
+	/* squared distances of unscaled data out of double's range: no sampled check */
+	sample = c->scale > 1e150 || (c->scale != 0 && c->scale < 1e-150) ? 0 :
+		affordable_rows(D.n, c->k, D.d);
+	km_alloc(&g, D.n, c->k, D.d);
+	if (km_run(PGGPU_BACKEND_GPU, &D, 0, &p, &g))
+	{
+		check_sane("gpu", &D, c->k, c->init, &g, sample);
+		cmp_km(c->heavy ? "naive vs gpu" : "cpu vs gpu", &c->ref, &g, D.n, c->k, D.d, KG_TOL);
+	}
+	km_free(&g);
+
+	if (c->heavy)
+	{
+		/* seeding at this size, checked on its own terms */
+		p = kg_params(c, PGGPU_INIT_KMEANSPP, NULL);
+		km_alloc(&g, D.n, c->k, D.d);
+		if (km_run(PGGPU_BACKEND_GPU, &D, 0, &p, &g))
+			check_sane("gpu k-means++", &D, c->k, PGGPU_INIT_KMEANSPP, &g, sample);
+		km_free(&g);
+	}
+	else
+	{
+		pggpu_error err = {0};
+		pggpu_data *ds = load(PGGPU_BACKEND_GPU, &D, 1);
+		int32_t    *lab = (int32_t *) xmalloc(sizeof(int32_t) * D.n);
+		double	   *dist = (double *) xmalloc(sizeof(double) * D.n);
+		pggpu_status st;
+
+		if (ds != NULL)
+		{
+			int64_t		nbad = 0,
+						first = -1;
+
+			st = pggpu_assign(ds, c->ref.C, c->k, lab, dist, &err);
+			pggpu_data_close(ds);
+			if (CHECK(st == PGGPU_OK, "gpu assign failed: %d %s", (int) st, err.msg))
+			{
+				cmp_labels("assign, cpu vs gpu", c->alab, lab, D.n);
+				for (int64_t i = 0; i < D.n; i++)
+					if (!rel_close(c->adist[i], dist[i], 1e-12) && nbad++ == 0)
+						first = i;
+				CHECK(nbad == 0, "assign, cpu vs gpu: %lld distances differ (first: row %lld, %.17g vs %.17g)",
+					  (long long) nbad, (long long) first, first >= 0 ? c->adist[first] : 0.0,
+					  first >= 0 ? dist[first] : 0.0);
+			}
+		}
+		free(lab);
+		free(dist);
+	}
+}
+
+/*
+ * Matrix products over the same edge sizes: m, k, n in {1, 31, 32, 33,
+ * 1000}, both types, on the GPU against the long-double reference, once
+ * whole and once in blocks (64 kB of GPU memory).
+ */
+static void
+kg_matmul(void)
+{
+	static const int64_t dims[] = {1, 31, 32, 33, 1000};
+	const int	nd = sizeof(dims) / sizeof(dims[0]);
+	pggpu_matmul *mm = mm_open(PGGPU_BACKEND_GPU);
+
+	if (mm == NULL)
+		return;
+	for (int t = 0; t < 2; t++)
+		for (int a = 0; a < nd; a++)
+			for (int b = 0; b < nd; b++)
+				for (int e = 0; e < nd; e++)
+					for (int blocked = 0; blocked < 2; blocked++)
+					{
+						pggpu_matmul_params p;
+
+						if (small_grid && dims[a] * dims[b] * dims[e] > 40000)
+							continue;
+						p = mm_params(t ? F32 : F64, dims[a], dims[b], dims[e],
+									  blocked ? 64 << 10 : 0);
+						if (blocked && p.m * p.k + p.k * p.n + p.m * p.n <= 2048)
+							continue;	/* fits in 64 kB whole */
+						mm_set_case("grid", PGGPU_BACKEND_GPU, &p);
+						mm_product(mm, &p, false, 8000 + a * 100 + b * 10 + e, NULL);
+					}
+	pggpu_matmul_close(mm);
+}
+
+static void
+test_kernel_grid(void)
+{
+	pthread_t	th[64];
+	int			nth = ncpu() > 1 ? ncpu() - 1 : 1;
+	int			started = 0,
+				fits = 0,
+				heavy = 0,
+				invalid = 0;
+
+	if (!full_grid && !small_grid)
+		return;					/* minutes of work: --full or --small */
+	if (!have_gpu)
+	{
+		gpu_skipped++;
+		return;
+	}
+	kg_build();
+	kg_ahead = nth + 2;
+	for (int i = 0; i < nth; i++)
+		if (pthread_create(&th[started], NULL, kg_worker, NULL) == 0)
+			started++;
+	if (started == 0)
+		kg_worker(NULL);
+	for (int i = 0; i < kg_ncases; i++)
+	{
+		kg_case    *c = &kg_cases[i];
+
+		pthread_mutex_lock(&kg_mu);
+		while (!c->done)
+			pthread_cond_wait(&kg_cv, &kg_mu);
+		pthread_mutex_unlock(&kg_mu);
+		set_case("kernel grid %s %s n=%lld d=%d k=%d %s%s", c->name, c->f32 ? "float32" : "float64",
+				 (long long) c->n, c->d, c->k, init_name(c->init),
+				 c->scale != 0 ? " scaled" : "");
+		if (c->scale != 0)
+			snprintf(case_name + strlen(case_name), sizeof(case_name) - strlen(case_name),
+					 " by %g", c->scale);
+		if (c->invalid)
+		{
+			kg_invalid(c);
+			invalid++;
+		}
+		else
+		{
+			kg_gpu(c);
+			fits++;
+			heavy += c->heavy;
+		}
+		km_free(&c->ref);
+		free(c->alab);
+		free(c->adist);
+		free(c->C0);
+		data_free(&c->D);
+		c->alab = NULL;
+		c->adist = NULL;
+		c->C0 = NULL;
+		pthread_mutex_lock(&kg_mu);
+		kg_consumed = i + 1;
+		pthread_cond_broadcast(&kg_cv);
+		pthread_mutex_unlock(&kg_mu);
+	}
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	printf("# kernel grid: %d k-means cases (%d of them against the naive Lloyd), %d with k > N refused\n",
+		   fits, heavy, invalid);
+	free(kg_cases);
+	kg_cases = NULL;
+	kg_ncases = kg_next = kg_consumed = 0;
+	kg_matmul();
+}
+
 /* ---- main ----------------------------------------------------------------------- */
+
+static const char *only_sections;	/* --only=a,b: just these sections */
+
+/* is name in the comma-separated list (spaces in names may be written as -)? */
+static bool
+listed(const char *list, const char *name)
+{
+	size_t		len = strlen(name);
+
+	for (const char *p = list; *p;)
+	{
+		const char *e = strchr(p, ',');
+		size_t		l = e ? (size_t) (e - p) : strlen(p);
+
+		if (l == len)
+		{
+			size_t		i = 0;
+
+			while (i < len && (p[i] == name[i] || (p[i] == '-' && name[i] == ' ')))
+				i++;
+			if (i == len)
+				return true;
+		}
+		p += l + (e != NULL);
+	}
+	return false;
+}
 
 static void
 section(const char *name, void (*fn) (void))
@@ -2680,6 +3342,8 @@ section(const char *name, void (*fn) (void))
 				f0 = n_failed;
 	double		t0 = now_s();
 
+	if (only_sections && !listed(only_sections, name))
+		return;
 	fn();
 	printf("# %-14s %6d checks, %d failed, %.2f s\n", name, n_passed + n_failed - p0 - f0,
 		   n_failed - f0, now_s() - t0);
@@ -2697,12 +3361,18 @@ main(int argc, char **argv)
 	{
 		if (strcmp(argv[i], "--full") == 0)
 			full_grid = true;
+		else if (strcmp(argv[i], "--small") == 0)
+			small_grid = true;
+		else if (strncmp(argv[i], "--only=", 7) == 0)
+			only_sections = argv[i] + 7;
 		else if (strcmp(argv[i], "--verbose") == 0)
 			verbose = true;
 		else
 		{
-			fprintf(stderr, "usage: %s [--full] [--verbose]\n"
-					"  --full      also run the heavier grid (meant for a GPU machine)\n"
+			fprintf(stderr, "usage: %s [--full | --small] [--only=SECTION,...] [--verbose]\n"
+					"  --full      also run the heavier grid and the kernel grid (a GPU machine)\n"
+					"  --small     the kernel grid up to N = 1000, float64 (for compute-sanitizer)\n"
+					"  --only=...  just these sections (names as printed, - for a space)\n"
 					"  --verbose   a line for every k-means run\n", argv[0]);
 			return 2;
 		}
@@ -2722,7 +3392,8 @@ main(int argc, char **argv)
 				   info.multiprocessors);
 	}
 	printf("# CUDA backend built: %s; usable GPUs: %d; grid: %s\n",
-		   pggpu_cuda_built() ? "yes" : "no", ngpu, full_grid ? "full" : "CI");
+		   pggpu_cuda_built() ? "yes" : "no", ngpu,
+		   full_grid ? "full" : small_grid ? "small" : "CI");
 	fflush(stdout);
 
 	section("errors", test_errors);
@@ -2733,6 +3404,7 @@ main(int argc, char **argv)
 	section("interrupts", test_interrupts);
 	section("scaling", test_scaling);
 	section("grid", test_grid);
+	section("kernel grid", test_kernel_grid);
 	section("mm products", test_mm_products);
 	section("mm buffers", test_mm_buffers);
 	section("mm reuse", test_mm_reuse);

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# tests/bundle.sh [OUT.tar.xz] - packs everything the GPU suite needs for a
+# GPU host without a package registry (air-gapped): this machine's
+# PostgreSQL server (binaries, share/, modules, pg_regress) with the shared
+# libraries they load beyond glibc and CUDA's own, pg_gpu built and installed
+# into it, the suite's programs (unit_compute, gpu_resources, gpu_hog) and
+# its scripts and SQL.  Run it on a Debian/Ubuntu build machine (as root it
+# installs what the build needs); the GPU host needs only the NVIDIA driver,
+# a CUDA toolkit of the same major version (cuBLAS; compute-sanitizer for
+# step 2) and tar/xz.  There:
+#     tar -xJf pg_gpu-gpu-suite.tar.xz && pg_gpu-gpu-suite/gpu-check
+# runs tests/gpu-check.sh against a throwaway server started from the
+# bundle (as root it runs the server as user postgres, created if missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+out=$(realpath -m "${1:-pg_gpu-gpu-suite.tar.xz}")
+ensure_deps
+root=$(mktemp -d)
+top=$root/pg_gpu-gpu-suite
+bindir=$("$PG_CONFIG" --bindir) pkglib=$("$PG_CONFIG" --pkglibdir) share=$("$PG_CONFIG" --sharedir)
+mkdir -p "$top$bindir" "$top$pkglib" "$top$share" "$top/deps" "$top/suite"
+
+log "PostgreSQL $("$PG_CONFIG" --version) from $bindir"
+for x in postgres initdb pg_ctl psql pg_isready pg_config; do cp -L "$bindir/$x" "$top$bindir/"; done
+cp -L "$(dirname "$("$PG_CONFIG" --pgxs)")/../test/regress/pg_regress" "$top$bindir/"
+find "$pkglib" -maxdepth 1 -name '*.so' ! -name 'llvmjit*' -exec cp -L {} "$top$pkglib/" \;
+cp -a "$share/." "$top$share/"
+
+log "pg_gpu, installed into the bundle, and the suite's programs"
+make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG"
+make -s install DESTDIR="$top" PG_CONFIG="$PG_CONFIG" >/dev/null
+make -s tests/unit_compute tests/gpu_resources tests/gpu_hog PG_CONFIG="$PG_CONFIG"
+mkdir -p "$top/suite/tests"
+cp -a sql expected "$top/suite/"
+mkdir -p "$top/suite/tests/data" && cp -a tests/data/. "$top/suite/tests/data/"
+cp tests/*.sh tests/unit_compute tests/gpu_resources tests/gpu_hog "$top/suite/tests/"
+
+# the shared libraries all of it loads, but for glibc, libstdc++/libgcc and
+# the NVIDIA driver's and CUDA toolkit's own (the GPU host has those)
+for f in "$top$bindir"/* "$top$pkglib"/*.so "$top/suite/tests"/{unit_compute,gpu_resources,gpu_hog}; do
+  ldd "$f" 2>/dev/null | awk '/=> \//{print $3}'
+done | sort -u |
+  grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+  grep -Ev '/(libcuda|libcudart|libcublas|libnv)[^/]*$' |
+  while read -r lib; do cp -L "$lib" "$top/deps/"; done
+
+cat >"$top/gpu-check" <<'SH'
+#!/usr/bin/env bash
+# Runs pg_gpu's GPU suite from this bundle: a throwaway PostgreSQL server
+# from the bundle's binaries on a private socket, then tests/gpu-check.sh.
+set -uo pipefail
+top=$(cd "$(dirname "$0")" && pwd)
+bindir=$(ls -d "$top"/usr/lib/postgresql/*/bin | sort -V | tail -1)
+export PATH="$bindir:${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
+export LD_LIBRARY_PATH="$top/deps:${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PG_CONFIG="$bindir/pg_config"
+cd "$top/suite"
+. tests/lib.sh
+if [ "$(id -u)" -eq 0 ] && id postgres >/dev/null 2>&1 &&
+   ! runuser -u postgres -- test -x "$bindir/postgres"; then
+  echo "user postgres cannot run $bindir/postgres: unpack the bundle in a directory every user can read (/opt, /tmp)" >&2
+  exit 1
+fi
+cluster_start || exit 1
+UNIT=${UNIT:-tests/unit_compute} RESOURCES=${RESOURCES:-tests/gpu_resources} bash tests/gpu-check.sh
+SH
+chmod +x "$top/gpu-check"
+tar -C "$root" -cJf "$out" pg_gpu-gpu-suite
+rm -rf "$root"
+ls -la "$out"
