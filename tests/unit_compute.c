@@ -2984,29 +2984,27 @@ kg_build(void)
 	}
 }
 
+/* as a grid_case, for make_data and make_init */
+static grid_case
+kg_as_grid_case(const kg_case *c)
+{
+	grid_case	gc = {0};
+
+	gc.n = c->n;
+	gc.d = c->d;
+	gc.k = c->k;
+	gc.kind = c->kind;
+	gc.param = c->param;
+	return gc;
+}
+
+/* make_data's rows, scaled and rounded to float as the case says */
 static void
 kg_data(const kg_case *c, dataset *D)
 {
-	uint64_t	seed = (uint64_t) c->n * 1000003u + c->d * 1009u + c->k * 17u + c->kind * 7u + c->f32;
+	grid_case	gc = kg_as_grid_case(c);
 
-	switch (c->kind)
-	{
-		case DATA_BLOBS:
-			gen_blobs(D, c->n, c->d, c->param ? c->param : c->k, 20.0, seed);
-			break;
-		case DATA_FAR:
-			gen_blobs(D, c->n, c->d, c->k - c->param, 20.0, seed);
-			break;
-		case DATA_UNIFORM:
-			gen_uniform(D, c->n, c->d, -10.0, 10.0, seed);
-			break;
-		case DATA_SAME:
-			gen_same(D, c->n, c->d, 1.5);
-			break;
-		case DATA_FEW:
-			gen_few(D, c->n, c->d, c->param, seed);
-			break;
-	}
+	make_data(&gc, D);
 	for (int64_t i = 0; i < c->n * c->d; i++)
 	{
 		if (c->scale != 0)
@@ -3020,11 +3018,8 @@ kg_data(const kg_case *c, dataset *D)
 static double *
 kg_init(const kg_case *c, const dataset *D)
 {
-	grid_case	gc = {0};
+	grid_case	gc = kg_as_grid_case(c);
 
-	gc.k = c->k;
-	gc.kind = c->kind;
-	gc.param = c->param;
 	return make_init(&gc, D);
 }
 
