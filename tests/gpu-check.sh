@@ -68,9 +68,11 @@ sanitizer_result() {
     grep -Eq "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors, 0 warnings\)" "$san_dir/$tool.log"
 }
 
-skipped sanitizer || sanitizers_start
+sanitize=true
+skipped sanitizer && sanitize=false
+$sanitize && sanitizers_start
 skipped unit || step "kernel tests: $unit --full (GPU against the CPU reference)" "$unit" ${UNIT_ARGS:---full}
-if ! skipped sanitizer; then
+if $sanitize; then
   for tool in $SAN_TOOLS; do step "compute-sanitizer --tool $tool" sanitizer_result "$tool"; done
 fi
 [ "$failed" -eq 0 ] && rm -rf "$san_dir"

@@ -3252,7 +3252,10 @@ test_kernel_grid(void)
 		if (pthread_create(&th[started], NULL, kg_worker, NULL) == 0)
 			started++;
 	if (started == 0)
-		kg_worker(NULL);
+	{
+		kg_worker(NULL);		/* no threads: every reference first, here */
+		in_worker = false;
+	}
 	for (int i = 0; i < kg_ncases; i++)
 	{
 		kg_case    *c = &kg_cases[i];
