@@ -7,6 +7,7 @@
 #   4. installs the extension, starts a throwaway PostgreSQL cluster and runs
 #      the pg_regress suite with pg_gpu.device=cpu (and =gpu where a GPU exists),
 #      then 16 concurrent backends against one backend's answers (CPU path),
+#      the isolation tests (sessions changing a table while others cluster it),
 #      and pg_dump/restore of a database that uses the extension.
 # Ends with one line "N passed, M failed" (suites) and exits non-zero on failure.
 set -uo pipefail
@@ -35,6 +36,7 @@ step "GPU suite client builds (tests/gpu_resources)" make -s tests/gpu_resources
 
 cluster_start || exit 1
 step "pg_regress, pg_gpu.device=cpu" tests/regress.sh --device cpu
+step "isolation tests, pg_gpu.device=cpu" tests/isolation.sh --device cpu
 step "16 backends at once, CPU path (tests/gpu_resources --cpu)" tests/gpu_resources --cpu
 step "pg_dump and restore of a database using pg_gpu" tests/dump_restore.sh
 gpus=$(psql -X -At -d postgres -c "CREATE EXTENSION IF NOT EXISTS pg_gpu; SELECT count(*) FROM gpu_info()" 2>/dev/null | tail -1)
