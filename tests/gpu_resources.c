@@ -24,7 +24,9 @@
  *
  * With --cpu, only step 3 with the CPU path (no GPU needed; tests/run.sh
  * runs it in CI): concurrent calls scanning a table larger than a quarter of
- * shared_buffers, where synchronized scans would change the row order.
+ * shared_buffers, where synchronized scans would change the row order; then
+ * pg_cancel_backend at moments from the read to the iterations (worst delay
+ * printed) and pg_terminate_backend, which must not restart the server.
  *
  *   usage: gpu_resources [--cpu] [--hog PATH] [--calls N]
  */
@@ -452,6 +454,88 @@ test_cancel(PGconn *c, long base_mb)
 	check_gpu_back(c, base_mb, "the cancelled product");
 }
 
+/* ---- cancel and terminate from another session --------------------------- */
+
+/*
+ * pg_cancel_backend at several moments of a long gpu_kmeans_fit (during the
+ * read and during the iterations): each ends with 57014; the worst delay
+ * from the cancel to the error is printed and must stay under a second.
+ * pg_terminate_backend ends the session without taking the server down
+ * (any crash restart would end the watching session too).
+ */
+static void
+test_interrupts(const char *db, const char *device)
+{
+	static const double at[] = {0.05, 0.3, 1.0, 2.0, 3.0};
+	PGconn	   *watch = connect_to(db);
+	char		sql[300],
+				set[64];
+	double		worst = 0;
+	int			clean = 0;
+	char	   *started = value(watch, "SELECT pg_postmaster_start_time()::text");
+	char	   *after;
+	const char *call = strcmp(device, "gpu") == 0
+		? "SELECT iterations FROM gpu_kmeans_fit('res_big', 1024, max_iter => 1000000, tol => 0, seed => 9)"
+		: "SELECT iterations FROM gpu_kmeans_fit('res_big', 16, max_iter => 1000000, tol => 0, seed => 9)";
+	int			n = (int) (sizeof(at) / sizeof(at[0]));
+
+	snprintf(set, sizeof(set), "SET pg_gpu.device = %s", device);
+	for (int i = 0; i < n; i++)
+	{
+		PGconn	   *victim = connect_to(db);
+		long		pid = value_long(victim, "SELECT pg_backend_pid()");
+		PGresult   *r;
+		double		t_cancel,
+					delay;
+		bool		got57014 = false;
+
+		must(victim, set);
+		PQsendQuery(victim, call);
+		usleep((useconds_t) (at[i] * 1e6));
+		snprintf(sql, sizeof(sql), "SELECT pg_cancel_backend(%ld)", pid);
+		t_cancel = now_s();
+		free(value(watch, sql));
+		while ((r = PQgetResult(victim)) != NULL)
+		{
+			const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+
+			got57014 |= st && strcmp(st, "57014") == 0;
+			PQclear(r);
+		}
+		delay = now_s() - t_cancel;
+		if (got57014 && alive(victim))
+			clean++;
+		if (delay > worst)
+			worst = delay;
+		PQfinish(victim);
+	}
+	check(clean == n && worst < 1.0,
+		  "pg_cancel_backend %d times, %.2f to %.2f s into gpu_kmeans_fit (device %s): %d clean 57014 errors, worst delay %.0f ms",
+		  n, at[0], at[n - 1], device, clean, worst * 1e3);
+
+	{
+		PGconn	   *victim = connect_to(db);
+		long		pid = value_long(victim, "SELECT pg_backend_pid()");
+		PGconn	   *fresh;
+
+		must(victim, set);
+		PQsendQuery(victim, call);
+		usleep(1500000);
+		snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%ld, 5000)", pid);
+		free(value(watch, sql));
+		PQfinish(victim);
+		fresh = connect_to(db);
+		after = value(watch, "SELECT pg_postmaster_start_time()::text");
+		check(alive(watch) && alive(fresh) && strcmp(started, after) == 0,
+			  "pg_terminate_backend during gpu_kmeans_fit: the server goes on (started %s, still %s), other sessions alive",
+			  started, after);
+		free(after);
+		PQfinish(fresh);
+	}
+	free(started);
+	PQfinish(watch);
+}
+
 /* ---- 3. 16 backends at once -------------------------------------------------- */
 
 static void
@@ -610,7 +694,10 @@ main(int argc, char **argv)
 	c = connect_to(DB);
 	make_tables(c);
 	if (cpu_only)
+	{
 		test_concurrent(DB, "cpu");
+		test_interrupts(DB, "cpu");
+	}
 	else if (value_long(c, "SELECT count(*) FROM gpu_info()") < 1)
 	{
 		check(false, "no GPU visible to the server");
