@@ -12,7 +12,7 @@ MODULEDIR  = extension
 DATA       = extension/pg_gpu.control $(wildcard extension/pg_gpu--*.sql)
 REGRESS    = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
 REGRESS_OPTS = --inputdir=.
-EXTRA_CLEAN = tests/unit_compute tests/bench_matmul tests/bench_kmeans tests/gpu_hog tests/gpu_resources cuda/*.o src/*.o results regression.diffs regression.out
+EXTRA_CLEAN = tests/unit_compute tests/bench_matmul tests/bench_kmeans tests/gpu_hog tests/gpu_resources tests/fuzz_compute cuda/*.o src/*.o results regression.diffs regression.out
 
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
@@ -82,3 +82,9 @@ tests/gpu_resources: tests/gpu_resources.c
 .PHONY: gpu-check
 gpu-check:
 	tests/gpu-check.sh
+
+# libFuzzer target over the compute layer (CPU backend), with ASan and UBSan
+FUZZ_SRCS = cuda/compute.c cuda/backend_cpu.c cuda/matmul.c cuda/backend_none.c
+tests/fuzz_compute: tests/fuzz_compute.c $(FUZZ_SRCS) cuda/compute_internal.h cuda/pg_gpu_compute.h
+	clang -g -O1 -std=gnu11 -ffp-contract=off -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  -Icuda $(BLAS_CFLAGS) -o $@ tests/fuzz_compute.c $(FUZZ_SRCS) $(BLAS_LIBS) -lm

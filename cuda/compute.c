@@ -497,6 +497,8 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 						  k, (long long) ds->n);
 	if (p->max_iter < 1 || !(p->tol >= 0))
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "max_iter or tol out of range");
+	if ((unsigned) p->init > PGGPU_INIT_GIVEN)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "unknown init %d", (int) p->init);
 	if (p->init == PGGPU_INIT_GIVEN && p->init_centroids == NULL)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no initial centroids given");
 

@@ -16,7 +16,7 @@ step() {
 }
 
 # Build dependencies: a C compiler, PostgreSQL server + headers (PGXS),
-# OpenBLAS.
+# OpenBLAS, clang with libFuzzer (the fuzz target only).
 # nvcc is optional: without it the build is CPU-only.
 ensure_deps() {
   local need=()
@@ -26,6 +26,10 @@ ensure_deps() {
   # OpenBLAS: the CPU matrix product (found through pkg-config)
   command -v pkg-config >/dev/null || need+=(pkg-config)
   pkg-config --exists openblas 2>/dev/null || need+=(libopenblas-dev)
+  # clang with libFuzzer (tests/fuzz_compute)
+  command -v clang >/dev/null || need+=(clang)
+  [ -n "$(ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a 2>/dev/null)" ] ||
+    need+=(libclang-rt-dev)
   if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
       echo "missing packages: ${need[*]} (run as root, or install them)" >&2

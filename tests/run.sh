@@ -3,7 +3,8 @@
 # command; CI runs it through .ci/run):
 #   1. installs the build dependencies (Debian, as root),
 #   2. builds the CPU-only variant (proves the no-nvcc build), then the normal one,
-#   3. runs the compute-layer unit tests (GPU cases too where a GPU exists),
+#   3. runs the compute-layer unit tests (GPU cases too where a GPU exists) and
+#      the libFuzzer target over it for a fixed budget,
 #   4. installs the extension, starts a throwaway PostgreSQL cluster and runs
 #      the pg_regress suite with pg_gpu.device=cpu (and =gpu where a GPU exists),
 #      then 16 concurrent backends against one backend's answers (CPU path),
@@ -31,6 +32,22 @@ step "CPU-only build (WITH_CUDA=0)" cpu_only_build
 make -s clean >/dev/null 2>&1
 step "build and install" build_and_install
 step "unit tests of the compute layer" make -s unit PG_CONFIG="$PG_CONFIG"
+
+# libFuzzer over the compute layer's validation and data handling (ASan,
+# UBSan): a fixed budget of inputs from a fixed seed
+fuzz() {
+  local dir rc
+  make -s tests/fuzz_compute PG_CONFIG="$PG_CONFIG" || return 1
+  dir=$(mktemp -d)
+  (cd "$dir" && OPENBLAS_NUM_THREADS=1 "$OLDPWD/tests/fuzz_compute" -seed=1 -runs=40000 \
+     -max_total_time=180 -max_len=512 -print_final_stats=1 >fuzz.log 2>&1)
+  rc=$?
+  grep -E "^stat::number_of_executed_units|^Done|ERROR|SUMMARY|^k-means|^assign|^matmul|^open|^push" "$dir/fuzz.log" | head -20
+  [ $rc -ne 0 ] && ls "$dir"/crash-* 2>/dev/null
+  rm -rf "$dir"
+  return $rc
+}
+step "fuzzing the compute layer (tests/fuzz_compute, 40000 inputs)" fuzz
 # the GPU suite's client (make gpu-check) must at least build here
 step "GPU suite client builds (tests/gpu_resources)" make -s tests/gpu_resources PG_CONFIG="$PG_CONFIG"
 
