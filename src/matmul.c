@@ -583,6 +583,8 @@ sparse_receive(TupleTableSlot *slot, DestReceiver *self)
 	{
 		int64		cap = r->cap ? r->cap * 2 : Max((int64) (t->expected_rows * 1.05) + 16, 64);
 
+		pg_gpu_check_memory(24.0 * cap, t->relname,
+							"A sparse matrix's entries take 24 bytes each while they are read.");
 		t->ri = t->ri ? repalloc_huge(t->ri, sizeof(int64) * cap) : MemoryContextAllocHuge(r->cxt, sizeof(int64) * cap);
 		t->ci = t->ci ? repalloc_huge(t->ci, sizeof(int64) * cap) : MemoryContextAllocHuge(r->cxt, sizeof(int64) * cap);
 		t->v = t->v ? repalloc_huge(t->v, sizeof(double) * cap) : MemoryContextAllocHuge(r->cxt, sizeof(double) * cap);

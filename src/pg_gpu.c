@@ -8,6 +8,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include <limits.h>
 
 #include "fmgr.h"
@@ -22,6 +24,7 @@ PG_MODULE_MAGIC;
 int			pg_gpu_device = PG_GPU_DEVICE_AUTO;
 bool		pg_gpu_allow_tf32 = false;
 int			pg_gpu_matmul_gpu_memory = 0;
+int			pg_gpu_max_memory = 8192;
 int			pg_gpu_pinned_memory_cache = 512;
 
 /* no CUDA call unless cached buffers are to be freed, so safe in the postmaster */
@@ -67,6 +70,16 @@ _PG_init(void)
 							"0: what is free.  Larger products stream through the GPU in blocks.",
 							&pg_gpu_matmul_gpu_memory,
 							0, 0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("pg_gpu.max_memory",
+							"The most memory the data of one pg_gpu call may take.",
+							"The rows read (8 bytes per value and per id) with their labels and "
+							"distances, or the three matrices of gpu_matmul, wherever they are held; "
+							"checked before anything is allocated.  0: no limit.",
+							&pg_gpu_max_memory,
+							8192, 0, INT_MAX,
 							PGC_USERSET,
 							GUC_UNIT_MB,
 							NULL, NULL, NULL);
@@ -241,11 +254,35 @@ pg_gpu_matmul_open(pggpu_backend backend, MemoryContext cxt)
 	return w;
 }
 
+void
+pg_gpu_check_memory(double bytes, const char *what, const char *detail)
+{
+	double		limit = (double) pg_gpu_max_memory * 1048576.0;
+
+	if (pg_gpu_max_memory > 0 && bytes > limit)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("%s needs %.0f MB, more than pg_gpu.max_memory (%d MB)",
+						what, ceil(bytes / 1048576.0), pg_gpu_max_memory),
+				 detail ? errdetail("%s", detail) : 0,
+				 errhint("Raise pg_gpu.max_memory, or use fewer rows or columns.")));
+}
+
 void *
 pg_gpu_matmul_buffer(PgGpuMatmul *w, int which, Size bytes, Size keep)
 {
 	pggpu_error err = {0};
-	void	   *p = pggpu_matmul_buffer(w->mm, which, bytes, keep, &err);
+	void	   *p;
+
+	if (which >= 0 && which < 3 && bytes > w->bytes[which])
+	{
+		Size		others = w->bytes[0] + w->bytes[1] + w->bytes[2] - w->bytes[which];
+
+		pg_gpu_check_memory((double) others + (double) bytes, "gpu_matmul",
+							"Its matrices A, B and C take rows x columns x 8 bytes each (4 for real[]).");
+		w->bytes[which] = bytes;
+	}
+	p = pggpu_matmul_buffer(w->mm, which, bytes, keep, &err);
 
 	if (p == NULL)
 		pg_gpu_raise(&err);

@@ -25,6 +25,10 @@ typedef enum PgGpuDeviceSetting
 extern int	pg_gpu_device;
 extern bool pg_gpu_allow_tf32;
 extern int	pg_gpu_matmul_gpu_memory;	/* MB, 0 = what is free */
+extern int	pg_gpu_max_memory;	/* MB a call's data may take, 0 = no limit */
+
+/* errors (53400) when a call's data would take more than pg_gpu.max_memory */
+extern void pg_gpu_check_memory(double bytes, const char *what, const char *detail);
 
 /* the backend pg_gpu.device selects now (may ERROR, may NOTICE once) */
 extern pggpu_backend pg_gpu_choose_backend(void);
@@ -57,6 +61,7 @@ typedef struct PgGpuMatmul
 {
 	pggpu_matmul *mm;
 	MemoryContextCallback cb;
+	Size		bytes[3];		/* what each host buffer was asked to hold */
 } PgGpuMatmul;
 
 extern PgGpuMatmul *pg_gpu_matmul_open(pggpu_backend backend, MemoryContext cxt);
