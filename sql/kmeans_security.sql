@@ -45,6 +45,25 @@ SET ROLE regress_pg_gpu_colreader;
 SELECT * FROM gpu_kmeans('s_bob', 1, id_column => 'id') ORDER BY id;
 RESET ROLE;
 
+-- partitioned tables: the parent's privileges count, as in SELECT; a
+-- partition read directly needs its own
+CREATE TABLE s_part (id int, x float8) PARTITION BY RANGE (id);
+CREATE TABLE s_part_1 PARTITION OF s_part FOR VALUES FROM (1) TO (6);
+CREATE TABLE s_part_2 PARTITION OF s_part FOR VALUES FROM (6) TO (11);
+INSERT INTO s_part SELECT i, i % 2 FROM generate_series(1, 10) i;
+GRANT SELECT ON s_part TO regress_pg_gpu_reader;
+SET ROLE regress_pg_gpu_reader;
+SELECT sizes FROM gpu_kmeans_fit('s_part', 2, columns => ARRAY['x'], seed => 1);
+SELECT sizes FROM gpu_kmeans_fit('s_part_1', 1, columns => ARRAY['x']);
+RESET ROLE;
+DROP TABLE s_part;
+
+-- temporary tables: the session's own, by plain or pg_temp-qualified name
+CREATE TEMP TABLE s_tmp AS SELECT i AS id, (i % 3)::float8 AS x FROM generate_series(1, 9) i;
+SELECT sizes FROM gpu_kmeans_fit('s_tmp', 3, columns => ARRAY['x'], seed => 1);
+SELECT count(*) FROM gpu_kmeans('pg_temp.s_tmp', 3, columns => ARRAY['x'], id_column => 'id');
+DROP TABLE s_tmp;
+
 DROP TABLE s_pts CASCADE;
 DROP ROLE regress_pg_gpu_reader;
 DROP ROLE regress_pg_gpu_colreader;
