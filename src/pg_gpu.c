@@ -255,17 +255,22 @@ pg_gpu_matmul_open(pggpu_backend backend, MemoryContext cxt)
 }
 
 void
-pg_gpu_check_memory(double bytes, const char *what, const char *detail)
+pg_gpu_check_memory(double bytes, const char *what, const char *detail_fmt,...)
 {
-	double		limit = (double) pg_gpu_max_memory * 1048576.0;
+	char		detail[300];
+	va_list		ap;
 
-	if (pg_gpu_max_memory > 0 && bytes > limit)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("%s needs %.0f MB, more than pg_gpu.max_memory (%d MB)",
-						what, ceil(bytes / 1048576.0), pg_gpu_max_memory),
-				 detail ? errdetail("%s", detail) : 0,
-				 errhint("Raise pg_gpu.max_memory, or use fewer rows or columns.")));
+	if (pg_gpu_max_memory <= 0 || bytes <= (double) pg_gpu_max_memory * 1048576.0)
+		return;
+	va_start(ap, detail_fmt);
+	vsnprintf(detail, sizeof(detail), detail_fmt, ap);
+	va_end(ap);
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("%s needs %.0f MB, more than pg_gpu.max_memory (%d MB)",
+					what, ceil(bytes / 1048576.0), pg_gpu_max_memory),
+			 errdetail("%s", detail),
+			 errhint("Raise pg_gpu.max_memory, or use fewer rows or columns.")));
 }
 
 void *

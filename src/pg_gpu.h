@@ -28,7 +28,8 @@ extern int	pg_gpu_matmul_gpu_memory;	/* MB, 0 = what is free */
 extern int	pg_gpu_max_memory;	/* MB a call's data may take, 0 = no limit */
 
 /* errors (53400) when a call's data would take more than pg_gpu.max_memory */
-extern void pg_gpu_check_memory(double bytes, const char *what, const char *detail);
+extern void pg_gpu_check_memory(double bytes, const char *what, const char *detail_fmt,...)
+			pg_attribute_printf(3, 4);
 
 /* the backend pg_gpu.device selects now (may ERROR, may NOTICE once) */
 extern pggpu_backend pg_gpu_choose_backend(void);

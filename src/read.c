@@ -110,6 +110,21 @@ pg_gpu_estimate_rows(Relation rel)
 	return tuples > 0 ? tuples : 0;
 }
 
+/*
+ * pg_gpu.max_memory for rows of src: 8 bytes a value and an id, 12 for the
+ * label and distance; the detail reads "<pre><rows> rows<post>, ...".
+ */
+static void
+check_rows_memory(const PgGpuSource *src, double rows, bool ids, const char *pre,
+				  const char *post)
+{
+	double		rb = 8.0 * src->ncols + (ids ? 8 : 0) + 12;
+
+	pg_gpu_check_memory(rows * rb, src->relname,
+						"%s%.0f rows%s, %.0f bytes each (8 per value and id, 12 for the label and distance).",
+						pre, rows, post, rb);
+}
+
 void
 pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 					  bool id_required, PgGpuSource *src)
@@ -231,28 +246,14 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 	}
 
 	src->expected_rows = pg_gpu_estimate_rows(rel);
-	if (src->expected_rows > 0 && pg_gpu_max_memory > 0)
-	{
-		char		detail[200];
-		double		rb = 8.0 * src->ncols + (src->idname ? 8 : 0) + 12;
-
-		/* before anything is allocated; the rows are counted again as they come */
-		snprintf(detail, sizeof(detail),
-				 "About %.0f rows by the table's statistics, %.0f bytes each (8 per value and id, 12 for the label and distance).",
-				 src->expected_rows, rb);
-		pg_gpu_check_memory(src->expected_rows * rb, src->relname, detail);
-	}
+	/* before anything is allocated; the rows are counted again as they come */
+	if (src->expected_rows > 0)
+		check_rows_memory(src, src->expected_rows, src->idname != NULL,
+						  "About ", " by the table's statistics");
 	relation_close(rel, NoLock);
 }
 
 /* ---- the receiver ---------------------------------------------------------- */
-
-/* what a row of src takes in a call, for pg_gpu.max_memory */
-static double
-row_bytes(const PgGpuSource *src, bool want_ids)
-{
-	return 8.0 * src->ncols + (want_ids ? 8 : 0) + 12;
-}
 
 typedef struct SoaReceiver
 {
@@ -272,7 +273,6 @@ typedef struct SoaReceiver
 	int64		nbad,
 				capbad;
 	int64		ninvalid;
-	double		row_bytes;		/* what a row takes, for pg_gpu.max_memory */
 } SoaReceiver;
 
 static void
@@ -317,16 +317,8 @@ flush_batch(SoaReceiver *r)
 
 	CHECK_FOR_INTERRUPTS();
 	/* before the push allocates room for these rows */
-	if (pg_gpu_max_memory > 0)
-	{
-		char		detail[200];
-		int64		rows = pggpu_data_rows(r->ds) + r->fill;
-
-		snprintf(detail, sizeof(detail),
-				 "%lld rows read so far, %.0f bytes each (8 per value and id, 12 for the label and distance).",
-				 (long long) rows, r->row_bytes);
-		pg_gpu_check_memory(rows * r->row_bytes, r->src->relname, detail);
-	}
+	check_rows_memory(r->src, (double) (pggpu_data_rows(r->ds) + r->fill), r->want_ids,
+					  "", " read so far");
 	if (pggpu_data_push(r->ds, r->fill, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	r->fill = 0;
@@ -451,7 +443,6 @@ pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds, bool want_ids,
 	r.batch = pggpu_data_batch(ds);
 	r.batch_rows = pggpu_data_batch_rows(ds);
 	r.cxt = CurrentMemoryContext;
-	r.row_bytes = row_bytes(src, want_ids);
 
 	initStringInfo(&sql);
 	appendStringInfoString(&sql, "SELECT ");
