@@ -53,7 +53,7 @@ step "GPU suite client builds (tests/gpu_resources)" make -s tests/gpu_resources
 
 cluster_start || exit 1
 step "pg_regress, pg_gpu.device=cpu" tests/regress.sh --device cpu
-step "isolation tests, pg_gpu.device=cpu" tests/isolation.sh --device cpu
+step "isolation tests, pg_gpu.device=cpu" tests/regress.sh --device cpu --isolation
 step "16 backends at once, CPU path (tests/gpu_resources --cpu)" tests/gpu_resources --cpu
 step "pg_dump and restore of a database using pg_gpu" tests/dump_restore.sh
 gpus=$(psql -X -At -d postgres -c "CREATE EXTENSION IF NOT EXISTS pg_gpu; SELECT count(*) FROM gpu_info()" 2>/dev/null | tail -1)
