@@ -23,7 +23,9 @@ mkdir -p "$top$bindir" "$top$pkglib" "$top$share" "$top/deps" "$top/suite"
 
 log "PostgreSQL $("$PG_CONFIG" --version) from $bindir"
 for x in postgres initdb pg_ctl psql pg_isready pg_config; do cp -L "$bindir/$x" "$top$bindir/"; done
-cp -L "$(dirname "$("$PG_CONFIG" --pgxs)")/../test/regress/pg_regress" "$top$bindir/"
+pgxs_test=$(dirname "$("$PG_CONFIG" --pgxs)")/../test
+cp -L "$pgxs_test/regress/pg_regress" "$pgxs_test/isolation/pg_isolation_regress" \
+  "$pgxs_test/isolation/isolationtester" "$top$bindir/"
 find "$pkglib" -maxdepth 1 -name '*.so' ! -name 'llvmjit*' -exec cp -L {} "$top$pkglib/" \;
 cp -a "$share/." "$top$share/"
 
@@ -34,6 +36,7 @@ make -s tests/unit_compute tests/gpu_resources tests/gpu_hog PG_CONFIG="$PG_CONF
 mkdir -p "$top/suite/tests"
 cp -a sql expected "$top/suite/"
 mkdir -p "$top/suite/tests/data" && cp -a tests/data/. "$top/suite/tests/data/"
+mkdir -p "$top/suite/tests/isolation" && cp -a tests/isolation/specs tests/isolation/expected "$top/suite/tests/isolation/"
 cp tests/*.sh tests/unit_compute tests/gpu_resources tests/gpu_hog "$top/suite/tests/"
 
 # the shared libraries all of it loads, but for glibc, libstdc++/libgcc and

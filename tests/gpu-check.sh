@@ -7,7 +7,7 @@
 #   2. compute-sanitizer memcheck (with leak check), racecheck, synccheck and
 #      initcheck over the kernel tests up to N = 1000 (--small), at once;
 #   3. the whole pg_regress suite with pg_gpu.device=gpu, then =cpu, against
-#      the same expected files;
+#      the same expected files, and the isolation tests on the GPU;
 #   4. resource checks in the server (tests/gpu_resources): GPU memory around
 #      200 calls, after errors and cancellations, 16 backends at once, out
 #      of GPU memory.
@@ -79,6 +79,7 @@ fi
 if ! skipped regress; then
   step "pg_regress, pg_gpu.device=gpu" tests/regress.sh --device gpu
   step "pg_regress, pg_gpu.device=cpu" tests/regress.sh --device cpu
+  step "isolation tests, pg_gpu.device=gpu" tests/regress.sh --device gpu --isolation
 fi
 skipped resources || step "resource checks in the server: $resources" "$resources"
 echo
