@@ -13,6 +13,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* a monotonic clock, for the timings the API reports */
+static double
+pggpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static void scratch_free_all(pggpu_data *ds);
 
@@ -133,10 +144,22 @@ pggpu_data_batch_rows(const pggpu_data *ds)
 pggpu_status
 pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 {
+	double		t0;
+	pggpu_status st;
+
 	if (nrows <= 0 || nrows > pggpu_data_batch_rows(ds))
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "batch of %lld rows out of range",
 						  (long long) nrows);
-	return ds->ops->push(ds, nrows, err);
+	t0 = pggpu_seconds();
+	st = ds->ops->push(ds, nrows, err);
+	ds->push_seconds += pggpu_seconds() - t0;
+	return st;
+}
+
+double
+pggpu_data_push_seconds(const pggpu_data *ds)
+{
+	return ds->push_seconds;
 }
 
 int64_t
@@ -489,6 +512,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 	int			e = 0;
 	int64_t    *counts = NULL;
 	double	   *given = NULL;
+	double		t0;
 	pggpu_step_stats sst;
 	pggpu_status st = PGGPU_OK;
 
@@ -511,6 +535,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 	CHECK(ops->km_begin(ds, k, err));
 	ds->k = k;
 
+	t0 = pggpu_seconds();
 	switch (p->init)
 	{
 		case PGGPU_INIT_GIVEN:
@@ -538,6 +563,8 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 	 * most tol * n labels changed (0 with tol = 0: then the centroids are
 	 * the means of the labels they produce, a fixed point).
 	 */
+	r->seed_seconds = pggpu_seconds() - t0;
+	t0 = pggpu_seconds();
 	r->converged = false;
 	r->iterations = 0;
 	while (r->iterations < p->max_iter)
@@ -553,6 +580,8 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 			break;
 		}
 	}
+
+	r->iterate_seconds = pggpu_seconds() - t0;
 
 	/* labels, distances and sizes consistent with the final centroids */
 	interrupts(p);

@@ -34,6 +34,7 @@ struct pggpu_data
 	int			log_b;			/* tile (= batch) is 2^log_b rows */
 	int64_t		n;				/* rows pushed */
 	int			k;				/* centroids in the k-means state */
+	double		push_seconds;	/* time spent in pushes */
 	char		device_name[256];
 	void	   *impl;			/* the backend's own state */
 	/* the driver's scratch memory: freed on close too, since the interrupt

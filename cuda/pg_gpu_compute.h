@@ -100,6 +100,12 @@ int64_t		pggpu_data_batch_rows(const pggpu_data *ds);
  */
 pggpu_status pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err);
 
+/*
+ * Seconds spent in pggpu_data_push so far: on the GPU, waiting for the
+ * host-to-device copies that the filling of the other buffer did not hide.
+ */
+double		pggpu_data_push_seconds(const pggpu_data *ds);
+
 /* rows pushed so far */
 int64_t		pggpu_data_rows(const pggpu_data *ds);
 int			pggpu_data_cols(const pggpu_data *ds);
@@ -146,6 +152,8 @@ typedef struct pggpu_kmeans_result
 	double		inertia;		/* sum of squared distances to own centroid */
 	int			iterations;
 	bool		converged;
+	double		seed_seconds;	/* out: choosing the initial centroids */
+	double		iterate_seconds;	/* out: the Lloyd iterations (not the final pass) */
 } pggpu_kmeans_result;
 
 /*

@@ -15,6 +15,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "portability/instr_time.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -122,7 +123,38 @@ typedef struct KmeansOut
 	bool		converged;
 	char	   *device;
 	int64		next;			/* next row to return */
+	/* stages, for the DEBUG1 timing message (k-means only) */
+	const char *fname;			/* set by k-means; NULL: no message */
+	double		read_ms;
+	double		push_ms;
+	double		seed_ms;
+	double		iterate_ms;
+	instr_time	returning;		/* when the first row was returned */
 } KmeansOut;
+
+static double
+ms_since(instr_time start)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, start);
+	return INSTR_TIME_GET_MILLISEC(now);
+}
+
+/*
+ * The stages of one k-means call, at DEBUG1 (SET client_min_messages =
+ * debug1): reading the rows (transfer: of which waiting on host-to-device
+ * copies), seeding, iterating, and producing the result rows.
+ */
+static void
+log_stages(const KmeansOut *o, double return_ms)
+{
+	if (o->fname == NULL || !message_level_is_interesting(DEBUG1))
+		return;
+	elog(DEBUG1, "pg_gpu: %s stages (ms): read %.1f, transfer %.1f, seed %.1f, iterate %.1f, iterations %d, return %.1f",
+		 o->fname, o->read_ms, o->push_ms, o->seed_ms, o->iterate_ms, o->iterations, return_ms);
+}
 
 static void
 run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
@@ -133,6 +165,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 	char	   *init;
 	double	   *given = NULL;
 	PgGpuData  *data;
+	instr_time	start;
 
 	require_arg(fcinfo, A_RELATION, "relation");
 	require_arg(fcinfo, A_K, "k");
@@ -183,8 +216,11 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 		p.init_centroids = given;
 	}
 
+	INSTR_TIME_SET_CURRENT(start);
 	data = load(&out->src, want_labels, &out->rows,
 				want_labels ? "they come back with cluster NULL" : "they take no part in the fit");
+	out->read_ms = ms_since(start);
+	out->push_ms = pggpu_data_push_seconds(data->ds) * 1e3;
 	if (out->rows.nvalid == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -213,6 +249,9 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 	out->iterations = res.iterations;
 	out->converged = res.converged;
 	out->device = pstrdup(pggpu_data_device_name(data->ds));
+	out->seed_ms = res.seed_seconds * 1e3;
+	out->iterate_ms = res.iterate_seconds * 1e3;
+	out->fname = want_labels ? "gpu_kmeans" : "gpu_kmeans_fit";
 	pg_gpu_data_close(data);
 }
 
@@ -259,11 +298,13 @@ member_srf(PG_FUNCTION_ARGS, void (*run) (FunctionCallInfo, KmeansOut *))
 		run(fcinfo, o);
 		fc->user_fctx = o;
 		MemoryContextSwitchTo(old);
+		INSTR_TIME_SET_CURRENT(o->returning);
 	}
 	fc = SRF_PERCALL_SETUP();
 	o = (KmeansOut *) fc->user_fctx;
 	if (o->next < o->rows.nvalid + o->rows.ninvalid)
 		SRF_RETURN_NEXT(fc, HeapTupleGetDatum(member_tuple(fc, o)));
+	log_stages(o, ms_since(o->returning));
 	SRF_RETURN_DONE(fc);
 }
 
@@ -291,10 +332,12 @@ gpu_kmeans_fit(PG_FUNCTION_ARGS)
 	int			d;
 	int			dims[2];
 	int			lbs[2] = {1, 1};
+	instr_time	returning;
 
 	InitMaterializedSRF(fcinfo, 0);
 	memset(&o, 0, sizeof(o));
 	run_kmeans(fcinfo, false, &o);
+	INSTR_TIME_SET_CURRENT(returning);
 	d = o.src.ncols;
 	cd = palloc(sizeof(Datum) * o.k * d);
 	sd = palloc(sizeof(Datum) * o.k);
@@ -313,6 +356,7 @@ gpu_kmeans_fit(PG_FUNCTION_ARGS)
 	v[4] = BoolGetDatum(o.converged);
 	v[5] = CStringGetTextDatum(o.device);
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
+	log_stages(&o, ms_since(returning));
 	return (Datum) 0;
 }
 
