@@ -287,13 +287,15 @@ cpu_km_counts(pggpu_data *ds, int64_t *counts, pggpu_error *err)
 }
 
 static pggpu_status
-cpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, pggpu_error *err)
+cpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_key,
+			 pggpu_error *err)
 {
 	cpu_state  *s = ST(ds);
 	int			d = ds->d;
 	double	   *cc = s->C + (int64_t) c * d;
 	double	   *xi;
 
+	(void) next_key;			/* the pick makes its own pass */
 	gather(ds, row, cc);
 	if (mode == PGGPU_D2_KEEP)
 		return PGGPU_OK;

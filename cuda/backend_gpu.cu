@@ -74,6 +74,12 @@ struct gpu_state
 	int			max_grid;		/* most blocks a Lloyd pass launches */
 	double	   *pick_key;		/* MAX_BLOCKS partial picks */
 	long long  *pick_row;
+	/* k-means++: the next draw, made in the pass of the last centre */
+	bool		pick_ready;
+	uint64_t	pick_ready_key;
+	int			pick_parts;		/* blocks whose partial picks it left */
+	double	   *sep;			/* k: separations from the newest centre */
+	bool		labels_seeding;	/* labels hold the nearest centre while seeding */
 	dev_stats  *stats;			/* device */
 	dev_stats  *stats_h;		/* pinned mirror */
 	unsigned long long *cnt_h;	/* pinned, k */
@@ -550,28 +556,120 @@ counts_kernel(const int32_t *labels, int64_t n, int k, unsigned long long *cnt)
 	}
 }
 
-/* C[c] := row; then dist2 := |x - C[c]|^2 (SET) or the min with it (MIN) */
-__global__ void
-copy_row_kernel(const double *X, int64_t row, int d, int log_b, double *dst)
+/* |x_i - c|^2 with the Lloyd pass's arithmetic */
+__device__ __forceinline__ double
+row_dist(const double *__restrict__ xi, int d, int log_b, const double *c)
 {
-	for (int j = threadIdx.x; j < d; j += blockDim.x)
-		dst[j] = X[pggpu_at(row, j, d, log_b)];
+	double		acc = 0.0;
+
+	for (int j = 0; j < d; j++)
+		acc = sq_term(acc, xi[(int64_t) j << log_b], c[j]);
+	return acc;
 }
 
+/*
+ * Triangle-inequality pruning of a k-means++ step: a row whose nearest
+ * centre a is at squared distance D cannot come closer to a new centre c
+ * when |c - C[a]|^2 >= 4 D (then |x - c| >= |c - C[a]| - |x - C[a]| >=
+ * |x - C[a]|).  The margin 2^-20 dwarfs the rounding of both sides, so a
+ * pruned row is one whose computed distance could not have been below D;
+ * D == 0 can never decrease.  Below 2^-960 rounding is no longer relative:
+ * no pruning there.
+ */
+#define PRUNE_MARGIN (1.0 + 0x1p-20)
+#define PRUNE_MIN_D 0x1p-960
+
+/*
+ * Before a k-means++ step: C[c] := X[row], and with prune sep[a] :=
+ * |C[c] - C[a]|^2 for every earlier centre a < c (one thread each).
+ */
 __global__ void
-dist_to_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
-			   const double *__restrict__ c, double *dist2, int mode)
+seed_prep_kernel(const double *__restrict__ X, int d, int log_b, int64_t row,
+				 double *C, int c, bool prune, double *sep)
 {
+	extern __shared__ double cn[];
+	int			a = blockIdx.x * blockDim.x + threadIdx.x;
+
+	for (int j = threadIdx.x; j < d; j += blockDim.x)
+	{
+		cn[j] = X[pggpu_at(row, j, d, log_b)];
+		if (blockIdx.x == 0)
+			C[(int64_t) c * d + j] = cn[j];
+	}
+	__syncthreads();
+	if (prune && a < c)
+		sep[a] = row_dist(C + (int64_t) a * d, d, 0, cn);
+}
+
+/*
+ * One k-means++ step (and the first: mode PGGPU_D2_SET) for the centre c:
+ * dist2 := |x - C[c]|^2 or the min with it, labels := the nearest centre so
+ * far (for the pruning).  With pick, the same pass makes the first stage of
+ * the next PGGPU_PICK_SAMPLE with key (as pick_kernel would on the new
+ * dist2).
+ */
+__global__ void
+seed_step_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
+				 const double *__restrict__ cn, int c, int mode,
+				 const double *__restrict__ sep, int32_t *labels, double *dist2,
+				 bool pick, uint64_t key, double *part_key, long long *part_row)
+{
+	double		bk = INFINITY;
+	long long	br = LLONG_MAX;
+
 	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
 		 i += (int64_t) gridDim.x * blockDim.x)
 	{
 		const double *xi = X + pggpu_at(i, 0, d, log_b);
-		double		acc = 0.0;
+		double		D;
 
-		for (int j = 0; j < d; j++)
-			acc = sq_term(acc, xi[(int64_t) j << log_b], c[j]);
-		if (mode == PGGPU_D2_SET || acc < dist2[i])
-			dist2[i] = acc;
+		if (mode == PGGPU_D2_SET)
+		{
+			D = row_dist(xi, d, log_b, cn);
+			dist2[i] = D;
+			labels[i] = c;
+		}
+		else
+		{
+			D = dist2[i];
+			if (!(sep && (D == 0 ||
+						  (D >= PRUNE_MIN_D && sep[labels[i]] >= 4.0 * D * PRUNE_MARGIN))))
+			{
+				double		dd = row_dist(xi, d, log_b, cn);
+
+				if (dd < D)
+				{
+					D = dd;
+					dist2[i] = D;
+					labels[i] = c;
+				}
+			}
+		}
+		if (pick && D > 0)
+		{
+			double		u = pggpu_uniform(key, i);
+
+			/*
+			 * -log(u) >= 1 - u: a row whose bound already loses to this
+			 * thread's best (rows come in increasing order, so a tie loses
+			 * too) needs no logarithm; the margin covers the rounding.
+			 */
+			if (!(1.0 - u > bk * D * (1.0 + 0x1p-40)))
+			{
+				double		kv = -log(u) / D;
+
+				if (pick_better(kv, i, bk, br))
+					bk = kv, br = i;
+			}
+		}
+	}
+	if (!pick)
+		return;
+	block_pick_min(&bk, &br);
+	if (threadIdx.x == 0)
+	{
+		part_key[blockIdx.x] = bk;
+		part_row[blockIdx.x] = br;
 	}
 }
 
@@ -848,8 +946,9 @@ free_km(gpu_state *s)
 	cudaFree(s->part);
 	cudaFree(s->pick_key);
 	cudaFree(s->pick_row);
+	cudaFree(s->sep);
 	cudaFreeHost(s->cnt_h);
-	s->C = s->dist2 = s->sums = s->block_part = s->part = s->pick_key = NULL;
+	s->C = s->dist2 = s->sums = s->block_part = s->part = s->pick_key = s->sep = NULL;
 	s->labels = NULL;
 	s->cnt = s->cnt_h = NULL;
 	s->pick_row = NULL;
@@ -958,8 +1057,11 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 		CU(cudaMalloc((void **) &s->part, sizeof(double) * (kd + k) * s->max_grid));
 	CU(cudaMalloc((void **) &s->pick_key, sizeof(double) * MAX_BLOCKS));
 	CU(cudaMalloc((void **) &s->pick_row, sizeof(long long) * MAX_BLOCKS));
+	CU(cudaMalloc((void **) &s->sep, sizeof(double) * k));
 	CU(cudaHostAlloc((void **) &s->cnt_h, sizeof(unsigned long long) * k, cudaHostAllocDefault));
 	CU(cudaMemsetAsync(s->labels, 0xff, sizeof(int32_t) * n, s->stream));
+	s->pick_ready = false;
+	s->labels_seeding = false;
 	return PGGPU_OK;
 }
 
@@ -1088,6 +1190,13 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 	if (grid < 1)
 		grid = 1;
 
+	s->pick_ready = false;
+	if (s->labels_seeding)
+	{
+		/* the first pass counts every row as changed, as on the CPU */
+		CU(cudaMemsetAsync(s->labels, 0xff, sizeof(int32_t) * ds->n, s->stream));
+		s->labels_seeding = false;
+	}
 	CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
 	if (mode == UPD_SHARED || mode == UPD_GLOBAL)
 	{
@@ -1133,18 +1242,35 @@ gpu_km_counts(pggpu_data *ds, int64_t *counts, pggpu_error *err)
 }
 
 static pggpu_status
-gpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, pggpu_error *err)
+gpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_key,
+			 pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
-	double	   *dst = s->C + (int64_t) c * ds->d;
+	int			d = ds->d;
+	/* enough blocks to hide the latency of the dependent loads */
+	int64_t		grid = (ds->n + BLOCK - 1) / BLOCK;
+	bool		prune = mode == PGGPU_D2_MIN;
 
-	copy_row_kernel<<<1, 128, 0, s->stream>>>(s->X, row, ds->d, ds->log_b, dst);
-	LAUNCHED(copy_row_kernel);
-	if (mode != PGGPU_D2_KEEP)
+	if (grid > MAX_BLOCKS)
+		grid = MAX_BLOCKS;
+	s->pick_ready = false;
+	seed_prep_kernel<<<(unsigned) (prune ? (c + 255) / 256 : 1), 256, sizeof(double) * d, s->stream>>>(
+		s->X, d, ds->log_b, row, s->C, c, prune, s->sep);
+	LAUNCHED(seed_prep_kernel);
+	if (mode == PGGPU_D2_KEEP)
+		return PGGPU_OK;
+	s->labels_seeding = true;
+	seed_step_kernel<<<(unsigned) grid, BLOCK, 0, s->stream>>>(s->X, ds->n, d, ds->log_b,
+															   s->C + (int64_t) c * d, c, mode,
+															   prune ? s->sep : NULL, s->labels, s->dist2,
+															   next_key != NULL, next_key ? *next_key : 0,
+															   s->pick_key, s->pick_row);
+	LAUNCHED(seed_step_kernel);
+	if (next_key)
 	{
-		dist_to_kernel<<<grid_for(s, ds->n), BLOCK, 0, s->stream>>>(s->X, ds->n, ds->d, ds->log_b,
-																	dst, s->dist2, mode);
-		LAUNCHED(dist_to_kernel);
+		s->pick_ready = true;
+		s->pick_ready_key = *next_key;
+		s->pick_parts = (int) grid;
 	}
 	return PGGPU_OK;
 }
@@ -1156,8 +1282,14 @@ gpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *e
 	int			grid = grid_for(s, ds->n);
 	pggpu_status st;
 
-	pick_kernel<<<grid, BLOCK, 0, s->stream>>>(s->dist2, ds->n, mode, key, s->pick_key, s->pick_row);
-	LAUNCHED(pick_kernel);
+	if (s->pick_ready && mode == PGGPU_PICK_SAMPLE && key == s->pick_ready_key)
+		grid = s->pick_parts;	/* the first stage is done */
+	else
+	{
+		pick_kernel<<<grid, BLOCK, 0, s->stream>>>(s->dist2, ds->n, mode, key, s->pick_key, s->pick_row);
+		LAUNCHED(pick_kernel);
+	}
+	s->pick_ready = false;
 	pick_final_kernel<<<1, 1024, 0, s->stream>>>(s->pick_key, s->pick_row, grid, mode, s->dist2, s->stats);
 	LAUNCHED(pick_final_kernel);
 	if ((st = fetch_stats(s, err)) != PGGPU_OK)

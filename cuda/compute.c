@@ -361,7 +361,7 @@ seed_random(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
 			rowset_add(&set, j);
 		if ((c & 1023) == 0)
 			interrupts(p);
-		CHECK(ds->ops->km_point(ds, row, c++, PGGPU_D2_KEEP, err));
+		CHECK(ds->ops->km_point(ds, row, c++, PGGPU_D2_KEEP, NULL, err));
 	}
 done:
 	return st;
@@ -376,9 +376,17 @@ done:
  * every backend.  When every distance is 0 (fewer distinct rows than k), the
  * next unchosen row is taken.
  */
+/* the key of the draw of centre c */
+static uint64_t
+step_key(const pggpu_kmeans_params *p, int c)
+{
+	return pggpu_mix64(p->seed + 0x632be59bd9b4e019ULL * (uint64_t) c);
+}
+
 static pggpu_status
 seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
 {
+	uint64_t	key;
 	rowset		chosen;
 	int64_t		next_free = 0;
 	int64_t		row = (int64_t) (pggpu_mix64(p->seed) % (uint64_t) ds->n);
@@ -387,13 +395,12 @@ seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
 	if (!rowset_init(ds, &chosen, p->k))
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	rowset_add(&chosen, row);
-	CHECK(ds->ops->km_point(ds, row, 0, PGGPU_D2_SET, err));
+	key = step_key(p, 1);
+	CHECK(ds->ops->km_point(ds, row, 0, PGGPU_D2_SET, p->k > 1 ? &key : NULL, err));
 	for (int c = 1; c < p->k; c++)
 	{
 		interrupts(p);
-		CHECK(ds->ops->km_pick(ds, PGGPU_PICK_SAMPLE,
-							   pggpu_mix64(p->seed + 0x632be59bd9b4e019ULL * (uint64_t) c),
-							   &row, err));
+		CHECK(ds->ops->km_pick(ds, PGGPU_PICK_SAMPLE, step_key(p, c), &row, err));
 		if (row < 0 || rowset_has(&chosen, row))
 		{
 			while (rowset_has(&chosen, next_free))
@@ -401,7 +408,8 @@ seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
 			row = next_free;
 		}
 		rowset_add(&chosen, row);
-		CHECK(ds->ops->km_point(ds, row, c, PGGPU_D2_MIN, err));
+		key = step_key(p, c + 1);
+		CHECK(ds->ops->km_point(ds, row, c, PGGPU_D2_MIN, c + 1 < p->k ? &key : NULL, err));
 	}
 done:
 	return st;
@@ -429,7 +437,7 @@ repair_empty(pggpu_data *ds, int64_t *counts, pggpu_error *err)
 		if ((st = ds->ops->km_pick(ds, PGGPU_PICK_FARTHEST, 0, &row, err)) != PGGPU_OK)
 			return st;
 		if (row >= 0 &&
-			(st = ds->ops->km_point(ds, row, c, PGGPU_D2_KEEP, err)) != PGGPU_OK)
+			(st = ds->ops->km_point(ds, row, c, PGGPU_D2_KEEP, NULL, err)) != PGGPU_OK)
 			return st;
 	}
 	return PGGPU_OK;

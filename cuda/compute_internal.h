@@ -88,9 +88,13 @@ typedef struct pggpu_ops
 							 pggpu_error *err);
 	pggpu_status (*km_counts) (pggpu_data *ds, int64_t *counts,
 							   pggpu_error *err);
-	/* C[c] := row; then dist2 per mode (PGGPU_D2_*) */
+	/*
+	 * C[c] := row; then dist2 per mode (PGGPU_D2_*).  next_key, when not
+	 * NULL, is the key of the PGGPU_PICK_SAMPLE that will follow: a backend
+	 * may draw it in the same pass over the rows.
+	 */
 	pggpu_status (*km_point) (pggpu_data *ds, int64_t row, int c, int mode,
-							  pggpu_error *err);
+							  const uint64_t *next_key, pggpu_error *err);
 	/* a row by mode (PGGPU_PICK_*); *row = -1 when no row qualifies */
 	pggpu_status (*km_pick) (pggpu_data *ds, int mode, uint64_t key,
 							 int64_t *row, pggpu_error *err);

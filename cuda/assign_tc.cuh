@@ -1,0 +1,37 @@
+/*
+ * assign_tc.cuh - nearest-centroid assignment on tensor cores, exact.
+ *
+ * Labels and squared distances are exactly those of the CPU reference
+ * (backend_cpu.c): dist(x, c) = sum over j in order of (x_j - c_j)^2, every
+ * operation rounded separately in float64, lowest index on ties.  The
+ * tensor cores only approximate the distances (3xTF32 products of shifted
+ * float32 data); a rigorous error bound certifies the argmin of each row, and
+ * the rows it cannot certify are rescanned exactly in float64.
+ *
+ * Data X: float64, tiled structure-of-arrays (pggpu_at in compute_internal.h),
+ * tiles of 2^log_b rows.  Centroids C: k x d row-major float64.  All pointers
+ * are device pointers.  CUDA C++ only.
+ */
+#ifndef PG_GPU_ASSIGN_TC_CUH
+#define PG_GPU_ASSIGN_TC_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+/* true when the tensor-core path is worth it for k centroids of d columns (measured thresholds) */
+bool		pggpu_tc_wanted(int k, int d);
+
+/* device workspace bytes a call needs (centroid tiles, fallback list, ...) */
+size_t		pggpu_tc_workspace_bytes(int64_t n, int k, int d);
+
+/*
+ * labels[i], dist2[i] for every row i < n; *changed += number of rows whose
+ * label changed.  Async on stream; no host sync, no allocation.  workspace:
+ * pggpu_tc_workspace_bytes(n, k, d) bytes of device memory, 256-byte aligned
+ * (cudaMalloc's are), not shared with a call running concurrently.
+ */
+cudaError_t pggpu_tc_assign(const double *X, int64_t n, int d, int log_b, const double *C, int k,
+							void *workspace, int32_t *labels, double *dist2,
+							unsigned long long *changed, cudaStream_t stream);
+
+#endif							/* PG_GPU_ASSIGN_TC_CUH */
