@@ -88,3 +88,23 @@ FUZZ_SRCS = cuda/compute.c cuda/backend_cpu.c cuda/matmul.c cuda/backend_none.c
 tests/fuzz_compute: tests/fuzz_compute.c $(FUZZ_SRCS) cuda/compute_internal.h cuda/pg_gpu_compute.h
 	clang -g -O1 -std=gnu11 -ffp-contract=off -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  -Icuda $(BLAS_CFLAGS) -o $@ tests/fuzz_compute.c $(FUZZ_SRCS) $(BLAS_LIBS) -lm
+
+# ---- benchmark suite (tests/bench/run.sh; BENCHMARKS.md) ----
+# bench_kernel: the compute layer on the suite's blobs (no database);
+# bench_sql: the measurements through PostgreSQL (libpq).
+BENCH_CFLAGS = -O2 -std=gnu11 -Wall -ffp-contract=off -fopenmp -Icuda -Itests/bench
+ifeq ($(WITH_CUDA),1)
+BENCH_CUDA = -DBENCH_CUDA -I$(CUDA_HOME)/include
+endif
+BENCH_COMMON = tests/bench/bench.c tests/bench/blobs.c
+tests/bench/bench_kernel: tests/bench/kernel.c $(BENCH_COMMON) tests/bench/bench.h tests/bench/blobs.h $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
+	$(CC) $(BENCH_CFLAGS) $(BENCH_CUDA) -o $@ tests/bench/kernel.c $(BENCH_COMMON) $(COMPUTE_OBJS) $(CUDA_LIBS) $(BLAS_LIBS) -lm
+
+tests/bench/bench_sql: tests/bench/sql.c $(BENCH_COMMON) tests/bench/bench.h tests/bench/blobs.h
+	$(CC) $(BENCH_CFLAGS) -I$(shell $(PG_CONFIG) --includedir) -o $@ tests/bench/sql.c $(BENCH_COMMON) -L$(shell $(PG_CONFIG) --libdir) -lpq -lm
+
+.PHONY: bench
+bench:
+	bash tests/bench/run.sh $(BENCH_ARGS)
+
+EXTRA_CLEAN += tests/bench/bench_kernel tests/bench/bench_sql

@@ -1,0 +1,260 @@
+/*
+ * kernel.c - bench_kernel: k-means through the compute layer, without a
+ * database, on the suite's blobs (blobs.h).
+ *
+ *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] N,d,k ...
+ *   bench_kernel bandwidth [-t TSV]
+ *   bench_kernel print D ROWS          (the generator's first rows, %a)
+ *
+ * For each case (N rows, d columns, k clusters), in the order given (N
+ * ascending):
+ *   iteration: one fit from the first k rows as centroids, ITERS Lloyd
+ *              iterations with tol 0; the compute layer's iterate_seconds
+ *              (the loop without the final labelling pass) / iterations;
+ *   seeding:   one k-means++ fit with max_iter 1: its seed_seconds;
+ *   load:      pushing the rows through the staging buffers (the first fit).
+ * A case whose time, predicted from the last case of the same d and k at a
+ * smaller N (scaled by N), exceeds CAP_S or what is left of BUDGET_S is
+ * skipped, and says so.
+ *
+ * bandwidth: the GPU's memory bandwidth, a device-to-device cudaMemcpy of
+ * 1 GiB (it reads and writes every byte: 2 x bytes / time), median of 10.
+ *
+ * One TSV row a measurement: section, method, N, d, k, seconds, note.
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "blobs.h"
+#include "pg_gpu_compute.h"
+
+#ifdef BENCH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+/*
+ * One fit over X (n x d, column j at X + j * n).  Returns false with err set
+ * when the compute layer fails.
+ */
+static bool
+fit(pggpu_backend be, int64_t n, int d, const double *X,
+	const pggpu_kmeans_params *p, pggpu_kmeans_result *r, double *load_s,
+	pggpu_error *err)
+{
+	pggpu_data *ds;
+	bool		ok;
+	double		t0 = bench_now();
+
+	if (pggpu_data_open(&ds, be, -1, d, n, err) != PGGPU_OK)
+		return false;
+	for (int64_t done = 0; done < n;)
+	{
+		int64_t		b = pggpu_data_batch_rows(ds);
+		int64_t		m = n - done < b ? n - done : b;
+		double	   *buf = pggpu_data_batch(ds);
+
+		for (int j = 0; j < d; j++)
+			memcpy(buf + j * b, X + j * n + done, m * sizeof(double));
+		if (pggpu_data_push(ds, m, err) != PGGPU_OK)
+		{
+			pggpu_data_close(ds);
+			return false;
+		}
+		done += m;
+	}
+	*load_s = bench_now() - t0;
+	ok = pggpu_kmeans(ds, p, r, err) == PGGPU_OK;
+	pggpu_data_close(ds);
+	return ok;
+}
+
+/* one case: per-iteration, seeding and load times; false when it failed */
+static bool
+run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
+{
+	bool		gpu = be == PGGPU_BACKEND_GPU;
+	pggpu_kmeans_params p = {0};
+	pggpu_kmeans_result r = {0};
+	pggpu_error err = {0};
+	double	   *C = malloc(sizeof(double) * k * d);
+	double		load_s;
+	bool		ok;
+
+	/* the first k rows are the initial centroids (torch starts there too) */
+	for (int i = 0; i < k; i++)
+		for (int j = 0; j < d; j++)
+			C[i * d + j] = X[j * n + i];
+	r.centroids = malloc(sizeof(double) * k * d);
+	r.sizes = malloc(sizeof(int64_t) * k);
+	p.k = k;
+	p.max_iter = iters;
+	p.tol = 0;
+	p.init = PGGPU_INIT_GIVEN;
+	p.init_centroids = C;
+	ok = fit(be, n, d, X, &p, &r, &load_s, &err);
+	if (ok)
+	{
+		bench_emit(gpu ? "kernel" : "cpu", "pg_gpu", n, d, k,
+				   r.iterate_seconds / r.iterations, "iterations=%d threads=%s",
+				   r.iterations, gpu ? "gpu" : "1");
+		bench_emit("load", gpu ? "pg_gpu" : "pg_gpu_cpu", n, d, k, load_s,
+				   "pushing N x d float64 through the staging buffers");
+		p.init = PGGPU_INIT_KMEANSPP;
+		p.init_centroids = NULL;
+		p.max_iter = 1;
+		p.seed = 1;
+		ok = fit(be, n, d, X, &p, &r, &load_s, &err);
+		if (ok)
+			bench_emit(gpu ? "seed" : "cpu_seed", "pg_gpu", n, d, k,
+					   r.seed_seconds, "k-means++");
+	}
+	if (!ok)
+		bench_emit(gpu ? "kernel" : "cpu", "pg_gpu", n, d, k, -1, "failed: %s", err.msg);
+	free(C);
+	free(r.centroids);
+	free(r.sizes);
+	return ok;
+}
+
+static int
+bandwidth(void)
+{
+#ifdef BENCH_CUDA
+	size_t		bytes = (size_t) 1 << 30;
+	void	   *a,
+			   *b;
+	cudaEvent_t e0,
+				e1;
+	double		t[10];
+
+	if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess ||
+		cudaMemset(a, 1, bytes) != cudaSuccess)
+	{
+		bench_emit("bandwidth", "cudaMemcpy_d2d", bytes, 0, 0, -1,
+				   "failed: %s", cudaGetErrorString(cudaGetLastError()));
+		return 1;
+	}
+	cudaEventCreate(&e0);
+	cudaEventCreate(&e1);
+	cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+	for (int r = 0; r < 10; r++)
+	{
+		float		ms;
+
+		cudaEventRecord(e0, 0);
+		cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+		cudaEventRecord(e1, 0);
+		cudaEventSynchronize(e1);
+		cudaEventElapsedTime(&ms, e0, e1);
+		t[r] = ms / 1e3;
+	}
+	bench_emit("bandwidth", "cudaMemcpy_d2d", bytes, 0, 0, bench_median(t, 10),
+			   "1 GiB device-to-device copy, median of 10: it reads and writes every byte, bandwidth = 2 x bytes / time");
+	cudaFree(a);
+	cudaFree(b);
+	return 0;
+#else
+	fprintf(stderr, "bench_kernel: built without CUDA\n");
+	return 1;
+#endif
+}
+
+static int
+print_rows(int d, int64_t rows)
+{
+	for (int64_t r = 0; r < rows; r++)
+		for (int j = 0; j < d; j++)
+			printf("%a%c", blobs_value(BLOBS_SEED, r, j), j == d - 1 ? '\n' : ' ');
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	pggpu_backend be;
+	int			iters = 10,
+				opt,
+				failed = 0;
+	double		budget = 1e12,
+				cap = 1e12;
+	double	   *X = NULL;
+	int64_t		xn = 0;
+	int			xd = 0;
+	pggpu_error err = {0};
+
+	if (argc == 4 && strcmp(argv[1], "print") == 0)
+		return print_rows(atoi(argv[2]), atoll(argv[3]));
+	if (argc < 2 || (strcmp(argv[1], "gpu") && strcmp(argv[1], "cpu") &&
+					 strcmp(argv[1], "bandwidth")))
+	{
+		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] N,d,k ...\n"
+				"       %s bandwidth [-t TSV]\n       %s print D ROWS\n",
+				argv[0], argv[0], argv[0]);
+		return 2;
+	}
+	optind = 2;
+	while ((opt = getopt(argc, argv, "t:i:b:c:")) != -1)
+	{
+		if (opt == 't')
+			bench_open_tsv(optarg);
+		else if (opt == 'i')
+			iters = atoi(optarg);
+		else if (opt == 'b')
+			budget = atof(optarg);
+		else if (opt == 'c')
+			cap = atof(optarg);
+		else
+			return 2;
+	}
+	bench_set_budget(budget, cap);
+	if (strcmp(argv[1], "bandwidth") == 0)
+		return bandwidth();
+	be = strcmp(argv[1], "gpu") == 0 ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU;
+	if (be == PGGPU_BACKEND_GPU && pggpu_gpu_count(&err) == 0)
+	{
+		fprintf(stderr, "bench_kernel: no GPU: %s\n", err.msg);
+		return 1;
+	}
+	for (int a = optind; a < argc; a++)
+	{
+		const char *section = be == PGGPU_BACKEND_GPU ? "kernel" : "cpu";
+		double		nf,
+					t0 = bench_now();
+		int64_t		n;
+		int			d,
+					k;
+		char		key[64],
+					note[128];
+
+		if (sscanf(argv[a], "%lf,%d,%d", &nf, &d, &k) != 3 || nf < 1 || d < 1 || k < 1)
+		{
+			fprintf(stderr, "bad case \"%s\" (N,d,k)\n", argv[a]);
+			return 2;
+		}
+		n = (int64_t) nf;
+		snprintf(key, sizeof(key), "%d,%d", d, k);
+		if (bench_skip(key, n, 1, note, sizeof(note)))
+		{
+			bench_emit(section, "pg_gpu", n, d, k, -1, "%s", note);
+			continue;
+		}
+		if (n != xn || d != xd)
+		{
+			free(X);
+			X = malloc(sizeof(double) * n * d);
+			xn = X ? n : 0;
+			xd = d;
+			if (X)
+				blobs_fill(BLOBS_SEED, 0, n, d, X, n);
+		}
+		if (!X)
+			bench_emit(section, "pg_gpu", n, d, k, -1, "failed: out of host memory");
+		if (!X || !run_case(be, n, d, k, X, iters))
+			failed++;
+		bench_done(key, n, bench_now() - t0);
+	}
+	free(X);
+	return failed > 0;
+}
