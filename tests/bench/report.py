@@ -1,0 +1,396 @@
+"""The suite's report: tables from one run's measurements, printed and
+written to BENCHMARKS.md, with a plot (time against N, log-log).
+
+    report.py --tsv results/bench.tsv --meta results/machine.tsv --out DIR --results DIR/results
+
+Every number comes from a row of the TSV (or is a ratio of two rows of the
+same run); a missing measurement shows its row's note (skipped, failed,
+n/a) instead.
+"""
+import argparse
+import csv
+import os
+import sys
+
+
+def load(path):
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    for r in rows:
+        r["n"] = int(r["n"]) if r["n"] else 0
+        r["d"] = int(r["d"]) if r["d"] else 0
+        r["k"] = int(r["k"]) if r["k"] else 0
+        r["sec"] = float(r["seconds"]) if r["seconds"] else None
+    return rows
+
+
+class Data:
+    def __init__(self, rows):
+        self.rows = rows
+        self.index = {(r["section"], r["method"], r["n"], r["d"], r["k"]): r for r in rows}
+
+    def get(self, section, method, n=0, d=0, k=0):
+        return self.index.get((section, method, n, d, k))
+
+    def sec(self, *key):
+        r = self.get(*key)
+        return r["sec"] if r else None
+
+    def shapes(self, section, method=None):
+        """(n, d, k) of the rows of a section, in order, once each"""
+        seen = []
+        for r in self.rows:
+            s = (r["n"], r["d"], r["k"])
+            if r["section"] == section and (method is None or r["method"] == method) and s not in seen:
+                seen.append(s)
+        return seen
+
+
+def fmt_time(sec):
+    if sec is None:
+        return "—"
+    if sec < 1e-3:
+        return "%.3g ms" % (sec * 1e3)
+    if sec < 1:
+        return "%.3g ms" % (sec * 1e3) if sec < 0.1 else "%.0f ms" % (sec * 1e3)
+    return "%.3g s" % sec
+
+
+def cell(row):
+    """a measurement, or the short form of why there is none"""
+    if row is None:
+        return "—"
+    if row["sec"] is not None:
+        return fmt_time(row["sec"])
+    note = row["note"]
+    if note.startswith("skipped:"):
+        return note.split(" (")[0]
+    if note.startswith("failed"):
+        return "failed"
+    return note
+
+
+def ratio(a, b):
+    if a is None or not b:
+        return "—"
+    r = a / b
+    return "%.2gx" % r if r < 10 else "%.0fx" % r
+
+
+def fmt_n(n):
+    if n >= 1000 and str(n).rstrip("0") in ("1", "2", "5"):
+        return "10^%d" % (len(str(n)) - 1) if str(n)[0] == "1" else "%de%d" % (int(str(n)[0]), len(str(n)) - 1)
+    return "{:,}".format(n)
+
+
+def table(head, rows):
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def machine_section(meta):
+    gpu = meta.get("gpu", "none")
+    if gpu != "none":
+        gpu += " (%s)" % meta.get("gpu_memory", "?")
+    return table(["", ""], [
+        ["GPU", gpu],
+        ["CPU", "%s, %s cores, %s" % (meta.get("cpu"), meta.get("cores"), meta.get("memory"))],
+        ["PostgreSQL", "%s; shared_buffers %s, work_mem %s, max_parallel_workers_per_gather %s"
+         % (meta.get("server_version"), meta.get("shared_buffers"), meta.get("work_mem"),
+            meta.get("max_parallel_workers_per_gather"))],
+        ["pg_gpu", "%s, pg_gpu.device = %s, commit %s"
+         % (meta.get("pg_gpu_version"), meta.get("device"), meta.get("commit"))],
+        ["Python", "%s: numpy %s, scikit-learn %s, torch %s"
+         % (meta.get("python"), meta.get("numpy"), meta.get("sklearn"), meta.get("torch"))],
+    ])
+
+
+def kernel_section(data, meta):
+    bw = data.get("bandwidth", "cudaMemcpy_d2d", 1 << 30)
+    shapes = data.shapes("kernel", "pg_gpu")
+    if not shapes:
+        torch = [r["note"] for r in data.rows if r["section"] == "kernel" and r["method"] == "torch"]
+        return ("No GPU on this machine (nvidia-smi finds none): this section is measured by "
+                "`--full` on a GPU host. PyTorch: %s." % (torch[0] if torch else "not run"))
+    gbps = 2 * bw["n"] / bw["sec"] if bw and bw["sec"] else None
+    out = ["GPU memory bandwidth, measured in this run: %s (%s)." % (
+        "%.0f GB/s" % (gbps / 1e9) if gbps else cell(bw), bw["note"] if bw else "not measured"),
+        "The floor of an iteration is reading the data and the labels once: "
+        "(N·d·8 + N·4) bytes / that bandwidth. pg_gpu: the compute layer's time per Lloyd "
+        "iteration (no database); PyTorch: `torch.cdist` + `argmin` + `index_add_` in float64 "
+        "from the same initial centroids (the first k rows), after a warm-up.", ""]
+    rows = []
+    for n, d, k in shapes:
+        ours = data.sec("kernel", "pg_gpu", n, d, k)
+        floor = (n * d * 8 + n * 4) / gbps if gbps else None
+        torch = data.get("kernel", "torch", n, d, k)
+        rows.append([fmt_n(n), d, k, cell(data.get("kernel", "pg_gpu", n, d, k)), fmt_time(floor),
+                     ratio(ours, floor), cell(torch), ratio(torch and torch["sec"], ours),
+                     cell(data.get("seed", "pg_gpu", n, d, k))])
+    out.append(table(["N", "d", "k", "pg_gpu / iteration", "HBM floor", "pg_gpu / floor",
+                      "PyTorch / iteration", "PyTorch / pg_gpu", "k-means++ seeding"], rows))
+    return "\n".join(out)
+
+
+def cpu_section(data, meta):
+    shapes = data.shapes("cpu", "pg_gpu")
+    if not shapes:
+        return "Not measured."
+    cores = int(meta.get("cores", "1"))
+    many = "sklearn_%dt" % cores
+    rows = []
+    for n, d, k in shapes:
+        ours = data.sec("cpu", "pg_gpu", n, d, k)
+        one, all_ = data.get("cpu", "sklearn_1t", n, d, k), data.get("cpu", many, n, d, k)
+        row = [fmt_n(n), d, k, cell(data.get("cpu", "pg_gpu", n, d, k)), cell(one),
+               ratio(one and one["sec"], ours)]
+        if cores > 1:
+            row += [cell(all_), ratio(all_ and all_["sec"], ours)]
+        rows.append(row + [cell(data.get("cpu_seed", "pg_gpu", n, d, k))])
+    head = ["N", "d", "k", "pg_gpu CPU, 1 thread", "scikit-learn, 1 thread", "sklearn / pg_gpu"]
+    if cores > 1:
+        head += ["scikit-learn, %d threads" % cores, "sklearn / pg_gpu"]
+    return ("Per Lloyd iteration, the compute layer's CPU backend (single-threaded: it runs inside "
+            "one PostgreSQL backend) beside scikit-learn's `KMeans(algorithm='lloyd', n_init=1, "
+            "init=<the first k rows>, tol=0)` on the same data, timed by the difference of two "
+            "`max_iter` values (the fastest of 3 fits each), with one thread and with all %d cores.\n\n" % cores
+            + table(head + ["pg_gpu k-means++"], rows))
+
+
+def made_cell(row):
+    if row and row["sec"] is not None:
+        return ("made in " if row["method"] == "create" else "reused, checked in ") + fmt_time(row["sec"])
+    return cell(row)
+
+
+def iterations(row):
+    """the iterations a k-means row's note reports, or None"""
+    its = [p.split()[-1] for p in (row["note"] if row else "").split("; ") if p.startswith("iterations")]
+    return int(its[0]) if its else None
+
+
+EXPORT = ["export_load", "export_fit", "export_save", "export_copy_in"]
+
+
+def export_total(data, n, d, k):
+    parts = [data.sec("e2e", "export_copy_out", n, d)] + [data.sec("e2e", m, n, d, k) for m in EXPORT]
+    return sum(parts) if None not in parts else None
+
+
+def e2e_section(data, meta):
+    tables = sorted({(n, d) for n, d, k in data.shapes("e2e")} - {(n, 0) for n, d, k in data.shapes("e2e")})
+    if not tables:
+        return "Not measured."
+    made = {(r["n"], r["d"]): r for r in data.rows if r["section"] == "table"}
+    out = ["Tables of N rows (`id bigint` primary key, `x1..x8 float8`), made by COPY from the "
+           "generator; pg_gpu.device = %s, pg_gpu.max_memory = 0. Statements: median of 3 after a "
+           "warm-up unless the cell says otherwise; the plain-SQL Lloyd step and the export route "
+           "run once (they take seconds to minutes)." % meta.get("device"), "",
+           "**Floors**: reading (`SELECT count(*), avg(x1), ..., avg(x8) FROM t`, with the server's "
+           "max_parallel_workers_per_gather = %s and with 0) and returning N rows "
+           "(`SELECT count(*) FROM generate_series(1, N)`):" % meta.get("max_parallel_workers_per_gather"), ""]
+    out.append(table(["N", "table", "read", "read, no parallel workers", "N rows returned"], [
+        [fmt_n(n), made_cell(made.get((n, d))), cell(data.get("e2e", "scan_avg", n, d)),
+         cell(data.get("e2e", "scan_avg_serial", n, d)), cell(data.get("e2e", "generate_series", n))]
+        for n, d in tables]))
+    rows, stages, export = [], [], []
+    for n, d in tables:
+        read = data.sec("e2e", "scan_avg", n, d)
+        series = data.sec("e2e", "generate_series", n)
+        for k in sorted({k for m, dd, k in data.shapes("e2e") if m == n and k}):
+            fit = data.get("e2e", "gpu_kmeans_fit", n, d, k)
+            km = data.get("e2e", "gpu_kmeans", n, d, k)
+            total = export_total(data, n, d, k)
+            step = data.get("e2e", "sql_lloyd_step", n, d, k)
+            iterate = data.sec("stage", "gpu_kmeans_fit:iterate", n, d, k)
+            per_iter = iterate / iterations(fit) if iterate and iterations(fit) else None
+            rows.append([fmt_n(n), k, cell(fit), ratio(fit and fit["sec"], read), cell(km),
+                         ratio(km and km["sec"], read + series if read and series else None),
+                         fmt_time(per_iter), cell(step), ratio(step and step["sec"], per_iter),
+                         fmt_time(total) if total else cell(data.get("e2e", "export_fit", n, d, k)),
+                         ratio(total, km and km["sec"])])
+            for f in ("gpu_kmeans_fit", "gpu_kmeans"):
+                r = data.get("e2e", f, n, d, k)
+                stages.append([f, fmt_n(n), k] + [
+                    cell(data.get("stage", "%s:%s" % (f, s), n, d, k) or data.get("stage", f, n, d, k))
+                    for s in ("read", "transfer", "seed", "iterate")] +
+                    [iterations(r) or "—", cell(data.get("stage", f + ":return", n, d, k)
+                                                or data.get("stage", f, n, d, k)), cell(r)])
+            export.append([fmt_n(n), k, cell(data.get("e2e", "export_copy_out", n, d))]
+                          + [cell(data.get("e2e", m, n, d, k)) for m in EXPORT]
+                          + [fmt_time(total) if total else "—"])
+    out += ["", "**k-means**: `SELECT * FROM gpu_kmeans_fit('t', k)`, `SELECT count(*) FROM "
+            "gpu_kmeans('t', k)` (defaults: k-means++, max_iter 300, tol 1e-4), beside one Lloyd "
+            "step in plain SQL (nearest of the first k rows by `CROSS JOIN LATERAL (... ORDER BY "
+            "distance LIMIT 1)`, then `GROUP BY` with `avg`), set against one iteration of "
+            "`gpu_kmeans_fit` (its iterate stage ÷ its iterations), and the export route (below):", ""]
+    out.append(table(["N", "k", "gpu_kmeans_fit", "÷ read", "gpu_kmeans", "÷ (read + N rows)",
+                      "one of its iterations", "one Lloyd step in SQL", "÷ one of ours",
+                      "export route", "export ÷ gpu_kmeans"], rows))
+    out += ["", "**Stages** of our calls (the DEBUG1 message `pg_gpu: ... stages (ms)`; read "
+            "includes transfer, the wait for host-to-device copies):", ""]
+    out.append(table(["call", "N", "k", "read", "transfer", "seed", "iterate", "iterations",
+                      "return rows", "whole call"], stages))
+    out += ["", "**Export route**, each stage timed: COPY (binary) out through libpq into a file; "
+            "numpy loads it; scikit-learn `KMeans(k, init='k-means++', n_init=1, "
+            "algorithm='lloyd')` on all %s cores; the labels written as a COPY file and "
+            "COPY'd into a new table:" % meta.get("cores"), ""]
+    out.append(table(["N", "k", "COPY out", "numpy load", "scikit-learn fit", "write labels",
+                      "COPY in", "total"], export))
+    return "\n".join(out)
+
+
+def matmul_section(data, meta):
+    out = []
+    sizes = [n for n, d, k in data.shapes("matmul", "pg_gpu")]
+    if sizes:
+        rows = []
+        for n in sizes:
+            ours = data.sec("matmul", "pg_gpu", n)
+            cells = [fmt_n(n)]
+            for m in ("pg_gpu", "cublas", "cublas+copy"):
+                s = data.sec("matmul", m, n)
+                cells.append("%s, %.3g TFLOP/s" % (fmt_time(s), 2.0 * n ** 3 / s / 1e12) if s else
+                             "n/a (no GPU)" if meta.get("gpu") == "none" else "—")
+            rows.append(cells + [ratio(ours, data.sec("matmul", "cublas", n))])
+        out += ["N x N float64 products through the compute layer (`tests/bench_matmul %s`): pg_gpu "
+                "host to host (operands in host memory, result back) beside cuBLAS DGEMM on operands "
+                "already on the GPU and cuBLAS with the copies in turn (on the CPU: OpenBLAS only):"
+                % meta.get("device"), "",
+                table(["N", "pg_gpu", "cuBLAS DGEMM", "cuBLAS + copies", "pg_gpu ÷ cuBLAS"], rows), ""]
+    sql = [n for n, d, k in data.shapes("matmul_sql")]
+    for n in sql:
+        dense = data.get("matmul_sql", "gpu_matmul_dense", n)
+        entries = data.get("matmul_sql", "gpu_matmul_entries", n)
+        join = data.get("matmul_sql", "sql_join_sum", n)
+        agree = data.get("check", "matmul_agree", n)
+        out += ["In SQL, %d x %d: `gpu_matmul` on dense-row tables `(row_id, row_vec)` and on entry "
+                "tables `(row_id, col_id, value)`, beside `SELECT a.row_id, b.col_id, "
+                "sum(a.value * b.value) FROM a JOIN b ON a.col_id = b.row_id GROUP BY 1, 2` on "
+                "the same entry tables (`count(*)` of each; pg_gpu.device = %s). %s" % (
+                    n, n, meta.get("device"), agree["note"] if agree else ""), "",
+                table(["N", "gpu_matmul, dense rows", "gpu_matmul, entries", "SQL join-and-sum",
+                       "SQL ÷ gpu_matmul (entries)"],
+                      [[n, cell(dense), cell(entries), cell(join),
+                        ratio(join and join["sec"], entries and entries["sec"])]])]
+    return "\n".join(out) if out else "Not measured."
+
+
+def plot(data, path):
+    """time against N, log-log: end to end (k = 8) and one iteration"""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "n/a (no matplotlib)"
+    e2e = {"gpu_kmeans_fit": "gpu_kmeans_fit", "gpu_kmeans": "gpu_kmeans",
+           "scan_avg": "read floor (SELECT avg)", "scan_avg_serial": "read floor, no workers",
+           "generate_series": "return floor (generate_series)", "sql_lloyd_step": "one Lloyd step in SQL"}
+    iteration = [("kernel", "pg_gpu", "pg_gpu, GPU"), ("kernel", "torch", "PyTorch, GPU"),
+                 ("cpu", "pg_gpu", "pg_gpu, CPU 1 thread"), ("cpu", "sklearn_1t", "scikit-learn, 1 thread")]
+    cores = max([int(m[len("sklearn_"):-1]) for (s, m, n, d, k) in data.index
+                 if s == "cpu" and m.startswith("sklearn_")] or [1])
+    if cores > 1:
+        iteration.append(("cpu", "sklearn_%dt" % cores, "scikit-learn, %d threads" % cores))
+    bw = data.get("bandwidth", "cudaMemcpy_d2d", 1 << 30)
+    ks = sorted({k for s, m, n, d, k in data.index if s in ("kernel", "cpu") and d == 8})
+    panels = [("k-means end to end (d = 8, k = 8)", "e2e")] + \
+        [("one Lloyd iteration (d = 8, k = %d)" % k, k) for k in (ks[:1] + ks[-1:] if len(ks) > 1 else ks)]
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.8))
+    for ax, (title, what) in zip(axes if len(panels) > 1 else [axes], panels):
+        lines = []
+        if what == "e2e":
+            for m, label in e2e.items():
+                k = 8 if m.startswith("gpu_kmeans") or m == "sql_lloyd_step" else 0
+                d = 0 if m == "generate_series" else 8
+                lines.append((label, [(n, data.sec("e2e", m, n, d, k)) for n in
+                                      sorted({n for n, dd, kk in data.shapes("e2e")})]))
+            ns = sorted({n for n, dd, kk in data.shapes("e2e")})
+            lines.append(("export route", [(n, export_total(data, n, 8, 8)) for n in ns]))
+        else:
+            for s, m, label in iteration:
+                lines.append((label, [(n, data.sec(s, m, n, 8, what)) for n, d, k in data.shapes(s, m)
+                                      if d == 8 and k == what]))
+            if bw and bw["sec"]:
+                gbps = 2 * bw["n"] / bw["sec"]
+                ns = [n for n, d, k in data.shapes("kernel", "pg_gpu") if d == 8 and k == what]
+                lines.append(("HBM floor", [(n, (n * 8 * 8 + n * 4) / gbps) for n in ns]))
+        for label, pts in lines:
+            pts = [(n, s) for n, s in pts if s]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                        linestyle="--" if "floor" in label else "-", label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("N (rows)")
+        ax.set_ylabel("seconds")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return None
+
+
+def notes_section(data):
+    rows = [r for r in data.rows if r["sec"] is None and r["section"] != "check"]
+    if not rows:
+        return "Nothing was skipped or failed."
+    return table(["section", "method", "N", "d", "k", "why"],
+                 [[r["section"], r["method"], fmt_n(r["n"]), r["d"] or "", r["k"] or "", r["note"]]
+                  for r in rows])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tsv", required=True)
+    p.add_argument("--meta", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--results", required=True)
+    args = p.parse_args()
+    data = Data(load(args.tsv))
+    meta = dict(line.rstrip("\n").split("\t", 1) for line in open(args.meta) if "\t" in line)
+    png = os.path.join(args.results, "bench.png")
+    plot_error = plot(data, png)
+    checks = [r for r in data.rows if r["section"] == "check"]
+    failed = [r for r in checks if "FAILED" in r["note"]]
+    md = ["# pg_gpu benchmarks", "",
+          "Generated by `%s` on %s (%s mode). Every figure below was measured in that one run, side "
+          "by side on the same data; each ratio divides two cells of the same row. The raw "
+          "measurements are in [`%s`](%s); how they are made is in `tests/bench/` and the README's "
+          "[Benchmarks](README.md#benchmarks) section." % (
+              meta.get("command"), meta.get("date"), meta.get("mode"),
+              os.path.relpath(args.tsv, args.out), os.path.relpath(args.tsv, args.out)), "",
+          "## Machine", "", machine_section(meta), "",
+          "## Data", "",
+          "Seeded Gaussian blobs: 16 clusters on a grid, 3 standard deviations apart "
+          "(`tests/bench/blobs.h`); a row's values are a function of (seed, row, column), made "
+          "by the same formula in C (tables, compute-layer runs) and numpy/torch (scikit-learn, "
+          "PyTorch). Checks in this run: %s." % "; ".join(
+              "%s over %d rows x %d columns: %s" % (r["method"], r["n"], r["d"], r["note"])
+              for r in checks if r["method"].startswith("blobs")), "",
+          "## 1. One Lloyd iteration on the GPU", "", kernel_section(data, meta), "",
+          "## 2. The CPU backend beside scikit-learn", "", cpu_section(data, meta), "",
+          "## 3. k-means in SQL, end to end", "", e2e_section(data, meta), "",
+          "## 4. Matrix products", "", matmul_section(data, meta), "",
+          "## Plot", "",
+          plot_error or "![time against N](%s)" % os.path.relpath(png, args.out), "",
+          "## Skipped, failed, not available", "", notes_section(data), "",
+          "## Commands", "",
+          "```sh", meta.get("command", ""), "```", "",
+          "On a GPU host without a package registry, from the bundle of `tests/bundle.sh`: "
+          "`/opt/pg_gpu-gpu-suite/bench --full --out DIR`.", ""]
+    text = "\n".join(md)
+    with open(os.path.join(args.out, "BENCHMARKS.md"), "w") as f:
+        f.write(text)
+    print(text)
+    if failed:
+        print("FAILED checks: %s" % "; ".join(r["note"] for r in failed), file=sys.stderr)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
