@@ -4,13 +4,17 @@
 # PostgreSQL server (binaries, share/, modules, pg_regress) with the shared
 # libraries they load beyond glibc and CUDA's own, pg_gpu built and installed
 # into it, the suite's programs (unit_compute, gpu_resources, gpu_hog) and
-# its scripts and SQL.  Run it on a Debian/Ubuntu build machine (as root it
-# installs what the build needs); the GPU host needs only the NVIDIA driver,
-# a CUDA toolkit of the same major version (cuBLAS; compute-sanitizer for
-# step 2) and tar/xz.  There:
+# its scripts and SQL, and the benchmark suite (tests/bench: its programs,
+# bench_matmul, its scripts and python).  Run it on a Debian/Ubuntu build
+# machine (as root it installs what the build needs); the GPU host needs
+# only the NVIDIA driver, a CUDA toolkit of the same major version (cuBLAS;
+# compute-sanitizer for step 2) and tar/xz (the benchmarks: python3 with
+# numpy, scikit-learn, matplotlib and torch).  There:
 #     tar -xJf pg_gpu-gpu-suite.tar.xz && pg_gpu-gpu-suite/gpu-check
 # runs tests/gpu-check.sh against a throwaway server started from the
-# bundle (as root it runs the server as user postgres, created if missing).
+# bundle (as root it runs the server as user postgres, created if missing);
+#     pg_gpu-gpu-suite/bench [--smoke|--small|--full] [--out DIR]
+# runs the benchmark suite (tests/bench/run.sh) against one the same way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -32,43 +36,65 @@ cp -a "$share/." "$top$share/"
 log "pg_gpu, installed into the bundle, and the suite's programs"
 make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG"
 make -s install DESTDIR="$top" PG_CONFIG="$PG_CONFIG" >/dev/null
-make -s tests/unit_compute tests/gpu_resources tests/gpu_hog PG_CONFIG="$PG_CONFIG"
-mkdir -p "$top/suite/tests"
+programs="tests/unit_compute tests/gpu_resources tests/gpu_hog tests/bench_matmul tests/bench/bench_kernel tests/bench/bench_sql"
+make -s $programs PG_CONFIG="$PG_CONFIG"
+mkdir -p "$top/suite/tests/bench"
 cp -a sql expected "$top/suite/"
 mkdir -p "$top/suite/tests/data" && cp -a tests/data/. "$top/suite/tests/data/"
 mkdir -p "$top/suite/tests/isolation" && cp -a tests/isolation/specs tests/isolation/expected "$top/suite/tests/isolation/"
-cp tests/*.sh tests/unit_compute tests/gpu_resources tests/gpu_hog "$top/suite/tests/"
+cp tests/*.sh tests/unit_compute tests/gpu_resources tests/gpu_hog tests/bench_matmul "$top/suite/tests/"
+cp tests/bench/run.sh tests/bench/*.py tests/bench/bench_kernel tests/bench/bench_sql "$top/suite/tests/bench/"
+git describe --always --dirty >"$top/suite/COMMIT" 2>/dev/null || echo unknown >"$top/suite/COMMIT"
 
 # the shared libraries all of it loads, but for glibc, libstdc++/libgcc and
 # the NVIDIA driver's and CUDA toolkit's own (the GPU host has those)
-for f in "$top$bindir"/* "$top$pkglib"/*.so "$top/suite/tests"/{unit_compute,gpu_resources,gpu_hog}; do
+for f in "$top$bindir"/* "$top$pkglib"/*.so $(for p in $programs; do echo "$top/suite/$p"; done); do
   ldd "$f" 2>/dev/null | awk '/=> \//{print $3}'
 done | sort -u |
   grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
   grep -Ev '/(libcuda|libcudart|libcublas|libnv)[^/]*$' |
   while read -r lib; do cp -L "$lib" "$top/deps/"; done
 
-cat >"$top/gpu-check" <<'SH'
-#!/usr/bin/env bash
-# Runs pg_gpu's GPU suite from this bundle: a throwaway PostgreSQL server
-# from the bundle's binaries on a private socket, then tests/gpu-check.sh.
-set -uo pipefail
-top=$(cd "$(dirname "$0")" && pwd)
+# the wrappers: each starts a throwaway server from the bundle, then its suite
+cat >"$top/start-server.sh" <<'SH'
+# Sourced by the bundle's gpu-check and bench: a throwaway PostgreSQL server
+# from the bundle's binaries on a private socket (as root, run as user
+# postgres); exports PGHOST/PGPORT/PGUSER, PATH, LD_LIBRARY_PATH and
+# PG_CONFIG, and PYTHON_LD_LIBRARY_PATH: the caller's own, for python.
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+suite=$top/suite
 bindir=$(ls -d "$top"/usr/lib/postgresql/*/bin | sort -V | tail -1)
+export PYTHON_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 export PATH="$bindir:${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
 export LD_LIBRARY_PATH="$top/deps:${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PG_CONFIG="$bindir/pg_config"
-cd "$top/suite"
-. tests/lib.sh
+. "$suite/tests/lib.sh"
 if [ "$(id -u)" -eq 0 ] && id postgres >/dev/null 2>&1 &&
    ! runuser -u postgres -- test -x "$bindir/postgres"; then
   echo "user postgres cannot run $bindir/postgres: unpack the bundle in a directory every user can read (/opt, /tmp)" >&2
   exit 1
 fi
 cluster_start || exit 1
+SH
+cat >"$top/gpu-check" <<'SH'
+#!/usr/bin/env bash
+# Runs pg_gpu's GPU suite from this bundle (tests/gpu-check.sh) against a
+# throwaway server from the bundle.
+set -uo pipefail
+. "$(dirname "$0")/start-server.sh"
+cd "$suite" || exit 1
 UNIT=${UNIT:-tests/unit_compute} RESOURCES=${RESOURCES:-tests/gpu_resources} bash tests/gpu-check.sh
 SH
-chmod +x "$top/gpu-check"
+cat >"$top/bench" <<'SH'
+#!/usr/bin/env bash
+# Runs the benchmark suite from this bundle (tests/bench/run.sh, with the
+# arguments given: [--smoke|--small|--full] [--out DIR] [--e2e-max N])
+# against a throwaway server from the bundle.
+set -uo pipefail
+. "$(dirname "$0")/start-server.sh"
+BENCH_PREBUILT=1 BENCH_COMMAND="$0" bash "$suite/tests/bench/run.sh" "$@"
+SH
+chmod +x "$top/gpu-check" "$top/bench"
 tar -C "$root" -cJf "$out" pg_gpu-gpu-suite
 rm -rf "$root"
 ls -la "$out"
