@@ -9,7 +9,8 @@
 #      the pg_regress suite with pg_gpu.device=cpu (and =gpu where a GPU exists),
 #      then 16 concurrent backends against one backend's answers (CPU path),
 #      the isolation tests (sessions changing a table while others cluster it),
-#      and pg_dump/restore of a database that uses the extension.
+#      pg_dump/restore of a database that uses the extension, and a smoke run
+#      of the benchmark suite (tests/bench/run.sh --smoke).
 # Ends with one line "N passed, M failed" (suites) and exits non-zero on failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -56,6 +57,7 @@ step "pg_regress, pg_gpu.device=cpu" tests/regress.sh --device cpu
 step "isolation tests, pg_gpu.device=cpu" tests/regress.sh --device cpu --isolation
 step "16 backends at once, CPU path (tests/gpu_resources --cpu)" tests/gpu_resources --cpu
 step "pg_dump and restore of a database using pg_gpu" tests/dump_restore.sh
+step "benchmark suite, smoke run (tests/bench/run.sh --smoke)" bash tests/bench/run.sh --smoke
 gpus=$(psql -X -At -d postgres -c "CREATE EXTENSION IF NOT EXISTS pg_gpu; SELECT count(*) FROM gpu_info()" 2>/dev/null | tail -1)
 if [ "${gpus:-0}" -gt 0 ]; then
   step "pg_regress, pg_gpu.device=gpu" tests/regress.sh --device gpu
