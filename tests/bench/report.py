@@ -78,9 +78,8 @@ def ratio(a, b):
 
 
 def fmt_n(n):
-    if n >= 1000 and str(n).rstrip("0") in ("1", "2", "5"):
-        return "10^%d" % (len(str(n)) - 1) if str(n)[0] == "1" else "%de%d" % (int(str(n)[0]), len(str(n)) - 1)
-    return "{:,}".format(n)
+    """10^k for powers of ten from 1000 on, else the number"""
+    return "10^%d" % (len(str(n)) - 1) if n >= 1000 and str(n).rstrip("0") == "1" else str(n)
 
 
 def table(head, rows):
