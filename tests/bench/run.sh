@@ -12,9 +12,9 @@
 # H100 host with 16 cores): N up to 1e8; --small (the default elsewhere; a
 # few minutes on 2 cores): N up to 1e6; --smoke: N = 1e4, every code path,
 # for CI.  --e2e-max N: the largest table end to end (--full: 1e7).
-# Writes DIR/BENCHMARKS.md and DIR/results/ (bench.tsv, machine.tsv,
-# bench.png); DIR defaults to the repository (BENCHMARKS.md at its root,
-# results in tests/bench/results), for --smoke to a new temporary directory.
+# Writes DIR/BENCHMARKS.md and DIR/tests/bench/results/ (bench.tsv,
+# machine.tsv, bench.png), the repository's layout: DIR defaults to the
+# repository, for --smoke to a temporary directory (removed after).
 # Uses the server in PGHOST when set; otherwise installs what it needs,
 # builds and starts a throwaway cluster (tests/lib.sh).  BENCH_PREBUILT=1:
 # the programs are there already (the GPU bundle's `bench`).  PYTHON=path
@@ -55,7 +55,7 @@ case $mode in
     cpu_n="1e5 1e6" cpu_d="2 8 32" cpu_k="8 64"
     e2e_n="1e6 1e7 1e8" e2e_k="8,256" lloyd_max=1e6 e2e_max=${e2e_max:-1e7}
     matmul_n="4096 8192" matmul_sql_n=256 iters=10 reps=3 cap=60
-    budget_kernel=140 budget_torch=60 budget_cpu=45 budget_e2e=180 budget_matmul=40 ;;
+    budget_kernel=130 budget_torch=55 budget_cpu=45 budget_e2e=170 budget_matmul=35 ;;
 esac
 if [ -n "$e2e_max" ]; then
   e2e_n=$(for n in $e2e_n; do awk -v n="$n" -v m="$e2e_max" 'BEGIN { if (n + 0 <= m + 0) print n }'; done | xargs)
@@ -75,8 +75,8 @@ if [ -z "$out" ] && [ "$mode" = smoke ]; then
   out=$(mktemp -d /tmp/pg_gpu_bench_smoke.XXXXXX) smoke_tmp=$out
 fi
 out=${out:-.}
-results=$out/results
-[ "$out" = . ] && results=tests/bench/results
+# DIR/BENCHMARKS.md and DIR/tests/bench/results: the repository's layout
+results=$out/tests/bench/results
 mkdir -p "$results"
 tsv=$results/bench.tsv meta=$results/machine.tsv
 printf 'section\tmethod\tn\td\tk\tseconds\tnote\n' >"$tsv"
