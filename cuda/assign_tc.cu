@@ -1,0 +1,1521 @@
+/*
+ * assign_tc.cu - nearest-centroid assignment on tensor cores, exact
+ * (interface and contract: assign_tc.cuh).
+ *
+ * Approximate, then verify, in four kernels on one stream:
+ *
+ *  1. tc_prep_mean, tc_prep_tiles (O(k d)): the shift s = mean of the
+ *     centroids; each centroid shifted in float64 and rounded to float32
+ *     (c~), split into tf32 big + small parts and laid out as mma B fragments,
+ *     8 centroids ("n-tile") per block, with ||c~||^2 as accumulator start.
+ *
+ *  2. tc_kernel<.., CAND = false> (one pass over the rows): a warp owns 16 MT
+ *     rows, shifts and rounds them the same way (x~, scaled by -2: exact),
+ *     holds them as mma A fragments in registers and walks all centroids in
+ *     shared memory with mma.m16n8k8.tf32.  3xTF32: the K dimension carries
+ *     [xb xs xb] against [cb cb cs], 3d terms padded to a multiple of 8.  The
+ *     accumulator starts at ||c~||^2, so it ends as approximately
+ *     a = ||c~||^2 - 2 x~.c~ = ||x~ - c~||^2 - ||x~||^2.  Epilogue in
+ *     registers, per row and pair of centroids a lane holds (columns 2t,
+ *     2t+1 of an n-tile): the smaller of the two, its n-tile within a group
+ *     of 16 in the 4 low mantissa bits (<= 16 ulp, in the bound), into the
+ *     row's best and second-best packed values; groups merge into (best,
+ *     pair, second); the 4 lanes of a quad merge by shuffles.  The second
+ *     best is over the other pairs, so 2 logic ops and 1 float add a value.
+ *     A row is certain when second - best > e2 (tc_coef: a rigorous bound on
+ *     the approximation's error for every centroid).  Then every centroid
+ *     outside the best pair is strictly farther in float64 than the pair's
+ *     nearer one: the two are measured with the reference formula and the
+ *     nearer (lower index on ties) is the label, its distance dist2.  Other rows
+ *     get a sentinel label (INT32_MIN + old label) and go to a list with a
+ *     threshold T = best + e2 (NaN where the data is out of the float32
+ *     comfort zone: range, underflow, NaN).
+ *
+ *  3. tc_kernel<.., CAND = true> (listed rows only): the same tensor-core
+ *     scan again; every centroid whose approximation is <= T is a candidate
+ *     (the set contains every centroid at least as near as the approximate
+ *     best, so the exact nearest with all its ties); a lane keeps its own in
+ *     shared memory (no atomics in the scan), then measures them exactly in
+ *     float64: the least distance, lowest index wins.  A lane with more than
+ *     CSLOTS leaves its rows to step 4.
+ *
+ *  f16: d >= 3 uses mma.m16n8k16 with f16 halves of the scaled data (the
+ *     same 22-bit split, half the k-steps); d <= 2, tf32 (see tc_coef).
+ *
+ *  4. tc_exact_kernel: what is still a sentinel (T = NaN, or too many
+ *     candidates) gets the full float64 scan, a thread per row, centroids
+ *     through shared memory.  When the list was full, it finds the sentinels
+ *     by scanning the labels, so the workspace stays small.
+ *
+ * d > TC_MAX_D: tc_exact_kernel does every row (correct, not fast).
+ */
+#include "assign_tc.cuh"
+
+#include <cuda_fp16.h>
+
+#include <climits>
+#include <cmath>
+
+#define TC_MAX_D 32				/* rows kept as A fragments in registers */
+#define GROUP_NT 16				/* n-tiles per packing group: index in 4 bits */
+#define FULL 0xffffffffu
+#define PAD_NORM 0x1p100f		/* ||c~||^2 of padding centroids: never best */
+#define RANGE 0x1p40			/* |x - s| beyond this: exact path */
+#define TINY 0x1p-60f			/* tf32: ||x~||^2 + max ||c~||^2 under this: exact path */
+#define TINY_F16 64.0f			/* f16: the same, in scaled units (subnormal halves) */
+#define CSLOTS 16				/* candidate slots of a lane (its 2 MT row halves) */
+#define EXACT_BLOCK 256
+#define EXACT_TK 4
+
+struct tc_header
+{
+	unsigned long long fallbacks;	/* rows sent to the list */
+	unsigned int flag;			/* 1: centroids out of range, every row exact */
+	unsigned int maxcn;			/* bits of max ||c~||^2 (a float >= 0, scaled) */
+	float		sigma;			/* f16: data scale 2^e, max |c~| sigma in [2^10, 2^11) */
+};
+
+struct tc_args
+{
+	const double *X;
+	int64_t		n;
+	int			d;
+	int			log_b;
+	const double *C;
+	int			k;
+	const double *shift;
+	const float *tiles;
+	int			ntiles;
+	int			chunk_nt;
+	tc_header  *hdr;
+	long long  *list;			/* uncertain rows */
+	float	   *list_t;			/* their thresholds, NaN: exact scan */
+	long long	cap;
+	float		coef;			/* e2 = coef * S + ... (tc_coef) */
+	float		tiny;			/* S under this: exact path */
+	int			prefetch;		/* main pass: stages of rows in flight by cp.async (0, 2..4) */
+	int32_t    *labels;
+	double	   *dist2;
+	unsigned long long *changed;
+};
+
+/* ---- shared helpers --------------------------------------------------------- */
+
+/* row i of the tiled layout: column j at [j << log_b] */
+static __device__ __forceinline__ const double *
+tc_row(const double *X, int64_t i, int d, int log_b)
+{
+	int64_t		b = (int64_t) 1 << log_b;
+
+	return X + (i >> log_b) * b * d + (i & (b - 1));
+}
+
+static __device__ __forceinline__ double
+sq_term(double acc, double x, double c)
+{
+	double		diff = __dsub_rn(x, c);
+
+	return __dadd_rn(acc, __dmul_rn(diff, diff));
+}
+
+static __device__ __forceinline__ uint32_t
+to_tf32(float v)
+{
+	uint32_t	r;
+
+	asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+	return r;
+}
+
+static __device__ __forceinline__ uint32_t
+tf32_small(float v)
+{
+	return to_tf32(v - __uint_as_float(to_tf32(v)));	/* v - big(v) is exact */
+}
+
+/* cvt.rna.tf32 for finite v (2 integer ops; cvt is emulated with 3 and a branch) */
+static __device__ __forceinline__ uint32_t
+tf32_rna(float v)
+{
+	return (__float_as_uint(v) + 0x1000u) & 0xffffe000u;
+}
+
+static __device__ __forceinline__ unsigned short
+f16_rn(float v)
+{
+	return __half_as_ushort(__float2half_rn(v));
+}
+
+static __device__ __forceinline__ float
+f16_val(unsigned short h)
+{
+	return __half2float(__ushort_as_half(h));
+}
+
+/* c = a b + c, m16n8k8, tf32 inputs, float32 accumulators */
+static __device__ __forceinline__ void
+mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+	asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+		"{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+		: "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* the same, m16n8k16 with f16 inputs */
+static __device__ __forceinline__ void
+mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+		"{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+		: "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+static __device__ __forceinline__ void
+mma_f16_init(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float4 c0)
+{
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+		"{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+		: "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1),
+		  "f"(c0.x), "f"(c0.y), "f"(c0.z), "f"(c0.w));
+}
+
+/* c = a b + c0: the first k-step reads the ||c~||^2 quad in place (no copies) */
+static __device__ __forceinline__ void
+mma_tf32_init(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float4 c0)
+{
+	asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+		"{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};"
+		: "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1),
+		  "f"(c0.x), "f"(c0.y), "f"(c0.z), "f"(c0.w));
+}
+
+/* the 4 low mantissa bits carry the value's n-tile within its group */
+static __device__ __forceinline__ float
+pack(float v, uint32_t j)
+{
+	return __uint_as_float((__float_as_uint(v) & ~15u) | j);
+}
+
+/*
+ * Best (exact) and second best of a stream.  max(b, p) = b + p - min(b, p)
+ * moves one of the min/max off the integer/logic pipe (the bottleneck) to
+ * the float pipe, at the cost of 2 roundings: the second best is within
+ * 12 eps S of the exact one (in the bound).  Infinity (start) stays infinity.
+ */
+static __device__ __forceinline__ void
+top2(float &b, float &s, float p)
+{
+	float		nb = fminf(b, p);
+
+	s = fminf(s, __fsub_rn(__fadd_rn(b, p), nb));
+	b = nb;
+}
+
+/* ---- preparation: shift and centroid tiles ---------------------------------- */
+
+__global__ void
+tc_prep_mean(const double *__restrict__ C, int k, int d, double *shift, tc_header *hdr, int f16)
+{
+	__shared__ double part[256];
+	__shared__ double sh[TC_MAX_D];
+
+	if (threadIdx.x == 0)
+	{
+		hdr->fallbacks = 0;
+		hdr->flag = 0;
+		hdr->maxcn = 0;
+		hdr->sigma = 1.0f;
+	}
+	for (int j = 0; j < d; j++)
+	{
+		double		s = 0;
+
+		for (int c = threadIdx.x; c < k; c += blockDim.x)
+			s += C[(int64_t) c * d + j];
+		part[threadIdx.x] = s;
+		__syncthreads();
+		for (int h = blockDim.x / 2; h > 0; h >>= 1)
+		{
+			if ((int) threadIdx.x < h)
+				part[threadIdx.x] += part[threadIdx.x + h];
+			__syncthreads();
+		}
+		if (threadIdx.x == 0)
+		{
+			shift[j] = part[0] / k;
+			if (j < TC_MAX_D)
+				sh[j] = part[0] / k;
+		}
+		__syncthreads();
+	}
+	if (!f16 || d > TC_MAX_D)
+		return;
+
+	/* f16: the scale 2^e that puts max |c - s| in [2^10, 2^11) */
+	double		m = 0;
+
+	for (int64_t e = threadIdx.x; e < (int64_t) k * d; e += blockDim.x)
+		m = fmax(m, fabs((double) (float) (C[e] - sh[e % d])));
+	part[threadIdx.x] = m;
+	__syncthreads();
+	for (int h = blockDim.x / 2; h > 0; h >>= 1)
+	{
+		if ((int) threadIdx.x < h)
+			part[threadIdx.x] = fmax(part[threadIdx.x], part[threadIdx.x + h]);
+		__syncthreads();
+	}
+	if (threadIdx.x == 0 && part[0] > 0 && part[0] < INFINITY)
+		hdr->sigma = ldexpf(1.0f, max(-100, min(100, 10 - ilogb(part[0]))));
+}
+
+/*
+ * One thread per (n-tile, lane).  Block of n-tile nt: KS x 32 lanes x 2 floats
+ * (B fragment of k-step ks: b0 = B[ks*8 + t][g], b1 = B[ks*8 + t + 4][g], g =
+ * lane/4 the centroid, t = lane%4), then for t = 0..3 the accumulator start
+ * {n[2t], n[2t+1], n[2t], n[2t+1]}, n = ||c~||^2 of the 8 centroids.  B rows
+ * q: [0, d) big(c~), [d, 2d) big(c~), [2d, 3d) small(c~), then zeros.
+ */
+__global__ void
+tc_prep_tiles(const double *__restrict__ C, int k, int d, int ks_n, int ntiles,
+			  const double *__restrict__ shift, float *tiles, tc_header *hdr, int f16)
+{
+	const float sig = hdr->sigma;
+	int64_t		id = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+	int			nt = (int) (id >> 5);
+	int			lane = (int) (id & 31);
+	int			g = lane >> 2;
+	int			t = lane & 3;
+	int			c = nt * 8 + g;
+	int			ntf = ks_n * 64 + 16;
+	float	   *blk = tiles + (int64_t) nt * ntf;
+
+	if (nt >= ntiles)
+		return;
+	for (int ks = 0; ks < ks_n; ks++)
+	{
+		uint32_t	b[2];
+
+		for (int h = 0; h < 2; h++)
+		{
+			b[h] = 0;
+			/* tf32: b0 = B[8ks + t], b1 = B[8ks + t + 4]; f16: b0 = B[16ks + 2t, +1],
+			 * b1 = B[16ks + 2t + 8, +9] (lower k in the low half) */
+			for (int e = 0; e < (f16 ? 2 : 1); e++)
+			{
+				int			q = f16 ? ks * 16 + 2 * t + e + 8 * h : ks * 8 + t + 4 * h;
+				int			j = q < d ? q : q < 2 * d ? q - d : q - 2 * d;
+
+				if (c < k && q < 3 * d)
+				{
+					float		f = (float) (C[(int64_t) c * d + j] - shift[j]);
+
+					if (!f16)
+						b[h] = q < 2 * d ? to_tf32(f) : tf32_small(f);
+					else
+					{
+						unsigned short hi = f16_rn(f * sig);
+						unsigned short v = q < 2 * d ? hi : f16_rn(f * sig - f16_val(hi));
+
+						b[h] |= (uint32_t) v << (16 * e);
+					}
+				}
+			}
+		}
+		blk[ks * 64 + lane * 2] = __uint_as_float(b[0]);
+		blk[ks * 64 + lane * 2 + 1] = __uint_as_float(b[1]);
+	}
+	if (t == 0)
+	{
+		float		cn = PAD_NORM;
+
+		if (c < k)
+		{
+			double		s2 = 0;
+			bool		ok = true;
+
+			for (int j = 0; j < d; j++)
+			{
+				double		v = C[(int64_t) c * d + j] - shift[j];
+				double		f = (double) ((float) v * sig);
+
+				ok = ok && fabs(v) <= RANGE;	/* false for NaN */
+				s2 += f * f;
+			}
+			cn = (float) s2;
+			if (!ok)
+				atomicOr(&hdr->flag, 1u);
+			else
+				atomicMax(&hdr->maxcn, __float_as_uint(cn));
+		}
+		/* centroid 8 nt + g is column g: lane t' = g/2 holds it at g%2 and 2 + g%2 */
+		blk[ks_n * 64 + (g >> 1) * 4 + (g & 1)] = cn;
+		blk[ks_n * 64 + (g >> 1) * 4 + 2 + (g & 1)] = cn;
+	}
+}
+
+/* ---- the tensor-core passes ----------------------------------------------------- */
+
+/*
+ * A rows in shared memory, one row per lane of phase 1, words permuted within
+ * each k-step (w = 8 ks + r at 8 ks + 2 (r % 4) + r / 4) so that a lane of
+ * phase 2 reads its (t, t + 4) pair with one 8-byte load; the row stride is
+ * 8 (mod 16) words: conflict-free.  Elements q: [0, d) big, [d, 2d) small,
+ * [2d, 3d) big, then zeros (tf32: a word each; f16: a half each).
+ */
+static __host__ __device__ __forceinline__ int
+a_stride(int ks)
+{
+	return 8 * ks + (ks & 1 ? 0 : 8);
+}
+
+static __device__ __forceinline__ int
+a_pos(int w)
+{
+	return (w & ~7) + ((w & 3) << 1) + ((w >> 2) & 1);
+}
+
+template <bool F16>
+static __device__ __forceinline__ void
+a_put(uint32_t *arow, int q, uint32_t v)
+{
+	if (F16)
+		((unsigned short *) arow)[a_pos(q >> 1) * 2 + (q & 1)] = (unsigned short) v;
+	else
+		arow[a_pos(q)] = v;
+}
+
+static __device__ __forceinline__ void
+cp_async16(void *smem, const void *gmem)
+{
+	unsigned	s = (unsigned) __cvta_generic_to_shared(smem);
+
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem));
+}
+
+static __device__ __forceinline__ void
+cp_async4(void *smem, const void *gmem)
+{
+	unsigned	s = (unsigned) __cvta_generic_to_shared(smem);
+
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(gmem));
+}
+
+static __device__ __forceinline__ void
+cp_async8(void *smem, const void *gmem)
+{
+	unsigned	s = (unsigned) __cvta_generic_to_shared(smem);
+
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(s), "l"(gmem));
+}
+
+/* wait until at most n (0..3) of this thread's cp.async groups are pending */
+static __device__ __forceinline__ void
+cp_wait(int n)
+{
+	if (n <= 0)
+		asm volatile("cp.async.wait_group 0;");
+	else if (n == 1)
+		asm volatile("cp.async.wait_group 1;");
+	else if (n == 2)
+		asm volatile("cp.async.wait_group 2;");
+	else
+		asm volatile("cp.async.wait_group 3;");
+}
+
+static __device__ __forceinline__ void
+load_chunk(float *dst, const float *src, int floats)
+{
+	for (int e = threadIdx.x * 4; e < floats; e += blockDim.x * 4)
+		cp_async16(dst + e, src + e);
+	asm volatile("cp.async.commit_group;");
+}
+
+/* sentinel of an uncertain row: INT32_MIN + previous label (k when it was not in [0, k)) */
+static __device__ __forceinline__ bool
+is_sentinel(int32_t v, int k)
+{
+	return (int64_t) v - INT_MIN <= k;
+}
+
+/* per-warp shared memory, in 4-byte words (host and device agree) */
+static __host__ __device__ __forceinline__ int
+warp_words(int rows_w, int stride, bool cand)
+{
+	/* main: A rows, e2, best, second, index; cand: A rows, T, row min (u64),
+	 * row index, overflow flag, counter, candidates (index, row, distance) */
+	return cand ? rows_w * (stride + 7) + 32 + CSLOTS * 40 : rows_w * (stride + 4);
+}
+
+/*
+ * The rows of a warp's tile and their labels into staging buffer sb, each
+ * lane its own rows: per rr, d x 32 doubles ([j][lane]) then 32 labels.
+ */
+static __host__ __device__ __forceinline__ int
+stage_doubles(int d)
+{
+	return d * 32 + 16;
+}
+
+template <int MT>
+static __device__ __forceinline__ void
+prefetch_rows(double *sb, const double *X, const int32_t *labels, int64_t row0, int64_t n,
+			  int d, int log_b)
+{
+	int			lane = threadIdx.x & 31;
+
+#pragma unroll
+	for (int rr = 0; rr < MT / 2; rr++)
+	{
+		int64_t		r = row0 + rr * 32 + lane;
+		double	   *b = sb + rr * stage_doubles(d);
+
+		if (r < n)
+		{
+			const double *xp = tc_row(X, r, d, log_b);
+
+			for (int j = 0; j < d; j++)
+				cp_async8(b + j * 32 + lane, xp + ((int64_t) j << log_b));
+			cp_async4((int32_t *) (b + d * 32) + lane, labels + r);
+		}
+	}
+	asm volatile("cp.async.commit_group;");
+}
+
+/*
+ * KS k-steps (d <= 8 KS / 3), MT m-tiles of 16 rows per warp, NW warps.
+ * Shared memory: centroid chunk buffer(s) of chunk_nt n-tiles (one buffer when
+ * all centroids fit: loaded once per CTA), the shift, then per warp its rows,
+ * then (main pass with p.prefetch = nb) per warp nb staging buffers of float64
+ * rows and labels: the next nb - 1 tiles' rows are in flight while this one
+ * is computed (nb >= 3 keeps enough bytes in flight to approach the HBM rate).
+ */
+template <int KS, int MT, int NW, bool CAND, bool F16>
+__global__ void __launch_bounds__(NW * 32, 1)
+tc_kernel(const tc_args p)
+{
+	constexpr int ROWS_W = 16 * MT;
+	constexpr int RT = ROWS_W * NW;
+	constexpr int NTF = KS * 64 + 16;
+	constexpr int QMAX = (F16 ? 16 : 8) * KS;	/* K of the mma, elements */
+	constexpr int DMAX = QMAX / 3;
+	extern __shared__ __align__(16) float smem[];
+	const int	lane = threadIdx.x & 31;
+	const int	warp = threadIdx.x >> 5;
+	const int	g = lane >> 2;
+	const int	t = lane & 3;
+	const int	d = p.d;
+	const int	log_b = p.log_b;
+	const int	ntiles = p.ntiles;
+	const int	chunk_nt = p.chunk_nt;
+	const int	nch = (ntiles + chunk_nt - 1) / chunk_nt;
+	const bool	resident = nch == 1;
+	float	   *sB0 = smem;
+	float	   *sB1 = smem + chunk_nt * NTF;
+	double	   *sS = (double *) (smem + (resident ? 1 : 2) * chunk_nt * NTF);
+	const int	stride = a_stride(KS);
+	uint32_t   *sA = (uint32_t *) (sS + (d + 1) / 2 * 2) + warp * warp_words(ROWS_W, stride, CAND);
+	float	   *sE = (float *) sA + ROWS_W * stride;	/* main: e2; cand: T */
+	/* main */
+	float	   *sRb = sE + ROWS_W;
+	float	   *sRs = sRb + ROWS_W;
+	int		   *sRi = (int *) (sRs + ROWS_W);
+	/* cand: sE + ROWS_W is 8-byte aligned (stride, ROWS_W even; sS rounded) */
+	unsigned long long *sMin = (unsigned long long *) (sE + ROWS_W);
+	long long  *sRowG = (long long *) (sMin + ROWS_W);	/* cand: the row's index in X */
+	int		   *sIdx = (int *) (sRowG + ROWS_W);
+	int		   *sOver = sIdx + ROWS_W;
+	int		   *sCI = sOver + ROWS_W + 32;	/* [slot][lane]: a lane's own candidates */
+	unsigned char *sCR = (unsigned char *) (sCI + CSLOTS * 32);
+	/* staging: after every warp's area; nb buffers of MT/2 stages a warp */
+	const int	nb = CAND || p.prefetch < 2 ? 1 : p.prefetch;	/* 1: none */
+	const bool	pf = nb >= 2;
+	const int	sbuf = (MT / 2) * stage_doubles(d);
+	double	   *sStg = (double *) ((float *) (sS + (d + 1) / 2 * 2) +
+								   NW * warp_words(ROWS_W, stride, CAND)) + warp * nb * sbuf;
+	const bool	all_exact = p.hdr->flag != 0;
+	const float maxcn = __uint_as_float(p.hdr->maxcn);
+	const float sig = p.hdr->sigma;
+	/* rows: main, all of them; cand, the list's first min(count, cap) */
+	const int64_t nrows = CAND ? (int64_t) min(p.hdr->fallbacks, (unsigned long long) p.cap) : p.n;
+	const int64_t nrt = (nrows + RT - 1) / RT;
+	unsigned long long mine = 0;
+	int			buf = 0;
+
+	if ((CAND && all_exact) || blockIdx.x >= nrt)
+		return;
+	for (int j = threadIdx.x; j < d; j += blockDim.x)
+		sS[j] = p.shift[j];
+	if (!all_exact)
+		load_chunk(sB0, p.tiles, min(chunk_nt, ntiles) * NTF);
+	if (pf)
+	{
+		/* tiles 0 .. nb-2 of this CTA in flight (a group each, empty past the end) */
+		for (int st = 0; st < nb - 1; st++)
+			prefetch_rows<MT>(sStg + st * sbuf, p.X, p.labels,
+							  (blockIdx.x + (int64_t) st * gridDim.x) * RT + warp * ROWS_W,
+							  p.n, d, log_b);
+		cp_wait(nb - 1);		/* the centroids, the oldest group */
+	}
+	else if (resident)
+		asm volatile("cp.async.wait_all;");
+	__syncthreads();
+
+	for (int64_t rt = blockIdx.x, it = 0; rt < nrt; rt += gridDim.x, it++)
+	{
+		const int64_t e0 = rt * RT + (int64_t) warp * ROWS_W;	/* row, or list entry */
+		const double *stg = sStg + (pf ? (int) (it % nb) : 0) * sbuf;
+
+		if (pf)
+		{
+			/* tile it + nb - 1 into the buffer tile it - 1 used (this lane's own) */
+			prefetch_rows<MT>(sStg + (int) ((it + nb - 1) % nb) * sbuf, p.X, p.labels,
+							  e0 + (int64_t) (nb - 1) * gridDim.x * RT, p.n, d, log_b);
+			cp_wait(nb - 1);	/* this tile's rows */
+		}
+
+		/* 1. a lane per row: shift, round; main: the bound; cand: the threshold */
+#pragma unroll
+		for (int rr = 0; rr < MT / 2; rr++)
+		{
+			int			lr = rr * 32 + lane;
+			int64_t		r = e0 + lr;
+			uint32_t   *arow = sA + lr * stride;
+			float		e2 = INFINITY;
+			bool		live = r < nrows;
+
+			if (CAND && live)
+			{
+				e2 = p.list_t[r];	/* the threshold */
+				live = !isnan(e2);
+				r = p.list[r];
+			}
+			if (live)
+			{
+				const double *xp = tc_row(p.X, r, d, log_b);
+				double		xv[DMAX];
+				float		xn = 0;
+				bool		ok = !all_exact;
+
+				if (pf)
+#pragma unroll
+					for (int j = 0; j < DMAX; j++)
+						xv[j] = j < d ? stg[rr * stage_doubles(d) + j * 32 + lane] : 0.0;
+				else
+#pragma unroll
+					for (int j = 0; j < DMAX; j++)
+						xv[j] = j < d ? xp[(int64_t) j << log_b] : 0.0;
+#pragma unroll
+				for (int j = 0; j < DMAX; j++)
+					if (j < d)
+					{
+						float		f = (float) (xv[j] - sS[j]) * sig;
+						float		v = -2.0f * f;	/* exact */
+
+						ok = ok && fabsf(f) <= (F16 ? 0x1p14f : (float) RANGE);	/* NaN: false */
+						xn = fmaf(f, f, xn);
+						if (F16)
+						{
+							unsigned short hi = f16_rn(v);
+
+							a_put<F16>(arow, j, hi);
+							a_put<F16>(arow, d + j, f16_rn(v - f16_val(hi)));
+							a_put<F16>(arow, 2 * d + j, hi);
+						}
+						else
+						{
+							uint32_t	big = tf32_rna(v);
+
+							a_put<F16>(arow, j, big);
+							a_put<F16>(arow, d + j, tf32_rna(v - __uint_as_float(big)));
+							a_put<F16>(arow, 2 * d + j, big);
+						}
+					}
+				for (int q = 3 * d; q < QMAX; q++)
+					a_put<F16>(arow, q, 0);
+				if (!CAND)
+				{
+					float		S = xn + maxcn;
+
+					e2 = ok && S >= p.tiny ? p.coef * S + 0x1p-90f : INFINITY;
+				}
+			}
+			else
+			{
+				for (int q = 0; q < QMAX; q++)
+					a_put<F16>(arow, q, 0);
+				e2 = CAND ? -INFINITY : INFINITY;	/* cand: no candidates */
+			}
+			sE[lr] = e2;
+			if (CAND)
+			{
+				sMin[lr] = ~0ULL;
+				sRowG[lr] = live ? r : 0;
+				sIdx[lr] = INT_MAX;
+				sOver[lr] = 0;
+			}
+		}
+		__syncwarp();
+
+		if (!all_exact)
+		{
+			/* 2. the rows as A fragments: a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4) */
+			uint32_t	a[MT][KS][4];
+			float		bg[MT][2],
+						sg[MT][2];	/* cand: the thresholds */
+			int			ig[MT][2];
+			int			ncand = 0;	/* cand: this lane's */
+
+#pragma unroll
+			for (int m = 0; m < MT; m++)
+			{
+#pragma unroll
+				for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+					for (int h = 0; h < 2; h++)
+					{
+						uint2		w = *(const uint2 *) (sA + (m * 16 + g + 8 * h) * stride +
+														  ks * 8 + 2 * t);
+
+						a[m][ks][h] = w.x;
+						a[m][ks][2 + h] = w.y;
+					}
+#pragma unroll
+				for (int h = 0; h < 2; h++)
+				{
+					bg[m][h] = INFINITY;
+					sg[m][h] = CAND ? sE[m * 16 + g + 8 * h] : INFINITY;
+					ig[m][h] = 0;
+				}
+			}
+
+			/* 3. all centroids */
+			for (int ch = 0; ch < nch; ch++)
+			{
+				const float *sB = sB0;
+				int			nt_ch = min(chunk_nt, ntiles - ch * chunk_nt);
+
+				if (!resident)
+				{
+					int			nx = ch + 1 == nch ? 0 : ch + 1;
+
+					__syncthreads();	/* everyone is done with the other buffer */
+					load_chunk(buf ? sB0 : sB1, p.tiles + (int64_t) nx * chunk_nt * NTF,
+							   min(chunk_nt, ntiles - nx * chunk_nt) * NTF);
+					asm volatile("cp.async.wait_group 1;");
+					__syncthreads();
+					sB = buf ? sB1 : sB0;
+					buf ^= 1;
+				}
+				for (int gr = 0; gr < nt_ch; gr += GROUP_NT)
+				{
+					int			ng = min(GROUP_NT, nt_ch - gr);
+					float		bl[MT][2],
+								sl[MT][2];
+					const float *blk = sB + gr * NTF;
+					uint32_t	j0 = 0;
+					/* pair j of this lane: centroids base + 8 j + {0, 1} */
+					int			base = (ch * chunk_nt + gr) * 8 + 2 * t;
+
+#pragma unroll
+					for (int m = 0; m < MT; m++)
+#pragma unroll
+						for (int h = 0; h < 2; h++)
+							bl[m][h] = sl[m][h] = INFINITY;
+#pragma unroll 2
+					for (int nt = 0; nt < ng; nt++, blk += NTF, j0++)
+					{
+						float2		bv[KS];
+						float4		cn = *(const float4 *) (blk + KS * 64 + 4 * t);
+
+#pragma unroll
+						for (int ks = 0; ks < KS; ks++)
+							bv[ks] = *(const float2 *) (blk + ks * 64 + 2 * lane);
+#pragma unroll
+						for (int m = 0; m < MT; m++)
+						{
+							float		c[4];
+
+							if (F16)
+								mma_f16_init(c, a[m][0], __float_as_uint(bv[0].x),
+											 __float_as_uint(bv[0].y), cn);
+							else
+								mma_tf32_init(c, a[m][0], __float_as_uint(bv[0].x),
+											  __float_as_uint(bv[0].y), cn);
+#pragma unroll
+							for (int ks = 1; ks < KS; ks++)
+								if (F16)
+									mma_f16(c, a[m][ks], __float_as_uint(bv[ks].x),
+											__float_as_uint(bv[ks].y));
+								else
+									mma_tf32(c, a[m][ks], __float_as_uint(bv[ks].x),
+											 __float_as_uint(bv[ks].y));
+							if (!CAND)
+							{
+								top2(bl[m][0], sl[m][0], pack(fminf(c[0], c[1]), j0));
+								top2(bl[m][1], sl[m][1], pack(fminf(c[2], c[3]), j0));
+							}
+							else if ((c[0] <= sg[m][0]) | (c[1] <= sg[m][0]) |
+									 (c[2] <= sg[m][1]) | (c[3] <= sg[m][1]))
+							{
+								/* rare: record the candidates */
+#pragma unroll
+								for (int q = 0; q < 4; q++)
+									if (c[q] <= sg[m][q >> 1])
+									{
+										int			row = m * 16 + g + 8 * (q >> 1);
+
+										if (ncand < CSLOTS)
+										{
+											sCI[ncand * 32 + lane] = base + (int) j0 * 8 + (q & 1);
+											sCR[ncand * 32 + lane] = (unsigned char) row;
+											ncand++;
+										}
+										else
+											sOver[row] = 1;
+									}
+							}
+						}
+					}
+					if (!CAND)
+					{
+						/* merge the group */
+#pragma unroll
+						for (int m = 0; m < MT; m++)
+#pragma unroll
+							for (int h = 0; h < 2; h++)
+							{
+								uint32_t	jl = __float_as_uint(bl[m][h]) & 15u;
+
+								if (bl[m][h] < bg[m][h])
+								{
+									sg[m][h] = fminf(bg[m][h], sl[m][h]);
+									bg[m][h] = bl[m][h];
+									ig[m][h] = base + (int) jl * 8;
+								}
+								else
+									sg[m][h] = fminf(sg[m][h], bl[m][h]);
+							}
+					}
+				}
+			}
+
+			if (!CAND)
+			{
+				/* 4. merge the quad's lanes, then hand rows back to a lane each */
+#pragma unroll
+				for (int m = 0; m < MT; m++)
+#pragma unroll
+					for (int h = 0; h < 2; h++)
+					{
+						float		b = bg[m][h],
+									s = sg[m][h];
+						int			i = ig[m][h];
+
+#pragma unroll
+						for (int o = 1; o <= 2; o <<= 1)
+						{
+							float		ob = __shfl_xor_sync(FULL, b, o);
+							float		os = __shfl_xor_sync(FULL, s, o);
+							int			oi = __shfl_xor_sync(FULL, i, o);
+
+							s = fminf(fminf(s, os), fmaxf(b, ob));
+							if (ob < b || (ob == b && oi < i))
+							{
+								b = ob;
+								i = oi;
+							}
+						}
+						if (t == 0)
+						{
+							int			row = m * 16 + g + 8 * h;
+
+							sRb[row] = b;
+							sRs[row] = s;
+							sRi[row] = i;
+						}
+					}
+			}
+			else
+			{
+				/*
+				 * 4. the candidates, exactly: least distance (distances are >= 0:
+				 * their bits order as they do), then lowest index.  A lane takes
+				 * its own; the second round measures again (cheaper than keeping).
+				 */
+				for (int round = 0; round < 2; round++)
+				{
+					__syncwarp();
+					for (int e = 0; e < ncand; e++)
+					{
+						int			row = sCR[e * 32 + lane];
+						int			c = sCI[e * 32 + lane];
+
+						if (c < p.k)
+						{
+							const double *xp = tc_row(p.X, sRowG[row], d, log_b);
+							const double *cp = p.C + (int64_t) c * d;
+							double		xv[DMAX],
+										cv[DMAX];
+							double		acc = 0;
+
+							/* every load in flight before the first use */
+#pragma unroll
+							for (int j = 0; j < DMAX; j++)
+							{
+								xv[j] = j < d ? xp[(int64_t) j << log_b] : 0.0;
+								cv[j] = j < d ? cp[j] : 0.0;
+							}
+#pragma unroll
+							for (int j = 0; j < DMAX; j++)
+								if (j < d)
+									acc = sq_term(acc, xv[j], cv[j]);
+
+							unsigned long long key = (unsigned long long) __double_as_longlong(acc);
+
+							if (round == 0)
+								atomicMin(&sMin[row], key);
+							else if (key == sMin[row])
+								atomicMin(&sIdx[row], c);
+						}
+					}
+				}
+			}
+			__syncwarp();
+		}
+
+		/* 5. a lane per row: the rows settled get their label and distance */
+#pragma unroll
+		for (int rr = 0; rr < MT / 2; rr++)
+		{
+			int			lr = rr * 32 + lane;
+			int64_t		r = e0 + lr;
+
+			if (!CAND)
+			{
+				bool		valid = r < nrows;
+				bool		cert = false;
+				float		thr = NAN;
+
+				if (valid)
+				{
+					int			old = pf ? ((const int32_t *) (stg + rr * stage_doubles(d) + d * 32))[lane]
+						: p.labels[r];
+					int			lab = 0;
+
+					if (!all_exact)
+					{
+						float		b = sRb[lr],
+									s = sRs[lr];
+
+						/* the packing error of b and s: 2^-19 of their size each */
+						float		e2 = 1.01f * (sE[lr] + 0x1.01p-19f * (fabsf(b) + fabsf(s)));
+
+						cert = s - b > e2;
+						lab = sRi[lr];
+						if (sE[lr] < INFINITY)
+							thr = b + e2;
+					}
+					if (cert)
+					{
+						/* the pair lab, lab + 1: the nearer, lower index on ties */
+						const double *xp = tc_row(p.X, r, d, log_b);
+						const double *cp = p.C + (int64_t) lab * d;
+						bool		two = lab + 1 < p.k;
+						double		xv[DMAX];
+						double		acc = 0,
+									acc1 = 0;
+
+						if (pf)
+#pragma unroll
+							for (int j = 0; j < DMAX; j++)
+								xv[j] = j < d ? stg[rr * stage_doubles(d) + j * 32 + lane] : 0.0;
+						else
+#pragma unroll
+							for (int j = 0; j < DMAX; j++)
+								xv[j] = j < d ? xp[(int64_t) j << log_b] : 0.0;
+#pragma unroll
+						for (int j = 0; j < DMAX; j++)
+							if (j < d)
+							{
+								acc = sq_term(acc, xv[j], cp[j]);
+								if (two)
+									acc1 = sq_term(acc1, xv[j], cp[d + j]);
+							}
+						if (two && acc1 < acc)
+						{
+							acc = acc1;
+							lab++;
+						}
+						p.labels[r] = lab;
+						p.dist2[r] = acc;
+						mine += old != lab;
+					}
+					else
+						p.labels[r] = INT_MIN + (old >= 0 && old < p.k ? old : p.k);
+				}
+
+				unsigned	um = __ballot_sync(FULL, valid && !cert);
+
+				if (um)
+				{
+					int			leader = __ffs(um) - 1;
+					unsigned long long pos = 0;
+
+					if (lane == leader)
+						pos = atomicAdd(&p.hdr->fallbacks, (unsigned long long) __popc(um));
+					pos = __shfl_sync(FULL, pos, leader) + __popc(um & ((1u << lane) - 1));
+					if (valid && !cert && pos < (unsigned long long) p.cap)
+					{
+						p.list[pos] = r;
+						p.list_t[pos] = thr;
+					}
+				}
+			}
+			else if (r < nrows && sE[lr] > -INFINITY && !sOver[lr] && sIdx[lr] != INT_MAX &&
+					 !all_exact)
+			{
+				int64_t		row = p.list[r];
+				int			lab = sIdx[lr];
+				int			old = (int) ((int64_t) p.labels[row] - INT_MIN);
+
+				p.labels[row] = lab;
+				p.dist2[row] = __longlong_as_double((long long) sMin[lr]);
+				mine += old != lab;
+			}
+		}
+		__syncwarp();
+	}
+	if ((!resident && !all_exact) || pf)
+		asm volatile("cp.async.wait_all;");
+
+	for (int o = 16; o > 0; o >>= 1)
+		mine += __shfl_xor_sync(FULL, mine, o);
+	if (lane == 0 && mine)
+		atomicAdd(p.changed, mine);
+}
+
+/* ---- the exact scan ------------------------------------------------------------ */
+
+/*
+ * A thread per row, every centroid in order through shared memory, the
+ * reference arithmetic with strict <: the reference's first minimum (label 0
+ * and infinity when nothing is below infinity, as the reference).
+ * mode 0: the rows still marked (the list's, or every row when the list
+ * overflowed); mode 1: every row (d > TC_MAX_D).
+ */
+__global__ void __launch_bounds__(EXACT_BLOCK)
+tc_exact_kernel(const tc_args p, int mode)
+{
+	extern __shared__ double sC[];
+	const int	d = p.d;
+	const int	k = p.k;
+	const int	cc = max(EXACT_TK, (int) (6144 / d) / EXACT_TK * EXACT_TK);
+	unsigned long long cnt = mode == 0 ? p.hdr->fallbacks : 0;
+	bool		use_list = mode == 0 && cnt <= (unsigned long long) p.cap;
+	int64_t		items = use_list ? (int64_t) cnt : p.n;
+	unsigned long long mine = 0;
+
+	if (mode == 0 && cnt == 0)
+		return;
+	for (int64_t base = (int64_t) blockIdx.x * EXACT_BLOCK; base < items;
+		 base += (int64_t) gridDim.x * EXACT_BLOCK)
+	{
+		int64_t		item = base + threadIdx.x;
+		int64_t		r = -1;
+		int			old = 0;
+		bool		active = false;
+
+		if (item < items)
+		{
+			int32_t		v;
+
+			r = use_list ? p.list[item] : item;
+			v = p.labels[r];
+			active = mode == 1 || is_sentinel(v, k);
+			old = mode == 1 ? v : (int) ((int64_t) v - INT_MIN);
+		}
+		if (!__syncthreads_or(active))
+			continue;
+
+		const double *xp = tc_row(p.X, active ? r : 0, d, p.log_b);
+		double		best = INFINITY;
+		int			bc = 0;
+
+		for (int c0 = 0; c0 < k; c0 += cc)
+		{
+			int			nc = min(cc, k - c0);
+
+			__syncthreads();
+			for (int e = threadIdx.x; e < cc * d; e += EXACT_BLOCK)
+				sC[e] = e < nc * d ? p.C[(int64_t) c0 * d + e] : 0.0;
+			__syncthreads();
+			if (!active)
+				continue;
+			for (int t0 = 0; t0 < nc; t0 += EXACT_TK)
+			{
+				double		acc[EXACT_TK];
+
+#pragma unroll
+				for (int u = 0; u < EXACT_TK; u++)
+					acc[u] = 0;
+				for (int j = 0; j < d; j++)
+				{
+					double		xv = xp[(int64_t) j << p.log_b];
+
+#pragma unroll
+					for (int u = 0; u < EXACT_TK; u++)
+						acc[u] = sq_term(acc[u], xv, sC[(t0 + u) * d + j]);
+				}
+#pragma unroll
+				for (int u = 0; u < EXACT_TK; u++)
+					if (t0 + u < nc && acc[u] < best)
+					{
+						best = acc[u];
+						bc = c0 + t0 + u;
+					}
+			}
+		}
+		if (active)
+		{
+			p.labels[r] = bc;
+			p.dist2[r] = best;
+			mine += old != bc;
+		}
+	}
+	for (int o = 16; o > 0; o >>= 1)
+		mine += __shfl_xor_sync(FULL, mine, o);
+	if ((threadIdx.x & 31) == 0 && mine)
+		atomicAdd(p.changed, mine);
+}
+
+/* ---- host side ------------------------------------------------------------------ */
+
+namespace
+{
+
+struct tc_layout
+{
+	size_t		shift;
+	size_t		tiles;
+	size_t		list;
+	size_t		list_t;
+	size_t		total;
+	long long	cap;
+};
+
+size_t
+align256(size_t v)
+{
+	return (v + 255) / 256 * 256;
+}
+
+
+tc_layout
+layout_for(int64_t n, int k, int d)
+{
+	tc_layout	L;
+	size_t		off = 256;		/* header */
+	int			ntiles = (k + 7) / 8;
+
+	L.shift = off;
+	off += align256(sizeof(double) * (d > 0 ? d : 1));
+	L.tiles = off;
+	if (d <= TC_MAX_D)
+		off += align256(sizeof(float) * (size_t) ntiles * ((3 * d + 7) / 8 * 64 + 16));	/* tf32's, the larger */
+	/* uncertain rows beyond the list are found by scanning the labels */
+	L.cap = n <= 0 ? 1 : (long long) (n < 4096 + n / 8 ? n : 4096 + n / 8);
+	L.list = off;
+	off += align256(sizeof(long long) * (size_t) L.cap);
+	L.list_t = off;
+	off += align256(sizeof(float) * (size_t) L.cap);
+	L.total = off;
+	return L;
+}
+
+/*
+ * The bound.  Notation: u = x - s, v = c - s (exact reals), x~ = fl32(fl64(u)),
+ * c~ likewise, X = ||x~||^2, S = X + max_c ||c~||^2, eps = 2^-24, D_c the
+ * float64 distance (the reference's), v_c the tensor cores' result for c.
+ * |v_c + X - D_c| <= E_raw with, per source:
+ *  - rounding the shift: |x~_j - u_j| <= (eps + 2^-53)|u_j|, so
+ *    | ||x~ - c~||^2 - ||u - v||^2 | <= 2 ||u-v|| ||dx - dc|| + ||dx - dc||^2
+ *    <= 4 eps (1+) (||u||^2 + ||v||^2): 4 eps S;
+ *  - ||c~||^2 rounded to float32: eps S;
+ *  - 3xTF32: x~ = xb + xs + rx with |xs| <= 2^-11 |x~|, |rx| <= 2^-22 |x~| (same
+ *    for c~): the dropped xs cs, rx c, x rc are <= 3.01 2^-22 |x~_j||c~_j|
+ *    each product; with the factor 2 and sum 2|x~.c~| <= S: 12.04 eps S;
+ *  - the tensor cores' sums.  Bit-accurate models of mma.m16n8k8.tf32
+ *    (Khattak & Mikaitis, "Accurate models of NVIDIA tensor cores", 2025;
+ *    microsoft/MMA-Sim): products exact; the 8 products and C aligned to the
+ *    largest exponent and truncated to 25 (Hopper) or 24 (Ampere, in two
+ *    halves of 4) fractional bits, then the sum truncated to float32.  Every
+ *    term and partial sum is <= 2S, so one k-step errs by < 9 2^-25 2S +
+ *    2^-23 2S = 13 eps S (Hopper; Ampere 28 eps S): taken as 32 eps S;
+ *  - the float64 distance itself: (d+1) 2^-53 D_c, D_c <= 2S: negligible;
+ *    E's own float arithmetic and float32 underflow (S >= 2^-60): 3 eps S.
+ * E_raw = (20 + 32 KS) eps S.
+ * f16 (m16n8k16, d >= 3): the data are scaled by sigma = 2^e (exact) so that
+ * max |c~| sigma is in [2^10, 2^11); rows with |x~_j| sigma > 2^14 go to the
+ * exact scan (halves stop at 65504).  hi = rn16(v), lo = rn16(v - hi) is the
+ * same 22-bit split (12 eps S); subnormal halves are products like any other
+ * in the models above (exact), and cost at most 2^-25 absolute each, under
+ * 2 eps S once S >= 64 (scaled units; smaller S: exact scan); one k-step of
+ * 16 errs by < 17 2^-25 2S + 2^-23 2S = 21 eps S (Hopper; Ampere, two halves
+ * of 8: 44): taken as 48.  E_raw = (22 + 48 KS) eps S.  The kernel keeps, per pair P of centroids
+ * (2t, 2t+1 of an n-tile), p_P = min over P of v_c with the n-tile in the
+ * low 4 bits (|p_P - min v| < 2^-19 |p_P|), b = min p_P (pair B, nearer
+ * centroid c_B) and s within 12 eps S of the second least p_P (top2).  For
+ * c outside B: D_c - D_cB >= (s - b) - 2 E_raw - 12 eps S - 2^-19 (1+)
+ * (|s| + |b|), so a row is certain when s - b > e2 = 1.01 ((2 E_raw + 12)
+ * + 2^-90 + 2^-19 (1+) (|s| + |b|)) (the 1.01: roundings of e2 and of
+ * s - b), and its answer is the exact nearer of B's two.  Every centroid with
+ * D_c <= D_cB has v_c <= b + e2: the candidates of step 3.
+ * Rows with S < 2^-60 (float32 underflow) or |u_j| > 2^40 (range) go to the
+ * exact scan; centroids with |v_j| > 2^40 send every row there.
+ */
+float
+tc_coef(int ks, bool f16)
+{
+	return (float) ((f16 ? 56.0 + 96.0 * ks : 52.0 + 64.0 * ks) * 0x1p-24);
+}
+
+/* k-steps of the mma for d columns: 3d elements in steps of 8 (tf32) or 16 (f16) */
+int
+ks_of(int d, bool f16)
+{
+	return f16 ? (3 * d + 15) / 16 : (3 * d + 7) / 8;
+}
+
+typedef void (*tc_fn) (const tc_args);
+
+struct tc_variant
+{
+	tc_fn		main;
+	tc_fn		cand;
+	int			mt;
+	int			nw;
+};
+
+/* forced by the test program (0: automatic) */
+int			force_mt = 0;
+int			force_nw = 0;
+int			force_prec = 0;		/* 1 tf32, 2 f16 */
+int			stage_mask = 7;
+int			prefetch_on = 4;	/* most staging buffers */
+
+template <int KS, int MT, int NW, bool F16>
+tc_variant
+make_variant()
+{
+	return {tc_kernel<KS, MT, NW, false, F16>, tc_kernel<KS, MT, NW, true, F16>, MT, NW};
+}
+
+/* small K: three shapes (the test program compares them); else MT 2 x 8 warps */
+template <int KS, bool F16>
+tc_variant
+variant_ks(int mt, int nw)
+{
+	if constexpr (KS <= (F16 ? 2 : 4))
+	{
+		if (mt == 4 && nw == 8)
+			return make_variant<KS, 4, 8, F16>();
+		if (mt == 2 && nw == 8)
+			return make_variant<KS, 2, 8, F16>();
+		return make_variant<KS, 2, 16, F16>();
+	}
+	return make_variant<KS, 2, 8, F16>();
+}
+
+tc_variant
+pick_variant(int ks, bool f16)
+{
+	int			mt = force_mt ? force_mt : 2;
+	int			nw = force_nw ? force_nw : 16;
+
+	if (f16)
+		switch (ks)
+		{
+			case 1: return variant_ks<1, true>(mt, nw);
+			case 2: return variant_ks<2, true>(mt, nw);
+			case 3: return variant_ks<3, true>(mt, nw);
+			case 4: return variant_ks<4, true>(mt, nw);
+			case 5: return variant_ks<5, true>(mt, nw);
+			default: return variant_ks<6, true>(mt, nw);
+		}
+	switch (ks)
+	{
+		case 1: return variant_ks<1, false>(mt, nw);
+		case 2: return variant_ks<2, false>(mt, nw);
+		case 3: return variant_ks<3, false>(mt, nw);
+		case 4: return variant_ks<4, false>(mt, nw);
+		case 5: return variant_ks<5, false>(mt, nw);
+		case 6: return variant_ks<6, false>(mt, nw);
+		case 7: return variant_ks<7, false>(mt, nw);
+		case 8: return variant_ks<8, false>(mt, nw);
+		case 9: return variant_ks<9, false>(mt, nw);
+		case 10: return variant_ks<10, false>(mt, nw);
+		case 11: return variant_ks<11, false>(mt, nw);
+		default: return variant_ks<12, false>(mt, nw);
+	}
+}
+
+struct dev_info
+{
+	bool		known;
+	int			sms;
+	int			smem_optin;
+};
+
+dev_info	devs[64];
+
+/*
+ * Shared memory of a tensor-core pass; false when it cannot be laid out.
+ * *pf: the main pass stages the next rows (when the centroids are resident
+ * and the staging buffers fit too).
+ */
+bool
+plan_smem(const dev_info &di, int ks, int ntiles, int d, int mt, int nw, bool cand,
+		  int *chunk_nt, size_t *smem, int *pf)
+{
+	size_t		ntf_bytes = sizeof(float) * (ks * 64 + 16);
+	size_t		fixed = sizeof(double) * ((d + 1) / 2 * 2) +
+		4 * (size_t) nw * warp_words(16 * mt, a_stride(ks), cand);
+	int			c;
+
+	size_t		stage = sizeof(double) * (size_t) nw * (mt / 2) * stage_doubles(d);
+
+	*pf = 0;
+	if ((size_t) ntiles * ntf_bytes + fixed <= (size_t) di.smem_optin)
+	{
+		*chunk_nt = ntiles;		/* resident: loaded once per CTA */
+		*smem = (size_t) ntiles * ntf_bytes + fixed;
+		if (!cand && prefetch_on)
+		{
+			/* as many stages as fit, 2 to prefetch_on */
+			int			nb = (int) (((size_t) di.smem_optin - *smem) / stage);
+
+			if (nb > prefetch_on)
+				nb = prefetch_on;
+			if (nb >= 2)
+			{
+				*pf = nb;
+				*smem += nb * stage;
+			}
+		}
+		return true;
+	}
+	if (fixed >= (size_t) di.smem_optin)
+		return false;
+	/* two buffers, whole packing groups where they fit */
+	c = (int) (((size_t) di.smem_optin - fixed) / 2 / ntf_bytes);
+	if (c > 4 * GROUP_NT)
+		c = 4 * GROUP_NT;
+	if (c >= GROUP_NT)
+		c = c / GROUP_NT * GROUP_NT;
+	if (c < 1)
+		return false;
+	*chunk_nt = c;
+	*smem = 2 * (size_t) c * ntf_bytes + fixed;
+	return true;
+}
+
+cudaError_t
+launch_pass(tc_fn fn, const dev_info &di, int nw, size_t smem, int64_t rows_per_cta,
+			int64_t rows, const tc_args &a, cudaStream_t stream)
+{
+	int			per_sm = 0;
+	cudaError_t e;
+
+	if ((e = cudaFuncSetAttribute((const void *) fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+								  (int) smem)) != cudaSuccess)
+		return e;
+	if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *) fn, nw * 32,
+														   smem)) != cudaSuccess)
+		return e;
+	if (per_sm < 1)
+		return cudaErrorInvalidConfiguration;
+
+	int64_t		grid = (int64_t) per_sm * di.sms;
+	int64_t		need = (rows + rows_per_cta - 1) / rows_per_cta;
+
+	if (grid > need)
+		grid = need;
+	if (grid < 1)
+		grid = 1;
+	fn<<<(unsigned) grid, nw * 32, smem, stream>>>(a);
+	return cudaPeekAtLastError();
+}
+
+}								/* namespace */
+
+/* rows the last call on this workspace did not certify at once (test program) */
+unsigned long long
+pggpu_tc_debug_fallbacks(const void *workspace)
+{
+	tc_header	h;
+
+	if (cudaMemcpy(&h, workspace, sizeof(h), cudaMemcpyDeviceToHost) != cudaSuccess)
+		return ~0ULL;
+	return h.fallbacks;
+}
+
+/* test program: force a kernel shape (mt, nw) and precision (1 tf32, 2 f16), 0 for automatic */
+void
+pggpu_tc_debug_variant(int mt, int nw, int prec)
+{
+	force_mt = mt;
+	force_nw = nw;
+	force_prec = prec;
+}
+
+/*
+ * test program: which passes run (1 main, 2 candidates, 4 exact; timing only),
+ * and mask >> 4: most staging buffers (0: 4; 1: none)
+ */
+void
+pggpu_tc_debug_stages(int mask)
+{
+	stage_mask = mask & 7;
+	prefetch_on = (mask >> 4) == 0 ? 4 : (mask >> 4) == 1 ? 0 : mask >> 4;
+}
+
+/*
+ * f16 (m16n8k16) where it takes fewer k-steps than tf32 (d >= 3) and the
+ * scan dominates: measured on the H100 at d = 8, 15% faster at k = 1024, 6% at
+ * k = 256, 10% slower at k <= 128 (its conversions); at d = 32 faster from k = 8
+ */
+static bool
+use_f16(int d, int k)
+{
+	return (3 * d + 15) / 16 < (3 * d + 7) / 8 && (d > 10 || k >= 192);
+}
+
+/*
+ * Measured on an H100 at N = 10^7 (tests/tc_check --bench): against the
+ * float64 CUDA-core scan the tensor-core pass wins from k = 64 (d >= 3) and
+ * k = 128 (d <= 2); it assigns only, so the centroid update is a pass of its own.
+ */
+bool
+pggpu_tc_wanted(int k, int d)
+{
+	return d >= 1 && d <= TC_MAX_D && k >= (d <= 2 ? 128 : 64);
+}
+
+size_t
+pggpu_tc_workspace_bytes(int64_t n, int k, int d)
+{
+	return layout_for(n, k, d).total;
+}
+
+cudaError_t
+pggpu_tc_assign(const double *X, int64_t n, int d, int log_b, const double *C, int k,
+				void *workspace, int32_t *labels, double *dist2,
+				unsigned long long *changed, cudaStream_t stream)
+{
+	tc_layout	L = layout_for(n, k, d);
+	char	   *ws = (char *) workspace;
+	tc_args		a;
+	int			dev;
+	cudaError_t e;
+
+	if (n <= 0)
+		return cudaSuccess;
+	if (d < 1 || k < 1 || log_b < 0 || log_b > 40)
+		return cudaErrorInvalidValue;
+	if ((e = cudaGetDevice(&dev)) != cudaSuccess)
+		return e;
+	if (dev < 0 || dev >= 64)
+		return cudaErrorInvalidDevice;
+	if (!devs[dev].known)
+	{
+		if ((e = cudaDeviceGetAttribute(&devs[dev].sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+			(e = cudaDeviceGetAttribute(&devs[dev].smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
+			return e;
+		devs[dev].known = true;
+	}
+	const dev_info &di = devs[dev];
+
+	a.X = X;
+	a.n = n;
+	a.d = d;
+	a.log_b = log_b;
+	a.C = C;
+	a.k = k;
+	a.shift = (const double *) (ws + L.shift);
+	a.tiles = (const float *) (ws + L.tiles);
+	a.ntiles = (k + 7) / 8;
+	a.chunk_nt = 0;
+	a.hdr = (tc_header *) ws;
+	a.list = (long long *) (ws + L.list);
+	a.list_t = (float *) (ws + L.list_t);
+	a.cap = L.cap;
+	a.prefetch = 0;
+	a.labels = labels;
+	a.dist2 = dist2;
+	a.changed = changed;
+
+	size_t		exact_smem = sizeof(double) *
+		(size_t) (d <= 6144 / EXACT_TK ? (6144 / d) / EXACT_TK * EXACT_TK : EXACT_TK) * d;
+
+	if (exact_smem > 48 * 1024 &&
+		(e = cudaFuncSetAttribute((const void *) tc_exact_kernel,
+								  cudaFuncAttributeMaxDynamicSharedMemorySize,
+								  (int) exact_smem)) != cudaSuccess)
+		return e;
+	if (d > TC_MAX_D)
+	{
+		tc_exact_kernel<<<di.sms * 8, EXACT_BLOCK, exact_smem, stream>>>(a, 1);
+		return cudaPeekAtLastError();
+	}
+
+	bool		f16 = force_prec ? force_prec == 2 : use_f16(d, k);
+	int			ks = ks_of(d, f16);
+	tc_variant	v = pick_variant(ks, f16);
+	int			rows_cta = 16 * v.mt * v.nw;
+	int			ch_main,
+				ch_cand,
+				pf_main,
+				pf_cand;
+	size_t		sm_main,
+				sm_cand;
+
+	if (!plan_smem(di, ks, a.ntiles, d, v.mt, v.nw, false, &ch_main, &sm_main, &pf_main) ||
+		!plan_smem(di, ks, a.ntiles, d, v.mt, v.nw, true, &ch_cand, &sm_cand, &pf_cand))
+		return cudaErrorInvalidConfiguration;	/* not for d <= 32 */
+	a.coef = tc_coef(ks, f16);
+	a.tiny = f16 ? TINY_F16 : TINY;
+
+	tc_prep_mean<<<1, 256, 0, stream>>>(C, k, d, (double *) a.shift, a.hdr, f16);
+	if ((e = cudaPeekAtLastError()) != cudaSuccess)
+		return e;
+	tc_prep_tiles<<<(unsigned) ((a.ntiles * 32 + 255) / 256), 256, 0, stream>>>(
+		C, k, d, ks, a.ntiles, a.shift, (float *) a.tiles, a.hdr, f16);
+	if ((e = cudaPeekAtLastError()) != cudaSuccess)
+		return e;
+	if (stage_mask & 1)
+	{
+		a.chunk_nt = ch_main;
+		a.prefetch = pf_main;
+		if ((e = launch_pass(v.main, di, v.nw, sm_main, rows_cta, n, a, stream)) != cudaSuccess)
+			return e;
+	}
+	if (stage_mask & 2)
+	{
+		/* the list's length is on the device: enough CTAs for a full list */
+		a.chunk_nt = ch_cand;
+		a.prefetch = 0;
+		if ((e = launch_pass(v.cand, di, v.nw, sm_cand, rows_cta, L.cap, a, stream)) != cudaSuccess)
+			return e;
+	}
+	if (stage_mask & 4)
+	{
+		tc_exact_kernel<<<di.sms * 4, EXACT_BLOCK, exact_smem, stream>>>(a, 0);
+		if ((e = cudaPeekAtLastError()) != cudaSuccess)
+			return e;
+	}
+	return cudaSuccess;
+}
