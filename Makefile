@@ -12,7 +12,7 @@ MODULEDIR  = extension
 DATA       = extension/pg_gpu.control $(wildcard extension/pg_gpu--*.sql)
 REGRESS    = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
 REGRESS_OPTS = --inputdir=.
-EXTRA_CLEAN = tests/unit_compute tests/bench_matmul tests/bench_kmeans tests/gpu_hog tests/gpu_resources tests/fuzz_compute cuda/*.o src/*.o results regression.diffs regression.out
+EXTRA_CLEAN = tests/unit_compute tests/bench_matmul tests/gpu_hog tests/gpu_resources tests/fuzz_compute cuda/*.o src/*.o results regression.diffs regression.out
 
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
@@ -27,7 +27,7 @@ BLAS_LIBS   ?= $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
 
 COMPUTE_OBJS = cuda/compute.o cuda/backend_cpu.o cuda/matmul.o
 ifeq ($(WITH_CUDA),1)
-COMPUTE_OBJS += cuda/backend_gpu.o cuda/matmul_gpu.o
+COMPUTE_OBJS += cuda/backend_gpu.o cuda/assign_tc.o cuda/matmul_gpu.o
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lrt -lpthread
 else
 COMPUTE_OBJS += cuda/backend_none.o
@@ -50,6 +50,7 @@ include $(PGXS)
 cuda/%.o: cuda/%.cu cuda/gpu_internal.cuh cuda/compute_internal.h cuda/pg_gpu_compute.h
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
+cuda/backend_gpu.o cuda/assign_tc.o: cuda/assign_tc.cuh
 cuda/compute.o cuda/backend_cpu.o cuda/backend_none.o cuda/matmul.o: cuda/compute_internal.h cuda/pg_gpu_compute.h
 src/pg_gpu.o src/read.o src/kmeans.o src/matmul.o src/info.o: src/pg_gpu.h cuda/pg_gpu_compute.h
 
@@ -60,9 +61,6 @@ tests/unit_compute: tests/unit_compute.c $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
 .PHONY: unit
 unit: tests/unit_compute
 	tests/unit_compute $(UNIT_ARGS)
-
-tests/bench_kmeans: tests/bench_kmeans.c $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
-	$(CC) -O2 -std=gnu11 -Wall -Icuda -o $@ tests/bench_kmeans.c $(COMPUTE_OBJS) $(CUDA_LIBS) $(BLAS_LIBS) -lm
 
 ifeq ($(WITH_CUDA),1)
 BENCH_CUBLAS = -DBENCH_CUBLAS -I$(CUDA_HOME)/include -L$(CUDA_HOME)/lib64 -lcublas

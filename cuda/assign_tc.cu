@@ -1114,6 +1114,9 @@ align256(size_t v)
 }
 
 
+/* the most uncertain rows listed (12 bytes each); more are found by a scan */
+#define TC_LIST_MAX (1 << 20)
+
 tc_layout
 layout_for(int64_t n, int k, int d)
 {
@@ -1128,6 +1131,8 @@ layout_for(int64_t n, int k, int d)
 		off += align256(sizeof(float) * (size_t) ntiles * ((3 * d + 7) / 8 * 64 + 16));	/* tf32's, the larger */
 	/* uncertain rows beyond the list are found by scanning the labels */
 	L.cap = n <= 0 ? 1 : (long long) (n < 4096 + n / 8 ? n : 4096 + n / 8);
+	if (L.cap > TC_LIST_MAX)
+		L.cap = TC_LIST_MAX;	/* working space independent of n */
 	L.list = off;
 	off += align256(sizeof(long long) * (size_t) L.cap);
 	L.list_t = off;

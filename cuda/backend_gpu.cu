@@ -19,12 +19,14 @@
 
 #include <cfloat>
 #include <climits>
+#include <cstddef>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "gpu_internal.cuh"
+#include "assign_tc.cuh"
 
 #define BLOCK 256				/* threads per block of the data kernels */
 #define DJ 32					/* columns per centroid tile in shared memory */
@@ -79,6 +81,7 @@ struct gpu_state
 	uint64_t	pick_ready_key;
 	int			pick_parts;		/* blocks whose partial picks it left */
 	double	   *sep;			/* k: separations from the newest centre */
+	void	   *tc_ws;			/* assign_tc.cu's workspace, when it labels */
 	bool		labels_seeding;	/* labels hold the nearest centre while seeding */
 	dev_stats  *stats;			/* device */
 	dev_stats  *stats_h;		/* pinned mirror */
@@ -223,6 +226,9 @@ enum
  *    their sums to global memory atomically.
  *  - UPD_GLOBAL: as UPD_SHARED but straight into global memory.
  */
+/* lloyd_kernel's DR for a pass that only updates, from given labels */
+#define LABELS_GIVEN (-1)
+
 template <int TK, int DR, int MODE>
 __global__ void __launch_bounds__(BLOCK, LLOYD_MIN_BLOCKS)
 lloyd_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
@@ -233,7 +239,7 @@ lloyd_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
 	extern __shared__ double smem[];
 	double	   *sC = smem;
 	int			kpad = (k + TK - 1) / TK * TK;
-	double	   *s_acc = smem + (DR ? kpad * DR : TK * DJ);
+	double	   *s_acc = smem + (DR > 0 ? kpad * DR : DR == 0 ? TK * DJ : 0);
 	int64_t		kd = (int64_t) k * d;
 	int			lane = threadIdx.x & 31;
 	int			warp = threadIdx.x >> 5;
@@ -253,10 +259,10 @@ lloyd_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
 	 * pass, as kpad rows of DR values, zero-padded.  A padded column adds
 	 * (0 - 0)^2 = 0 to a distance, exactly, so distances are unchanged.
 	 */
-	if (DR)
+	if (DR > 0)
 		for (int e = threadIdx.x; e < kpad * DR; e += BLOCK)
 		{
-			constexpr int w = DR ? DR : 1;	/* (DR = 0 never gets here) */
+			constexpr int w = DR > 0 ? DR : 1;	/* (DR <= 0 never gets here) */
 			int			c = e / w;
 			int			j = e % w;
 
@@ -280,7 +286,16 @@ lloyd_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
 		double		best = INFINITY;
 		int			bestc = 0;
 
-		if (DR)
+		if (DR == LABELS_GIVEN)
+		{
+			/* the labels and distances of another kernel (assign_tc.cu) */
+			if (active)
+			{
+				bestc = labels[i];
+				best = dist2[i];
+			}
+		}
+		else if (DR > 0)
 		{
 			/* the row in registers: all its loads in flight at once */
 			double		xr[DR > 0 ? DR : 1];
@@ -350,13 +365,14 @@ lloyd_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
 					}
 			}
 
-		if (active)
+		if (active && DR != LABELS_GIVEN)
 		{
 			my_changed += labels[i] != bestc;
 			labels[i] = bestc;
 			dist2[i] = best;
-			my_inertia += best;
 		}
+		if (active)
+			my_inertia += best;
 
 		if (MODE == UPD_PRIVATE)
 		{
@@ -947,6 +963,8 @@ free_km(gpu_state *s)
 	cudaFree(s->pick_key);
 	cudaFree(s->pick_row);
 	cudaFree(s->sep);
+	cudaFree(s->tc_ws);
+	s->tc_ws = NULL;
 	cudaFreeHost(s->cnt_h);
 	s->C = s->dist2 = s->sums = s->block_part = s->part = s->pick_key = s->sep = NULL;
 	s->labels = NULL;
@@ -1058,6 +1076,8 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	CU(cudaMalloc((void **) &s->pick_key, sizeof(double) * MAX_BLOCKS));
 	CU(cudaMalloc((void **) &s->pick_row, sizeof(long long) * MAX_BLOCKS));
 	CU(cudaMalloc((void **) &s->sep, sizeof(double) * k));
+	if (pggpu_tc_wanted(k, ds->d))
+		CU(cudaMalloc(&s->tc_ws, pggpu_tc_workspace_bytes(n, k, ds->d)));
 	CU(cudaHostAlloc((void **) &s->cnt_h, sizeof(unsigned long long) * k, cudaHostAllocDefault));
 	CU(cudaMemsetAsync(s->labels, 0xff, sizeof(int32_t) * n, s->stream));
 	s->pick_ready = false;
@@ -1120,6 +1140,8 @@ lloyd_variant(int dr, int mode)
 			return lloyd_mode<TK, 16>(mode);
 		case 32:
 			return lloyd_mode<TK, 32>(mode);
+		case LABELS_GIVEN:
+			return lloyd_mode<TK, LABELS_GIVEN>(mode);
 		default:
 			return lloyd_mode<TK, 0>(mode);
 	}
@@ -1172,7 +1194,10 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 
 	if (dr && sizeof(double) * kpad * dr > RESIDENT_LIMIT)
 		dr = 0;
-	tile_bytes = sizeof(double) * (dr ? kpad * dr : tk * DJ);
+	/* many centroids: tensor cores label (assign_tc.cu), this pass updates */
+	if (s->tc_ws)
+		dr = LABELS_GIVEN;
+	tile_bytes = dr == LABELS_GIVEN ? 0 : sizeof(double) * (dr ? kpad * dr : tk * DJ);
 	mode = update ? update_mode(s, k, d, tile_bytes, &lg_lanes, &acc_bytes) : UPD_NONE;
 	shmem = tile_bytes + acc_bytes;
 	fn = tk == 8 ? lloyd_variant<8>(dr, mode) : lloyd_variant<32>(dr, mode);
@@ -1203,6 +1228,10 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 		CU(cudaMemsetAsync(s->sums, 0, sizeof(double) * (size_t) k * d, s->stream));
 		CU(cudaMemsetAsync(s->cnt, 0, sizeof(unsigned long long) * k, s->stream));
 	}
+	if (s->tc_ws)
+		CU(pggpu_tc_assign(s->X, ds->n, d, ds->log_b, s->C, k, s->tc_ws, s->labels, s->dist2,
+						   (unsigned long long *) ((char *) s->stats + offsetof(dev_stats, changed)),
+						   s->stream));
 	fn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(s->X, ds->n, d, ds->log_b, s->C, k, lg_lanes,
 												   s->labels, s->dist2, s->sums, s->cnt,
 												   s->part, s->block_part, s->stats);
