@@ -12,7 +12,7 @@ MODULEDIR  = extension
 DATA       = extension/pg_gpu.control $(wildcard extension/pg_gpu--*.sql)
 REGRESS    = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
 REGRESS_OPTS = --inputdir=.
-EXTRA_CLEAN = tests/unit_compute tests/bench_matmul tests/gpu_hog tests/gpu_resources tests/fuzz_compute cuda/*.o src/*.o results regression.diffs regression.out
+EXTRA_CLEAN = tests/unit_compute tests/bench_matmul tests/tc_check tests/gpu_hog tests/gpu_resources tests/fuzz_compute cuda/*.o src/*.o results regression.diffs regression.out
 
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
@@ -67,6 +67,10 @@ BENCH_CUBLAS = -DBENCH_CUBLAS -I$(CUDA_HOME)/include -L$(CUDA_HOME)/lib64 -lcubl
 endif
 tests/bench_matmul: tests/bench_matmul.c $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
 	$(CC) -O2 -std=gnu11 -Wall -Icuda -o $@ tests/bench_matmul.c $(COMPUTE_OBJS) $(BENCH_CUBLAS) $(CUDA_LIBS) $(BLAS_LIBS) -lm
+
+# the tensor-core assignment against a float64 reference kernel (GPU only)
+tests/tc_check: tests/tc_check.cu cuda/assign_tc.cu cuda/assign_tc.cuh
+	$(NVCC) -O3 -std=c++17 $(NVCC_ARCH) -Icuda -o $@ tests/tc_check.cu cuda/assign_tc.cu
 
 tests/gpu_hog: tests/gpu_hog.c
 	$(CC) -O2 -Wall -I$(CUDA_HOME)/include -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread
