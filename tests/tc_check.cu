@@ -587,6 +587,21 @@ median(std::vector<float> v)
 	return v[v.size() / 2];
 }
 
+/* one run of f on the default stream, timed by events, in ms */
+template <typename F>
+static float
+timed(cudaEvent_t e0, cudaEvent_t e1, F f)
+{
+	float		ms;
+
+	CK(cudaEventRecord(e0));
+	f();
+	CK(cudaEventRecord(e1));
+	CK(cudaEventSynchronize(e1));
+	CK(cudaEventElapsedTime(&ms, e0, e1));
+	return ms;
+}
+
 static int
 bench(void)
 {
@@ -613,13 +628,10 @@ bench(void)
 
 		for (int r = 0; r < 6; r++)
 		{
-			float		ms;
+			float		ms = timed(e0, e1, [&] {
+				CK(cudaMemcpyAsync((char *) B.X + bytes, B.X, bytes, cudaMemcpyDeviceToDevice));
+			});
 
-			CK(cudaEventRecord(e0));
-			CK(cudaMemcpyAsync((char *) B.X + bytes, B.X, bytes, cudaMemcpyDeviceToDevice));
-			CK(cudaEventRecord(e1));
-			CK(cudaEventSynchronize(e1));
-			CK(cudaEventElapsedTime(&ms, e0, e1));
 			if (r > 0)
 				t.push_back(ms);
 		}
@@ -663,13 +675,8 @@ bench(void)
 
 			for (int r = 0; r < 4; r++)
 			{
-				float		ms;
+				float		ms = timed(e0, e1, [&] { run_ref(B.X, n, d, log_b, B.C, k, B.rlab, B.rd2); });
 
-				CK(cudaEventRecord(e0));
-				run_ref(B.X, n, d, log_b, B.C, k, B.rlab, B.rd2);
-				CK(cudaEventRecord(e1));
-				CK(cudaEventSynchronize(e1));
-				CK(cudaEventElapsedTime(&ms, e0, e1));
 				if (r > 0)
 					tr.push_back(ms);
 			}
@@ -682,13 +689,16 @@ bench(void)
 			{
 				std::vector<float> tt;
 				unsigned long long ch0 = 0;
+				auto		call = [&] {
+					CK(pggpu_tc_assign(B.X, n, d, log_b, B.C, k, B.ws, B.lab, B.d2, B.changed, 0));
+				};
 
 				pggpu_tc_debug_variant(shapes[s][0], shapes[s][1], shapes[s][2]);
 				old_labels<<<1024, 256>>>(B.old, n, k, 7);
 				CK(cudaMemcpy(B.lab, B.old, sizeof(int32_t) * n, cudaMemcpyDeviceToDevice));
 				CK(cudaMemset(B.d2, 0xff, sizeof(double) * n));
 				CK(cudaMemcpy(B.changed, &ch0, sizeof(ch0), cudaMemcpyHostToDevice));
-				CK(pggpu_tc_assign(B.X, n, d, log_b, B.C, k, B.ws, B.lab, B.d2, B.changed, 0));
+				call();
 				CK(cudaDeviceSynchronize());
 
 				unsigned long long ch;
@@ -701,35 +711,23 @@ bench(void)
 
 				for (int rep = 0; rep < 12; rep++)
 				{
-					float		ms;
+					float		ms = timed(e0, e1, call);
 
-					CK(cudaEventRecord(e0));
-					CK(pggpu_tc_assign(B.X, n, d, log_b, B.C, k, B.ws, B.lab, B.d2, B.changed, 0));
-					CK(cudaEventRecord(e1));
-					CK(cudaEventSynchronize(e1));
-					CK(cudaEventElapsedTime(&ms, e0, e1));
 					if (rep >= 2)
 						tt.push_back(ms);
 				}
 				bad += nbad != 0;
 
 				/* the first pass alone (results not complete: timing only) */
-				std::vector<float> tm;
-
-				std::vector<float> tn, t2;
+				std::vector<float> tm, tn, t2;
 
 				for (int mask : {1, 3, 1 | (2 << 4)})
 				{
 					pggpu_tc_debug_stages(mask);
 					for (int rep = 0; rep < 7; rep++)
 					{
-						float		ms;
+						float		ms = timed(e0, e1, call);
 
-						CK(cudaEventRecord(e0));
-						CK(pggpu_tc_assign(B.X, n, d, log_b, B.C, k, B.ws, B.lab, B.d2, B.changed, 0));
-						CK(cudaEventRecord(e1));
-						CK(cudaEventSynchronize(e1));
-						CK(cudaEventElapsedTime(&ms, e0, e1));
 						if (rep >= 2)
 							(mask == 1 ? tm : mask == 3 ? tn : t2).push_back(ms);
 					}
