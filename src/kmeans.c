@@ -15,11 +15,11 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "portability/instr_time.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 #include "pg_gpu.h"
 
@@ -129,17 +129,13 @@ typedef struct KmeansOut
 	double		push_ms;
 	double		seed_ms;
 	double		iterate_ms;
-	instr_time	returning;		/* when the first row was returned */
+	TimestampTz returning;		/* when the first row was returned */
 } KmeansOut;
 
 static double
-ms_since(instr_time start)
+ms_since(TimestampTz start)
 {
-	instr_time	now;
-
-	INSTR_TIME_SET_CURRENT(now);
-	INSTR_TIME_SUBTRACT(now, start);
-	return INSTR_TIME_GET_MILLISEC(now);
+	return (GetCurrentTimestamp() - start) / 1000.0;
 }
 
 /*
@@ -165,7 +161,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 	char	   *init;
 	double	   *given = NULL;
 	PgGpuData  *data;
-	instr_time	start;
+	TimestampTz start;
 
 	require_arg(fcinfo, A_RELATION, "relation");
 	require_arg(fcinfo, A_K, "k");
@@ -216,7 +212,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 		p.init_centroids = given;
 	}
 
-	INSTR_TIME_SET_CURRENT(start);
+	start = GetCurrentTimestamp();
 	data = load(&out->src, want_labels, &out->rows,
 				want_labels ? "they come back with cluster NULL" : "they take no part in the fit");
 	out->read_ms = ms_since(start);
@@ -298,7 +294,7 @@ member_srf(PG_FUNCTION_ARGS, void (*run) (FunctionCallInfo, KmeansOut *))
 		run(fcinfo, o);
 		fc->user_fctx = o;
 		MemoryContextSwitchTo(old);
-		INSTR_TIME_SET_CURRENT(o->returning);
+		o->returning = GetCurrentTimestamp();
 	}
 	fc = SRF_PERCALL_SETUP();
 	o = (KmeansOut *) fc->user_fctx;
@@ -332,12 +328,12 @@ gpu_kmeans_fit(PG_FUNCTION_ARGS)
 	int			d;
 	int			dims[2];
 	int			lbs[2] = {1, 1};
-	instr_time	returning;
+	TimestampTz returning;
 
 	InitMaterializedSRF(fcinfo, 0);
 	memset(&o, 0, sizeof(o));
 	run_kmeans(fcinfo, false, &o);
-	INSTR_TIME_SET_CURRENT(returning);
+	returning = GetCurrentTimestamp();
 	d = o.src.ncols;
 	cd = palloc(sizeof(Datum) * o.k * d);
 	sd = palloc(sizeof(Datum) * o.k);
