@@ -123,7 +123,7 @@ typedef struct KmeansOut
 	bool		converged;
 	char	   *device;
 	int64		next;			/* next row to return */
-	/* stages, for the DEBUG1 timing message (k-means only) */
+	/* stages, for the DEBUG2 timing message (k-means only) */
 	const char *fname;			/* set by k-means; NULL: no message */
 	double		read_ms;
 	double		push_ms;
@@ -139,16 +139,16 @@ ms_since(TimestampTz start)
 }
 
 /*
- * The stages of one k-means call, at DEBUG1 (SET client_min_messages =
- * debug1): reading the rows (transfer: of which waiting on host-to-device
+ * The stages of one k-means call, at DEBUG2 (SET client_min_messages =
+ * debug2): reading the rows (transfer: of which waiting on host-to-device
  * copies), seeding, iterating, and producing the result rows.
  */
 static void
 log_stages(const KmeansOut *o, double return_ms)
 {
-	if (o->fname == NULL || !message_level_is_interesting(DEBUG1))
+	if (o->fname == NULL || !message_level_is_interesting(DEBUG2))
 		return;
-	elog(DEBUG1, "pg_gpu: %s stages (ms): read %.1f, transfer %.1f, seed %.1f, iterate %.1f, iterations %d, return %.1f",
+	elog(DEBUG2, "pg_gpu: %s stages (ms): read %.1f, transfer %.1f, seed %.1f, iterate %.1f, iterations %d, return %.1f",
 		 o->fname, o->read_ms, o->push_ms, o->seed_ms, o->iterate_ms, o->iterations, return_ms);
 }
 

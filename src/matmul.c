@@ -85,7 +85,7 @@ run_product(PgGpuMatmul *w, pggpu_dtype dtype, int64 m, int64 n, int64 k,
 	p.check_interrupts = pg_gpu_check_interrupts;
 	if (pggpu_matmul_run(w->mm, &p, a, b, c, &info, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
-	elog(DEBUG1, "pg_gpu: %lld x %lld x %lld %s product on %s: %lld block products of %lld x %lld x %lld",
+	elog(DEBUG2, "pg_gpu: %lld x %lld x %lld %s product on %s: %lld block products of %lld x %lld x %lld",
 		 (long long) m, (long long) k, (long long) n, dtype == PGGPU_FLOAT64 ? "float8" : "float4",
 		 pggpu_matmul_device_name(w->mm), (long long) info.products,
 		 (long long) info.mb, (long long) info.kb, (long long) info.nb);
@@ -208,11 +208,13 @@ gpu_matmul_float4(PG_FUNCTION_ARGS)
 typedef struct MatTable
 {
 	const char *arg;			/* "a" or "b" */
+	Oid			relid;
 	char	   *relname;
 	char	   *qualname;
 	bool		sparse;
 	int			ncols;			/* 2 (dense) or 3 (sparse) */
 	char	   *names[3];		/* dense: id, vector; sparse: row, col, value */
+	int			att[3];			/* their attribute indexes */
 	Oid			types[3];		/* base types; for the vector, its element */
 	double		expected_rows;
 	/* after reading: the shape (sparse: largest indices, maybe widened) */
@@ -238,6 +240,7 @@ resolve_table(Oid relid, ArrayType *names, const char *arg, MatTable *t)
 
 	memset(t, 0, sizeof(*t));
 	t->arg = arg;
+	t->relid = relid;
 	rel = pg_gpu_open_relation(relid, &t->relname, &t->qualname);
 	td = RelationGetDescr(rel);
 
@@ -298,6 +301,7 @@ resolve_table(Oid relid, ArrayType *names, const char *arg, MatTable *t)
 			t->names[i] = pstrdup(NameStr(TupleDescAttr(td, att[i])->attname));
 	}
 	t->sparse = t->ncols == 3;
+	memcpy(t->att, att, sizeof(att));
 
 	for (int i = 0; i < t->ncols; i++)
 	{
@@ -358,93 +362,143 @@ slot_int(TupleTableSlot *slot, int att, Oid type)
 	return type == INT2OID ? DatumGetInt16(d) : type == INT4OID ? DatumGetInt32(d) : DatumGetInt64(d);
 }
 
-/* dense rows, as they arrive, into a workspace buffer */
-typedef struct DenseReceiver
+/* ---- dense rows: tuples into parts (read.c, scan.c), parts into a buffer ---- */
+
+static int64
+dense_id(const PgGpuRowSpec *spec, TupleTableSlot *slot)
 {
-	DestReceiver pub;
+	if (slot->tts_isnull[spec->idpos])
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("column \"%s\" of \"%s\" contains NULL",
+						NameStr(spec->idname), NameStr(spec->relname)),
+				 errhint("Every row of a matrix table needs its row id, 1 to the number of rows.")));
+	return slot_int(slot, spec->idpos, spec->idtype);
+}
+
+static void
+differ_in_length(const PgGpuRowSpec *spec, int64 id, int64 len, int64 first_id, int64 first_len)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_EXCEPTION),
+			 errmsg("rows of \"%s\" differ in length", NameStr(spec->relname)),
+			 errdetail("Row %lld has %lld elements, row %lld has %lld.", (long long) id,
+					   (long long) len, (long long) first_id, (long long) first_len)));
+}
+
+/* the row's array, checked: present, one-dimensional, without NULLs */
+static ArrayType *
+dense_array(const PgGpuRowSpec *spec, TupleTableSlot *slot, int64 id)
+{
+	int			a = spec->pos[0];
+	ArrayType  *arr;
+
+	if (slot->tts_isnull[a])
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("row %lld of \"%s\" is NULL", (long long) id, NameStr(spec->relname))));
+	arr = DatumGetArrayTypeP(slot->tts_values[a]);
+	if (ARR_NDIM(arr) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 ARR_NDIM(arr) == 0
+				 ? errmsg("row %lld of \"%s\" is an empty array", (long long) id, NameStr(spec->relname))
+				 : errmsg("row %lld of \"%s\" is a %d-dimensional array, not a one-dimensional one",
+						  (long long) id, NameStr(spec->relname), ARR_NDIM(arr))));
+	if (array_contains_nulls(arr))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("row %lld of \"%s\" contains NULL elements", (long long) id, NameStr(spec->relname)),
+				 errhint("Replace them, for example with 0 or 'NaN'.")));
+	return arr;
+}
+
+int64
+pg_gpu_dense_row_len(const PgGpuRowSpec *spec, TupleTableSlot *slot, int64 *id)
+{
+	Datum		d;
+	ArrayType  *arr;
+
+	slot_getsomeattrs(slot, Max(spec->idpos, spec->pos[0]) + 1);
+	if (slot->tts_isnull[spec->idpos] || slot->tts_isnull[spec->pos[0]])
+		return -1;
+	*id = slot_int(slot, spec->idpos, spec->idtype);
+	d = slot->tts_values[spec->pos[0]];
+	arr = DatumGetArrayTypeP(d);
+	return ARR_NDIM(arr) == 1 ? ARR_DIMS(arr)[0] : -1;
+}
+
+void
+pg_gpu_dense_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
+{
+	int64		id = dense_id(spec, slot);
+	ArrayType  *arr = dense_array(spec, slot, id);
+	int64		len = ARR_DIMS(arr)[0];
+	double	   *dst;
+
+	if (spec->first_len >= 0 && len != spec->first_len)
+		differ_in_length(spec, id, len, spec->first_id, spec->first_len);
+	if (part->nrows == 0 && part->len != len)
+		pg_gpu_part_init(part, part->buf, part->bytes, len, part->growable);
+	else if (len != part->len)
+		differ_in_length(spec, id, len, part->ids[0], part->len);
+	dst = part->values + part->nrows * len;
+	if (spec->types[0] == FLOAT8OID)
+		memcpy(dst, ARR_DATA_PTR(arr), len * sizeof(double));
+	else
+	{
+		const float4 *src = (const float4 *) ARR_DATA_PTR(arr);
+
+		for (int64 j = 0; j < len; j++)
+			dst[j] = src[j];
+	}
+	part->ids[part->nrows++] = id;
+}
+
+typedef struct DenseSink
+{
 	MatTable   *t;
 	PgGpuMatmul *w;
 	int			which;
+	const PgGpuRowSpec *spec;
 	MemoryContext cxt;			/* where ids live */
-	MemoryContext rowcxt;		/* reset after each row */
 	int64		len;			/* elements per row, -1 before the first */
 	int64		first_id;
 	int64		rows;
 	int64		cap;
 	int64	   *ids;
-} DenseReceiver;
+} DenseSink;
 
-static bool
-dense_receive(TupleTableSlot *slot, DestReceiver *self)
+static void
+dense_consume(void *arg, const PgGpuPart *p)
 {
-	DenseReceiver *r = (DenseReceiver *) self;
+	DenseSink  *r = (DenseSink *) arg;
 	MatTable   *t = r->t;
-	int64		id;
-	ArrayType  *arr;
-	int64		len;
-	MemoryContext old;
 
-	slot_getallattrs(slot);
-	if (slot->tts_isnull[0])
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("column \"%s\" of \"%s\" contains NULL", t->names[0], t->relname),
-				 errhint("Every row of a matrix table needs its row id, 1 to the number of rows.")));
-	id = slot_int(slot, 0, t->types[0]);
-	if (slot->tts_isnull[1])
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("row %lld of \"%s\" is NULL", (long long) id, t->relname)));
-	old = MemoryContextSwitchTo(r->rowcxt);
-	arr = DatumGetArrayTypeP(slot->tts_values[1]);
-	if (ARR_NDIM(arr) != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 ARR_NDIM(arr) == 0
-				 ? errmsg("row %lld of \"%s\" is an empty array", (long long) id, t->relname)
-				 : errmsg("row %lld of \"%s\" is a %d-dimensional array, not a one-dimensional one",
-						  (long long) id, t->relname, ARR_NDIM(arr))));
-	if (array_contains_nulls(arr))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("row %lld of \"%s\" contains NULL elements", (long long) id, t->relname),
-				 errhint("Replace them, for example with 0 or 'NaN'.")));
-	len = ARR_DIMS(arr)[0];
+	CHECK_FOR_INTERRUPTS();
+	if (p->nrows == 0)
+		return;
 	if (r->len < 0)
 	{
-		r->len = len;
-		r->first_id = id;
+		r->len = p->len;
+		r->first_id = p->ids[0];
 	}
-	else if (len != r->len)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("rows of \"%s\" differ in length", t->relname),
-				 errdetail("Row %lld has %lld elements, row %lld has %lld.", (long long) id,
-						   (long long) len, (long long) r->first_id, (long long) r->len)));
-	if (r->rows == r->cap)
+	else if (p->len != r->len)
+		differ_in_length(r->spec, p->ids[0], p->len, r->first_id, r->len);
+	if (r->rows + p->nrows > r->cap)
 	{
-		int64		cap = r->cap ? r->cap * 2 : Max((int64) (t->expected_rows * 1.05) + 16, 64);
+		int64		cap = Max(r->cap * 2, Max((int64) (t->expected_rows * 1.05) + 16, 64));
 
-		t->data = pg_gpu_matmul_buffer(r->w, r->which, (Size) cap * len * sizeof(double),
-									   (Size) r->rows * len * sizeof(double));
+		cap = Max(cap, r->rows + p->nrows);
+		t->data = pg_gpu_matmul_buffer(r->w, r->which, (Size) cap * r->len * sizeof(double),
+									   (Size) r->rows * r->len * sizeof(double));
 		r->ids = r->ids ? repalloc_huge(r->ids, sizeof(int64) * cap)
 			: MemoryContextAllocHuge(r->cxt, sizeof(int64) * cap);
 		r->cap = cap;
 	}
-	if (t->types[1] == FLOAT8OID)
-		memcpy(t->data + r->rows * len, ARR_DATA_PTR(arr), len * sizeof(double));
-	else
-	{
-		const float4 *src = (const float4 *) ARR_DATA_PTR(arr);
-		double	   *dst = t->data + r->rows * len;
-
-		for (int64 j = 0; j < len; j++)
-			dst[j] = src[j];
-	}
-	r->ids[r->rows++] = id;
-	MemoryContextSwitchTo(old);
-	MemoryContextReset(r->rowcxt);
-	return true;
+	memcpy(t->data + r->rows * r->len, p->values, sizeof(double) * p->nrows * r->len);
+	memcpy(r->ids + r->rows, p->ids, sizeof(int64) * p->nrows);
+	r->rows += p->nrows;
 }
 
 /* puts row s at position ids[s] - 1 (ids: a permutation of 1..m), in place */
@@ -486,22 +540,41 @@ permute_rows(double *data, const int64 *ids, int64 m, int64 len)
 static void
 read_dense(MatTable *t, PgGpuMatmul *w, int which)
 {
-	DenseReceiver r;
+	DenseSink	r;
+	PgGpuRowSpec *spec = palloc0(sizeof(PgGpuRowSpec));
 	int64		m;
 	bits8	   *seen;
 	int64		bad = 0;
 	bool		have_bad = false;
+	int			nworkers;
 
 	memset(&r, 0, sizeof(r));
-	pg_gpu_receiver_init(&r.pub, dense_receive);
 	r.t = t;
 	r.w = w;
 	r.which = which;
+	r.spec = spec;
 	r.cxt = CurrentMemoryContext;
-	r.rowcxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu matrix row", ALLOCSET_DEFAULT_SIZES);
 	r.len = -1;
-	pg_gpu_run_select(select_sql(t), &r.pub, true);
-	MemoryContextDelete(r.rowcxt);
+	spec->kind = PG_GPU_ROWS_DENSE;
+	spec->ncols = 1;
+	spec->idtype = t->types[0];
+	spec->types[0] = t->types[1];
+	spec->first_len = spec->first_id = -1;
+	namestrcpy(&spec->relname, t->relname);
+	namestrcpy(&spec->idname, t->names[0]);
+	/* positions in the table, else in SELECT id, vector */
+	spec->idpos = t->att[0];
+	spec->pos[0] = t->att[1];
+	if (!pg_gpu_scan_table(t->relid, spec, true, dense_consume, &r, &nworkers))
+	{
+		PgGpuPartReceiver pr;
+
+		spec->idpos = 0;
+		spec->pos[0] = 1;
+		pg_gpu_part_receiver_init(&pr, spec, dense_consume, &r);
+		pg_gpu_run_select(select_sql(t), &pr.pub, true);
+		pg_gpu_part_receiver_finish(&pr);
+	}
 
 	m = r.rows;
 	if (m == 0)
@@ -730,7 +803,7 @@ matmul_tables_first(FunctionCallInfo fcinfo, FuncCallContext *fc)
 	t5 = GetCurrentTimestamp();
 	/* only C is needed from here on */
 	pggpu_matmul_keep_only(w->mm, PGGPU_MM_C);
-	elog(DEBUG1, "pg_gpu: gpu_matmul stages (ms): open %.1f, read %.1f, densify %.1f, result buffer %.1f, product %.1f, release %.1f",
+	elog(DEBUG2, "pg_gpu: gpu_matmul stages (ms): open %.1f, read %.1f, densify %.1f, result buffer %.1f, product %.1f, release %.1f",
 		 (t1 - t0) / 1000.0, (t2 - t1) / 1000.0, (t3 - t2) / 1000.0, (t4 - t3) / 1000.0,
 		 (t5 - t4) / 1000.0, (GetCurrentTimestamp() - t5) / 1000.0);
 	fc->user_fctx = res;

@@ -7,6 +7,8 @@
 
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "executor/tuptable.h"
 #include "tcop/dest.h"
 #include "utils/array.h"
 #include "utils/relcache.h"
@@ -78,8 +80,10 @@ typedef struct PgGpuSource
 	int			ncols;
 	char	  **colnames;
 	Oid		   *coltypes;		/* base types */
+	int		   *colatts;		/* attribute indexes in the relation */
 	char	   *idname;			/* NULL when no id column */
 	Oid			idtype;
+	int			idatt;			/* its attribute index, -1: none */
 	double		expected_rows;	/* planner-style estimate, 0 if unknown */
 } PgGpuSource;
 
@@ -120,5 +124,110 @@ typedef struct PgGpuRows
 
 extern void pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds,
 							   bool want_ids, PgGpuRows *rows);
+
+/* ---- rows into parts (read.c), read in parallel (scan.c) ---- */
+
+typedef enum PgGpuRowKind
+{
+	PG_GPU_ROWS_NUMERIC,		/* k-means: numeric columns, and maybe an id */
+	PG_GPU_ROWS_DENSE			/* gpu_matmul: (row id, float8[] or real[]) */
+} PgGpuRowKind;
+
+/*
+ * What to take from each tuple.  Plain data: parallel workers get a copy.
+ * Positions are attribute indexes of the tuples given (the table's, or those
+ * of a generated SELECT's target list).
+ */
+typedef struct PgGpuRowSpec
+{
+	PgGpuRowKind kind;
+	int			ncols;
+	int			idpos;			/* the id's position, -1: none */
+	Oid			idtype;
+	NameData	relname;		/* for messages */
+	NameData	idname;
+	/* DENSE: the first row's length and id, when known (else -1) */
+	int64		first_len;
+	int64		first_id;
+	int16		pos[MaxHeapAttributeNumber];	/* the columns' positions */
+	Oid			types[MaxHeapAttributeNumber];	/* and base types (DENSE: the
+												 * element type) */
+} PgGpuRowSpec;
+
+/*
+ * A part: rows converted from tuples, in a buffer of room for cap rows of len
+ * values and an id each.  NUMERIC (len = ncols): value j of kept row i at
+ * values[j * cap + i], its id at ids[i]; the ids of skipped rows (NULL, NaN
+ * or an infinity in a used column) fill ids from the back, ids[cap - 1 - b].
+ * DENSE: the len values of row i at values[i * len], its id at ids[i]; len
+ * is -1 until the first row sets it.
+ */
+typedef struct PgGpuPart
+{
+	char	   *buf;
+	Size		bytes;
+	bool		growable;		/* buf is palloc'd: enlarged for one long row */
+	int64		len;
+	int64		cap;
+	int64		nrows;
+	int64		nbad;
+	double	   *values;
+	int64	   *ids;
+} PgGpuPart;
+
+typedef void (*PgGpuPartConsumer) (void *arg, const PgGpuPart *part);
+
+/* an empty part over buf (len -1: not known yet) */
+extern void pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len,
+							 bool growable);
+static inline bool
+pg_gpu_part_full(const PgGpuPart *part)
+{
+	return part->len >= 0 && part->nrows + part->nbad >= part->cap;
+}
+
+/* converts one tuple into part, which has room (ERROR on a bad row) */
+extern void pg_gpu_row_to_part(const PgGpuRowSpec *spec, TupleTableSlot *slot,
+							   PgGpuPart *part);
+/* the DENSE row of pg_gpu_row_to_part (matmul.c) */
+extern void pg_gpu_dense_row(const PgGpuRowSpec *spec, TupleTableSlot *slot,
+							 PgGpuPart *part);
+/* a DENSE tuple's length and id, or -1 when it is not a good row */
+extern int64 pg_gpu_dense_row_len(const PgGpuRowSpec *spec, TupleTableSlot *slot,
+								  int64 *id);
+
+/*
+ * Reads every row of relid into parts handed to consume, in the order of a
+ * serial sequential scan, using parallel workers as a parallel sequential
+ * scan of the table would (max_parallel_workers_per_gather,
+ * min_parallel_table_scan_size, the table's parallel_workers).  Checks the
+ * SELECT privilege on the columns of spec.  Returns false, reading nothing,
+ * for what a plain scan would not read as a SELECT does (views, partitioned
+ * and foreign tables, inheritance parents, row-level security, other
+ * sessions' temporary tables, unpopulated materialized views): read those
+ * through SPI.  read_only: in the caller's snapshot, as pg_gpu_run_select.
+ * *nworkers: the workers launched.
+ */
+extern bool pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_only,
+							  PgGpuPartConsumer consume, void *arg, int *nworkers);
+
+/* a DestReceiver that converts the rows of a SELECT into parts */
+typedef struct PgGpuPartReceiver
+{
+	DestReceiver pub;
+	const PgGpuRowSpec *spec;
+	PgGpuPart	part;
+	PgGpuPartConsumer consume;
+	void	   *arg;
+	MemoryContext rowcxt;		/* reset with each part */
+} PgGpuPartReceiver;
+
+extern void pg_gpu_part_receiver_init(PgGpuPartReceiver *r, const PgGpuRowSpec *spec,
+									  PgGpuPartConsumer consume, void *arg);
+/* hands over the last part and frees what the receiver holds */
+extern void pg_gpu_part_receiver_finish(PgGpuPartReceiver *r);
+
+/* bytes of a part buffer */
+#define PG_GPU_PART_BYTES (256 * 1024)
 
 #endif							/* PG_GPU_H */

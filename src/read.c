@@ -168,6 +168,7 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 							src->relname),
 					 errhint("Pass id_column => 'name' naming an integer column that identifies each row.")));
 	}
+	src->idatt = idcol;
 	if (idcol >= 0)
 	{
 		src->idname = pstrdup(NameStr(TupleDescAttr(td, idcol)->attname));
@@ -176,6 +177,7 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 
 	src->colnames = palloc(sizeof(char *) * Max(maxcols, 1));
 	src->coltypes = palloc(sizeof(Oid) * Max(maxcols, 1));
+	src->colatts = palloc(sizeof(int) * Max(maxcols, 1));
 	if (columns != NULL)
 	{
 		Datum	   *elems;
@@ -194,6 +196,7 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 					 errhint("Name at least one numeric column, or pass NULL to use every numeric column.")));
 		src->colnames = repalloc(src->colnames, sizeof(char *) * n);
 		src->coltypes = repalloc(src->coltypes, sizeof(Oid) * n);
+		src->colatts = repalloc(src->colatts, sizeof(int) * n);
 		for (int i = 0; i < n; i++)
 		{
 			char	   *name;
@@ -223,6 +226,7 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 							(errcode(ERRCODE_DUPLICATE_COLUMN),
 							 errmsg("column \"%s\" is named more than once in columns", name)));
 			src->colnames[src->ncols] = name;
+			src->colatts[src->ncols] = a;
 			src->coltypes[src->ncols++] = t;
 		}
 	}
@@ -236,6 +240,7 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 			if (att->attisdropped || a == idcol || !pg_gpu_is_numeric_type(t))
 				continue;
 			src->colnames[src->ncols] = pstrdup(NameStr(att->attname));
+			src->colatts[src->ncols] = a;
 			src->coltypes[src->ncols++] = t;
 		}
 		if (src->ncols == 0)
@@ -253,40 +258,37 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 	relation_close(rel, NoLock);
 }
 
-/* ---- the receiver ---------------------------------------------------------- */
+/* ---- rows into parts ------------------------------------------------------ */
 
-typedef struct SoaReceiver
+void
+pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growable)
 {
-	DestReceiver pub;
-	const PgGpuSource *src;
-	pggpu_data *ds;
-	bool		want_ids;
-	int			first_col;		/* attribute index of the first data column */
-	double	   *batch;
-	int64		batch_rows;
-	int64		fill;
-	MemoryContext cxt;			/* where the id arrays live */
-	int64	   *ids;
-	int64		nids,
-				capids;
-	int64	   *bad;
-	int64		nbad,
-				capbad;
-	int64		ninvalid;
-} SoaReceiver;
-
-static void
-append_id(SoaReceiver *r, int64 **arr, int64 *n, int64 *cap, int64 id)
-{
-	if (*n == *cap)
+	part->buf = buf;
+	part->bytes = bytes;
+	part->growable = growable;
+	part->nrows = part->nbad = 0;
+	part->len = len;
+	part->cap = 0;
+	part->values = NULL;
+	part->ids = NULL;
+	if (len < 0)
+		return;
+	if ((Size) len >= MaxAllocHugeSize / sizeof(double) - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("rows of %lld values are too long to read", (long long) len)));
+	if (bytes < sizeof(double) * (len + 1))
 	{
-		int64		ncap = *cap ? *cap * 2 : 1024;
-
-		*arr = *arr ? repalloc_huge(*arr, sizeof(int64) * ncap)
-			: MemoryContextAllocHuge(r->cxt, sizeof(int64) * ncap);
-		*cap = ncap;
+		/* only a DENSE row this long; a slot is made large enough for it */
+		if (!growable)
+			elog(ERROR, "pg_gpu: a part of %zu bytes cannot hold a row of %lld values",
+				 bytes, (long long) len);
+		part->bytes = sizeof(double) * (len + 1);
+		part->buf = repalloc_huge(buf, part->bytes);
 	}
-	(*arr)[(*n)++] = id;
+	part->cap = part->bytes / (sizeof(double) * (len + 1));
+	part->values = (double *) part->buf;
+	part->ids = (int64 *) (part->buf + sizeof(double) * len * part->cap);
 }
 
 double
@@ -310,73 +312,103 @@ pg_gpu_datum_to_double(Datum d, Oid type)
 	}
 }
 
-static void
-flush_batch(SoaReceiver *r)
+static int64
+slot_id(const PgGpuRowSpec *spec, TupleTableSlot *slot)
 {
-	pggpu_error err = {0};
+	Datum		d = slot->tts_values[spec->idpos];
 
-	CHECK_FOR_INTERRUPTS();
-	/* before the push allocates room for these rows */
-	check_rows_memory(r->src, (double) (pggpu_data_rows(r->ds) + r->fill), r->want_ids,
-					  "", " read so far");
-	if (pggpu_data_push(r->ds, r->fill, &err) != PGGPU_OK)
-		pg_gpu_raise(&err);
-	r->fill = 0;
-	r->batch = pggpu_data_batch(r->ds);
+	if (slot->tts_isnull[spec->idpos])
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("id column \"%s\" of relation \"%s\" contains NULL",
+						NameStr(spec->idname), NameStr(spec->relname)),
+				 errhint("Pass an id_column without NULLs, or read from a view that filters them.")));
+	return spec->idtype == INT2OID ? DatumGetInt16(d) :
+		spec->idtype == INT4OID ? DatumGetInt32(d) : DatumGetInt64(d);
 }
 
-static bool
-soa_receive(TupleTableSlot *slot, DestReceiver *self)
+/* NUMERIC: a row with NULL, NaN or an infinity in a used column is skipped */
+static void
+numeric_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
 {
-	SoaReceiver *r = (SoaReceiver *) self;
-	const PgGpuSource *src = r->src;
-	int64		id = 0;
-	bool		valid = true;
+	int64		i = part->nrows;
+	int64		id = spec->idpos >= 0 ? slot_id(spec, slot) : 0;
 
-	slot_getallattrs(slot);
-	if (r->want_ids)
+	for (int j = 0; j < spec->ncols; j++)
 	{
-		Datum		d = slot->tts_values[0];
-
-		if (slot->tts_isnull[0])
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("id column \"%s\" of relation \"%s\" contains NULL",
-							src->idname, src->relname),
-					 errhint("Pass an id_column without NULLs, or read from a view that filters them.")));
-		id = src->idtype == INT2OID ? DatumGetInt16(d) :
-			src->idtype == INT4OID ? DatumGetInt32(d) : DatumGetInt64(d);
-	}
-	for (int j = 0; j < src->ncols; j++)
-	{
-		int			a = r->first_col + j;
+		int			a = spec->pos[j];
 		double		v;
 
 		if (slot->tts_isnull[a])
-		{
-			valid = false;
-			break;
-		}
-		v = pg_gpu_datum_to_double(slot->tts_values[a], src->coltypes[j]);
+			goto skip;
+		v = pg_gpu_datum_to_double(slot->tts_values[a], spec->types[j]);
 		if (!isfinite(v))
-		{
-			valid = false;
-			break;
-		}
-		r->batch[j * r->batch_rows + r->fill] = v;
+			goto skip;
+		part->values[j * part->cap + i] = v;
 	}
-	if (!valid)
+	part->ids[i] = id;
+	part->nrows++;
+	return;
+skip:
+	part->ids[part->cap - 1 - part->nbad++] = id;
+}
+
+void
+pg_gpu_row_to_part(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
+{
+	int			natts = Max(spec->idpos, 0);
+
+	for (int j = 0; j < spec->ncols; j++)
+		natts = Max(natts, spec->pos[j]);
+	slot_getsomeattrs(slot, natts + 1);
+	if (spec->kind == PG_GPU_ROWS_NUMERIC)
+		numeric_row(spec, slot, part);
+	else
+		pg_gpu_dense_row(spec, slot, part);
+}
+
+/* ---- the receiver: rows of a SELECT into parts ------------------------------ */
+
+static bool
+part_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	PgGpuPartReceiver *r = (PgGpuPartReceiver *) self;
+	MemoryContext old;
+
+	if (pg_gpu_part_full(&r->part))
 	{
-		r->ninvalid++;
-		if (r->want_ids)
-			append_id(r, &r->bad, &r->nbad, &r->capbad, id);
-		return true;
+		r->consume(r->arg, &r->part);
+		MemoryContextReset(r->rowcxt);
+		pg_gpu_part_init(&r->part, r->part.buf, r->part.bytes, r->part.len, true);
 	}
-	if (r->want_ids)
-		append_id(r, &r->ids, &r->nids, &r->capids, id);
-	if (++r->fill == r->batch_rows)
-		flush_batch(r);
+	old = MemoryContextSwitchTo(r->rowcxt);
+	pg_gpu_row_to_part(r->spec, slot, &r->part);
+	MemoryContextSwitchTo(old);
 	return true;
+}
+
+void
+pg_gpu_part_receiver_init(PgGpuPartReceiver *r, const PgGpuRowSpec *spec,
+						  PgGpuPartConsumer consume, void *arg)
+{
+	memset(r, 0, sizeof(*r));
+	pg_gpu_receiver_init(&r->pub, part_receive);
+	r->spec = spec;
+	r->consume = consume;
+	r->arg = arg;
+	r->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu rows",
+									  ALLOCSET_DEFAULT_SIZES);
+	pg_gpu_part_init(&r->part, palloc(PG_GPU_PART_BYTES), PG_GPU_PART_BYTES,
+					 spec->kind == PG_GPU_ROWS_NUMERIC ? spec->ncols : -1, true);
+}
+
+void
+pg_gpu_part_receiver_finish(PgGpuPartReceiver *r)
+{
+	if (r->part.nrows + r->part.nbad > 0)
+		r->consume(r->arg, &r->part);
+	pfree(r->part.buf);
+	MemoryContextDelete(r->rowcxt);
 }
 
 static void
@@ -427,38 +459,147 @@ pg_gpu_run_select(const char *sql, DestReceiver *dest, bool read_only)
 	AtEOXact_GUC(true, nest);
 }
 
+/* ---- k-means data: parts into the data set's staging buffers ---------------- */
+
+typedef struct SoaSink
+{
+	const PgGpuSource *src;
+	pggpu_data *ds;
+	bool		want_ids;
+	double	   *batch;
+	int64		batch_rows;
+	int64		fill;
+	MemoryContext cxt;			/* where the id arrays live */
+	int64	   *ids;
+	int64		nids,
+				capids;
+	int64	   *bad;
+	int64		nbad,
+				capbad;
+	int64		ninvalid;
+} SoaSink;
+
+/* room for n more ids in *arr */
+static void
+reserve_ids(SoaSink *s, int64 **arr, int64 have, int64 *cap, int64 n)
+{
+	int64		ncap = *cap ? *cap : 1024;
+
+	if (have + n <= *cap)
+		return;
+	while (ncap < have + n)
+		ncap *= 2;
+	*arr = *arr ? repalloc_huge(*arr, sizeof(int64) * ncap)
+		: MemoryContextAllocHuge(s->cxt, sizeof(int64) * ncap);
+	*cap = ncap;
+}
+
+static void
+flush_batch(SoaSink *s)
+{
+	pggpu_error err = {0};
+
+	CHECK_FOR_INTERRUPTS();
+	/* before the push allocates room for these rows */
+	check_rows_memory(s->src, (double) (pggpu_data_rows(s->ds) + s->fill), s->want_ids,
+					  "", " read so far");
+	if (pggpu_data_push(s->ds, s->fill, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	s->fill = 0;
+	s->batch = pggpu_data_batch(s->ds);
+}
+
+static void
+soa_consume(void *arg, const PgGpuPart *p)
+{
+	SoaSink    *s = (SoaSink *) arg;
+	int			d = s->src->ncols;
+
+	for (int64 done = 0; done < p->nrows;)
+	{
+		int64		n = Min(p->nrows - done, s->batch_rows - s->fill);
+
+		for (int j = 0; j < d; j++)
+			memcpy(s->batch + j * s->batch_rows + s->fill, p->values + j * p->cap + done,
+				   sizeof(double) * n);
+		s->fill += n;
+		done += n;
+		if (s->fill == s->batch_rows)
+			flush_batch(s);
+	}
+	if (s->want_ids)
+	{
+		reserve_ids(s, &s->ids, s->nids, &s->capids, p->nrows);
+		memcpy(s->ids + s->nids, p->ids, sizeof(int64) * p->nrows);
+		s->nids += p->nrows;
+		reserve_ids(s, &s->bad, s->nbad, &s->capbad, p->nbad);
+		for (int64 b = 0; b < p->nbad; b++)
+			s->bad[s->nbad++] = p->ids[p->cap - 1 - b];
+	}
+	s->ninvalid += p->nbad;
+}
+
+/* the row spec of src: positions in the relation (table) or in "SELECT [id,] cols" */
+static void
+source_spec(const PgGpuSource *src, bool want_ids, bool table, PgGpuRowSpec *spec)
+{
+	memset(spec, 0, offsetof(PgGpuRowSpec, pos));
+	spec->kind = PG_GPU_ROWS_NUMERIC;
+	spec->first_len = spec->first_id = -1;
+	spec->ncols = src->ncols;
+	spec->idpos = !want_ids ? -1 : table ? src->idatt : 0;
+	spec->idtype = src->idtype;
+	namestrcpy(&spec->relname, src->relname);
+	if (src->idname)
+		namestrcpy(&spec->idname, src->idname);
+	for (int j = 0; j < src->ncols; j++)
+	{
+		spec->pos[j] = table ? src->colatts[j] : j + (want_ids ? 1 : 0);
+		spec->types[j] = src->coltypes[j];
+	}
+}
+
 void
 pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds, bool want_ids,
 				   PgGpuRows *rows)
 {
-	SoaReceiver r;
-	StringInfoData sql;
+	SoaSink		s;
+	PgGpuRowSpec *spec = palloc(sizeof(PgGpuRowSpec));
+	int			nworkers = 0;
 
-	memset(&r, 0, sizeof(r));
-	pg_gpu_receiver_init(&r.pub, soa_receive);
-	r.src = src;
-	r.ds = ds;
-	r.want_ids = want_ids;
-	r.first_col = want_ids ? 1 : 0;
-	r.batch = pggpu_data_batch(ds);
-	r.batch_rows = pggpu_data_batch_rows(ds);
-	r.cxt = CurrentMemoryContext;
+	memset(&s, 0, sizeof(s));
+	s.src = src;
+	s.ds = ds;
+	s.want_ids = want_ids;
+	s.batch = pggpu_data_batch(ds);
+	s.batch_rows = pggpu_data_batch_rows(ds);
+	s.cxt = CurrentMemoryContext;
 
-	initStringInfo(&sql);
-	appendStringInfoString(&sql, "SELECT ");
-	if (want_ids)
-		appendStringInfo(&sql, "%s, ", quote_identifier(src->idname));
-	for (int j = 0; j < src->ncols; j++)
-		appendStringInfo(&sql, "%s%s", j ? ", " : "", quote_identifier(src->colnames[j]));
-	appendStringInfo(&sql, " FROM %s", src->qualname);
+	source_spec(src, want_ids, true, spec);
+	if (!pg_gpu_scan_table(src->relid, spec, false, soa_consume, &s, &nworkers))
+	{
+		PgGpuPartReceiver r;
+		StringInfoData sql;
 
-	pg_gpu_run_select(sql.data, &r.pub, false);
+		source_spec(src, want_ids, false, spec);
+		initStringInfo(&sql);
+		appendStringInfoString(&sql, "SELECT ");
+		if (want_ids)
+			appendStringInfo(&sql, "%s, ", quote_identifier(src->idname));
+		for (int j = 0; j < src->ncols; j++)
+			appendStringInfo(&sql, "%s%s", j ? ", " : "", quote_identifier(src->colnames[j]));
+		appendStringInfo(&sql, " FROM %s", src->qualname);
+		pg_gpu_part_receiver_init(&r, spec, soa_consume, &s);
+		pg_gpu_run_select(sql.data, &r.pub, false);
+		pg_gpu_part_receiver_finish(&r);
+		pfree(sql.data);
+	}
 
-	if (r.fill > 0)
-		flush_batch(&r);
+	if (s.fill > 0)
+		flush_batch(&s);
 	rows->nvalid = pggpu_data_rows(ds);
-	rows->ninvalid = r.ninvalid;
-	rows->ids = r.ids;
-	rows->invalid_ids = r.bad;
-	pfree(sql.data);
+	rows->ninvalid = s.ninvalid;
+	rows->ids = s.ids;
+	rows->invalid_ids = s.bad;
+	pfree(spec);
 }

@@ -1,0 +1,80 @@
+-- Tables are read by parallel workers in block order: the results are those
+-- of a serial read, whatever the number of workers.
+SET min_parallel_table_scan_size = 0;
+CREATE TABLE pr_pts (id bigint PRIMARY KEY, x float8, y real, z numeric, n int);
+INSERT INTO pr_pts
+SELECT i,
+       (i % 7) * 3 + (i % 11) * 0.01,
+       CASE WHEN i % 997 = 0 THEN NULL ELSE (i % 5) * 2 + (i % 13) * 0.02 END,
+       CASE WHEN i % 1009 = 0 THEN 'NaN' ELSE ((i % 3) + (i % 17) * 0.001) END,
+       i % 4
+FROM generate_series(1, 30000) i;
+-- a few deleted rows and a dead block range
+DELETE FROM pr_pts WHERE id BETWEEN 5000 AND 5600 OR id % 101 = 0;
+-- serial
+SET max_parallel_workers_per_gather = 0;
+CREATE TEMP TABLE pr_fit0 AS SELECT * FROM gpu_kmeans_fit('pr_pts', 6, seed => 7);
+CREATE TEMP TABLE pr_lab0 AS SELECT * FROM gpu_kmeans('pr_pts', 6, seed => 7);
+CREATE TEMP TABLE pr_fit3 AS SELECT * FROM pr_fit0 WITH NO DATA;
+CREATE TEMP TABLE pr_lab3 AS SELECT * FROM pr_lab0 WITH NO DATA;
+-- parallel, the workers named in a DEBUG1 message
+SET max_parallel_workers_per_gather = 3;
+SET client_min_messages = debug1;
+INSERT INTO pr_fit3 SELECT * FROM gpu_kmeans_fit('pr_pts', 6, seed => 7);
+INSERT INTO pr_lab3 SELECT * FROM gpu_kmeans('pr_pts', 6, seed => 7);
+RESET client_min_messages;
+SELECT a.centroids = b.centroids AS same_centroids, a.sizes = b.sizes AS same_sizes,
+       a.inertia = b.inertia AS same_inertia, a.iterations = b.iterations AS same_iterations
+FROM pr_fit0 a, pr_fit3 b;
+SELECT count(*) AS rows, count(*) FILTER (WHERE a.cluster IS NULL) AS skipped,
+       count(*) FILTER (WHERE a.cluster IS DISTINCT FROM b.cluster) AS differ
+FROM pr_lab0 a FULL JOIN pr_lab3 b USING (id);
+-- the rows used are exactly those a SELECT sees
+SELECT (SELECT sum(s) FROM pr_fit3, unnest(sizes) s) =
+       (SELECT count(*) FROM pr_pts WHERE y IS NOT NULL AND z <> 'NaN') AS all_rows_used;
+-- the table's parallel_workers, and max_parallel_workers_per_gather as the cap
+ALTER TABLE pr_pts SET (parallel_workers = 1);
+SET client_min_messages = debug1;
+SELECT iterations > 0 AS ran FROM gpu_kmeans_fit('pr_pts', 6, seed => 7);
+ALTER TABLE pr_pts RESET (parallel_workers);
+SET max_parallel_workers_per_gather = 2;
+SELECT iterations > 0 AS ran FROM gpu_kmeans_fit('pr_pts', 6, seed => 7);
+RESET client_min_messages;
+-- in a transaction that changed the table: its own changes, seen by the workers
+BEGIN;
+UPDATE pr_pts SET x = x + 1000 WHERE id <= 100;
+SELECT sizes[1] AS rows_far_away
+FROM gpu_kmeans_fit('pr_pts', 2, init_centroids => ARRAY[[1000.0, 0, 1, 1], [0.0, 0, 1, 1]]::float8[],
+                    max_iter => 1);
+ROLLBACK;
+-- dense matrix tables read in parallel: the same product as a serial read
+CREATE TABLE pr_m (row_id int, row_vec float8[]);
+INSERT INTO pr_m SELECT i, ARRAY[i, i % 7, 1.0 / i] FROM generate_series(1, 20000) i;
+CREATE TABLE pr_n (row_id int, row_vec float8[]);
+INSERT INTO pr_n VALUES (1, ARRAY[1.0, 0]), (2, ARRAY[0, 1.0]), (3, ARRAY[2.0, 3.0]);
+SET max_parallel_workers_per_gather = 0;
+CREATE TEMP TABLE pr_mm0 AS SELECT * FROM gpu_matmul('pr_m'::regclass, 'pr_n'::regclass);
+CREATE TEMP TABLE pr_mm3 AS SELECT * FROM pr_mm0 WITH NO DATA;
+SET max_parallel_workers_per_gather = 3;
+SET client_min_messages = debug1;
+INSERT INTO pr_mm3 SELECT * FROM gpu_matmul('pr_m'::regclass, 'pr_n'::regclass);
+RESET client_min_messages;
+SELECT count(*) AS rows, count(*) FILTER (WHERE a.row_vec <> b.row_vec) AS differ,
+       max(abs(a.row_vec[1] - (a.row_id + 2.0 / a.row_id))) < 1e-9 AS right_values
+FROM pr_mm0 a JOIN pr_mm3 b USING (row_id);
+-- rows of another length, found by a worker
+UPDATE pr_m SET row_vec = ARRAY[1.0, 2.0] WHERE row_id = 15000;
+\set VERBOSITY terse
+SELECT count(*) FROM gpu_matmul('pr_m'::regclass, 'pr_n'::regclass);
+\set VERBOSITY default
+-- privileges are checked as a SELECT checks them
+CREATE ROLE regress_pr_reader;
+GRANT SELECT (id, x) ON pr_pts TO regress_pr_reader;
+SET ROLE regress_pr_reader;
+SELECT iterations FROM gpu_kmeans_fit('pr_pts', 2, columns => ARRAY['x']) LIMIT 0;
+SELECT iterations FROM gpu_kmeans_fit('pr_pts', 2, columns => ARRAY['x', 'y']);
+RESET ROLE;
+DROP TABLE pr_pts, pr_m, pr_n;
+DROP ROLE regress_pr_reader;
+RESET max_parallel_workers_per_gather;
+RESET min_parallel_table_scan_size;

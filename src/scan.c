@@ -1,0 +1,519 @@
+/*
+ * scan.c - reading a table with PostgreSQL's parallel workers, in block
+ * order.
+ *
+ * The table is cut into chunks of consecutive blocks.  Parallel workers (in
+ * the caller's transaction, snapshot and lock group, as those of a parallel
+ * query) take chunks in turn and convert their rows into parts
+ * (pg_gpu_row_to_part) in the slots of a ring in dynamic shared memory; the
+ * leader hands the parts to its consumer chunk by chunk.  So the rows arrive
+ * in exactly the order of a serial sequential scan, whatever the number of
+ * workers or their timing, and results (k-means++ seeding depends on the
+ * order) are those of a serial read.  The leader scans a chunk itself when no
+ * worker has taken it yet: when none could be started, or while they start.
+ *
+ * Only a table that a plain scan reads as a SELECT would is read this way: a
+ * heap table or populated materialized view without row-level security or
+ * inheritance children, not another session's temporary table, with the
+ * privileges checked as the executor checks them.  The rest goes through SPI
+ * (read.c), which honours everything else.
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/parallel.h"
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/cost.h"
+#include "optimizer/paths.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/bufmgr.h"
+#include "storage/condition_variable.h"
+#include "storage/predicate.h"
+#include "storage/spin.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "pg_gpu.h"
+
+PGDLLEXPORT void pg_gpu_scan_worker(dsm_segment *seg, shm_toc *toc);
+
+#define SCAN_KEY			UINT64CONST(0x7067677075000001)
+#define CHUNK_BLOCKS		32		/* 256 kB of an 8 kB-block table */
+#define SLOTS_PER_WORKER	4
+#define MAX_SLOTS			64
+#define LIVENESS_MS			1000	/* how often a waiting leader checks its workers */
+
+/* the scan's own flags: page at a time, a ring of buffers for a big table */
+#define SCAN_FLAGS (SO_TYPE_TIDRANGESCAN | SO_ALLOW_PAGEMODE | SO_ALLOW_STRAT)
+
+typedef struct ScanSlot
+{
+	slock_t		mutex;
+	ConditionVariable cv;		/* broadcast when full or free changes */
+	int64		chunk;			/* the chunk whose part comes here next */
+	bool		full;			/* a part is waiting for the leader */
+	bool		last;			/* and it is its chunk's last */
+	int64		len;
+	int64		nrows;
+	int64		nbad;
+} ScanSlot;
+
+typedef struct ScanShared
+{
+	Oid			relid;
+	BlockNumber nblocks;
+	int64		nchunks;
+	int			nslots;
+	int			nworkers;
+	Size		slot_bytes;		/* a part's room */
+	Size		slot_stride;	/* a ScanSlot, then slot_bytes */
+	pg_atomic_uint64 next_chunk;	/* the next chunk nobody has taken */
+	PgGpuRowSpec spec;
+	int64		claimed[FLEXIBLE_ARRAY_MEMBER]; /* each worker's chunk, -1:
+												 * none */
+	/* then the slots */
+} ScanShared;
+
+static Size
+shared_header(int nworkers)
+{
+	return MAXALIGN(offsetof(ScanShared, claimed) + sizeof(int64) * nworkers);
+}
+
+static ScanSlot *
+scan_slot(ScanShared *sh, int64 chunk)
+{
+	return (ScanSlot *) ((char *) sh + shared_header(sh->nworkers) +
+						 sh->slot_stride * (chunk % sh->nslots));
+}
+
+static char *
+slot_buf(ScanSlot *slot)
+{
+	return (char *) slot + MAXALIGN(sizeof(ScanSlot));
+}
+
+/* ---- scanning one chunk ----------------------------------------------------- */
+
+typedef struct Scanner
+{
+	ScanShared *sh;				/* NULL: no workers, no shared memory */
+	const PgGpuRowSpec *spec;
+	TableScanDesc scan;
+	TupleTableSlot *tslot;
+	MemoryContext rowcxt;		/* reset with each part */
+	/* the leader's own parts go straight to its consumer */
+	bool		leader;
+	char	   *own;
+	Size		own_bytes;
+	PgGpuPartConsumer consume;
+	void	   *arg;
+	int64		len;			/* DENSE: the row length met first, -1: none yet */
+} Scanner;
+
+static BlockNumber chunk_blocks(BlockNumber nblocks, int nworkers);
+
+/* waits for chunk's slot to be free and starts a part there */
+static void
+part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
+{
+	ScanSlot   *slot;
+	int64		len = s->spec->kind == PG_GPU_ROWS_NUMERIC ? s->spec->ncols : s->len;
+
+	MemoryContextReset(s->rowcxt);
+	if (s->leader)
+	{
+		pg_gpu_part_init(part, s->own, s->own_bytes, len, true);
+		return;
+	}
+	slot = scan_slot(s->sh, chunk);
+	ConditionVariablePrepareToSleep(&slot->cv);
+	for (;;)
+	{
+		bool		free;
+
+		SpinLockAcquire(&slot->mutex);
+		free = slot->chunk == chunk && !slot->full;
+		SpinLockRelease(&slot->mutex);
+		if (free)
+			break;
+		ConditionVariableSleep(&slot->cv, PG_WAIT_EXTENSION);
+	}
+	ConditionVariableCancelSleep();
+	pg_gpu_part_init(part, slot_buf(slot), s->sh->slot_bytes, len, false);
+}
+
+/* hands the part over: to the consumer (leader) or to the slot (worker) */
+static void
+part_end(Scanner *s, int64 chunk, PgGpuPart *part, bool last)
+{
+	ScanSlot   *slot;
+
+	if (part->len >= 0)
+		s->len = part->len;
+	if (s->leader)
+	{
+		s->own = part->buf;		/* maybe enlarged */
+		s->own_bytes = part->bytes;
+		s->consume(s->arg, part);
+		return;
+	}
+	slot = scan_slot(s->sh, chunk);
+	SpinLockAcquire(&slot->mutex);
+	slot->len = part->len;
+	slot->nrows = part->nrows;
+	slot->nbad = part->nbad;
+	slot->last = last;
+	slot->full = true;
+	SpinLockRelease(&slot->mutex);
+	ConditionVariableBroadcast(&slot->cv);
+}
+
+static void
+scan_chunk(Scanner *s, int64 chunk, BlockNumber nblocks, BlockNumber per_chunk)
+{
+	BlockNumber start = (BlockNumber) (chunk * per_chunk);
+	PgGpuPart	part;
+
+	heap_rescan(s->scan, NULL, false, false, false, false);
+	heap_setscanlimits(s->scan, start, Min(per_chunk, nblocks - start));
+	part_begin(s, chunk, &part);
+	while (heap_getnextslot(s->scan, ForwardScanDirection, s->tslot))
+	{
+		MemoryContext old;
+
+		CHECK_FOR_INTERRUPTS();
+		if (pg_gpu_part_full(&part))
+		{
+			part_end(s, chunk, &part, false);
+			part_begin(s, chunk, &part);
+		}
+		old = MemoryContextSwitchTo(s->rowcxt);
+		pg_gpu_row_to_part(s->spec, s->tslot, &part);
+		MemoryContextSwitchTo(old);
+	}
+	part_end(s, chunk, &part, true);
+}
+
+static void
+scanner_begin(Scanner *s, Relation rel)
+{
+	s->scan = heap_beginscan(rel, GetActiveSnapshot(), 0, NULL, NULL, SCAN_FLAGS);
+	s->tslot = table_slot_create(rel, NULL);
+	s->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu scan rows",
+									  ALLOCSET_DEFAULT_SIZES);
+	s->len = -1;
+}
+
+static void
+scanner_end(Scanner *s)
+{
+	heap_endscan(s->scan);
+	ExecDropSingleTupleTableSlot(s->tslot);
+	MemoryContextDelete(s->rowcxt);
+}
+
+/* ---- the workers ------------------------------------------------------------ */
+
+void
+pg_gpu_scan_worker(dsm_segment *seg, shm_toc *toc)
+{
+	ScanShared *sh = shm_toc_lookup(toc, SCAN_KEY, false);
+	BlockNumber per_chunk = chunk_blocks(sh->nblocks, sh->nworkers);
+	Relation	rel = table_open(sh->relid, AccessShareLock);
+	Scanner		s;
+
+	memset(&s, 0, sizeof(s));
+	s.sh = sh;
+	s.spec = &sh->spec;
+	scanner_begin(&s, rel);
+	for (;;)
+	{
+		int64		chunk = (int64) pg_atomic_fetch_add_u64(&sh->next_chunk, 1);
+
+		if (chunk >= sh->nchunks)
+			break;
+		sh->claimed[ParallelWorkerNumber] = chunk;
+		scan_chunk(&s, chunk, sh->nblocks, per_chunk);
+	}
+	sh->claimed[ParallelWorkerNumber] = -1;
+	scanner_end(&s);
+	table_close(rel, AccessShareLock);
+}
+
+/* ---- the leader ------------------------------------------------------------- */
+
+/*
+ * What a parallel sequential scan of rel would get: the table's
+ * parallel_workers, else one worker from min_parallel_table_scan_size and one
+ * more each time the table is three times larger; at most
+ * max_parallel_workers_per_gather.
+ */
+static int
+planned_workers(Relation rel, BlockNumber nblocks)
+{
+	int			workers = RelationGetParallelWorkers(rel, -1);
+
+	if (!IsUnderPostmaster || IsInParallelMode() || max_parallel_workers_per_gather <= 0 ||
+		RelationUsesLocalBuffers(rel))
+		return 0;
+	if (workers < 0)
+	{
+		double		threshold = Max(min_parallel_table_scan_size, 1);
+
+		if (nblocks < (BlockNumber) min_parallel_table_scan_size)
+			return 0;
+		workers = 1;
+		while (nblocks >= threshold * 3)
+		{
+			workers++;
+			threshold *= 3;
+		}
+	}
+	return Min(workers, max_parallel_workers_per_gather);
+}
+
+/* blocks per chunk: CHUNK_BLOCKS, fewer when the table is small for the workers */
+static BlockNumber
+chunk_blocks(BlockNumber nblocks, int nworkers)
+{
+	BlockNumber per = nblocks / (4 * (BlockNumber) Max(nworkers, 1));
+
+	return Max(Min(per, CHUNK_BLOCKS), 1);
+}
+
+/* may the table be read by a plain scan, as a SELECT of it would read it? */
+static bool
+plain_scan_reads_as_select(Relation rel)
+{
+	char		kind = rel->rd_rel->relkind;
+
+	if (kind != RELKIND_RELATION && kind != RELKIND_MATVIEW)
+		return false;
+	return rel->rd_tableam == GetHeapamTableAmRoutine() &&
+		!rel->rd_rel->relrowsecurity &&
+		!rel->rd_rel->relhassubclass &&
+		!RELATION_IS_OTHER_TEMP(rel) &&
+		RelationIsPopulated(rel);
+}
+
+/* the executor's privilege check of SELECT <the spec's columns> FROM rel */
+static void
+check_select(Relation rel, const PgGpuRowSpec *spec)
+{
+	RangeTblEntry *rte = makeNode(RangeTblEntry);
+
+	rte->rtekind = RTE_RELATION;
+	rte->relid = RelationGetRelid(rel);
+	rte->relkind = rel->rd_rel->relkind;
+	rte->rellockmode = AccessShareLock;
+	rte->requiredPerms = ACL_SELECT;
+	if (spec->idpos >= 0)
+		rte->selectedCols = bms_add_member(rte->selectedCols,
+										   spec->idpos + 1 - FirstLowInvalidHeapAttributeNumber);
+	for (int j = 0; j < spec->ncols; j++)
+		rte->selectedCols = bms_add_member(rte->selectedCols,
+										   spec->pos[j] + 1 - FirstLowInvalidHeapAttributeNumber);
+	ExecCheckRTPerms(list_make1(rte), true);
+}
+
+/* ERROR when a worker that stopped still holds a chunk */
+static void
+check_workers(ParallelContext *pcxt, ScanShared *sh)
+{
+	for (int i = 0; i < pcxt->nworkers_launched; i++)
+	{
+		pid_t		pid;
+
+		if (sh->claimed[i] >= 0 &&
+			GetBackgroundWorkerPid(pcxt->worker[i].bgwhandle, &pid) == BGWH_STOPPED)
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("a parallel worker of pg_gpu stopped before reading its share of \"%s\"",
+							NameStr(sh->spec.relname))));
+	}
+}
+
+/* hands chunk's parts to the consumer, scanning the chunk if nobody took it */
+static void
+consume_chunk(Scanner *s, ParallelContext *pcxt, int64 chunk, BlockNumber per_chunk)
+{
+	ScanShared *sh = s->sh;
+	ScanSlot   *slot = scan_slot(sh, chunk);
+
+	ConditionVariablePrepareToSleep(&slot->cv);
+	for (;;)
+	{
+		uint64		next = pg_atomic_read_u64(&sh->next_chunk);
+		bool		full,
+					last = false;
+
+		SpinLockAcquire(&slot->mutex);
+		full = slot->chunk == chunk && slot->full;
+		SpinLockRelease(&slot->mutex);
+		if (full)
+		{
+			PgGpuPart	part;
+
+			pg_gpu_part_init(&part, slot_buf(slot), sh->slot_bytes, slot->len, false);
+			part.nrows = slot->nrows;
+			part.nbad = slot->nbad;
+			s->consume(s->arg, &part);
+			SpinLockAcquire(&slot->mutex);
+			last = slot->last;
+			slot->full = false;
+			if (last)
+				slot->chunk += sh->nslots;
+			SpinLockRelease(&slot->mutex);
+			ConditionVariableBroadcast(&slot->cv);
+			if (last)
+				break;
+			continue;
+		}
+		if (next == (uint64) chunk &&
+			pg_atomic_compare_exchange_u64(&sh->next_chunk, &next, next + 1))
+		{
+			/* the slot's previous chunk is consumed: the slot stays free */
+			scan_chunk(s, chunk, sh->nblocks, per_chunk);
+			SpinLockAcquire(&slot->mutex);
+			slot->chunk += sh->nslots;
+			SpinLockRelease(&slot->mutex);
+			ConditionVariableBroadcast(&slot->cv);
+			break;
+		}
+		if (ConditionVariableTimedSleep(&slot->cv, LIVENESS_MS, PG_WAIT_EXTENSION))
+			check_workers(pcxt, sh);
+	}
+	ConditionVariableCancelSleep();
+}
+
+bool
+pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_only,
+				  PgGpuPartConsumer consume, void *arg, int *nworkers)
+{
+	Relation	rel = table_open(relid, AccessShareLock);
+	Scanner		s;
+	BlockNumber nblocks;
+	int			workers;
+
+	*nworkers = 0;
+	if (!plain_scan_reads_as_select(rel))
+	{
+		table_close(rel, NoLock);
+		return false;
+	}
+	check_select(rel, spec);
+
+	/* the snapshot SPI would use (pg_gpu_run_select) */
+	if (read_only)
+		PushActiveSnapshot(GetActiveSnapshot());
+	else
+	{
+		CommandCounterIncrement();
+		PushActiveSnapshot(GetTransactionSnapshot());
+	}
+	/* in a serializable transaction, what a sequential scan locks */
+	PredicateLockRelation(rel, GetActiveSnapshot());
+	nblocks = RelationGetNumberOfBlocks(rel);
+	workers = planned_workers(rel, nblocks);
+
+	memset(&s, 0, sizeof(s));
+	s.spec = spec;
+	s.leader = true;
+	s.own_bytes = PG_GPU_PART_BYTES;
+	s.own = palloc(s.own_bytes);
+	s.consume = consume;
+	s.arg = arg;
+	scanner_begin(&s, rel);
+	if (workers == 0)
+	{
+		if (nblocks > 0)
+			scan_chunk(&s, 0, nblocks, nblocks);
+	}
+	else
+	{
+		ParallelContext *pcxt;
+		BlockNumber per_chunk = chunk_blocks(nblocks, workers);
+		int			nslots = Min(SLOTS_PER_WORKER * workers, MAX_SLOTS);
+		PgGpuRowSpec *wspec = palloc(sizeof(PgGpuRowSpec));
+		Size		slot_bytes = PG_GPU_PART_BYTES;
+		Size		stride;
+		Size		bytes;
+		ScanShared *sh;
+
+		/*
+		 * DENSE: every row has the first one's length, so slots that hold a
+		 * few of those hold any good row; the workers check against it.
+		 */
+		memcpy(wspec, spec, sizeof(PgGpuRowSpec));
+		if (spec->kind == PG_GPU_ROWS_DENSE)
+		{
+			heap_setscanlimits(s.scan, 0, nblocks);
+			if (heap_getnextslot(s.scan, ForwardScanDirection, s.tslot))
+			{
+				MemoryContext old = MemoryContextSwitchTo(s.rowcxt);
+
+				wspec->first_len = pg_gpu_dense_row_len(spec, s.tslot, &wspec->first_id);
+				MemoryContextSwitchTo(old);
+				MemoryContextReset(s.rowcxt);
+			}
+			if (wspec->first_len >= 0)
+				slot_bytes = Max(slot_bytes, sizeof(double) * (wspec->first_len + 1) * 4);
+		}
+		stride = MAXALIGN(sizeof(ScanSlot)) + MAXALIGN(slot_bytes);
+		bytes = shared_header(workers) + stride * nslots;
+
+		EnterParallelMode();
+		pcxt = CreateParallelContext("pg_gpu", "pg_gpu_scan_worker", workers);
+		shm_toc_estimate_chunk(&pcxt->estimator, bytes);
+		shm_toc_estimate_keys(&pcxt->estimator, 1);
+		InitializeParallelDSM(pcxt);
+		sh = shm_toc_allocate(pcxt->toc, bytes);
+		sh->relid = relid;
+		sh->nblocks = nblocks;
+		sh->nchunks = (nblocks + per_chunk - 1) / per_chunk;
+		sh->nslots = nslots;
+		sh->nworkers = workers;
+		sh->slot_bytes = slot_bytes;
+		sh->slot_stride = stride;
+		pg_atomic_init_u64(&sh->next_chunk, 0);
+		memcpy(&sh->spec, wspec, sizeof(PgGpuRowSpec));
+		for (int i = 0; i < workers; i++)
+			sh->claimed[i] = -1;
+		for (int i = 0; i < nslots; i++)
+		{
+			ScanSlot   *slot = scan_slot(sh, i);
+
+			SpinLockInit(&slot->mutex);
+			ConditionVariableInit(&slot->cv);
+			slot->chunk = i;
+			slot->full = false;
+		}
+		shm_toc_insert(pcxt->toc, SCAN_KEY, sh);
+		s.sh = sh;
+		s.spec = &sh->spec;
+		LaunchParallelWorkers(pcxt);
+		*nworkers = pcxt->nworkers_launched;
+		elog(DEBUG1, "pg_gpu: reading \"%s\" with parallel workers: %d launched of %d planned",
+			 NameStr(spec->relname), pcxt->nworkers_launched, workers);
+		for (int64 chunk = 0; chunk < sh->nchunks; chunk++)
+			consume_chunk(&s, pcxt, chunk, per_chunk);
+		WaitForParallelWorkersToFinish(pcxt);
+		DestroyParallelContext(pcxt);
+		ExitParallelMode();
+		pfree(wspec);
+	}
+	scanner_end(&s);
+	pfree(s.own);
+	PopActiveSnapshot();
+	table_close(rel, NoLock);
+	return true;
+}
