@@ -263,7 +263,7 @@ planned_workers(Relation rel, BlockNumber nblocks)
 	int			workers = RelationGetParallelWorkers(rel, -1);
 
 	if (!IsUnderPostmaster || IsInParallelMode() || max_parallel_workers_per_gather <= 0 ||
-		RelationUsesLocalBuffers(rel))
+		RelationUsesLocalBuffers(rel) || nblocks == 0)
 		return 0;
 	if (workers < 0)
 	{
@@ -395,6 +395,79 @@ consume_chunk(Scanner *s, ParallelContext *pcxt, int64 chunk, BlockNumber per_ch
 	ConditionVariableCancelSleep();
 }
 
+/*
+ * DENSE: every good row has the first one's length, so slots that hold a few
+ * of those hold any good row; the workers check the rest against it.  False
+ * when the first row is bad (the serial read reports it).
+ */
+static bool
+peek_dense(Scanner *s, BlockNumber nblocks, PgGpuRowSpec *wspec)
+{
+	MemoryContext old;
+
+	heap_setscanlimits(s->scan, 0, nblocks);
+	if (!heap_getnextslot(s->scan, ForwardScanDirection, s->tslot))
+		return false;
+	old = MemoryContextSwitchTo(s->rowcxt);
+	wspec->first_len = pg_gpu_dense_row_len(wspec, s->tslot, &wspec->first_id);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(s->rowcxt);
+	return wspec->first_len >= 0;
+}
+
+/* the leader's part of a read with workers: launches them, consumes in order */
+static void
+read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *wspec,
+			  Size slot_bytes, int workers, int *nworkers)
+{
+	ParallelContext *pcxt;
+	BlockNumber per_chunk = chunk_blocks(nblocks, workers);
+	int			nslots = Min(SLOTS_PER_WORKER * workers, MAX_SLOTS);
+	Size		stride = MAXALIGN(sizeof(ScanSlot)) + MAXALIGN(slot_bytes);
+	Size		bytes = shared_header(workers) + stride * nslots;
+	ScanShared *sh;
+
+	EnterParallelMode();
+	pcxt = CreateParallelContext("pg_gpu", "pg_gpu_scan_worker", workers);
+	shm_toc_estimate_chunk(&pcxt->estimator, bytes);
+	shm_toc_estimate_keys(&pcxt->estimator, 1);
+	InitializeParallelDSM(pcxt);
+	sh = shm_toc_allocate(pcxt->toc, bytes);
+	sh->relid = relid;
+	sh->nblocks = nblocks;
+	sh->nchunks = (nblocks + per_chunk - 1) / per_chunk;
+	sh->nslots = nslots;
+	sh->nworkers = workers;
+	sh->slot_bytes = slot_bytes;
+	sh->slot_stride = stride;
+	pg_atomic_init_u64(&sh->next_chunk, 0);
+	memcpy(&sh->spec, wspec, sizeof(PgGpuRowSpec));
+	for (int i = 0; i < workers; i++)
+		sh->claimed[i] = -1;
+	for (int i = 0; i < nslots; i++)
+	{
+		ScanSlot   *slot = scan_slot(sh, i);
+
+		SpinLockInit(&slot->mutex);
+		ConditionVariableInit(&slot->cv);
+		slot->chunk = i;
+		slot->full = false;
+	}
+	shm_toc_insert(pcxt->toc, SCAN_KEY, sh);
+	s->sh = sh;
+	s->spec = &sh->spec;
+	LaunchParallelWorkers(pcxt);
+	*nworkers = pcxt->nworkers_launched;
+	elog(DEBUG1, "pg_gpu: reading \"%s\" with parallel workers: %d launched of %d planned",
+		 NameStr(wspec->relname), pcxt->nworkers_launched, workers);
+	for (int64 chunk = 0; chunk < sh->nchunks; chunk++)
+		consume_chunk(s, pcxt, chunk, per_chunk);
+	WaitForParallelWorkersToFinish(pcxt);
+	DestroyParallelContext(pcxt);
+	ExitParallelMode();
+	s->sh = NULL;
+}
+
 bool
 pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_only,
 				  PgGpuPartConsumer consume, void *arg, int *nworkers)
@@ -403,6 +476,8 @@ pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_only,
 	Scanner		s;
 	BlockNumber nblocks;
 	int			workers;
+	PgGpuRowSpec *wspec;
+	Size		slot_bytes = PG_GPU_PART_BYTES;
 
 	*nworkers = 0;
 	if (!plain_scan_reads_as_select(rel))
@@ -433,86 +508,22 @@ pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_only,
 	s.consume = consume;
 	s.arg = arg;
 	scanner_begin(&s, rel);
-	if (workers == 0)
+	wspec = palloc(sizeof(PgGpuRowSpec));
+	memcpy(wspec, spec, sizeof(PgGpuRowSpec));
+	if (workers > 0 && spec->kind == PG_GPU_ROWS_DENSE)
 	{
-		if (nblocks > 0)
-			scan_chunk(&s, 0, nblocks, nblocks);
+		if (peek_dense(&s, nblocks, wspec))
+			slot_bytes = Max(slot_bytes, sizeof(double) * (wspec->first_len + 1) * 4);
+		else
+			workers = 0;
 	}
-	else
-	{
-		ParallelContext *pcxt;
-		BlockNumber per_chunk = chunk_blocks(nblocks, workers);
-		int			nslots = Min(SLOTS_PER_WORKER * workers, MAX_SLOTS);
-		PgGpuRowSpec *wspec = palloc(sizeof(PgGpuRowSpec));
-		Size		slot_bytes = PG_GPU_PART_BYTES;
-		Size		stride;
-		Size		bytes;
-		ScanShared *sh;
-
-		/*
-		 * DENSE: every row has the first one's length, so slots that hold a
-		 * few of those hold any good row; the workers check against it.
-		 */
-		memcpy(wspec, spec, sizeof(PgGpuRowSpec));
-		if (spec->kind == PG_GPU_ROWS_DENSE)
-		{
-			heap_setscanlimits(s.scan, 0, nblocks);
-			if (heap_getnextslot(s.scan, ForwardScanDirection, s.tslot))
-			{
-				MemoryContext old = MemoryContextSwitchTo(s.rowcxt);
-
-				wspec->first_len = pg_gpu_dense_row_len(spec, s.tslot, &wspec->first_id);
-				MemoryContextSwitchTo(old);
-				MemoryContextReset(s.rowcxt);
-			}
-			if (wspec->first_len >= 0)
-				slot_bytes = Max(slot_bytes, sizeof(double) * (wspec->first_len + 1) * 4);
-		}
-		stride = MAXALIGN(sizeof(ScanSlot)) + MAXALIGN(slot_bytes);
-		bytes = shared_header(workers) + stride * nslots;
-
-		EnterParallelMode();
-		pcxt = CreateParallelContext("pg_gpu", "pg_gpu_scan_worker", workers);
-		shm_toc_estimate_chunk(&pcxt->estimator, bytes);
-		shm_toc_estimate_keys(&pcxt->estimator, 1);
-		InitializeParallelDSM(pcxt);
-		sh = shm_toc_allocate(pcxt->toc, bytes);
-		sh->relid = relid;
-		sh->nblocks = nblocks;
-		sh->nchunks = (nblocks + per_chunk - 1) / per_chunk;
-		sh->nslots = nslots;
-		sh->nworkers = workers;
-		sh->slot_bytes = slot_bytes;
-		sh->slot_stride = stride;
-		pg_atomic_init_u64(&sh->next_chunk, 0);
-		memcpy(&sh->spec, wspec, sizeof(PgGpuRowSpec));
-		for (int i = 0; i < workers; i++)
-			sh->claimed[i] = -1;
-		for (int i = 0; i < nslots; i++)
-		{
-			ScanSlot   *slot = scan_slot(sh, i);
-
-			SpinLockInit(&slot->mutex);
-			ConditionVariableInit(&slot->cv);
-			slot->chunk = i;
-			slot->full = false;
-		}
-		shm_toc_insert(pcxt->toc, SCAN_KEY, sh);
-		s.sh = sh;
-		s.spec = &sh->spec;
-		LaunchParallelWorkers(pcxt);
-		*nworkers = pcxt->nworkers_launched;
-		elog(DEBUG1, "pg_gpu: reading \"%s\" with parallel workers: %d launched of %d planned",
-			 NameStr(spec->relname), pcxt->nworkers_launched, workers);
-		for (int64 chunk = 0; chunk < sh->nchunks; chunk++)
-			consume_chunk(&s, pcxt, chunk, per_chunk);
-		WaitForParallelWorkersToFinish(pcxt);
-		DestroyParallelContext(pcxt);
-		ExitParallelMode();
-		pfree(wspec);
-	}
+	if (workers > 0)
+		read_parallel(&s, relid, nblocks, wspec, slot_bytes, workers, nworkers);
+	else if (nblocks > 0)
+		scan_chunk(&s, 0, nblocks, nblocks);
 	scanner_end(&s);
 	pfree(s.own);
+	pfree(wspec);
 	PopActiveSnapshot();
 	table_close(rel, NoLock);
 	return true;

@@ -163,10 +163,15 @@ def made_cell(row):
     return cell(row)
 
 
+def note_int(row, key):
+    """the number after `key` in a row's note ("...; key 12"), or None"""
+    vals = [p.split()[-1] for p in (row["note"] if row else "").split("; ") if p.startswith(key)]
+    return int(vals[0]) if vals else None
+
+
 def iterations(row):
     """the iterations a k-means row's note reports, or None"""
-    its = [p.split()[-1] for p in (row["note"] if row else "").split("; ") if p.startswith("iterations")]
-    return int(its[0]) if its else None
+    return note_int(row, "iterations")
 
 
 EXPORT = ["export_load", "export_fit", "export_save", "export_copy_in"]
@@ -186,14 +191,14 @@ def e2e_section(data, meta):
            "generator; pg_gpu.device = %s, pg_gpu.max_memory = 0. Statements: median of 3 after a "
            "warm-up unless the cell says otherwise; the plain-SQL Lloyd step and the export route "
            "run once (they take seconds to minutes)." % meta.get("device"), "",
-           "**Floors**: reading (`SELECT count(*), avg(x1), ..., avg(x8) FROM t`, with the server's "
+           "**Floors**: reading (`SELECT count(*), avg(x1), ..., avg(x8) FROM t`, with "
            "max_parallel_workers_per_gather = %s and with 0) and returning N rows "
            "(`SELECT count(*) FROM generate_series(1, N)`):" % meta.get("max_parallel_workers_per_gather"), ""]
     out.append(table(["N", "table", "read", "read, no parallel workers", "N rows returned"], [
         [fmt_n(n), made_cell(made.get((n, d))), cell(data.get("e2e", "scan_avg", n, d)),
          cell(data.get("e2e", "scan_avg_serial", n, d)), cell(data.get("e2e", "generate_series", n))]
         for n, d in tables]))
-    rows, stages, export = [], [], []
+    rows, stages, export, par = [], [], [], []
     for n, d in tables:
         read = data.sec("e2e", "scan_avg", n, d)
         series = data.sec("e2e", "generate_series", n)
@@ -209,6 +214,16 @@ def e2e_section(data, meta):
                          fmt_time(per_iter), cell(step), ratio(step and step["sec"], per_iter),
                          fmt_time(total) if total else cell(data.get("e2e", "export_fit", n, d, k)),
                          ratio(total, km and km["sec"])])
+            spi_fit = data.get("e2e", "gpu_kmeans_fit_spi", n, d, k)
+            spi_km = data.get("e2e", "gpu_kmeans_spi", n, d, k)
+            if spi_fit or spi_km:
+                floor2 = read + series if read and series else None
+                workers = note_int(fit, "parallel workers")
+                par.append([fmt_n(n), k, "—" if workers is None else workers, cell(spi_fit),
+                            ratio(spi_fit and spi_fit["sec"], read), cell(fit),
+                            ratio(fit and fit["sec"], read), cell(spi_km),
+                            ratio(spi_km and spi_km["sec"], floor2), cell(km),
+                            ratio(km and km["sec"], floor2)])
             for f in ("gpu_kmeans_fit", "gpu_kmeans"):
                 r = data.get("e2e", f, n, d, k)
                 stages.append([f, fmt_n(n), k] + [
@@ -227,7 +242,15 @@ def e2e_section(data, meta):
     out.append(table(["N", "k", "gpu_kmeans_fit", "÷ read", "gpu_kmeans", "÷ (read + N rows)",
                       "one of its iterations", "one Lloyd step in SQL", "÷ one of ours",
                       "export route", "export ÷ gpu_kmeans"], rows))
-    out += ["", "**Stages** of our calls (the DEBUG1 message `pg_gpu: ... stages (ms)`; read "
+    if par:
+        out += ["", "**Reading in parallel**: the same calls on the table (read by parallel workers, "
+                "in block order; the workers are those of the DEBUG1 message) and on a view of it "
+                "(`CREATE VIEW t_v AS SELECT * FROM t`: read through SPI, as every table was before "
+                "parallel reading), set against the floors above (read; read + N rows returned):", ""]
+        out.append(table(["N", "k", "our workers", "fit, SPI read", "÷ read", "fit, parallel read",
+                          "÷ read", "gpu_kmeans, SPI read", "÷ (read + N rows)",
+                          "gpu_kmeans, parallel read", "÷ (read + N rows)"], par))
+    out += ["", "**Stages** of our calls (the DEBUG2 message `pg_gpu: ... stages (ms)`; read "
             "includes transfer, the wait for host-to-device copies):", ""]
     out.append(table(["call", "N", "k", "read", "transfer", "seed", "iterate", "iterations",
                       "return rows", "whole call"], stages))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/bench/run.sh [--smoke|--small|--full] [--out DIR] [--e2e-max N]
+# tests/bench/run.sh [--smoke|--small|--full] [--out DIR] [--e2e-max N] [--only SECTIONS]
 # The benchmark suite (README, "Benchmarks"): every figure measured side by
 # side in this run, on seeded Gaussian blobs (tests/bench/blobs.h):
 #   1. per Lloyd iteration on the GPU, through the compute layer, beside the
@@ -21,12 +21,13 @@
 # picks the interpreter.  Ends with "N passed, M failed".
 set -euo pipefail
 command="${BENCH_COMMAND:-bash tests/bench/run.sh} $*"
-mode= out= e2e_max=
+mode= out= e2e_max= only=
 while [ $# -gt 0 ]; do
   case $1 in
     --smoke | --small | --full) mode=${1#--} ;;
     --out) out=$(realpath -m "$2"); shift ;;
     --e2e-max) e2e_max=$2; shift ;;
+    --only) only=,$2,; shift ;;
     *) sed -n '2,3p' "$0" >&2; exit 2 ;;
   esac
   shift
@@ -118,6 +119,10 @@ pick_python() {
 py=(env "LD_LIBRARY_PATH=$pylib" "$(pick_python)")
 device=cpu
 [ -n "$gpu" ] && device=gpu
+# max_parallel_workers_per_gather of the bench database: half the cores, 2 to 8
+# (within the server's default max_parallel_workers, 8)
+workers=$(( $(nproc) / 2 ))
+workers=$(( workers < 2 ? 2 : workers > 8 ? 8 : workers ))
 
 machine() {
   printf 'date\t%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -134,7 +139,7 @@ machine() {
   printf 'numpy\t%s\n' "$("${py[@]}" -c 'import numpy; print(numpy.__version__)' 2>/dev/null || echo none)"
   printf 'sklearn\t%s\n' "$("${py[@]}" -c 'import sklearn; print(sklearn.__version__)' 2>/dev/null || echo none)"
   printf 'torch\t%s\n' "$("${py[@]}" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)"
-  tests/bench/bench_sql info
+  tests/bench/bench_sql info -W "$workers"
 }
 machine >"$meta"
 cat "$meta"
@@ -181,7 +186,7 @@ cpu_path() {
 }
 
 end_to_end() {
-  limit "$budget_e2e" tests/bench/bench_sql e2e -t "$tsv" -b "$budget_e2e" -c "$cap" -r "$reps" -D "$device" -d 8 \
+  limit "$budget_e2e" tests/bench/bench_sql e2e -W "$workers" -t "$tsv" -b "$budget_e2e" -c "$cap" -r "$reps" -D "$device" -d 8 \
     -k "$e2e_k" -l "$lloyd_max" -T 20 -x "${py[*]} tests/bench/compare.py --tsv $tsv export" $e2e_n
 }
 
@@ -191,16 +196,18 @@ matmul() {
   awk '$3 == "x" && $6 == "ms" { printf "matmul\t%s\t%s\t\t\t%.6g\tmedian (tests/bench_matmul)\n", $1, $2, $5 / 1e3 }' \
     "$f" >>"$tsv"
   rm -f "$f"
-  limit "$budget_matmul" tests/bench/bench_sql matmul -t "$tsv" -r "$reps" -D "$device" -b "$budget_matmul" \
+  limit "$budget_matmul" tests/bench/bench_sql matmul -W "$workers" -t "$tsv" -r "$reps" -D "$device" -b "$budget_matmul" \
     -c "$cap" "$matmul_sql_n" || rc=1
   return $rc
 }
 
-step "data: the C generator and numpy agree" generator_check
-step "1. kernels on the GPU beside the HBM floor and PyTorch" gpu_kernels
-step "2. the CPU backend beside scikit-learn" cpu_path
-step "3. SQL end to end ($e2e_n rows), pg_gpu.device=$device" end_to_end
-step "4. matrix products" matmul
+# --only kernel,cpu,e2e,matmul: those sections (and the report of them)
+section() { [ -z "$only" ] || [[ $only == *,$1,* ]]; }
+section data && step "data: the C generator and numpy agree" generator_check
+section kernel && step "1. kernels on the GPU beside the HBM floor and PyTorch" gpu_kernels
+section cpu && step "2. the CPU backend beside scikit-learn" cpu_path
+section e2e && step "3. SQL end to end ($e2e_n rows), pg_gpu.device=$device" end_to_end
+section matmul && step "4. matrix products" matmul
 step "report: $out/BENCHMARKS.md" "${py[@]}" tests/bench/report.py --tsv "$tsv" --meta "$meta" --out "$out" \
   --results "$results"
 echo

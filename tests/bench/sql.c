@@ -12,13 +12,17 @@
  *       server's max_parallel_workers_per_gather and with 0),
  *       SELECT count(*) FROM generate_series(1, N) (the floor for returning
  *       N rows), then for each k: gpu_kmeans_fit and gpu_kmeans with their
- *       stages (the DEBUG1 message), one Lloyd step in plain SQL (N <=
+ *       stages (the DEBUG2 message) and parallel workers (DEBUG1), for the
+ *       first k both again through a view (read through SPI, as tables were
+ *       before parallel reading), one Lloyd step in plain SQL (N <=
  *       LLOYD_MAX, under statement_timeout), and the export route: COPY out
  *       to a file, EXPORT_CMD (python: numpy loads, scikit-learn fits, labels
  *       to a file), COPY the labels back in.
  *       -t TSV  -b BUDGET_S  -c CAP_S  -r REPS (after one warm-up; median)
  *       -D cpu|gpu (pg_gpu.device)  -d D  -k K[,K...]  -l LLOYD_MAX
  *       -T LLOYD_TIMEOUT_S  -x EXPORT_CMD (run as: EXPORT_CMD IN N D K OUT)
+ *       -W WORKERS: max_parallel_workers_per_gather of the bench database
+ *       (for every command given it; the server's when not given)
  *       Every statement runs under statement_timeout = CAP_S (the Lloyd
  *       step under LLOYD_TIMEOUT_S).
  *   bench_sql matmul [-t TSV] [-b BUDGET_S] [-c CAP_S] [-r REPS] [-D cpu|gpu] N
@@ -50,6 +54,7 @@
 static PGconn *conn;
 static int	failures;
 static char stage_msg[1024];	/* the last "stages (ms):" message */
+static int	read_workers = -1;	/* from the last "parallel workers: N launched" */
 
 static struct
 {
@@ -63,13 +68,17 @@ static struct
 	int			timeout;		/* statement_timeout now, seconds; 0: none */
 	const char *export_cmd;
 	char		tmpdir[64];
-}			opt = {3, "cpu", 8, {8}, 1, 1000000, 30, 0, NULL, ""};
+	int			workers;		/* max_parallel_workers_per_gather, -1: the server's */
+}			opt = {3, "cpu", 8, {8}, 1, 1000000, 30, 0, NULL, "", -1};
 
 static void
 on_notice(void *arg, const char *msg)
 {
 	const char *stages = strstr(msg, "stages (ms):");
+	const char *workers = strstr(msg, "parallel workers: ");
 
+	if (workers)
+		read_workers = atoi(workers + strlen("parallel workers: "));
 	if (stages)
 		snprintf(stage_msg, sizeof(stage_msg), "%s", stages + strlen("stages (ms):"));
 }
@@ -136,6 +145,9 @@ connect_db(void)
 	}
 	if (strcmp(value("SELECT count(*) FROM pg_database WHERE datname = '" DB "'"), "0") == 0)
 		must("CREATE DATABASE " DB);
+	/* the bench database's own setting, so that every session has it */
+	if (opt.workers >= 0)
+		must("ALTER DATABASE " DB " SET max_parallel_workers_per_gather = %d", opt.workers);
 	PQfinish(conn);
 	conn = PQconnectdb("dbname=" DB);
 	if (PQstatus(conn) != CONNECTION_OK)
@@ -342,7 +354,7 @@ parse_stages(const char *msg, char names[][16], double *vals)
 }
 
 /*
- * One run of sql, its stages (from the DEBUG1 message) into column r of
+ * One run of sql, its stages (from the DEBUG2 message) into column r of
  * stages; false when it failed, with its row (statement_timeout: skipped).
  */
 static bool
@@ -356,6 +368,7 @@ run_once(const char *section, const char *method, int64_t n, int d, int k,
 	int			m;
 
 	stage_msg[0] = '\0';
+	read_workers = -1;
 	if (!exec_sql(sql, err, sizeof(err)))
 	{
 		if (strncmp(err, "57014", 5) == 0)
@@ -422,9 +435,12 @@ statement(const char *section, const char *method, int64_t n, int d, int k,
 		if (strcmp(names[s], "iterations") == 0)
 			snprintf(note + strlen(note), sizeof(note) - strlen(note), "; iterations %.0f",
 					 bench_median(stages[s], timed));
+	if (read_workers >= 0)
+		snprintf(note + strlen(note), sizeof(note) - strlen(note), "; parallel workers %d",
+				 read_workers);
 	bench_emit(section, method, n, d, k, sec, "%s", note);
 	if (strcmp(section, "e2e") == 0 && strncmp(method, "gpu_kmeans", 10) == 0 && nst == 0)
-		bench_emit("stage", method, n, d, k, -1, "n/a (no DEBUG1 stages message)");
+		bench_emit("stage", method, n, d, k, -1, "n/a (no DEBUG2 stages message)");
 	for (int s = 0; s < nst; s++)
 		if (strcmp(names[s], "iterations") != 0)
 		{
@@ -432,7 +448,7 @@ statement(const char *section, const char *method, int64_t n, int d, int k,
 
 			snprintf(m, sizeof(m), "%s:%s", method, names[s]);
 			bench_emit("stage", m, n, d, k, bench_median(stages[s], timed) / 1e3,
-					   "median of %d, from the DEBUG1 message", timed);
+					   "median of %d, from the DEBUG2 message", timed);
 		}
 	return sec;
 }
@@ -601,7 +617,7 @@ e2e(int64_t n)
 	ensure_table(t, n, d);
 	bench_done("table", n, bench_now() - t0);
 	must("SET pg_gpu.device = %s", opt.device);
-	must("SET client_min_messages = debug1");
+	must("SET client_min_messages = debug2");
 	snprintf(sql, sizeof(sql), "SELECT count(*), %s FROM %s", columns("avg(x%d)", ", ", d), t);
 	statement("e2e", "scan_avg", n, d, 0, opt.reps, sql);
 	must("SET max_parallel_workers_per_gather = 0");
@@ -617,6 +633,15 @@ e2e(int64_t n)
 		statement("e2e", "gpu_kmeans_fit", n, d, k, opt.reps, sql);
 		snprintf(sql, sizeof(sql), "SELECT count(*) FROM gpu_kmeans('%s', %d)", t, k);
 		statement("e2e", "gpu_kmeans", n, d, k, opt.reps, sql);
+		if (i == 0)
+		{
+			/* through a view: the SPI read, which tables took before parallel reading */
+			must("CREATE OR REPLACE VIEW %s_v AS SELECT * FROM %s", t, t);
+			snprintf(sql, sizeof(sql), "SELECT * FROM gpu_kmeans_fit('%s_v', %d, id_column => 'id')", t, k);
+			statement("e2e", "gpu_kmeans_fit_spi", n, d, k, opt.reps, sql);
+			snprintf(sql, sizeof(sql), "SELECT count(*) FROM gpu_kmeans('%s_v', %d, id_column => 'id')", t, k);
+			statement("e2e", "gpu_kmeans_spi", n, d, k, opt.reps, sql);
+		}
 		sql_lloyd_step(t, n, d, k);
 	}
 	must("RESET client_min_messages");
@@ -713,7 +738,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 	optind = 2;
-	while ((c = getopt(argc, argv, "t:b:c:r:D:d:k:l:T:x:")) != -1)
+	while ((c = getopt(argc, argv, "t:b:c:r:D:d:k:l:T:x:W:")) != -1)
 	{
 		switch (c)
 		{
@@ -748,6 +773,9 @@ main(int argc, char **argv)
 				break;
 			case 'x':
 				opt.export_cmd = optarg;
+				break;
+			case 'W':
+				opt.workers = atoi(optarg);
 				break;
 			default:
 				return 2;
