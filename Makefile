@@ -34,11 +34,12 @@ COMPUTE_OBJS += cuda/backend_none.o
 CUDA_LIBS =
 endif
 
-OBJS = src/pg_gpu.o src/read.o src/scan.o src/kmeans.o src/matmul.o src/info.o $(COMPUTE_OBJS)
+OBJS = src/pg_gpu.o src/read.o src/rows.o src/scan.o src/kmeans.o src/matmul.o src/info.o $(COMPUTE_OBJS)
 PG_CPPFLAGS = -Icuda $(BLAS_CFLAGS)
 # identical floating-point rounding on CPU and GPU: no contraction into FMA
 PG_CFLAGS = -ffp-contract=off
-SHLIB_LINK = $(CUDA_LIBS) $(BLAS_LIBS) -lm
+# OpenBLAS is loaded on first use (cuda/matmul.c): not linked into the library
+SHLIB_LINK = $(CUDA_LIBS) -ldl -lm
 
 # nvcc objects have no LLVM bitcode; skip the JIT bitcode step
 override with_llvm = no
@@ -52,7 +53,8 @@ cuda/%.o: cuda/%.cu cuda/gpu_internal.cuh cuda/compute_internal.h cuda/pg_gpu_co
 
 cuda/backend_gpu.o cuda/assign_tc.o: cuda/assign_tc.cuh
 cuda/compute.o cuda/backend_cpu.o cuda/backend_none.o cuda/matmul.o: cuda/compute_internal.h cuda/pg_gpu_compute.h
-src/pg_gpu.o src/read.o src/scan.o src/kmeans.o src/matmul.o src/info.o: src/pg_gpu.h cuda/pg_gpu_compute.h
+src/pg_gpu.o src/read.o src/rows.o src/scan.o src/kmeans.o src/matmul.o src/info.o: src/pg_gpu.h cuda/pg_gpu_compute.h
+
 
 # ---- unit tests of the compute layer (no PostgreSQL) ----
 tests/unit_compute: tests/unit_compute.c $(COMPUTE_OBJS) cuda/pg_gpu_compute.h

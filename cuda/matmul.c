@@ -4,10 +4,16 @@
  * The GPU product lives in matmul_gpu.cu; this file holds what both share
  * (host buffers, argument checks) and the CPU path: OpenBLAS's GEMM over
  * blocks of rows, so that interrupts are checked every few tens of
- * milliseconds even for very large products.
+ * milliseconds even for very large products.  OpenBLAS is loaded with
+ * dlopen() on the first CPU product: loading it starts its threads, which
+ * every process that loads the extension (parallel workers too) would
+ * otherwise pay for.
  */
 #include <cblas.h>
+#include <dlfcn.h>
 #include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -136,13 +142,51 @@ pggpu_matmul_close(pggpu_matmul *mm)
 	free(mm);
 }
 
+static struct
+{
+	bool		tried;
+	bool		ok;
+	char		why[256];
+	__typeof__(&cblas_dgemm) dgemm;
+	__typeof__(&cblas_sgemm) sgemm;
+}			openblas;
+
+static bool
+load_openblas(void)
+{
+	static const char *const names[] = {"libopenblas.so.0", "libopenblas.so"};
+	void	   *h = NULL;
+
+	if (openblas.tried)
+		return openblas.ok;
+	openblas.tried = true;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && h == NULL; i++)
+		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL)
+	{
+		snprintf(openblas.why, sizeof(openblas.why), "OpenBLAS could not be loaded (%s)", dlerror());
+		return false;
+	}
+	openblas.dgemm = (__typeof__(&cblas_dgemm)) dlsym(h, "cblas_dgemm");
+	openblas.sgemm = (__typeof__(&cblas_sgemm)) dlsym(h, "cblas_sgemm");
+	if (!openblas.dgemm || !openblas.sgemm)
+	{
+		snprintf(openblas.why, sizeof(openblas.why), "the OpenBLAS library found lacks cblas_dgemm or cblas_sgemm");
+		return false;
+	}
+	openblas.ok = true;
+	return true;
+}
+
 static pggpu_status
 cpu_run(const pggpu_matmul_params *p, const void *a, const void *b, void *c,
-		pggpu_matmul_info *info)
+		pggpu_matmul_info *info, pggpu_error *err)
 {
 	int64_t		es = p->dtype == PGGPU_FLOAT64 ? 8 : 4;
 	int64_t		mb = CPU_BLOCK_WORK / (p->n * p->k);
 
+	if (!load_openblas())
+		return pggpu_fail(err, PGGPU_ERR_LIBRARY, "%s", openblas.why);
 	if (mb < CPU_BLOCK_MIN_ROWS)
 		mb = CPU_BLOCK_MIN_ROWS;
 	if (mb > p->m)
@@ -161,11 +205,11 @@ cpu_run(const pggpu_matmul_params *p, const void *a, const void *b, void *c,
 		if (p->check_interrupts)
 			p->check_interrupts(p->interrupt_arg);
 		if (p->dtype == PGGPU_FLOAT64)
-			cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, (int) p->n, (int) p->k,
+			openblas.dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, (int) p->n, (int) p->k,
 						1.0, (const double *) ai, (int) p->k, (const double *) b, (int) p->n,
 						0.0, (double *) ci, (int) p->n);
 		else
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, (int) p->n, (int) p->k,
+			openblas.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, (int) p->n, (int) p->k,
 						1.0f, (const float *) ai, (int) p->k, (const float *) b, (int) p->n,
 						0.0f, (float *) ci, (int) p->n);
 		info->products++;
@@ -197,5 +241,5 @@ pggpu_matmul_run(pggpu_matmul *mm, const pggpu_matmul_params *p,
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "missing operand");
 	if (mm->backend == PGGPU_BACKEND_GPU)
 		return pggpu_gpu_mm_run(mm, p, a, b, c, info, err);
-	return cpu_run(p, a, b, c, info);
+	return cpu_run(p, a, b, c, info, err);
 }

@@ -31,7 +31,8 @@ typedef enum pggpu_status
 	PGGPU_ERR_GPU_MEMORY,		/* device memory exhausted */
 	PGGPU_ERR_HOST_MEMORY,		/* host (pinned or plain) memory exhausted */
 	PGGPU_ERR_CUDA,				/* any other CUDA failure */
-	PGGPU_ERR_INVALID			/* invalid argument: a caller bug */
+	PGGPU_ERR_INVALID,			/* invalid argument: a caller bug */
+	PGGPU_ERR_LIBRARY			/* a library it needs (OpenBLAS) cannot be loaded */
 } pggpu_status;
 
 typedef struct pggpu_error

@@ -354,106 +354,7 @@ select_sql(const MatTable *t)
 	return sql.data;
 }
 
-static int64
-slot_int(TupleTableSlot *slot, int att, Oid type)
-{
-	Datum		d = slot->tts_values[att];
-
-	return type == INT2OID ? DatumGetInt16(d) : type == INT4OID ? DatumGetInt32(d) : DatumGetInt64(d);
-}
-
-/* ---- dense rows: tuples into parts (read.c, scan.c), parts into a buffer ---- */
-
-static int64
-dense_id(const PgGpuRowSpec *spec, TupleTableSlot *slot)
-{
-	if (slot->tts_isnull[spec->idpos])
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("column \"%s\" of \"%s\" contains NULL",
-						NameStr(spec->idname), NameStr(spec->relname)),
-				 errhint("Every row of a matrix table needs its row id, 1 to the number of rows.")));
-	return slot_int(slot, spec->idpos, spec->idtype);
-}
-
-static void
-differ_in_length(const PgGpuRowSpec *spec, int64 id, int64 len, int64 first_id, int64 first_len)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_DATA_EXCEPTION),
-			 errmsg("rows of \"%s\" differ in length", NameStr(spec->relname)),
-			 errdetail("Row %lld has %lld elements, row %lld has %lld.", (long long) id,
-					   (long long) len, (long long) first_id, (long long) first_len)));
-}
-
-/* the row's array, checked: present, one-dimensional, without NULLs */
-static ArrayType *
-dense_array(const PgGpuRowSpec *spec, TupleTableSlot *slot, int64 id)
-{
-	int			a = spec->pos[0];
-	ArrayType  *arr;
-
-	if (slot->tts_isnull[a])
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("row %lld of \"%s\" is NULL", (long long) id, NameStr(spec->relname))));
-	arr = DatumGetArrayTypeP(slot->tts_values[a]);
-	if (ARR_NDIM(arr) != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 ARR_NDIM(arr) == 0
-				 ? errmsg("row %lld of \"%s\" is an empty array", (long long) id, NameStr(spec->relname))
-				 : errmsg("row %lld of \"%s\" is a %d-dimensional array, not a one-dimensional one",
-						  (long long) id, NameStr(spec->relname), ARR_NDIM(arr))));
-	if (array_contains_nulls(arr))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("row %lld of \"%s\" contains NULL elements", (long long) id, NameStr(spec->relname)),
-				 errhint("Replace them, for example with 0 or 'NaN'.")));
-	return arr;
-}
-
-int64
-pg_gpu_dense_row_len(const PgGpuRowSpec *spec, TupleTableSlot *slot, int64 *id)
-{
-	Datum		d;
-	ArrayType  *arr;
-
-	slot_getsomeattrs(slot, Max(spec->idpos, spec->pos[0]) + 1);
-	if (slot->tts_isnull[spec->idpos] || slot->tts_isnull[spec->pos[0]])
-		return -1;
-	*id = slot_int(slot, spec->idpos, spec->idtype);
-	d = slot->tts_values[spec->pos[0]];
-	arr = DatumGetArrayTypeP(d);
-	return ARR_NDIM(arr) == 1 ? ARR_DIMS(arr)[0] : -1;
-}
-
-void
-pg_gpu_dense_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
-{
-	int64		id = dense_id(spec, slot);
-	ArrayType  *arr = dense_array(spec, slot, id);
-	int64		len = ARR_DIMS(arr)[0];
-	double	   *dst;
-
-	if (spec->first_len >= 0 && len != spec->first_len)
-		differ_in_length(spec, id, len, spec->first_id, spec->first_len);
-	if (part->nrows == 0 && part->len != len)
-		pg_gpu_part_init(part, part->buf, part->bytes, len, part->growable);
-	else if (len != part->len)
-		differ_in_length(spec, id, len, part->ids[0], part->len);
-	dst = part->values + part->nrows * len;
-	if (spec->types[0] == FLOAT8OID)
-		memcpy(dst, ARR_DATA_PTR(arr), len * sizeof(double));
-	else
-	{
-		const float4 *src = (const float4 *) ARR_DATA_PTR(arr);
-
-		for (int64 j = 0; j < len; j++)
-			dst[j] = src[j];
-	}
-	part->ids[part->nrows++] = id;
-}
+/* ---- dense rows: parts (rows.c, scan.c) into a workspace buffer ---- */
 
 typedef struct DenseSink
 {
@@ -484,7 +385,7 @@ dense_consume(void *arg, const PgGpuPart *p)
 		r->first_id = p->ids[0];
 	}
 	else if (p->len != r->len)
-		differ_in_length(r->spec, p->ids[0], p->len, r->first_id, r->len);
+		pg_gpu_differ_in_length(r->spec, p->ids[0], p->len, r->first_id, r->len);
 	if (r->rows + p->nrows > r->cap)
 	{
 		int64		cap = Max(r->cap * 2, Max((int64) (t->expected_rows * 1.05) + 16, 64));
@@ -645,8 +546,8 @@ sparse_receive(TupleTableSlot *slot, DestReceiver *self)
 					 errmsg("column \"%s\" of \"%s\" contains NULL", t->names[a], t->relname),
 					 errhint(a == 2 ? "Leave zeros out of a sparse matrix table, and give other values."
 							 : "Every entry of a sparse matrix table needs its row and column ids, counted from 1.")));
-	i = slot_int(slot, 0, t->types[0]);
-	j = slot_int(slot, 1, t->types[1]);
+	i = pg_gpu_slot_int(slot, 0, t->types[0]);
+	j = pg_gpu_slot_int(slot, 1, t->types[1]);
 	if (i < 1 || j < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),

@@ -180,6 +180,12 @@ pg_gpu_raise(const pggpu_error *err)
 					 errdetail("%s.", err->msg),
 					 errhint("Set pg_gpu.device to \"cpu\" to run on the CPU.")));
 			break;
+		case PGGPU_ERR_LIBRARY:
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_FILE),
+					 errmsg("%s", err->msg),
+					 errhint("Install OpenBLAS (Debian: libopenblas0) where the server's dynamic loader finds it.")));
+			break;
 		default:
 			ereport(ERROR,
 					(errcode(ERRCODE_INTERNAL_ERROR),

@@ -125,7 +125,7 @@ typedef struct PgGpuRows
 extern void pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds,
 							   bool want_ids, PgGpuRows *rows);
 
-/* ---- rows into parts (read.c), read in parallel (scan.c) ---- */
+/* ---- rows into parts (rows.c), read in parallel (scan.c) ---- */
 
 typedef enum PgGpuRowKind
 {
@@ -189,12 +189,17 @@ pg_gpu_part_full(const PgGpuPart *part)
 /* converts one tuple into part, which has room (ERROR on a bad row) */
 extern void pg_gpu_row_to_part(const PgGpuRowSpec *spec, TupleTableSlot *slot,
 							   PgGpuPart *part);
-/* the DENSE row of pg_gpu_row_to_part (matmul.c) */
+/* the DENSE row of pg_gpu_row_to_part */
 extern void pg_gpu_dense_row(const PgGpuRowSpec *spec, TupleTableSlot *slot,
 							 PgGpuPart *part);
 /* a DENSE tuple's length and id, or -1 when it is not a good row */
 extern int64 pg_gpu_dense_row_len(const PgGpuRowSpec *spec, TupleTableSlot *slot,
 								  int64 *id);
+/* ERROR: rows of a dense matrix table differ in length */
+extern void pg_gpu_differ_in_length(const PgGpuRowSpec *spec, int64 id, int64 len,
+									int64 first_id, int64 first_len) pg_attribute_noreturn();
+/* the value of an integer (smallint, integer, bigint) attribute */
+extern int64 pg_gpu_slot_int(TupleTableSlot *slot, int att, Oid type);
 
 /*
  * Reads every row of relid into parts handed to consume, in the order of a

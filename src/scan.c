@@ -17,6 +17,10 @@
  * inheritance children, not another session's temporary table, with the
  * privileges checked as the executor checks them.  The rest goes through SPI
  * (read.c), which honours everything else.
+ *
+ * A worker loads pg_gpu, as every library its leader has loaded; pg_gpu
+ * loads OpenBLAS and cuBLAS only when a product needs them, so that costs a
+ * worker little.
  */
 #include "postgres.h"
 

@@ -1,0 +1,221 @@
+/*
+ * rows.c - converting tuples into parts: the rows of k-means (numeric
+ * columns) and of gpu_matmul's dense matrix tables, the same code for reading
+ * through SPI (read.c), by the leader and by parallel workers (scan.c).
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "pg_gpu.h"
+
+int64
+pg_gpu_slot_int(TupleTableSlot *slot, int att, Oid type)
+{
+	Datum		d = slot->tts_values[att];
+
+	return type == INT2OID ? DatumGetInt16(d) : type == INT4OID ? DatumGetInt32(d) : DatumGetInt64(d);
+}
+
+void
+pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growable)
+{
+	part->buf = buf;
+	part->bytes = bytes;
+	part->growable = growable;
+	part->nrows = part->nbad = 0;
+	part->len = len;
+	part->cap = 0;
+	part->values = NULL;
+	part->ids = NULL;
+	if (len < 0)
+		return;
+	if ((Size) len >= MaxAllocHugeSize / sizeof(double) - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("rows of %lld values are too long to read", (long long) len)));
+	if (bytes < sizeof(double) * (len + 1))
+	{
+		/* only a DENSE row this long; a slot is made large enough for it */
+		if (!growable)
+			elog(ERROR, "pg_gpu: a part of %zu bytes cannot hold a row of %lld values",
+				 bytes, (long long) len);
+		part->bytes = sizeof(double) * (len + 1);
+		part->buf = repalloc_huge(buf, part->bytes);
+	}
+	part->cap = part->bytes / (sizeof(double) * (len + 1));
+	part->values = (double *) part->buf;
+	part->ids = (int64 *) (part->buf + sizeof(double) * len * part->cap);
+}
+
+double
+pg_gpu_datum_to_double(Datum d, Oid type)
+{
+	switch (type)
+	{
+		case INT2OID:
+			return (double) DatumGetInt16(d);
+		case INT4OID:
+			return (double) DatumGetInt32(d);
+		case INT8OID:
+			return (double) DatumGetInt64(d);
+		case FLOAT4OID:
+			return (double) DatumGetFloat4(d);
+		case FLOAT8OID:
+			return DatumGetFloat8(d);
+		default:
+			/* numeric: out-of-range values become +-Infinity, i.e. unusable */
+			return DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow, d));
+	}
+}
+
+static int64
+slot_id(const PgGpuRowSpec *spec, TupleTableSlot *slot)
+{
+	if (slot->tts_isnull[spec->idpos])
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("id column \"%s\" of relation \"%s\" contains NULL",
+						NameStr(spec->idname), NameStr(spec->relname)),
+				 errhint("Pass an id_column without NULLs, or read from a view that filters them.")));
+	return pg_gpu_slot_int(slot, spec->idpos, spec->idtype);
+}
+
+/* NUMERIC: a row with NULL, NaN or an infinity in a used column is skipped */
+static void
+numeric_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
+{
+	int64		i = part->nrows;
+	int64		id = spec->idpos >= 0 ? slot_id(spec, slot) : 0;
+
+	for (int j = 0; j < spec->ncols; j++)
+	{
+		int			a = spec->pos[j];
+		double		v;
+
+		if (slot->tts_isnull[a])
+			goto skip;
+		v = pg_gpu_datum_to_double(slot->tts_values[a], spec->types[j]);
+		if (!isfinite(v))
+			goto skip;
+		part->values[j * part->cap + i] = v;
+	}
+	part->ids[i] = id;
+	part->nrows++;
+	return;
+skip:
+	part->ids[part->cap - 1 - part->nbad++] = id;
+}
+
+void
+pg_gpu_row_to_part(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
+{
+	int			natts = Max(spec->idpos, 0);
+
+	for (int j = 0; j < spec->ncols; j++)
+		natts = Max(natts, spec->pos[j]);
+	slot_getsomeattrs(slot, natts + 1);
+	if (spec->kind == PG_GPU_ROWS_NUMERIC)
+		numeric_row(spec, slot, part);
+	else
+		pg_gpu_dense_row(spec, slot, part);
+}
+
+/* ---- gpu_matmul's dense rows: (row id, float8[] or real[]) ---- */
+
+static int64
+dense_id(const PgGpuRowSpec *spec, TupleTableSlot *slot)
+{
+	if (slot->tts_isnull[spec->idpos])
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("column \"%s\" of \"%s\" contains NULL",
+						NameStr(spec->idname), NameStr(spec->relname)),
+				 errhint("Every row of a matrix table needs its row id, 1 to the number of rows.")));
+	return pg_gpu_slot_int(slot, spec->idpos, spec->idtype);
+}
+
+void
+pg_gpu_differ_in_length(const PgGpuRowSpec *spec, int64 id, int64 len, int64 first_id, int64 first_len)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_EXCEPTION),
+			 errmsg("rows of \"%s\" differ in length", NameStr(spec->relname)),
+			 errdetail("Row %lld has %lld elements, row %lld has %lld.", (long long) id,
+					   (long long) len, (long long) first_id, (long long) first_len)));
+}
+
+/* the row's array, checked: present, one-dimensional, without NULLs */
+static ArrayType *
+dense_array(const PgGpuRowSpec *spec, TupleTableSlot *slot, int64 id)
+{
+	int			a = spec->pos[0];
+	ArrayType  *arr;
+
+	if (slot->tts_isnull[a])
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("row %lld of \"%s\" is NULL", (long long) id, NameStr(spec->relname))));
+	arr = DatumGetArrayTypeP(slot->tts_values[a]);
+	if (ARR_NDIM(arr) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 ARR_NDIM(arr) == 0
+				 ? errmsg("row %lld of \"%s\" is an empty array", (long long) id, NameStr(spec->relname))
+				 : errmsg("row %lld of \"%s\" is a %d-dimensional array, not a one-dimensional one",
+						  (long long) id, NameStr(spec->relname), ARR_NDIM(arr))));
+	if (array_contains_nulls(arr))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("row %lld of \"%s\" contains NULL elements", (long long) id, NameStr(spec->relname)),
+				 errhint("Replace them, for example with 0 or 'NaN'.")));
+	return arr;
+}
+
+int64
+pg_gpu_dense_row_len(const PgGpuRowSpec *spec, TupleTableSlot *slot, int64 *id)
+{
+	Datum		d;
+	ArrayType  *arr;
+
+	slot_getsomeattrs(slot, Max(spec->idpos, spec->pos[0]) + 1);
+	if (slot->tts_isnull[spec->idpos] || slot->tts_isnull[spec->pos[0]])
+		return -1;
+	*id = pg_gpu_slot_int(slot, spec->idpos, spec->idtype);
+	d = slot->tts_values[spec->pos[0]];
+	arr = DatumGetArrayTypeP(d);
+	return ARR_NDIM(arr) == 1 ? ARR_DIMS(arr)[0] : -1;
+}
+
+void
+pg_gpu_dense_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
+{
+	int64		id = dense_id(spec, slot);
+	ArrayType  *arr = dense_array(spec, slot, id);
+	int64		len = ARR_DIMS(arr)[0];
+	double	   *dst;
+
+	if (spec->first_len >= 0 && len != spec->first_len)
+		pg_gpu_differ_in_length(spec, id, len, spec->first_id, spec->first_len);
+	if (part->nrows == 0 && part->len != len)
+		pg_gpu_part_init(part, part->buf, part->bytes, len, part->growable);
+	else if (len != part->len)
+		pg_gpu_differ_in_length(spec, id, len, part->ids[0], part->len);
+	dst = part->values + part->nrows * len;
+	if (spec->types[0] == FLOAT8OID)
+		memcpy(dst, ARR_DATA_PTR(arr), len * sizeof(double));
+	else
+	{
+		const float4 *src = (const float4 *) ARR_DATA_PTR(arr);
+
+		for (int64 j = 0; j < len; j++)
+			dst[j] = src[j];
+	}
+	part->ids[part->nrows++] = id;
+}
