@@ -250,6 +250,29 @@ def e2e_section(data, meta):
         out.append(table(["N", "k", "our workers", "fit, SPI read", "÷ read", "fit, parallel read",
                           "÷ read", "gpu_kmeans, SPI read", "÷ (read + N rows)",
                           "gpu_kmeans, parallel read", "÷ (read + N rows)"], par))
+    mm = []
+    for n, d in tables:
+        rscan = data.get("e2e", "rows_scan", n, d)
+        if rscan is None:
+            continue
+        rs = data.sec("e2e", "rows_scan", n, d)
+        series = data.sec("e2e", "generate_series", n)
+        floor2 = rs + series if rs and series else None
+        par_mm = data.get("e2e", "gpu_matmul_rows", n, d)
+        spi_mm = data.get("e2e", "gpu_matmul_rows_spi", n, d)
+        workers = note_int(par_mm, "parallel workers")
+        mm.append([fmt_n(n), d, cell(rscan), cell(data.get("e2e", "generate_series", n)),
+                   "—" if workers is None else workers, cell(spi_mm),
+                   ratio(spi_mm and spi_mm["sec"], floor2), cell(par_mm),
+                   ratio(par_mm and par_mm["sec"], floor2)])
+    if mm:
+        out += ["", "**gpu_matmul on a dense table**: the same rows as `(row_id, row_vec float8[])` "
+                "(`SELECT count(*) FROM gpu_matmul('t_rows', 'eye')`, times a d x d matrix: N result "
+                "rows), read in parallel and through a view (SPI), beside reading the table "
+                "(`SELECT count(*), sum(row_vec[1]), sum(array_length(row_vec, 1))`, parallel) and "
+                "returning N rows:", ""]
+        out.append(table(["N", "d", "read", "N rows returned", "our workers", "gpu_matmul, SPI read",
+                          "÷ (read + N rows)", "gpu_matmul, parallel read", "÷ (read + N rows)"], mm))
     out += ["", "**Stages** of our calls (the DEBUG2 message `pg_gpu: ... stages (ms)`; read "
             "includes transfer, the wait for host-to-device copies):", ""]
     out.append(table(["call", "N", "k", "read", "transfer", "seed", "iterate", "iterations",

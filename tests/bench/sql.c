@@ -14,7 +14,9 @@
  *       N rows), then for each k: gpu_kmeans_fit and gpu_kmeans with their
  *       stages (the DEBUG2 message) and parallel workers (DEBUG1), for the
  *       first k both again through a view (read through SPI, as tables were
- *       before parallel reading), one Lloyd step in plain SQL (N <=
+ *       before parallel reading); gpu_matmul of the same rows as a dense
+ *       table (row_id, row_vec) by a d x d matrix, beside reading it and
+ *       through a view (N <= 1e7); one Lloyd step in plain SQL (N <=
  *       LLOYD_MAX, under statement_timeout), and the export route: COPY out
  *       to a file, EXPORT_CMD (python: numpy loads, scikit-learn fits, labels
  *       to a file), COPY the labels back in.
@@ -50,6 +52,7 @@
 #define MAX_REPS 16
 #define MAX_STAGES 8
 #define CHUNK_ROWS 65536
+#define MATMUL_ROWS_MAX 10000000	/* the largest dense table gpu_matmul reads */
 
 static PGconn *conn;
 static int	failures;
@@ -599,6 +602,46 @@ sql_lloyd_step(const char *t, int64_t n, int d, int k)
 	set_timeout(timeout);
 }
 
+/*
+ * gpu_matmul on a dense table of n rows (the blobs' d values of each row as
+ * its row_vec) times a d x d matrix, beside reading the table, and through a
+ * view of it (the SPI read).
+ */
+static void
+matmul_dense(const char *t, int64_t n, int d)
+{
+	char		m[96],
+				sql[8192],
+				tag[128];
+	double		t0 = bench_now();
+
+	snprintf(m, sizeof(m), "%s_rows", t);
+	snprintf(tag, sizeof(tag), "pg_gpu bench dense rows of %s", t);
+	snprintf(sql, sizeof(sql), "SELECT obj_description(to_regclass('%s'), 'pg_class') = '%s'", m, tag);
+	if (strcmp(value(sql), "t") != 0)
+	{
+		set_timeout(0);
+		must("DROP TABLE IF EXISTS %s", m);
+		must("CREATE TABLE %s AS SELECT id AS row_id, ARRAY[%s] AS row_vec FROM %s", m,
+			 columns("x%d", ", ", d), t);
+		must("VACUUM ANALYZE %s", m);
+		must("COMMENT ON TABLE %s IS '%s'", m, tag);
+		set_timeout(opt.timeout);
+		bench_emit("table", "create_rows", n, d, 0, bench_now() - t0,
+				   "CREATE TABLE AS (row_id, ARRAY[x1, ...]) from the blobs table");
+	}
+	must("DROP TABLE IF EXISTS bench_eye");
+	must("CREATE TABLE bench_eye AS SELECT i AS row_id, array_agg((i = j)::int::float8 * 2 ORDER BY j) AS row_vec "
+		 "FROM generate_series(1, %d) i, generate_series(1, %d) j GROUP BY i", d, d);
+	snprintf(sql, sizeof(sql), "SELECT count(*), sum(row_vec[1]), sum(array_length(row_vec, 1)) FROM %s", m);
+	statement("e2e", "rows_scan", n, d, 0, opt.reps, sql);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM gpu_matmul('%s'::regclass, 'bench_eye'::regclass)", m);
+	statement("e2e", "gpu_matmul_rows", n, d, 0, opt.reps, sql);
+	must("CREATE OR REPLACE VIEW %s_v AS SELECT * FROM %s", m, m);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM gpu_matmul('%s_v'::regclass, 'bench_eye'::regclass)", m);
+	statement("e2e", "gpu_matmul_rows_spi", n, d, 0, opt.reps, sql);
+}
+
 static void
 e2e(int64_t n)
 {
@@ -644,6 +687,8 @@ e2e(int64_t n)
 		}
 		sql_lloyd_step(t, n, d, k);
 	}
+	if (n <= MATMUL_ROWS_MAX)
+		matmul_dense(t, n, d);
 	must("RESET client_min_messages");
 	if (opt.export_cmd)
 		export_route(t, n, d);
