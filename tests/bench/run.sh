@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # tests/bench/run.sh [--smoke|--small|--full] [--out DIR] [--e2e-max N] [--only SECTIONS]
+#                    [--e2e-n "N ..."] [--e2e-k K,K] [--no-export] [--append]
 # The benchmark suite (README, "Benchmarks"): every figure measured side by
 # side in this run, on seeded Gaussian blobs (tests/bench/blobs.h):
 #   1. per Lloyd iteration on the GPU, through the compute layer, beside the
@@ -21,13 +22,17 @@
 # picks the interpreter.  Ends with "N passed, M failed".
 set -euo pipefail
 command="${BENCH_COMMAND:-bash tests/bench/run.sh} $*"
-mode= out= e2e_max= only=
+mode= out= e2e_max= only= e2e_n_set= e2e_k_set= export=true append=false
 while [ $# -gt 0 ]; do
   case $1 in
     --smoke | --small | --full) mode=${1#--} ;;
     --out) out=$(realpath -m "$2"); shift ;;
     --e2e-max) e2e_max=$2; shift ;;
     --only) only=,$2,; shift ;;
+    --e2e-n) e2e_n_set=$2; shift ;;
+    --e2e-k) e2e_k_set=$2; shift ;;
+    --no-export) export=false ;;
+    --append) append=true ;;
     *) sed -n '2,3p' "$0" >&2; exit 2 ;;
   esac
   shift
@@ -63,6 +68,13 @@ if [ -n "$e2e_max" ]; then
   # a table of 1e8 rows: about 4 minutes more (making it, then reading it)
   if awk -v m="$e2e_max" 'BEGIN { exit !(m + 0 >= 1e8) }'; then budget_e2e=$((budget_e2e + 240)); fi
 fi
+# --e2e-n / --e2e-k: these tables and k instead (a 1e8 table alone: --e2e-n 1e8
+# --e2e-k 8 --no-export, about 7 minutes on the H100 host)
+if [ -n "$e2e_n_set" ]; then
+  e2e_n=$e2e_n_set
+  if awk -v n="$e2e_n" 'BEGIN { exit !(n + 0 >= 1e8) }'; then budget_e2e=$((budget_e2e + 240)); fi
+fi
+e2e_k=${e2e_k_set:-$e2e_k}
 
 # the cases N,d,k, N outermost (each time is predicted from the N before)
 grid() {
@@ -80,7 +92,11 @@ out=${out:-.}
 results=$out/tests/bench/results
 mkdir -p "$results"
 tsv=$results/bench.tsv meta=$results/machine.tsv
-printf 'section\tmethod\tn\td\tk\tseconds\tnote\n' >"$tsv"
+# --append: add to the TSV of an earlier run in the same --out (one report of both)
+if ! $append || [ ! -s "$tsv" ]; then
+  printf 'section\tmethod\tn\td\tk\tseconds\tnote\n' >"$tsv"
+  append=false
+fi
 
 # --- what the suite needs: a server, its programs, python with numpy ---
 if [ -z "${PGHOST:-}" ]; then
@@ -117,6 +133,8 @@ pick_python() {
   fi
 }
 py=(env "LD_LIBRARY_PATH=$pylib" "$(pick_python)")
+export_cmd=
+$export && export_cmd="${py[*]} tests/bench/compare.py --tsv $tsv export"
 device=cpu
 [ -n "$gpu" ] && device=gpu
 # max_parallel_workers_per_gather of the bench database: half the cores, 2 to 8
@@ -127,7 +145,11 @@ workers=$(( workers < 2 ? 2 : workers > 8 ? 8 : workers ))
 machine() {
   printf 'date\t%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
   printf 'mode\t%s\n' "$mode"
-  printf 'command\t%s\n' "$command"
+  if $append; then
+    printf 'command\t%s\n' "$(awk -F'\t' '$1 == "command" { print $2 }' "$meta") && $command"
+  else
+    printf 'command\t%s\n' "$command"
+  fi
   printf 'commit\t%s\n' "$(git rev-parse --short HEAD 2>/dev/null || cat COMMIT 2>/dev/null || echo unknown)"
   printf 'gpu\t%s\n' "${gpu:-none}"
   [ -n "$gpu" ] && printf 'gpu_memory\t%s\n' "$(nvidia-smi --query-gpu=memory.total --format=csv,noheader | head -1)"
@@ -141,7 +163,8 @@ machine() {
   printf 'torch\t%s\n' "$("${py[@]}" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)"
   tests/bench/bench_sql info -W "$workers"
 }
-machine >"$meta"
+machine >"$meta.new"
+mv "$meta.new" "$meta"
 cat "$meta"
 
 # limit BUDGET PROGRAM...: stopped when it runs past its budget and one cap
@@ -187,7 +210,8 @@ cpu_path() {
 
 end_to_end() {
   limit "$budget_e2e" tests/bench/bench_sql e2e -W "$workers" -t "$tsv" -b "$budget_e2e" -c "$cap" -r "$reps" -D "$device" -d 8 \
-    -k "$e2e_k" -l "$lloyd_max" -T 20 -x "${py[*]} tests/bench/compare.py --tsv $tsv export" $e2e_n
+    -k "$e2e_k" -l "$lloyd_max" -T 20 \
+    ${export_cmd:+-x "$export_cmd"} $e2e_n
 }
 
 matmul() {
