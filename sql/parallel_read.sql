@@ -47,6 +47,13 @@ SELECT sizes[1] AS rows_far_away
 FROM gpu_kmeans_fit('pr_pts', 2, init_centroids => ARRAY[[1000.0, 0, 1, 1], [0.0, 0, 1, 1]]::float8[],
                     max_iter => 1);
 ROLLBACK;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT count(*) AS rows_now FROM pr_pts;
+UPDATE pr_pts SET x = x + 1000 WHERE id <= 50;
+SELECT sizes[1] AS rows_far_away
+FROM gpu_kmeans_fit('pr_pts', 2, init_centroids => ARRAY[[1000.0, 0, 1, 1], [0.0, 0, 1, 1]]::float8[],
+                    max_iter => 1);
+ROLLBACK;
 -- dense matrix tables read in parallel: the same product as a serial read
 CREATE TABLE pr_m (row_id int, row_vec float8[]);
 INSERT INTO pr_m SELECT i, ARRAY[i, i % 7, 1.0 / i] FROM generate_series(1, 20000) i;

@@ -491,13 +491,14 @@ pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_only,
 	}
 	check_select(rel, spec);
 
-	/* the snapshot SPI would use (pg_gpu_run_select) */
+	/* the snapshot SPI would use (pg_gpu_run_select, _SPI_execute_plan) */
 	if (read_only)
 		PushActiveSnapshot(GetActiveSnapshot());
 	else
 	{
-		CommandCounterIncrement();
 		PushActiveSnapshot(GetTransactionSnapshot());
+		CommandCounterIncrement();
+		UpdateActiveSnapshotCommandId();
 	}
 	/* in a serializable transaction, what a sequential scan locks */
 	PredicateLockRelation(rel, GetActiveSnapshot());
