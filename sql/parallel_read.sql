@@ -54,6 +54,36 @@ SELECT sizes[1] AS rows_far_away
 FROM gpu_kmeans_fit('pr_pts', 2, init_centroids => ARRAY[[1000.0, 0, 1, 1], [0.0, 0, 1, 1]]::float8[],
                     max_iter => 1);
 ROLLBACK;
+-- a partitioned table, two levels, columns in another order in one leaf: read
+-- leaf by leaf as a SELECT appends them, so the same results as through a view
+CREATE TABLE pr_part (id bigint, g int, x float8, y float8) PARTITION BY RANGE (g);
+CREATE TABLE pr_part_1 PARTITION OF pr_part FOR VALUES FROM (0) TO (1);
+CREATE TABLE pr_part_2 (y float8, g int, x float8, id bigint);
+ALTER TABLE pr_part ATTACH PARTITION pr_part_2 FOR VALUES FROM (1) TO (2);
+CREATE TABLE pr_part_3 PARTITION OF pr_part FOR VALUES FROM (2) TO (4) PARTITION BY LIST (g);
+CREATE TABLE pr_part_3a PARTITION OF pr_part_3 FOR VALUES IN (3);
+CREATE TABLE pr_part_3b PARTITION OF pr_part_3 FOR VALUES IN (2);
+INSERT INTO pr_part SELECT i, i % 4, (i % 9) * 2.5 + (i % 4), (i % 5) - (i % 4) * 3 FROM generate_series(1, 20000) i;
+CREATE VIEW pr_part_v AS SELECT * FROM pr_part;
+SET client_min_messages = debug1;
+SELECT a.centroids = b.centroids AS same_centroids, a.sizes = b.sizes AS same_sizes,
+       a.iterations = b.iterations AS same_iterations
+FROM gpu_kmeans_fit('pr_part', 5, columns => ARRAY['x', 'y'], seed => 3) a,
+     gpu_kmeans_fit('pr_part_v', 5, columns => ARRAY['x', 'y'], seed => 3) b;
+RESET client_min_messages;
+SELECT count(*) AS rows, count(*) FILTER (WHERE a.cluster IS DISTINCT FROM b.cluster) AS differ
+FROM gpu_kmeans('pr_part', 5, columns => ARRAY['x', 'y'], id_column => 'id', seed => 3) a
+FULL JOIN gpu_kmeans('pr_part_v', 5, columns => ARRAY['x', 'y'], id_column => 'id', seed => 3) b USING (id);
+-- the parent's privileges, not the leaves'
+CREATE ROLE regress_pr_part;
+GRANT SELECT ON pr_part TO regress_pr_part;
+SET ROLE regress_pr_part;
+SELECT sizes FROM gpu_kmeans_fit('pr_part', 1, columns => ARRAY['x']);
+SELECT sizes FROM gpu_kmeans_fit('pr_part_2', 1, columns => ARRAY['x']);
+RESET ROLE;
+DROP VIEW pr_part_v;
+DROP TABLE pr_part;
+DROP ROLE regress_pr_part;
 -- dense matrix tables read in parallel: the same product as a serial read
 CREATE TABLE pr_m (row_id int, row_vec float8[]);
 INSERT INTO pr_m SELECT i, ARRAY[i, i % 7, 1.0 / i] FROM generate_series(1, 20000) i;

@@ -207,11 +207,12 @@ extern int64 pg_gpu_slot_int(TupleTableSlot *slot, int att, Oid type);
  * scan of the table would (max_parallel_workers_per_gather,
  * min_parallel_table_scan_size, the table's parallel_workers).  Checks the
  * SELECT privilege on the columns of spec.  Returns false, reading nothing,
- * for what a plain scan would not read as a SELECT does (views, partitioned
- * and foreign tables, inheritance parents, row-level security, other
+ * for what a plain scan would not read as a SELECT does (views, foreign
+ * tables or partitions, inheritance parents, row-level security, other
  * sessions' temporary tables, unpopulated materialized views): read those
- * through SPI.  read_only: in the caller's snapshot, as pg_gpu_run_select.
- * *nworkers: the workers launched.
+ * through SPI.  A partitioned table is read leaf by leaf, in partition-bound
+ * order.  read_only: in the caller's snapshot, as pg_gpu_run_select.
+ * *nworkers: the most workers launched for one table.
  */
 extern bool pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_only,
 							  PgGpuPartConsumer consume, void *arg, int *nworkers);

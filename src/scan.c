@@ -14,9 +14,11 @@
  *
  * Only a table that a plain scan reads as a SELECT would is read this way: a
  * heap table or populated materialized view without row-level security or
- * inheritance children, not another session's temporary table, with the
- * privileges checked as the executor checks them.  The rest goes through SPI
- * (read.c), which honours everything else.
+ * inheritance children, not another session's temporary table, or a
+ * partitioned table without row-level security whose leaves are heap tables
+ * (read leaf by leaf, in partition-bound order), with the privileges checked
+ * as the executor checks them.  The rest goes through SPI (read.c), which
+ * honours everything else.
  *
  * A worker loads pg_gpu, as every library its leader has loaded; pg_gpu
  * loads OpenBLAS and cuBLAS only when a product needs them, so that costs a
@@ -35,12 +37,14 @@
 #include "nodes/makefuncs.h"
 #include "optimizer/cost.h"
 #include "optimizer/paths.h"
+#include "partitioning/partdesc.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "storage/bufmgr.h"
 #include "storage/condition_variable.h"
 #include "storage/predicate.h"
 #include "storage/spin.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -462,8 +466,16 @@ read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *ws
 	s->spec = &sh->spec;
 	LaunchParallelWorkers(pcxt);
 	*nworkers = pcxt->nworkers_launched;
-	elog(DEBUG1, "pg_gpu: reading \"%s\" with parallel workers: %d launched of %d planned",
-		 NameStr(wspec->relname), pcxt->nworkers_launched, workers);
+	{
+		char	   *name = get_rel_name(relid);
+
+		if (strcmp(name, NameStr(wspec->relname)) == 0)
+			elog(DEBUG1, "pg_gpu: reading \"%s\" with parallel workers: %d launched of %d planned",
+				 name, pcxt->nworkers_launched, workers);
+		else
+			elog(DEBUG1, "pg_gpu: reading \"%s\" (of \"%s\") with parallel workers: %d launched of %d planned",
+				 name, NameStr(wspec->relname), pcxt->nworkers_launched, workers);
+	}
 	for (int64 chunk = 0; chunk < sh->nchunks; chunk++)
 		consume_chunk(s, pcxt, chunk, per_chunk);
 	WaitForParallelWorkersToFinish(pcxt);
@@ -472,34 +484,18 @@ read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *ws
 	s->sh = NULL;
 }
 
-bool
-pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_only,
-				  PgGpuPartConsumer consume, void *arg, int *nworkers)
+/* reads one table (a leaf of a partitioned one) in the pushed snapshot */
+static void
+read_table(Relation rel, const PgGpuRowSpec *spec, PgGpuPartConsumer consume, void *arg,
+		   int *nworkers)
 {
-	Relation	rel = table_open(relid, AccessShareLock);
 	Scanner		s;
 	BlockNumber nblocks;
 	int			workers;
 	PgGpuRowSpec *wspec;
 	Size		slot_bytes = PG_GPU_PART_BYTES;
+	int			launched = 0;
 
-	*nworkers = 0;
-	if (!plain_scan_reads_as_select(rel))
-	{
-		table_close(rel, NoLock);
-		return false;
-	}
-	check_select(rel, spec);
-
-	/* the snapshot SPI would use (pg_gpu_run_select, _SPI_execute_plan) */
-	if (read_only)
-		PushActiveSnapshot(GetActiveSnapshot());
-	else
-	{
-		PushActiveSnapshot(GetTransactionSnapshot());
-		CommandCounterIncrement();
-		UpdateActiveSnapshotCommandId();
-	}
 	/* in a serializable transaction, what a sequential scan locks */
 	PredicateLockRelation(rel, GetActiveSnapshot());
 	nblocks = RelationGetNumberOfBlocks(rel);
@@ -523,12 +519,102 @@ pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_only,
 			workers = 0;
 	}
 	if (workers > 0)
-		read_parallel(&s, relid, nblocks, wspec, slot_bytes, workers, nworkers);
+		read_parallel(&s, RelationGetRelid(rel), nblocks, wspec, slot_bytes, workers, &launched);
 	else if (nblocks > 0)
 		scan_chunk(&s, 0, nblocks, nblocks);
+	*nworkers = Max(*nworkers, launched);
 	scanner_end(&s);
 	pfree(s.own);
 	pfree(wspec);
+}
+
+/*
+ * The leaves of a partitioned table in partition-bound order, depth first,
+ * as a SELECT of it appends them; false when one of them cannot be read by a
+ * plain scan (a foreign table).  Locks them as a SELECT does.
+ */
+static bool
+collect_leaves(Relation rel, List **leaves)
+{
+	PartitionDesc pd = RelationGetPartitionDesc(rel, true);
+
+	for (int i = 0; i < pd->nparts; i++)
+	{
+		Relation	child = table_open(pd->oids[i], AccessShareLock);
+		char		kind = child->rd_rel->relkind;
+		bool		ok;
+
+		if (kind == RELKIND_PARTITIONED_TABLE)
+			ok = collect_leaves(child, leaves);
+		else
+		{
+			ok = kind == RELKIND_RELATION && child->rd_tableam == GetHeapamTableAmRoutine() &&
+				!RELATION_IS_OTHER_TEMP(child);
+			if (ok)
+				*leaves = lappend_oid(*leaves, pd->oids[i]);
+		}
+		table_close(child, NoLock);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+/* spec with its positions moved from parent's attributes to child's, by name */
+static PgGpuRowSpec *
+leaf_spec(Relation parent, Relation child, const PgGpuRowSpec *spec)
+{
+	PgGpuRowSpec *ls = palloc(sizeof(PgGpuRowSpec));
+	TupleDesc	ptd = RelationGetDescr(parent);
+	TupleDesc	ctd = RelationGetDescr(child);
+
+	memcpy(ls, spec, sizeof(PgGpuRowSpec));
+	if (spec->idpos >= 0)
+		ls->idpos = pg_gpu_find_column(ctd, NameStr(TupleDescAttr(ptd, spec->idpos)->attname));
+	for (int j = 0; j < spec->ncols; j++)
+		ls->pos[j] = pg_gpu_find_column(ctd, NameStr(TupleDescAttr(ptd, spec->pos[j])->attname));
+	return ls;
+}
+
+bool
+pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_only,
+				  PgGpuPartConsumer consume, void *arg, int *nworkers)
+{
+	Relation	rel = table_open(relid, AccessShareLock);
+	List	   *leaves = NIL;
+	ListCell   *lc;
+
+	*nworkers = 0;
+	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE ?
+		rel->rd_rel->relrowsecurity || !collect_leaves(rel, &leaves) :
+		!plain_scan_reads_as_select(rel))
+	{
+		table_close(rel, NoLock);
+		return false;
+	}
+	/* a partitioned table: its own privileges, as in a SELECT of it */
+	check_select(rel, spec);
+
+	/* the snapshot SPI would use (pg_gpu_run_select, _SPI_execute_plan) */
+	if (read_only)
+		PushActiveSnapshot(GetActiveSnapshot());
+	else
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		CommandCounterIncrement();
+		UpdateActiveSnapshotCommandId();
+	}
+	if (rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
+		read_table(rel, spec, consume, arg, nworkers);
+	foreach(lc, leaves)
+	{
+		Relation	leaf = table_open(lfirst_oid(lc), AccessShareLock);
+		PgGpuRowSpec *ls = leaf_spec(rel, leaf, spec);
+
+		read_table(leaf, ls, consume, arg, nworkers);
+		pfree(ls);
+		table_close(leaf, NoLock);
+	}
 	PopActiveSnapshot();
 	table_close(rel, NoLock);
 	return true;
