@@ -48,7 +48,12 @@ git describe --always --dirty >"$top/suite/COMMIT" 2>/dev/null || echo unknown >
 
 # the shared libraries all of it loads, but for glibc, libstdc++/libgcc and
 # the NVIDIA driver's and CUDA toolkit's own (the GPU host has those)
-for f in "$top$bindir"/* "$top$pkglib"/*.so $(for p in $programs; do echo "$top/suite/$p"; done); do
+# (and OpenBLAS, which pg_gpu loads on the first CPU product: ldd does not
+# name it)
+openblas=$(ldconfig -p | awk '/libopenblas\.so\.0 /{print $NF; exit}')
+[ -n "$openblas" ] || { echo "libopenblas.so.0 not found (ldconfig -p)" >&2; exit 1; }
+for f in "$top$bindir"/* "$top$pkglib"/*.so $(for p in $programs; do echo "$top/suite/$p"; done) "$openblas"; do
+  [ "$f" != "$openblas" ] || echo "$openblas"
   ldd "$f" 2>/dev/null | awk '/=> \//{print $3}'
 done | sort -u |
   grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
