@@ -61,7 +61,7 @@ case $mode in
     cpu_n="1e5 1e6" cpu_d="2 8 32" cpu_k="8 64"
     e2e_n="1e6 1e7 1e8" e2e_k="8,256" lloyd_max=1e6 e2e_max=${e2e_max:-1e7}
     matmul_n="4096 8192" matmul_sql_n=256 iters=10 reps=3 cap=60
-    budget_kernel=130 budget_torch=55 budget_cpu=45 budget_e2e=170 budget_matmul=35 ;;
+    budget_kernel=130 budget_torch=55 budget_cpu=45 budget_e2e=210 budget_matmul=35 ;;
 esac
 if [ -n "$e2e_max" ]; then
   e2e_n=$(for n in $e2e_n; do awk -v n="$n" -v m="$e2e_max" 'BEGIN { if (n + 0 <= m + 0) print n }'; done | xargs)
