@@ -447,7 +447,6 @@ read_dense(MatTable *t, PgGpuMatmul *w, int which)
 	bits8	   *seen;
 	int64		bad = 0;
 	bool		have_bad = false;
-	int			nworkers;
 
 	memset(&r, 0, sizeof(r));
 	r.t = t;
@@ -466,7 +465,7 @@ read_dense(MatTable *t, PgGpuMatmul *w, int which)
 	/* positions in the table, else in SELECT id, vector */
 	spec->idpos = t->att[0];
 	spec->pos[0] = t->att[1];
-	if (!pg_gpu_scan_table(t->relid, spec, true, dense_consume, &r, &nworkers))
+	if (!pg_gpu_scan_table(t->relid, spec, true, dense_consume, &r))
 	{
 		PgGpuPartReceiver pr;
 

@@ -212,10 +212,10 @@ extern int64 pg_gpu_slot_int(TupleTableSlot *slot, int att, Oid type);
  * sessions' temporary tables, unpopulated materialized views): read those
  * through SPI.  A partitioned table is read leaf by leaf, in partition-bound
  * order.  read_only: in the caller's snapshot, as pg_gpu_run_select.
- * *nworkers: the most workers launched for one table.
+ * DEBUG1 names the workers launched.
  */
 extern bool pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_only,
-							  PgGpuPartConsumer consume, void *arg, int *nworkers);
+							  PgGpuPartConsumer consume, void *arg);
 
 /* a DestReceiver that converts the rows of a SELECT into parts */
 typedef struct PgGpuPartReceiver

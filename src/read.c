@@ -456,7 +456,6 @@ pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds, bool want_ids,
 {
 	SoaSink		s;
 	PgGpuRowSpec *spec = palloc(sizeof(PgGpuRowSpec));
-	int			nworkers = 0;
 
 	memset(&s, 0, sizeof(s));
 	s.src = src;
@@ -467,7 +466,7 @@ pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds, bool want_ids,
 	s.cxt = CurrentMemoryContext;
 
 	source_spec(src, want_ids, true, spec);
-	if (!pg_gpu_scan_table(src->relid, spec, false, soa_consume, &s, &nworkers))
+	if (!pg_gpu_scan_table(src->relid, spec, false, soa_consume, &s))
 	{
 		PgGpuPartReceiver r;
 		StringInfoData sql;

@@ -426,7 +426,7 @@ peek_dense(Scanner *s, BlockNumber nblocks, PgGpuRowSpec *wspec)
 /* the leader's part of a read with workers: launches them, consumes in order */
 static void
 read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *wspec,
-			  Size slot_bytes, int workers, int *nworkers)
+			  Size slot_bytes, int workers)
 {
 	ParallelContext *pcxt;
 	BlockNumber per_chunk = chunk_blocks(nblocks, workers);
@@ -465,7 +465,6 @@ read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *ws
 	s->sh = sh;
 	s->spec = &sh->spec;
 	LaunchParallelWorkers(pcxt);
-	*nworkers = pcxt->nworkers_launched;
 	{
 		char	   *name = get_rel_name(relid);
 
@@ -486,15 +485,13 @@ read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *ws
 
 /* reads one table (a leaf of a partitioned one) in the pushed snapshot */
 static void
-read_table(Relation rel, const PgGpuRowSpec *spec, PgGpuPartConsumer consume, void *arg,
-		   int *nworkers)
+read_table(Relation rel, const PgGpuRowSpec *spec, PgGpuPartConsumer consume, void *arg)
 {
 	Scanner		s;
 	BlockNumber nblocks;
 	int			workers;
 	PgGpuRowSpec *wspec;
 	Size		slot_bytes = PG_GPU_PART_BYTES;
-	int			launched = 0;
 
 	/* in a serializable transaction, what a sequential scan locks */
 	PredicateLockRelation(rel, GetActiveSnapshot());
@@ -519,10 +516,9 @@ read_table(Relation rel, const PgGpuRowSpec *spec, PgGpuPartConsumer consume, vo
 			workers = 0;
 	}
 	if (workers > 0)
-		read_parallel(&s, RelationGetRelid(rel), nblocks, wspec, slot_bytes, workers, &launched);
+		read_parallel(&s, RelationGetRelid(rel), nblocks, wspec, slot_bytes, workers);
 	else if (nblocks > 0)
 		scan_chunk(&s, 0, nblocks, nblocks);
-	*nworkers = Max(*nworkers, launched);
 	scanner_end(&s);
 	pfree(s.own);
 	pfree(wspec);
@@ -578,13 +574,12 @@ leaf_spec(Relation parent, Relation child, const PgGpuRowSpec *spec)
 
 bool
 pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_only,
-				  PgGpuPartConsumer consume, void *arg, int *nworkers)
+				  PgGpuPartConsumer consume, void *arg)
 {
 	Relation	rel = table_open(relid, AccessShareLock);
 	List	   *leaves = NIL;
 	ListCell   *lc;
 
-	*nworkers = 0;
 	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE ?
 		rel->rd_rel->relrowsecurity || !collect_leaves(rel, &leaves) :
 		!plain_scan_reads_as_select(rel))
@@ -605,13 +600,13 @@ pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_only,
 		UpdateActiveSnapshotCommandId();
 	}
 	if (rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
-		read_table(rel, spec, consume, arg, nworkers);
+		read_table(rel, spec, consume, arg);
 	foreach(lc, leaves)
 	{
 		Relation	leaf = table_open(lfirst_oid(lc), AccessShareLock);
 		PgGpuRowSpec *ls = leaf_spec(rel, leaf, spec);
 
-		read_table(leaf, ls, consume, arg, nworkers);
+		read_table(leaf, ls, consume, arg);
 		pfree(ls);
 		table_close(leaf, NoLock);
 	}
