@@ -235,6 +235,53 @@ enum
  *    Blocks add their sums to global memory atomically.
  *  - UPD_GLOBAL: as UPD_SHARED but straight into global memory.
  */
+/*
+ * The lane groups of a warp (lane group grp of groups, lanes col0, col0 +
+ * 2^lg_lanes, ... of the columns) add the warp's rows, starting at row wbase,
+ * each to its label lab (taken from the row's lane; -1: none): add(c, j, v)
+ * per value, count(c) per row.  UPD_BATCH rows at a time, so that their
+ * loads are in flight before the adds.
+ */
+template <typename Add, typename Count>
+__device__ __forceinline__ void
+group_add_rows(const double *__restrict__ X, int64_t wbase, int d, int log_b, int lab,
+			   int grp, int groups, int col0, int lg_lanes, Add add, Count count)
+{
+	for (int t0 = 0; t0 < 32 / groups; t0 += UPD_BATCH)
+	{
+		int			lr[UPD_BATCH];
+		const double *xr[UPD_BATCH];
+
+#pragma unroll
+		for (int u = 0; u < UPD_BATCH; u++)
+		{
+			int			r = grp + groups * (t0 + u);
+
+			lr[u] = __shfl_sync(FULL, lab, r & 31);
+			if (t0 + u >= 32 / groups)
+				lr[u] = -1;
+			xr[u] = X + (lr[u] >= 0 ? pggpu_at(wbase + r, 0, d, log_b) : 0);
+		}
+		for (int j = col0; j < d; j += 1 << lg_lanes)
+		{
+			double		v[UPD_BATCH];
+
+#pragma unroll
+			for (int u = 0; u < UPD_BATCH; u++)
+				v[u] = lr[u] >= 0 ? xr[u][(int64_t) j << log_b] : 0.0;
+#pragma unroll
+			for (int u = 0; u < UPD_BATCH; u++)
+				if (lr[u] >= 0)
+					add(lr[u], j, v[u]);
+		}
+		if (col0 == 0)
+#pragma unroll
+			for (int u = 0; u < UPD_BATCH; u++)
+				if (lr[u] >= 0)
+					count(lr[u]);
+	}
+}
+
 /* lloyd_kernel's DR for a pass that only updates, from given labels */
 #define LABELS_GIVEN (-1)
 
@@ -414,84 +461,17 @@ lloyd_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
 			}
 		}
 		else if (MODE == UPD_PRIVATE)
-		{
-			int			lab = active ? bestc : -1;
-			int64_t		wbase = base + (warp << 5);
-
-			/* UPD_BATCH rows at a time: their loads in flight before the adds */
-			for (int t0 = 0; t0 < 32 / groups; t0 += UPD_BATCH)
-			{
-				int			lr[UPD_BATCH];
-				const double *xr[UPD_BATCH];
-
-#pragma unroll
-				for (int u = 0; u < UPD_BATCH; u++)
-				{
-					int			r = grp + groups * (t0 + u);
-
-					lr[u] = __shfl_sync(FULL, lab, r & 31);
-					if (t0 + u >= 32 / groups)
-						lr[u] = -1;
-					xr[u] = X + (lr[u] >= 0 ? pggpu_at(wbase + r, 0, d, log_b) : 0);
-				}
-				for (int j = col0; j < d; j += 1 << lg_lanes)
-				{
-					double		v[UPD_BATCH];
-
-#pragma unroll
-					for (int u = 0; u < UPD_BATCH; u++)
-						v[u] = lr[u] >= 0 ? xr[u][(int64_t) j << log_b] : 0.0;
-#pragma unroll
-					for (int u = 0; u < UPD_BATCH; u++)
-						if (lr[u] >= 0)
-							slot[(int64_t) lr[u] * d + j] += v[u];
-				}
-				if (col0 == 0)
-#pragma unroll
-					for (int u = 0; u < UPD_BATCH; u++)
-						if (lr[u] >= 0)
-							slot[kd + lr[u]] += 1.0;
-			}
-		}
+			group_add_rows(X, base + (warp << 5), d, log_b, active ? bestc : -1, grp, groups,
+						   col0, lg_lanes,
+						   [&](int c, int j, double v) { slot[(int64_t) c * d + j] += v; },
+						   [&](int c) { slot[kd + c] += 1.0; });
 		else if ((MODE == UPD_SHARED || MODE == UPD_GLOBAL) && k > 64)
 		{
 			/* many clusters: lanes rarely share one; lane groups, no aggregation */
-			int			lab = active ? bestc : -1;
-			int64_t		wbase = base + (warp << 5);
-
-			for (int t0 = 0; t0 < 32 / groups; t0 += UPD_BATCH)
-			{
-				int			lr[UPD_BATCH];
-				const double *xq[UPD_BATCH];
-
-#pragma unroll
-				for (int u = 0; u < UPD_BATCH; u++)
-				{
-					int			r = grp + groups * (t0 + u);
-
-					lr[u] = __shfl_sync(FULL, lab, r & 31);
-					if (t0 + u >= 32 / groups)
-						lr[u] = -1;
-					xq[u] = X + (lr[u] >= 0 ? pggpu_at(wbase + r, 0, d, log_b) : 0);
-				}
-				for (int j = col0; j < d; j += 1 << lg_lanes)
-				{
-					double		v[UPD_BATCH];
-
-#pragma unroll
-					for (int u = 0; u < UPD_BATCH; u++)
-						v[u] = lr[u] >= 0 ? xq[u][(int64_t) j << log_b] : 0.0;
-#pragma unroll
-					for (int u = 0; u < UPD_BATCH; u++)
-						if (lr[u] >= 0)
-							atomicAdd(&sums[(int64_t) lr[u] * d + j], v[u]);
-				}
-				if (col0 == 0)
-#pragma unroll
-					for (int u = 0; u < UPD_BATCH; u++)
-						if (lr[u] >= 0)
-							atomicAdd(&cnt[lr[u]], 1ULL);
-			}
+			group_add_rows(X, base + (warp << 5), d, log_b, active ? bestc : -1, grp, groups,
+						   col0, lg_lanes,
+						   [&](int c, int j, double v) { atomicAdd(&sums[(int64_t) c * d + j], v); },
+						   [&](int c) { atomicAdd(&cnt[c], 1ULL); });
 		}
 		else if (MODE == UPD_SHARED || MODE == UPD_GLOBAL)
 		{
