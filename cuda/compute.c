@@ -383,6 +383,9 @@ step_key(const pggpu_kmeans_params *p, int c)
 	return pggpu_mix64(p->seed + 0x632be59bd9b4e019ULL * (uint64_t) c);
 }
 
+/* k-means++ steps a backend's km_pp_steps makes between interrupt checks */
+#define PP_BATCH 64
+
 static pggpu_status
 seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
 {
@@ -397,9 +400,27 @@ seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
 	rowset_add(&chosen, row);
 	key = step_key(p, 1);
 	CHECK(ds->ops->km_point(ds, row, 0, PGGPU_D2_SET, p->k > 1 ? &key : NULL, err));
-	for (int c = 1; c < p->k; c++)
+	for (int c = 1; c < p->k;)
 	{
 		interrupts(p);
+		if (ds->ops->km_pp_steps)
+		{
+			/* a batch of steps on the backend */
+			uint64_t	keys[PP_BATCH + 1];
+			int64_t		rows[PP_BATCH];
+			int			c1 = p->k - c < PP_BATCH ? p->k : c + PP_BATCH;
+			int			done;
+
+			for (int j = 0; j <= c1 - c; j++)
+				keys[j] = step_key(p, c + j);
+			CHECK(ds->ops->km_pp_steps(ds, c, c1, keys, rows, &done, err));
+			for (int j = 0; j < done; j++)
+				rowset_add(&chosen, rows[j]);
+			c += done;
+			if (c == c1)
+				continue;
+			/* the draw of step c found no row: that step is made here */
+		}
 		CHECK(ds->ops->km_pick(ds, PGGPU_PICK_SAMPLE, step_key(p, c), &row, err));
 		if (row < 0 || rowset_has(&chosen, row))
 		{
@@ -410,6 +431,7 @@ seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
 		rowset_add(&chosen, row);
 		key = step_key(p, c + 1);
 		CHECK(ds->ops->km_point(ds, row, c, PGGPU_D2_MIN, c + 1 < p->k ? &key : NULL, err));
+		c++;
 	}
 done:
 	return st;

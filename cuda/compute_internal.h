@@ -101,6 +101,18 @@ typedef struct pggpu_ops
 	/* copy labels and/or squared distances out (either may be NULL) */
 	pggpu_status (*km_fetch) (pggpu_data *ds, int32_t *labels, double *dist2,
 							  pggpu_error *err);
+
+	/*
+	 * Optional (NULL: the caller alternates km_pick and km_point): the
+	 * k-means++ steps c0 .. c1-1 in a row, each a PGGPU_PICK_SAMPLE with
+	 * keys[c - c0] then km_point(row, c, PGGPU_D2_MIN) with next key
+	 * keys[c - c0 + 1] (when c + 1 < k), without a round trip to the caller
+	 * per step.  rows[c - c0] gets each drawn row.  The steps stop before the
+	 * first draw that finds no row; *done says how many were made.
+	 */
+	pggpu_status (*km_pp_steps) (pggpu_data *ds, int c0, int c1,
+								 const uint64_t *keys, int64_t *rows,
+								 int *done, pggpu_error *err);
 } pggpu_ops;
 
 extern const pggpu_ops pggpu_cpu_ops;
