@@ -9,7 +9,8 @@
  *     (c~), split into tf32 big + small parts and laid out as mma B fragments,
  *     8 centroids ("n-tile") per block, with ||c~||^2 as accumulator start.
  *
- *  2. tc_kernel<.., CAND = false> (one pass over the rows): a warp owns 16 MT
+ *  2. tc2_kernel (K <= 3 k-steps, k <= 256; below) or
+ *     tc_kernel<.., CAND = false> (one pass over the rows): a warp owns 16 MT
  *     rows, shifts and rounds them the same way (x~, scaled by -2: exact),
  *     holds them as mma A fragments in registers and walks all centroids in
  *     shared memory with mma.m16n8k8.tf32.  3xTF32: the K dimension carries
@@ -1037,23 +1038,23 @@ tc_kernel(const tc_args p)
  *
  * Row g of m-tile j is centroid 16 j + 2 g, row g + 8 centroid 16 j + 2 g + 1:
  * a lane's accumulators c0, c2 are the pair (16 j + 2 g, + 1) against row 2t
- * of the n-tile, c1, c3 the same pair against row 2t + 1; the pair's smaller
- * value, m-tile j in its 4 low mantissa bits, goes into the row's best and
- * second best (top2), as in tc_kernel.  The 8 lanes of a row (g = 0..7) leave
- * their (best, second) in shared memory; the row's own lane merges them.
+ * of the n-tile, c1, c3 the same pair against row 2t + 1.  M-tiles 2G, 2G+1
+ * make group G: a lane's 4 centroids 32 G + 2 g + {0, 1, 16, 17}; the
+ * group's least value, G in its 4 low mantissa bits (<= 16 ulp, as
+ * tc_kernel's n-tile index), goes into the row's best and second best (top2,
+ * two chains, even and odd G, merged at the end).  The 8 lanes of a row
+ * (g = 0..7) leave their (best, second) in shared memory; the row's own lane
+ * merges them.  A group plays the part of tc_kernel's pair: the second best
+ * is over the other groups, so a certain row's nearest centroid is in its
+ * best group, and the 4 are measured in float64 (the nearest, lowest index
+ * on ties, is the label).
  *
- * K layout in segments of DMAX = QMAX / 3 (not d): rows [xb | xs | xb],
- * centroids [cb | cb | cs], element j of a segment at DMAX s + j, zeros
- * beyond d: the positions are compile-time, so a lane builds its row's
- * words in registers.
+ * K layout in segments of DW (DMAX = QMAX / 3, or 8 for f16 at KS = 2 and
+ * d <= 8), not d: rows [xb | xs | xb], centroids [cb | cb | cs], element j of
+ * a segment at DW s + j, zeros beyond d: the positions are compile-time, so
+ * a lane builds its row's words in registers.
  */
 #define TC2_XS 36				/* row slots per 8-byte unit of the rows' B fragments (32 + 4) */
-
-static __host__ __device__ __forceinline__ int
-tc2_dmax(int ks, bool f16)
-{
-	return (f16 ? 16 : 8) * ks / 3;
-}
 
 /* bytes of a warp's shared memory: rows as B fragments, the lanes' (best, second), nb stages */
 static __host__ __device__ __forceinline__ int
@@ -1079,11 +1080,12 @@ tc2_eslot(int q, int g)
 /*
  * One thread per (m-tile, lane): the A fragments of KS k-steps (uint4 each)
  * then the accumulator start {n(2g), n(2g), n(2g+1), n(2g+1)} of centroids
- * 16 j + 2 g, + 1.  Elements q of a centroid: [0, DMAX) big(c~), [DMAX, 2 DMAX)
- * big(c~), [2 DMAX, 3 DMAX) small(c~), zero past d and past 3 DMAX.
+ * 16 j + 2 g, + 1.  Elements q of a centroid, segments of dmax (the kernel's
+ * DW): [0, dmax) big(c~), [dmax, 2 dmax) big(c~), [2 dmax, 3 dmax) small(c~),
+ * zero past d and past 3 dmax.
  */
 __global__ void
-tc2_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm,
+tc2_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
 			   const double *__restrict__ shift, uint4 *frags, const tc_header *hdr, int f16)
 {
 	const float sig = hdr->sigma;
@@ -1092,7 +1094,6 @@ tc2_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm,
 	int			lane = id & 31;
 	int			g = lane >> 2;
 	int			t = lane & 3;
-	int			dmax = tc2_dmax(ks_n, f16);
 
 	if (j >= nm)
 		return;
@@ -1144,46 +1145,64 @@ tc2_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm,
 				   __float_as_uint(cn[1]));
 }
 
-/* m-tiles J.. NM-1 of an n-tile into the rows' (best, second); recursion: J a constant for lop3 */
+/* c = the m-tile's accumulators against the n-tile's B fragments */
+template <int KS, bool F16>
+static __device__ __forceinline__ void
+tc2_mma(float (&c)[4], const uint4 (&a)[KS], const float4 &cq, const uint2 (&bx)[KS])
+{
+	const uint32_t av0[4] = {a[0].x, a[0].y, a[0].z, a[0].w};
+
+	if (F16)
+		mma_f16_init(c, av0, bx[0].x, bx[0].y, cq);
+	else
+		mma_tf32_init(c, av0, bx[0].x, bx[0].y, cq);
+#pragma unroll
+	for (int ks = 1; ks < KS; ks++)
+	{
+		const uint32_t av[4] = {a[ks].x, a[ks].y, a[ks].z, a[ks].w};
+
+		if (F16)
+			mma_f16(c, av, bx[ks].x, bx[ks].y);
+		else
+			mma_tf32(c, av, bx[ks].x, bx[ks].y);
+	}
+}
+
+/*
+ * m-tiles J.. NM-1 of an n-tile into the rows' (best, second).  Group G =
+ * m-tiles 2G, 2G+1: a lane's 4 centroids 32 G + 2 g + {0, 1, 16, 17}; their
+ * least value, G in the low bits, into chain G % 2 (two chains: more
+ * independent work); the chains merge in the caller.
+ */
 template <int KS, bool F16, int J, int NM>
 static __device__ __forceinline__ void
 tc2_scan(const uint4 (&a)[NM][KS], const float4 (&cq)[NM], const uint2 (&bx)[KS], uint32_t msk,
-		 float &b0, float &s0, float &b1, float &s1)
+		 float (&b0)[2], float (&s0)[2], float (&b1)[2], float (&s1)[2])
 {
 	if constexpr (J < NM)
 	{
-		float		c[4];
-		const uint32_t av0[4] = {a[J][0].x, a[J][0].y, a[J][0].z, a[J][0].w};
+		constexpr int G = J / 2;
+		constexpr int H = G & 1;
+		float		c[4],
+					e[4];
 
-		if (F16)
-			mma_f16_init(c, av0, bx[0].x, bx[0].y, cq[J]);
-		else
-			mma_tf32_init(c, av0, bx[0].x, bx[0].y, cq[J]);
-#pragma unroll
-		for (int ks = 1; ks < KS; ks++)
+		tc2_mma<KS, F16>(c, a[J], cq[J], bx);
+		tc2_mma<KS, F16>(e, a[J + 1], cq[J + 1], bx);
+
+		float		p0 = pack_r<G>(fminf(fminf(c[0], c[2]), fminf(e[0], e[2])), msk);
+		float		p1 = pack_r<G>(fminf(fminf(c[1], c[3]), fminf(e[1], e[3])), msk);
+
+		if (G < 2)
 		{
-			const uint32_t av[4] = {a[J][ks].x, a[J][ks].y, a[J][ks].z, a[J][ks].w};
-
-			if (F16)
-				mma_f16(c, av, bx[ks].x, bx[ks].y);
-			else
-				mma_tf32(c, av, bx[ks].x, bx[ks].y);
-		}
-
-		float		p0 = pack_r<J>(fminf(c[0], c[2]), msk);
-		float		p1 = pack_r<J>(fminf(c[1], c[3]), msk);
-
-		if (J == 0)
-		{
-			b0 = p0;			/* s0, s1 stay infinite */
-			b1 = p1;
+			b0[H] = p0;			/* s0, s1 start infinite */
+			b1[H] = p1;
 		}
 		else
 		{
-			top2(b0, s0, p0);
-			top2(b1, s1, p1);
+			top2(b0[H], s0[H], p0);
+			top2(b1[H], s1[H], p1);
 		}
-		tc2_scan<KS, F16, J + 1, NM>(a, cq, bx, msk, b0, s0, b1, s1);
+		tc2_scan<KS, F16, J + 2, NM>(a, cq, bx, msk, b0, s0, b1, s1);
 	}
 }
 
@@ -1191,12 +1210,12 @@ tc2_scan(const uint4 (&a)[NM][KS], const float4 (&cq)[NM], const uint2 (&bx)[KS]
  * NM m-tiles (16 NM >= k), KS k-steps, NW warps (as many as the registers allow), each on tiles of 32 rows
  * (a lane a row, staged by cp.async p.prefetch >= 2 deep as in tc_kernel).
  */
-template <int KS, bool F16, int NM, int NW>
+template <int KS, bool F16, int NM, int NW, int DW>
 __global__ void __launch_bounds__(NW * 32, 1)
 tc2_kernel(const tc_args p)
 {
 	constexpr int QMAX = (F16 ? 16 : 8) * KS;
-	constexpr int DMAX = QMAX / 3;
+	static_assert(3 * DW <= QMAX && NM % 2 == 0, "tc2: segments of DW in K, groups of 2 m-tiles");
 	constexpr int NWD = 8 * KS;	/* 32-bit words of a row */
 	constexpr int RT = 32 * NW;
 	extern __shared__ __align__(16) float smem[];
@@ -1283,14 +1302,14 @@ tc2_kernel(const tc_args p)
 				float		xn = 0;
 				bool		ok = !all_exact;
 
-				double		xv[DMAX];
+				double		xv[DW];
 
 				/* columns j >= d: x = s = 0, f = 0, zero words, xn unchanged */
 #pragma unroll
-				for (int j = 0; j < DMAX; j++)
+				for (int j = 0; j < DW; j++)
 					xv[j] = j < d ? stg[j * 32 + lane] : 0.0;
 #pragma unroll
-				for (int j = 0; j < DMAX; j++)
+				for (int j = 0; j < DW; j++)
 					{
 						float		f = (float) (xv[j] - sS[j]) * sig;
 						float		v = -2.0f * f;	/* exact */
@@ -1301,7 +1320,7 @@ tc2_kernel(const tc_args p)
 						{
 							unsigned short hi = f16_rn(v);
 							unsigned short lo = f16_rn(v - f16_val(hi));
-							const int	q[3] = {j, DMAX + j, 2 * DMAX + j};
+							const int	q[3] = {j, DW + j, 2 * DW + j};
 							const unsigned short hv[3] = {hi, lo, hi};
 
 #pragma unroll
@@ -1313,8 +1332,8 @@ tc2_kernel(const tc_args p)
 							uint32_t	big = tf32_rna(v);
 
 							wd[j] = big;
-							wd[DMAX + j] = tf32_rna(v - __uint_as_float(big));
-							wd[2 * DMAX + j] = big;
+							wd[DW + j] = tf32_rna(v - __uint_as_float(big));
+							wd[2 * DW + j] = big;
 						}
 					}
 
@@ -1337,16 +1356,23 @@ tc2_kernel(const tc_args p)
 			for (int n = 0; n < 4; n++)
 			{
 				uint2		bx[KS];
-				float		b0 = INFINITY,
-							s0 = INFINITY,
-							b1 = INFINITY,
-							s1 = INFINITY;
+				float		b0[2],
+							s0[2] = {INFINITY, INFINITY},
+							b1[2],
+							s1[2] = {INFINITY, INFINITY};
 
 #pragma unroll
 				for (int ks = 0; ks < KS; ks++)
 					bx[ks] = sX[(ks * 4 + t) * TC2_XS + n * 8 + g];
 				tc2_scan<KS, F16, 0, NM>(a, cq, bx, msk, b0, s0, b1, s1);
-				sE[tc2_eslot(n * 4 + t, g)] = make_float4(b0, s0, b1, s1);
+				/* the chains merge: max(x, y) = x + y - min(x, y), as in top2 */
+				sE[tc2_eslot(n * 4 + t, g)] =
+					make_float4(fminf(b0[0], b0[1]),
+								fminf(fminf(s0[0], s0[1]),
+									  __fsub_rn(__fadd_rn(b0[0], b0[1]), fminf(b0[0], b0[1]))),
+								fminf(b1[0], b1[1]),
+								fminf(fminf(s1[0], s1[1]),
+									  __fsub_rn(__fadd_rn(b1[0], b1[1]), fminf(b1[0], b1[1]))));
 			}
 			__syncwarp();
 		}
@@ -1386,40 +1412,65 @@ tc2_kernel(const tc_args p)
 					float		e2x = 1.01f * (e2 + 0x1.01p-19f * (fabsf(b) + fabsf(s)));
 
 					cert = s - b > e2x;
-					lab = 16 * (int) (__float_as_uint(b) & 15u) + 2 * gi;
+					lab = 32 * (int) (__float_as_uint(b) & 15u) + 2 * gi;
 					if (e2 < INFINITY)
 						thr = b + e2x;
 				}
 				if (cert)
 				{
-					/* the pair lab, lab + 1: the nearer, lower index on ties */
-					const double2 *cp = sC + (lab >> 1) * ps;
-					bool		two = lab + 1 < k;
-					double		acc = 0,
-								acc1 = 0;
-					double		xv[DMAX];
-					double2		cv[DMAX];
+					/*
+					 * the group lab + {0, 1, 16, 17} (pairs P, P + 8): the
+					 * nearest, lower index on ties
+					 */
+					double		acc[4];
 
-					/* every load first; columns j >= d add (0 - 0)^2 = +0: exact */
 #pragma unroll
-					for (int j = 0; j < DMAX; j++)
+					for (int u = 0; u < 2; u++)
 					{
-						xv[j] = j < d ? stg[j * 32 + lane] : 0.0;
-						cv[j] = j < d ? cp[j] : make_double2(0.0, 0.0);
-					}
+						/* pair P + 8u (P itself again past k) */
+						const double2 *cp = sC + ((lab >> 1) + (u && lab + 16 < k ? 8 : 0)) * ps;
+						double		xv[DW];
+						double2		cv[DW];
+						double		a0 = 0,
+									a1 = 0;
+
+						/* every load first; columns j >= d add (0 - 0)^2 = +0: exact */
 #pragma unroll
-					for (int j = 0; j < DMAX; j++)
-					{
-						acc = sq_term(acc, xv[j], cv[j].x);
-						acc1 = sq_term(acc1, xv[j], cv[j].y);
+						for (int j = 0; j < DW; j++)
+						{
+							xv[j] = j < d ? stg[j * 32 + lane] : 0.0;
+							cv[j] = j < d ? cp[j] : make_double2(0.0, 0.0);
+						}
+#pragma unroll
+						for (int j = 0; j < DW; j++)
+						{
+							a0 = sq_term(a0, xv[j], cv[j].x);
+							a1 = sq_term(a1, xv[j], cv[j].y);
+						}
+						acc[2 * u] = a0;
+						acc[2 * u + 1] = a1;
 					}
-					if (two && acc1 < acc)
+
+					double		best = acc[0];
+					int			bl = lab;
+
+#pragma unroll
+					for (int u = 1; u < 4; u++)
 					{
-						acc = acc1;
-						lab++;
+						int			c = lab + (u & 1) + 16 * (u >> 1);
+
+						if (c < k && acc[u] < best)
+						{
+							best = acc[u];
+							bl = c;
+						}
 					}
+
+					double		acc0 = best;
+
+					lab = bl;
 					p.labels[r] = lab;
-					p.dist2[r] = acc;
+					p.dist2[r] = acc0;
 					mine += old != lab;
 				}
 				else
@@ -1735,37 +1786,51 @@ struct tc2_variant
 	tc_fn		main;
 	int			nm;
 	int			nw;
+	int			dw;
 };
 
 /*
  * Warps a CTA (one CTA an SM): the centroids take NM (4 KS + 4) registers a
  * thread, the rest about 40; as many warps as 64K registers hold (8 to 16).
  */
-template <int KS, bool F16, int NM>
+template <int KS, bool F16, int NM, int DW>
 tc2_variant
 make_tc2()
 {
 	constexpr int R = NM * (4 * KS + 4) + (F16 && KS == 3 ? 56 : 40);
 	constexpr int NW = R <= 128 ? 16 : R <= 168 ? 12 : R <= 200 ? 10 : 8;
 
-	return {tc2_kernel<KS, F16, NM, NW>, NM, NW};
+	return {tc2_kernel<KS, F16, NM, NW, DW>, NM, NW, DW};
+}
+
+/* segments of DMAX in K; f16 at KS = 2 also 8 (d <= 8: no columns computed in vain) */
+template <int KS, bool F16, int NM>
+tc2_variant
+tc2_dw(int d)
+{
+	constexpr int DMAX = (F16 ? 16 : 8) * KS / 3;
+
+	if constexpr (F16 && KS == 2)
+		if (d <= 8)
+			return make_tc2<KS, F16, NM, 8>();
+	return make_tc2<KS, F16, NM, DMAX>();
 }
 
 template <int KS, bool F16>
 tc2_variant
-tc2_nm(int nm)
+tc2_nm(int nm, int d)
 {
 	if (nm <= 4)
-		return make_tc2<KS, F16, 4>();
+		return tc2_dw<KS, F16, 4>(d);
 	if (nm <= 8)
-		return make_tc2<KS, F16, 8>();
+		return tc2_dw<KS, F16, 8>(d);
 	if constexpr (KS <= 2)
 		if (nm <= 16)
-			return make_tc2<KS, F16, 16>();
+			return tc2_dw<KS, F16, 16>(d);
 	if constexpr (KS == 3)
 		if (nm <= 12)
-			return make_tc2<KS, F16, 12>();
-	return {nullptr, 0, 0};
+			return tc2_dw<KS, F16, 12>(d);
+	return {nullptr, 0, 0, 0};
 }
 
 /* tc2 for K <= 3 k-steps and k within 16 m-tiles (12 at KS = 3); main: null otherwise */
@@ -1775,24 +1840,24 @@ pick_tc2(int ks, bool f16, int k, int d)
 	int			nm = (k + 15) / 16;
 
 	if (d > TC2_MAX_D || nm > TC2_MAX_NM || force_mt || force_nw)
-		return {nullptr, 0, 0};
+		return {nullptr, 0, 0, 0};
 	if (f16)
 		switch (ks)
 		{
-			case 1: return tc2_nm<1, true>(nm);
-			case 2: return tc2_nm<2, true>(nm);
-			case 3: return tc2_nm<3, true>(nm);
+			case 1: return tc2_nm<1, true>(nm, d);
+			case 2: return tc2_nm<2, true>(nm, d);
+			case 3: return tc2_nm<3, true>(nm, d);
 			default: break;
 		}
 	else
 		switch (ks)
 		{
-			case 1: return tc2_nm<1, false>(nm);
-			case 2: return tc2_nm<2, false>(nm);
-			case 3: return tc2_nm<3, false>(nm);
+			case 1: return tc2_nm<1, false>(nm, d);
+			case 2: return tc2_nm<2, false>(nm, d);
+			case 3: return tc2_nm<3, false>(nm, d);
 			default: break;
 		}
-	return {nullptr, 0, 0};
+	return {nullptr, 0, 0, 0};
 }
 
 struct dev_info
@@ -2042,7 +2107,7 @@ pggpu_tc_assign(const double *X, int64_t n, int d, int log_b, const double *C, i
 	a.coef = tc_coef(ks, f16);
 	a.tiny = f16 ? TINY_F16 : TINY;
 
-	tc2_variant v2 = L.frags ? pick_tc2(ks, f16, k, d) : tc2_variant{nullptr, 0, 0};
+	tc2_variant v2 = L.frags ? pick_tc2(ks, f16, k, d) : tc2_variant{nullptr, 0, 0, 0};
 	size_t		sm_tc2 = 0;
 	int			pf_tc2 = 0;
 
@@ -2059,7 +2124,7 @@ pggpu_tc_assign(const double *X, int64_t n, int d, int log_b, const double *C, i
 	if (v2.main)
 	{
 		tc2_prep_frags<<<(unsigned) ((v2.nm * 32 + 127) / 128), 128, 0, stream>>>(
-			C, k, d, ks, v2.nm, a.shift, (uint4 *) a.frags, a.hdr, f16);
+			C, k, d, ks, v2.nm, v2.dw, a.shift, (uint4 *) a.frags, a.hdr, f16);
 		if ((e = cudaPeekAtLastError()) != cudaSuccess)
 			return e;
 	}
