@@ -492,6 +492,7 @@ prefetch_rows(double *sb, const double *X, const int32_t *labels, int64_t row0, 
 			  int d, int log_b)
 {
 	int			lane = threadIdx.x & 31;
+	const int64_t bs = (int64_t) 1 << log_b;	/* column stride of a tile */
 
 #pragma unroll
 	for (int rr = 0; rr < MT / 2; rr++)
@@ -502,9 +503,11 @@ prefetch_rows(double *sb, const double *X, const int32_t *labels, int64_t row0, 
 		if (r < n)
 		{
 			const double *xp = tc_row(X, r, d, log_b);
+			double	   *bj = b + lane;
 
-			for (int j = 0; j < d; j++)
-				cp_async8(b + j * 32 + lane, xp + ((int64_t) j << log_b));
+			/* pointers stepped: no 64-bit shift a column */
+			for (int j = 0; j < d; j++, xp += bs, bj += 32)
+				cp_async8(bj, xp);
 			cp_async4((int32_t *) (b + d * 32) + lane, labels + r);
 		}
 	}
