@@ -9,7 +9,8 @@
  *     (c~), split into tf32 big + small parts and laid out as mma B fragments,
  *     8 centroids ("n-tile") per block, with ||c~||^2 as accumulator start.
  *
- *  2. tc_kernel<.., CAND = false> (one pass over the rows): a warp owns 16 MT
+ *  2. tc2_kernel (K <= 3 k-steps, k <= 256; below) or
+ *     tc_kernel<.., CAND = false> (one pass over the rows): a warp owns 16 MT
  *     rows, shifts and rounds them the same way (x~, scaled by -2: exact),
  *     holds them as mma A fragments in registers and walks all centroids in
  *     shared memory with mma.m16n8k8.tf32.  3xTF32: the K dimension carries
@@ -66,6 +67,8 @@
 #define CSLOTS 16				/* candidate slots of a lane (its 2 MT row halves) */
 #define EXACT_BLOCK 256
 #define EXACT_TK 4
+#define TC2_MAX_D 16			/* tc2: f16 KS <= 3 */
+#define TC2_MAX_NM 16			/* tc2: m-tiles, 4-bit index */
 
 struct tc_header
 {
@@ -85,6 +88,7 @@ struct tc_args
 	int			k;
 	const double *shift;
 	const float *tiles;
+	const uint4 *frags;			/* main pass with centroids in registers: A fragments */
 	int			ntiles;
 	int			chunk_nt;
 	tc_header  *hdr;
@@ -200,6 +204,17 @@ pack(float v, uint32_t j)
 	return __uint_as_float((__float_as_uint(v) & ~15u) | j);
 }
 
+/* pack with compile-time j and the mask ~15 in a register: one lop3 (two with both immediate) */
+template <uint32_t J>
+static __device__ __forceinline__ float
+pack_r(float v, uint32_t msk)
+{
+	uint32_t	r;
+
+	asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(__float_as_uint(v)), "r"(msk), "n"(J));
+	return __uint_as_float(r);
+}
+
 /*
  * Best (exact) and second best of a stream.  max(b, p) = b + p - min(b, p)
  * moves one of the min/max off the integer/logic pipe (the bottleneck) to
@@ -272,6 +287,26 @@ tc_prep_mean(const double *__restrict__ C, int k, int d, double *shift, tc_heade
 		hdr->sigma = ldexpf(1.0f, max(-100, min(100, 10 - ilogb(part[0]))));
 }
 
+/* ||c~||^2 in scaled units, rounded to float32; *ok: every |c_j - s_j| <= RANGE */
+static __device__ __forceinline__ float
+centroid_norm(const double *__restrict__ C, int c, int d, const double *__restrict__ shift,
+			  float sig, bool *ok)
+{
+	double		s2 = 0;
+	bool		good = true;
+
+	for (int j = 0; j < d; j++)
+	{
+		double		v = C[(int64_t) c * d + j] - shift[j];
+		double		f = (double) ((float) v * sig);
+
+		good = good && fabs(v) <= RANGE;	/* false for NaN */
+		s2 += f * f;
+	}
+	*ok = good;
+	return (float) s2;
+}
+
 /*
  * One thread per (n-tile, lane).  Block of n-tile nt: KS x 32 lanes x 2 floats
  * (B fragment of k-step ks: b0 = B[ks*8 + t][g], b1 = B[ks*8 + t + 4][g], g =
@@ -334,18 +369,9 @@ tc_prep_tiles(const double *__restrict__ C, int k, int d, int ks_n, int ntiles,
 
 		if (c < k)
 		{
-			double		s2 = 0;
-			bool		ok = true;
+			bool		ok;
 
-			for (int j = 0; j < d; j++)
-			{
-				double		v = C[(int64_t) c * d + j] - shift[j];
-				double		f = (double) ((float) v * sig);
-
-				ok = ok && fabs(v) <= RANGE;	/* false for NaN */
-				s2 += f * f;
-			}
-			cn = (float) s2;
+			cn = centroid_norm(C, c, d, shift, sig, &ok);
 			if (!ok)
 				atomicOr(&hdr->flag, 1u);
 			else
@@ -466,6 +492,7 @@ prefetch_rows(double *sb, const double *X, const int32_t *labels, int64_t row0, 
 			  int d, int log_b)
 {
 	int			lane = threadIdx.x & 31;
+	const int64_t bs = (int64_t) 1 << log_b;	/* column stride of a tile */
 
 #pragma unroll
 	for (int rr = 0; rr < MT / 2; rr++)
@@ -476,9 +503,11 @@ prefetch_rows(double *sb, const double *X, const int32_t *labels, int64_t row0, 
 		if (r < n)
 		{
 			const double *xp = tc_row(X, r, d, log_b);
+			double	   *bj = b + lane;
 
-			for (int j = 0; j < d; j++)
-				cp_async8(b + j * 32 + lane, xp + ((int64_t) j << log_b));
+			/* pointers stepped: no 64-bit shift a column */
+			for (int j = 0; j < d; j++, xp += bs, bj += 32)
+				cp_async8(bj, xp);
 			cp_async4((int32_t *) (b + d * 32) + lane, labels + r);
 		}
 	}
@@ -998,6 +1027,486 @@ tc_kernel(const tc_args p)
 		atomicAdd(p.changed, mine);
 }
 
+/* ---- the main pass with the centroids in registers (tc2) --------------------------- */
+
+/*
+ * For small K and k <= 256 the main pass turns the product around: the
+ * centroids are the mma's A operand (m-tiles of 16), held in registers by
+ * every warp for the whole pass with their accumulator starts, and the rows
+ * stream through shared memory as B fragments (n-tiles of 8 rows).  A
+ * fragment then serves every row instead of 32, and a row's B fragment is
+ * read once for all the centroids.  The arithmetic is the same as tc_kernel's
+ * (the same products in the same k-steps, the same accumulator start), so is
+ * the bound.
+ *
+ * Row g of m-tile j is centroid 16 j + 2 g, row g + 8 centroid 16 j + 2 g + 1:
+ * a lane's accumulators c0, c2 are the pair (16 j + 2 g, + 1) against row 2t
+ * of the n-tile, c1, c3 the same pair against row 2t + 1.  M-tiles 2G, 2G+1
+ * make group G: a lane's 4 centroids 32 G + 2 g + {0, 1, 16, 17}; the
+ * group's least value, G in its 4 low mantissa bits (<= 16 ulp, as
+ * tc_kernel's n-tile index), goes into the row's best and second best (top2,
+ * two chains, even and odd G, merged at the end).  The 8 lanes of a row
+ * (g = 0..7) leave their (best, second) in shared memory; the row's own lane
+ * merges them.  A group plays the part of tc_kernel's pair: the second best
+ * is over the other groups, so a certain row's nearest centroid is in its
+ * best group, and the 4 are measured in float64 (the nearest, lowest index
+ * on ties, is the label).
+ *
+ * K layout in segments of DW (DMAX = QMAX / 3, or 8 for f16 at KS = 2 and
+ * d <= 8), not d: rows [xb | xs | xb], centroids [cb | cb | cs], element j of
+ * a segment at DW s + j, zeros beyond d: the positions are compile-time, so
+ * a lane builds its row's words in registers.
+ */
+#define TC2_XS 36				/* row slots per 8-byte unit of the rows' B fragments (32 + 4) */
+
+/* bytes of a warp's shared memory: rows as B fragments, the lanes' (best, second), nb stages */
+static __host__ __device__ __forceinline__ int
+tc2_warp_bytes(int ks, int d, int nb)
+{
+	return 4 * ks * TC2_XS * 8 + 4 * 4 * 8 * 16 + nb * stage_doubles(d) * 8;
+}
+
+/* bytes before the warps' areas: the shift (zeros to TC2_MAX_D), the centroids in float64 by pairs */
+static __host__ __device__ __forceinline__ int
+tc2_fixed_bytes(int k, int d)
+{
+	return TC2_MAX_D * 8 + (k + 1) / 2 * (d | 1) * 16;
+}
+
+/* E[q][.]: the (best, second) float4 of lane g for rows 2t, 2t+1 of n-tile q/4 (t = q%4) */
+static __device__ __forceinline__ int
+tc2_eslot(int q, int g)
+{
+	return q * 8 + (g ^ (((q & 3) << 1) | ((q >> 2) & 1)));
+}
+
+/*
+ * One thread per (m-tile, lane): the A fragments of KS k-steps (uint4 each)
+ * then the accumulator start {n(2g), n(2g), n(2g+1), n(2g+1)} of centroids
+ * 16 j + 2 g, + 1.  Elements q of a centroid, segments of dmax (the kernel's
+ * DW): [0, dmax) big(c~), [dmax, 2 dmax) big(c~), [2 dmax, 3 dmax) small(c~),
+ * zero past d and past 3 dmax.
+ */
+__global__ void
+tc2_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
+			   const double *__restrict__ shift, uint4 *frags, const tc_header *hdr, int f16)
+{
+	const float sig = hdr->sigma;
+	int			id = blockIdx.x * blockDim.x + threadIdx.x;
+	int			j = id >> 5;
+	int			lane = id & 31;
+	int			g = lane >> 2;
+	int			t = lane & 3;
+
+	if (j >= nm)
+		return;
+	for (int ks = 0; ks < ks_n; ks++)
+	{
+		uint32_t	r[4];
+
+		for (int reg = 0; reg < 4; reg++)
+		{
+			int			c = 16 * j + 2 * g + (reg & 1);
+
+			r[reg] = 0;
+			for (int e = 0; e < (f16 ? 2 : 1); e++)
+			{
+				int			q = f16 ? ks * 16 + 2 * t + e + 8 * (reg >> 1) : ks * 8 + t + 4 * (reg >> 1);
+				int			seg = q / dmax;
+				int			jj = q - seg * dmax;
+
+				if (c < k && seg < 3 && jj < d)
+				{
+					float		f = (float) (C[(int64_t) c * d + jj] - shift[jj]);
+
+					if (!f16)
+						r[reg] = seg < 2 ? to_tf32(f) : tf32_small(f);
+					else
+					{
+						unsigned short hi = f16_rn(f * sig);
+						unsigned short v = seg < 2 ? hi : f16_rn(f * sig - f16_val(hi));
+
+						r[reg] |= (uint32_t) v << (16 * e);
+					}
+				}
+			}
+		}
+		frags[(j * (ks_n + 1) + ks) * 32 + lane] = make_uint4(r[0], r[1], r[2], r[3]);
+	}
+
+	float		cn[2];
+
+	for (int h = 0; h < 2; h++)
+	{
+		int			c = 16 * j + 2 * g + h;
+		bool		ok;
+
+		cn[h] = c < k ? centroid_norm(C, c, d, shift, sig, &ok) : PAD_NORM;
+	}
+	frags[(j * (ks_n + 1) + ks_n) * 32 + lane] =
+		make_uint4(__float_as_uint(cn[0]), __float_as_uint(cn[0]), __float_as_uint(cn[1]),
+				   __float_as_uint(cn[1]));
+}
+
+/* c = the m-tile's accumulators against the n-tile's B fragments */
+template <int KS, bool F16>
+static __device__ __forceinline__ void
+tc2_mma(float (&c)[4], const uint4 (&a)[KS], const float4 &cq, const uint2 (&bx)[KS])
+{
+	const uint32_t av0[4] = {a[0].x, a[0].y, a[0].z, a[0].w};
+
+	if (F16)
+		mma_f16_init(c, av0, bx[0].x, bx[0].y, cq);
+	else
+		mma_tf32_init(c, av0, bx[0].x, bx[0].y, cq);
+#pragma unroll
+	for (int ks = 1; ks < KS; ks++)
+	{
+		const uint32_t av[4] = {a[ks].x, a[ks].y, a[ks].z, a[ks].w};
+
+		if (F16)
+			mma_f16(c, av, bx[ks].x, bx[ks].y);
+		else
+			mma_tf32(c, av, bx[ks].x, bx[ks].y);
+	}
+}
+
+/*
+ * m-tiles J.. NM-1 of an n-tile into the rows' (best, second).  Group G =
+ * m-tiles 2G, 2G+1: a lane's 4 centroids 32 G + 2 g + {0, 1, 16, 17}; their
+ * least value, G in the low bits, into chain G % 2 (two chains: more
+ * independent work); the chains merge in the caller.
+ */
+template <int KS, bool F16, int J, int NM>
+static __device__ __forceinline__ void
+tc2_scan(const uint4 (&a)[NM][KS], const float4 (&cq)[NM], const uint2 (&bx)[KS], uint32_t msk,
+		 float (&b0)[2], float (&s0)[2], float (&b1)[2], float (&s1)[2])
+{
+	if constexpr (J < NM)
+	{
+		constexpr int G = J / 2;
+		constexpr int H = G & 1;
+		float		c[4],
+					e[4];
+
+		tc2_mma<KS, F16>(c, a[J], cq[J], bx);
+		tc2_mma<KS, F16>(e, a[J + 1], cq[J + 1], bx);
+
+		float		p0 = pack_r<G>(fminf(fminf(c[0], c[2]), fminf(e[0], e[2])), msk);
+		float		p1 = pack_r<G>(fminf(fminf(c[1], c[3]), fminf(e[1], e[3])), msk);
+
+		if (G < 2)
+		{
+			b0[H] = p0;			/* s0, s1 start infinite */
+			b1[H] = p1;
+		}
+		else
+		{
+			top2(b0[H], s0[H], p0);
+			top2(b1[H], s1[H], p1);
+		}
+		tc2_scan<KS, F16, J + 2, NM>(a, cq, bx, msk, b0, s0, b1, s1);
+	}
+}
+
+/*
+ * NM m-tiles (16 NM >= k), KS k-steps, NW warps (as many as the registers allow), each on tiles of 32 rows
+ * (a lane a row, staged by cp.async p.prefetch >= 2 deep as in tc_kernel).
+ */
+template <int KS, bool F16, int NM, int NW, int DW>
+__global__ void __launch_bounds__(NW * 32, 1)
+tc2_kernel(const tc_args p)
+{
+	constexpr int QMAX = (F16 ? 16 : 8) * KS;
+	static_assert(3 * DW <= QMAX && NM % 2 == 0, "tc2: segments of DW in K, groups of 2 m-tiles");
+	constexpr int NWD = 8 * KS;	/* 32-bit words of a row */
+	constexpr int RT = 32 * NW;
+	extern __shared__ __align__(16) float smem[];
+	const int	lane = threadIdx.x & 31;
+	const int	warp = threadIdx.x >> 5;
+	const int	g = lane >> 2;
+	const int	t = lane & 3;
+	const int	d = p.d;
+	const int	k = p.k;
+	const int	log_b = p.log_b;
+	const int	ps = d | 1;			/* double2 chunks a centroid pair (odd: fewer conflicts) */
+	const int	nb = p.prefetch;
+	const int	sbuf = stage_doubles(d);
+	double	   *sS = (double *) smem;
+	double2    *sC = (double2 *) (sS + TC2_MAX_D);
+	char	   *wb = (char *) smem + tc2_fixed_bytes(k, d) + warp * tc2_warp_bytes(KS, d, nb);
+	uint2	   *sX = (uint2 *) wb;	/* [unit (ks, t)][row slot] */
+	float4	   *sE = (float4 *) (wb + 4 * KS * TC2_XS * 8);
+	double	   *sStg = (double *) (wb + 4 * KS * TC2_XS * 8 + 2048);
+	const bool	all_exact = p.hdr->flag != 0;
+	const float maxcn = __uint_as_float(p.hdr->maxcn);
+	const float sig = p.hdr->sigma;
+	const int64_t nrows = p.n;
+	const int64_t nrt = (nrows + RT - 1) / RT;
+	unsigned long long mine = 0;
+	const uint32_t msk = ~15u ^ (uint32_t) (nrows < 0);	/* ~15, in a register */
+	uint4		a[NM][KS];
+	float4		cq[NM];
+
+	if (blockIdx.x >= nrt)
+		return;
+	if (!all_exact)
+#pragma unroll
+		for (int j = 0; j < NM; j++)
+		{
+#pragma unroll
+			for (int ks = 0; ks < KS; ks++)
+				a[j][ks] = p.frags[(j * (KS + 1) + ks) * 32 + lane];
+
+			uint4		w = p.frags[(j * (KS + 1) + KS) * 32 + lane];
+
+			cq[j] = make_float4(__uint_as_float(w.x), __uint_as_float(w.y),
+								__uint_as_float(w.z), __uint_as_float(w.w));
+		}
+	for (int j = threadIdx.x; j < TC2_MAX_D; j += blockDim.x)
+		sS[j] = j < d ? p.shift[j] : 0.0;
+	for (int e = threadIdx.x; e < k * d; e += blockDim.x)
+	{
+		int			c = e / d;
+		int			j = e - c * d;
+
+		((double *) sC)[((c >> 1) * ps + j) * 2 + (c & 1)] = p.C[e];
+		if ((k & 1) && c == k - 1)
+			((double *) sC)[((c >> 1) * ps + j) * 2 + 1] = 0.0;
+	}
+	for (int st = 0; st < nb - 1; st++)
+		prefetch_rows<2>(sStg + st * sbuf, p.X, p.labels,
+						 (blockIdx.x + (int64_t) st * gridDim.x) * RT + warp * 32, p.n, d, log_b);
+	__syncthreads();
+
+	/* stage cur holds this tile's rows; stage nxt (the one the last tile used) gets tile + nb - 1 */
+	for (int64_t rt = blockIdx.x, cur = 0, nxt = nb - 1; rt < nrt; rt += gridDim.x,
+		 cur = cur + 1 == nb ? 0 : cur + 1, nxt = nxt + 1 == nb ? 0 : nxt + 1)
+	{
+		const int64_t e0 = rt * RT + (int64_t) warp * 32;
+		const double *stg = sStg + (int) cur * sbuf;
+		const int64_t r = e0 + lane;
+		const bool	valid = r < nrows;
+		float		e2 = INFINITY;
+
+		prefetch_rows<2>(sStg + (int) nxt * sbuf, p.X, p.labels,
+						 e0 + (int64_t) (nb - 1) * gridDim.x * RT, p.n, d, log_b);
+		cp_wait(nb - 1);
+
+		/* 1. a lane per row: shift, round, split; the row's words into its B fragments */
+		{
+			uint32_t	wd[NWD];
+
+#pragma unroll
+			for (int w = 0; w < NWD; w++)
+				wd[w] = 0;
+			if (valid)
+			{
+				float		xn = 0;
+				bool		ok = !all_exact;
+
+				double		xv[DW];
+
+				/* columns j >= d: x = s = 0, f = 0, zero words, xn unchanged */
+#pragma unroll
+				for (int j = 0; j < DW; j++)
+					xv[j] = j < d ? stg[j * 32 + lane] : 0.0;
+#pragma unroll
+				for (int j = 0; j < DW; j++)
+					{
+						float		f = (float) (xv[j] - sS[j]) * sig;
+						float		v = -2.0f * f;	/* exact */
+
+						ok = ok && fabsf(f) <= (F16 ? 0x1p14f : (float) RANGE);	/* NaN: false */
+						xn = fmaf(f, f, xn);
+						if (F16)
+						{
+							unsigned short hi = f16_rn(v);
+							unsigned short lo = f16_rn(v - f16_val(hi));
+							const int	q[3] = {j, DW + j, 2 * DW + j};
+							const unsigned short hv[3] = {hi, lo, hi};
+
+#pragma unroll
+							for (int s = 0; s < 3; s++)
+								wd[q[s] >> 1] |= (uint32_t) hv[s] << (16 * (q[s] & 1));
+						}
+						else
+						{
+							uint32_t	big = tf32_rna(v);
+
+							wd[j] = big;
+							wd[DW + j] = tf32_rna(v - __uint_as_float(big));
+							wd[2 * DW + j] = big;
+						}
+					}
+
+				float		S = xn + maxcn;
+
+				e2 = ok && S >= p.tiny ? p.coef * S + 0x1p-90f : INFINITY;
+			}
+#pragma unroll
+			for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+				for (int tt = 0; tt < 4; tt++)
+					sX[(ks * 4 + tt) * TC2_XS + lane] = make_uint2(wd[ks * 8 + tt], wd[ks * 8 + tt + 4]);
+		}
+		__syncwarp();
+
+		/* 2. every n-tile of 8 rows against all centroids */
+		if (!all_exact)
+		{
+#pragma unroll 1
+			for (int n = 0; n < 4; n++)
+			{
+				uint2		bx[KS];
+				float		b0[2],
+							s0[2] = {INFINITY, INFINITY},
+							b1[2],
+							s1[2] = {INFINITY, INFINITY};
+
+#pragma unroll
+				for (int ks = 0; ks < KS; ks++)
+					bx[ks] = sX[(ks * 4 + t) * TC2_XS + n * 8 + g];
+				tc2_scan<KS, F16, 0, NM>(a, cq, bx, msk, b0, s0, b1, s1);
+				/* the chains merge: max(x, y) = x + y - min(x, y), as in top2 */
+				sE[tc2_eslot(n * 4 + t, g)] =
+					make_float4(fminf(b0[0], b0[1]),
+								fminf(fminf(s0[0], s0[1]),
+									  __fsub_rn(__fadd_rn(b0[0], b0[1]), fminf(b0[0], b0[1]))),
+								fminf(b1[0], b1[1]),
+								fminf(fminf(s1[0], s1[1]),
+									  __fsub_rn(__fadd_rn(b1[0], b1[1]), fminf(b1[0], b1[1]))));
+			}
+			__syncwarp();
+		}
+
+		/* 3. a lane per row: merge its 8 lanes; settle it, or list it */
+		{
+			bool		cert = false;
+			float		thr = NAN;
+
+			if (valid)
+			{
+				int			old = ((const int32_t *) (stg + d * 32))[lane];
+				int			lab = 0;
+
+				if (!all_exact)
+				{
+					const int	q = (lane >> 3) * 4 + ((lane >> 1) & 3);
+					const int	h = lane & 1;
+					float2		v = ((const float2 *) (sE + tc2_eslot(q, 0)))[h];
+					float		b = v.x,
+								s = v.y;
+					int			gi = 0;
+
+#pragma unroll
+					for (int gg = 1; gg < 8; gg++)
+					{
+						v = ((const float2 *) (sE + tc2_eslot(q, gg)))[h];
+						s = fminf(fminf(s, v.y), fmaxf(b, v.x));
+						if (v.x < b)
+						{
+							b = v.x;
+							gi = gg;
+						}
+					}
+
+					/* the packing error of b and s: 2^-19 of their size each */
+					float		e2x = 1.01f * (e2 + 0x1.01p-19f * (fabsf(b) + fabsf(s)));
+
+					cert = s - b > e2x;
+					lab = 32 * (int) (__float_as_uint(b) & 15u) + 2 * gi;
+					if (e2 < INFINITY)
+						thr = b + e2x;
+				}
+				if (cert)
+				{
+					/*
+					 * the group lab + {0, 1, 16, 17} (pairs P, P + 8): the
+					 * nearest, lower index on ties
+					 */
+					double		acc[4];
+
+#pragma unroll
+					for (int u = 0; u < 2; u++)
+					{
+						/* pair P + 8u (P itself again past k) */
+						const double2 *cp = sC + ((lab >> 1) + (u && lab + 16 < k ? 8 : 0)) * ps;
+						double		xv[DW];
+						double2		cv[DW];
+						double		a0 = 0,
+									a1 = 0;
+
+						/* every load first; columns j >= d add (0 - 0)^2 = +0: exact */
+#pragma unroll
+						for (int j = 0; j < DW; j++)
+						{
+							xv[j] = j < d ? stg[j * 32 + lane] : 0.0;
+							cv[j] = j < d ? cp[j] : make_double2(0.0, 0.0);
+						}
+#pragma unroll
+						for (int j = 0; j < DW; j++)
+						{
+							a0 = sq_term(a0, xv[j], cv[j].x);
+							a1 = sq_term(a1, xv[j], cv[j].y);
+						}
+						acc[2 * u] = a0;
+						acc[2 * u + 1] = a1;
+					}
+
+					double		best = acc[0];
+					int			bl = lab;
+
+#pragma unroll
+					for (int u = 1; u < 4; u++)
+					{
+						int			c = lab + (u & 1) + 16 * (u >> 1);
+
+						if (c < k && acc[u] < best)
+						{
+							best = acc[u];
+							bl = c;
+						}
+					}
+
+					double		acc0 = best;
+
+					lab = bl;
+					p.labels[r] = lab;
+					p.dist2[r] = acc0;
+					mine += old != lab;
+				}
+				else
+					p.labels[r] = INT_MIN + (old >= 0 && old < k ? old : k);
+			}
+
+			unsigned	um = __ballot_sync(FULL, valid && !cert);
+
+			if (um)
+			{
+				int			leader = __ffs(um) - 1;
+				unsigned long long pos = 0;
+
+				if (lane == leader)
+					pos = atomicAdd(&p.hdr->fallbacks, (unsigned long long) __popc(um));
+				pos = __shfl_sync(FULL, pos, leader) + __popc(um & ((1u << lane) - 1));
+				if (valid && !cert && pos < (unsigned long long) p.cap)
+				{
+					p.list[pos] = r;
+					p.list_t[pos] = thr;
+				}
+			}
+		}
+		__syncwarp();
+	}
+	asm volatile("cp.async.wait_all;");
+
+	for (int o = 16; o > 0; o >>= 1)
+		mine += __shfl_xor_sync(FULL, mine, o);
+	if (lane == 0 && mine)
+		atomicAdd(p.changed, mine);
+}
+
 /* ---- the exact scan ------------------------------------------------------------ */
 
 /*
@@ -1101,6 +1610,7 @@ struct tc_layout
 {
 	size_t		shift;
 	size_t		tiles;
+	size_t		frags;			/* tc2's A fragments (0: none) */
 	size_t		list;
 	size_t		list_t;
 	size_t		total;
@@ -1129,6 +1639,12 @@ layout_for(int64_t n, int k, int d)
 	L.tiles = off;
 	if (d <= TC_MAX_D)
 		off += align256(sizeof(float) * (size_t) ntiles * ((3 * d + 7) / 8 * 64 + 16));	/* tf32's, the larger */
+	L.frags = 0;
+	if (d <= TC2_MAX_D && k <= 16 * TC2_MAX_NM)
+	{
+		L.frags = off;
+		off += align256(sizeof(uint4) * 32 * TC2_MAX_NM * 4);	/* KS + 1 <= 4 uint4 a lane and m-tile */
+	}
 	/* uncertain rows beyond the list are found by scanning the labels */
 	L.cap = n <= 0 ? 1 : (long long) (n < 4096 + n / 8 ? n : 4096 + n / 8);
 	if (L.cap > TC_LIST_MAX)
@@ -1268,6 +1784,85 @@ pick_variant(int ks, bool f16)
 	}
 }
 
+struct tc2_variant
+{
+	tc_fn		main;
+	int			nm;
+	int			nw;
+	int			dw;
+};
+
+/*
+ * Warps a CTA (one CTA an SM): the centroids take NM (4 KS + 4) registers a
+ * thread, the rest about 40; as many warps as 64K registers hold (8 to 16).
+ */
+template <int KS, bool F16, int NM, int DW>
+tc2_variant
+make_tc2()
+{
+	constexpr int R = NM * (4 * KS + 4) + (F16 && KS == 3 ? 56 : 40);
+	constexpr int NW = R <= 128 ? 16 : R <= 168 ? 12 : R <= 200 ? 10 : 8;
+
+	return {tc2_kernel<KS, F16, NM, NW, DW>, NM, NW, DW};
+}
+
+/* segments of DMAX in K; f16 at KS = 2 also 8 (d <= 8: no columns computed in vain) */
+template <int KS, bool F16, int NM>
+tc2_variant
+tc2_dw(int d)
+{
+	constexpr int DMAX = (F16 ? 16 : 8) * KS / 3;
+
+	if constexpr (F16 && KS == 2)
+		if (d <= 8)
+			return make_tc2<KS, F16, NM, 8>();
+	return make_tc2<KS, F16, NM, DMAX>();
+}
+
+template <int KS, bool F16>
+tc2_variant
+tc2_nm(int nm, int d)
+{
+	if (nm <= 4)
+		return tc2_dw<KS, F16, 4>(d);
+	if (nm <= 8)
+		return tc2_dw<KS, F16, 8>(d);
+	if constexpr (KS <= 2)
+		if (nm <= 16)
+			return tc2_dw<KS, F16, 16>(d);
+	if constexpr (KS == 3)
+		if (nm <= 12)
+			return tc2_dw<KS, F16, 12>(d);
+	return {nullptr, 0, 0, 0};
+}
+
+/* tc2 for K <= 3 k-steps and k within 16 m-tiles (12 at KS = 3); main: null otherwise */
+tc2_variant
+pick_tc2(int ks, bool f16, int k, int d)
+{
+	int			nm = (k + 15) / 16;
+
+	if (d > TC2_MAX_D || nm > TC2_MAX_NM || force_mt || force_nw)
+		return {nullptr, 0, 0, 0};
+	if (f16)
+		switch (ks)
+		{
+			case 1: return tc2_nm<1, true>(nm, d);
+			case 2: return tc2_nm<2, true>(nm, d);
+			case 3: return tc2_nm<3, true>(nm, d);
+			default: break;
+		}
+	else
+		switch (ks)
+		{
+			case 1: return tc2_nm<1, false>(nm, d);
+			case 2: return tc2_nm<2, false>(nm, d);
+			case 3: return tc2_nm<3, false>(nm, d);
+			default: break;
+		}
+	return {nullptr, 0, 0, 0};
+}
+
 struct dev_info
 {
 	bool		known;
@@ -1326,6 +1921,26 @@ plan_smem(const dev_info &di, int ks, int ntiles, int d, int mt, int nw, bool ca
 	*chunk_nt = c;
 	*smem = 2 * (size_t) c * ntf_bytes + fixed;
 	return true;
+}
+
+/* tc2's shared memory with as many stages (2..prefetch_on) as fit; false: none fit */
+bool
+plan_tc2(const dev_info &di, int ks, int k, int d, int nw, size_t *smem, int *pf)
+{
+	size_t		cap = (size_t) di.smem_optin;
+
+	for (int nb = prefetch_on; nb >= 2; nb--)
+	{
+		size_t		s = tc2_fixed_bytes(k, d) + (size_t) nw * tc2_warp_bytes(ks, d, nb);
+
+		if (s <= cap)
+		{
+			*smem = s;
+			*pf = nb;
+			return true;
+		}
+	}
+	return false;
 }
 
 cudaError_t
@@ -1452,6 +2067,7 @@ pggpu_tc_assign(const double *X, int64_t n, int d, int log_b, const double *C, i
 	a.k = k;
 	a.shift = (const double *) (ws + L.shift);
 	a.tiles = (const float *) (ws + L.tiles);
+	a.frags = L.frags ? (const uint4 *) (ws + L.frags) : nullptr;
 	a.ntiles = (k + 7) / 8;
 	a.chunk_nt = 0;
 	a.hdr = (tc_header *) ws;
@@ -1494,6 +2110,13 @@ pggpu_tc_assign(const double *X, int64_t n, int d, int log_b, const double *C, i
 	a.coef = tc_coef(ks, f16);
 	a.tiny = f16 ? TINY_F16 : TINY;
 
+	tc2_variant v2 = L.frags ? pick_tc2(ks, f16, k, d) : tc2_variant{nullptr, 0, 0, 0};
+	size_t		sm_tc2 = 0;
+	int			pf_tc2 = 0;
+
+	if (v2.main && !plan_tc2(di, ks, k, d, v2.nw, &sm_tc2, &pf_tc2))
+		v2.main = nullptr;
+
 	tc_prep_mean<<<1, 256, 0, stream>>>(C, k, d, (double *) a.shift, a.hdr, f16);
 	if ((e = cudaPeekAtLastError()) != cudaSuccess)
 		return e;
@@ -1501,7 +2124,20 @@ pggpu_tc_assign(const double *X, int64_t n, int d, int log_b, const double *C, i
 		C, k, d, ks, a.ntiles, a.shift, (float *) a.tiles, a.hdr, f16);
 	if ((e = cudaPeekAtLastError()) != cudaSuccess)
 		return e;
-	if (stage_mask & 1)
+	if (v2.main)
+	{
+		tc2_prep_frags<<<(unsigned) ((v2.nm * 32 + 127) / 128), 128, 0, stream>>>(
+			C, k, d, ks, v2.nm, v2.dw, a.shift, (uint4 *) a.frags, a.hdr, f16);
+		if ((e = cudaPeekAtLastError()) != cudaSuccess)
+			return e;
+	}
+	if ((stage_mask & 1) && v2.main)
+	{
+		a.prefetch = pf_tc2;
+		if ((e = launch_pass(v2.main, di, v2.nw, sm_tc2, 32 * v2.nw, n, a, stream)) != cudaSuccess)
+			return e;
+	}
+	else if (stage_mask & 1)
 	{
 		a.chunk_nt = ch_main;
 		a.prefetch = pf_main;
