@@ -105,6 +105,32 @@ struct tc_args
 
 /* ---- shared helpers --------------------------------------------------------- */
 
+/*
+ * The warp's rows with flag join the list of uncertain rows, with their
+ * thresholds (one atomic a warp); past the list's capacity they are only
+ * counted (tc_exact_kernel then finds them by their sentinel labels).
+ */
+static __device__ __forceinline__ void
+list_uncertain(const tc_args &p, int lane, bool flag, int64_t r, float thr)
+{
+	unsigned	um = __ballot_sync(FULL, flag);
+
+	if (um)
+	{
+		int			leader = __ffs(um) - 1;
+		unsigned long long pos = 0;
+
+		if (lane == leader)
+			pos = atomicAdd(&p.hdr->fallbacks, (unsigned long long) __popc(um));
+		pos = __shfl_sync(FULL, pos, leader) + __popc(um & ((1u << lane) - 1));
+		if (flag && pos < (unsigned long long) p.cap)
+		{
+			p.list[pos] = r;
+			p.list_t[pos] = thr;
+		}
+	}
+}
+
 /* row i of the tiled layout: column j at [j << log_b] */
 static __device__ __forceinline__ const double *
 tc_row(const double *X, int64_t i, int d, int log_b)
@@ -987,22 +1013,7 @@ tc_kernel(const tc_args p)
 						p.labels[r] = INT_MIN + (old >= 0 && old < p.k ? old : p.k);
 				}
 
-				unsigned	um = __ballot_sync(FULL, valid && !cert);
-
-				if (um)
-				{
-					int			leader = __ffs(um) - 1;
-					unsigned long long pos = 0;
-
-					if (lane == leader)
-						pos = atomicAdd(&p.hdr->fallbacks, (unsigned long long) __popc(um));
-					pos = __shfl_sync(FULL, pos, leader) + __popc(um & ((1u << lane) - 1));
-					if (valid && !cert && pos < (unsigned long long) p.cap)
-					{
-						p.list[pos] = r;
-						p.list_t[pos] = thr;
-					}
-				}
+				list_uncertain(p, lane, valid && !cert, r, thr);
 			}
 			else if (r < nrows && sE[lr] > -INFINITY && !sOver[lr] && sIdx[lr] != INT_MAX &&
 					 !all_exact)
@@ -1480,22 +1491,7 @@ tc2_kernel(const tc_args p)
 					p.labels[r] = INT_MIN + (old >= 0 && old < k ? old : k);
 			}
 
-			unsigned	um = __ballot_sync(FULL, valid && !cert);
-
-			if (um)
-			{
-				int			leader = __ffs(um) - 1;
-				unsigned long long pos = 0;
-
-				if (lane == leader)
-					pos = atomicAdd(&p.hdr->fallbacks, (unsigned long long) __popc(um));
-				pos = __shfl_sync(FULL, pos, leader) + __popc(um & ((1u << lane) - 1));
-				if (valid && !cert && pos < (unsigned long long) p.cap)
-				{
-					p.list[pos] = r;
-					p.list_t[pos] = thr;
-				}
-			}
+			list_uncertain(p, lane, valid && !cert, r, thr);
 		}
 		__syncwarp();
 	}
