@@ -9,8 +9,10 @@
  * One Lloyd iteration is one kernel pass over the data (lloyd_kernel: nearest
  * centroid with centroid tiles staged in shared memory, changed-label count,
  * partial inertia, and per-block sums in shared memory aggregated per warp)
- * plus one single-block kernel that turns sums into centroids.  Three scalars
- * come back to the host per iteration.
+ * plus one single-block kernel that turns sums into centroids.  With many
+ * centroids the tensor-core pass (assign_tc.cu) labels and a second pass
+ * (owned_update_kernel, or lloyd_kernel with the labels given) updates.
+ * Three scalars come back to the host per iteration.
  *
  * Arithmetic matches backend_cpu.c: squared distances summed over columns in
  * order with __dsub_rn/__dmul_rn/__dadd_rn, which are never fused.
@@ -74,7 +76,8 @@ struct gpu_state
 	double	   *sums;
 	unsigned long long *cnt;
 	double	   *block_part;		/* per-block partial inertia */
-	double	   *part;			/* per-block partial sums (UPD_PRIVATE), or NULL */
+	double	   *part;			/* per-block partial sums (UPD_PRIVATE, owned), or NULL */
+	int			part_rows;		/* blocks part has room for */
 	int			max_grid;		/* most blocks a Lloyd pass launches */
 	double	   *pick_key;		/* MAX_BLOCKS partial picks */
 	long long  *pick_row;
@@ -541,6 +544,253 @@ lloyd_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
 			if (cnt[c])
 				atomicAdd(&g_cnt[c], cnt[c]);
 	}
+}
+
+/* the exclusive prefix sum of v over the block's threads, in thread order */
+__device__ int
+block_excl_scan(int v)
+{
+	__shared__ int wsum[32];
+	int			lane = threadIdx.x & 31;
+	int			warp = threadIdx.x >> 5;
+	int			x = v;
+
+	for (int o = 1; o < 32; o <<= 1)
+	{
+		int			y = __shfl_up_sync(FULL, x, o);
+
+		if (lane >= o)
+			x += y;
+	}
+	if (lane == 31)
+		wsum[warp] = x;
+	__syncthreads();
+	if (warp == 0)
+	{
+		int			t = lane < (int) (blockDim.x >> 5) ? wsum[lane] : 0;
+
+		for (int o = 1; o < 32; o <<= 1)
+		{
+			int			y = __shfl_up_sync(FULL, t, o);
+
+			if (lane >= o)
+				t += y;
+		}
+		wsum[lane] = t;
+	}
+	__syncthreads();
+	x += (warp > 0 ? wsum[warp - 1] : 0) - v;
+	__syncthreads();			/* wsum is free again */
+	return x;
+}
+
+/*
+ * The centroid update from given labels (the tensor-core pass labelled) for
+ * k <= BLOCK clusters, d <= DMAX <= 32 columns: thread c owns cluster c and
+ * keeps its sums in registers.  The block takes chunks of R = 2^lg_r rows
+ * (its chunks blockIdx.x, + gridDim.x, ...): the chunk's values come to
+ * shared memory (coalesced), then a stable counting sort by label lists each
+ * cluster's rows in row order (per warp slice, ranks among lanes of the same
+ * label by __match_any_sync; bases per warp and cluster; starts by a scan
+ * over the clusters), and thread c adds its rows, in order.  No atomics, and
+ * every addition in a fixed order: the block's sums (then counts, as
+ * doubles) go to its row of `part`, reduce_parts_kernel adds the blocks in
+ * order, so the result is deterministic, as UPD_PRIVATE's.  Every row is
+ * read once, from one coalesced load, and most of the block's threads work
+ * in every phase (the private copies' lane groups left 3/4 of the lanes idle
+ * at d = 8).  Partial inertia per block in block_part.
+ */
+#define OWN_WARPS (BLOCK / 32)
+#define OWNED_BLOCKS_PER_SM 5	/* part's rows: blocks an SM, at most (shared memory allows 5) */
+#define OWN_LOADS 8				/* values in flight a thread while a chunk comes in */
+
+template <int DMAX>
+__global__ void __launch_bounds__(BLOCK, DMAX <= 8 ? 4 : 2)
+owned_update_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, int k, int lg_r,
+					const int32_t *__restrict__ labels, const double *__restrict__ dist2,
+					double *part, double *block_part)
+{
+	extern __shared__ double smem[];
+	const int	R = 1 << lg_r;
+	const int	S = R / OWN_WARPS;	/* rows of a warp's slice: a multiple of 32 */
+	double	   *sX = smem;		/* [j][r] */
+	int		   *sHw = (int *) (sX + (size_t) d * R);	/* [warp][c]: counts, then bases */
+	int		   *sStart = sHw + OWN_WARPS * k;	/* [c]: where cluster c's rows start */
+	int		   *sTot = sStart + k;	/* [c]: how many */
+	short	   *sLab = (short *) (sTot + k);	/* [r] */
+	short	   *sPos = sLab + R;	/* [r]: rank among the slice's rows of its label */
+	short	   *sPerm = sPos + R;	/* rows sorted by label, stably */
+	const int	lane = threadIdx.x & 31;
+	const int	warp = threadIdx.x >> 5;
+	/* P = BLOCK / k threads a cluster: thread (c, q) takes rows q, q + P, ... of c's */
+	const int	P = BLOCK / k;
+	const int	c = threadIdx.x % k;
+	const int	q = threadIdx.x / k;
+	const bool	own = q < P;
+	double		acc[DMAX];
+	double		cnt = 0;
+	double		ine = 0;
+
+#pragma unroll
+	for (int j = 0; j < DMAX; j++)
+		acc[j] = 0;
+	for (int e = threadIdx.x; e < OWN_WARPS * k; e += BLOCK)
+		sHw[e] = 0;
+	for (int64_t r0 = (int64_t) blockIdx.x * R; r0 < n; r0 += (int64_t) gridDim.x * R)
+	{
+		const int	m = (int) (n - r0 < R ? n - r0 : R);
+		int			tot = 0;
+
+		/* the chunk's values (OWN_LOADS in flight a thread), labels; its distances into the inertia */
+		for (int e0 = threadIdx.x; e0 < d * R; e0 += OWN_LOADS * BLOCK)
+		{
+			double		v[OWN_LOADS];
+
+#pragma unroll
+			for (int u = 0; u < OWN_LOADS; u++)
+			{
+				int			e = e0 + u * BLOCK;
+				int			r = e & (R - 1);
+
+				v[u] = e < d * R && r < m ? X[pggpu_at(r0 + r, e >> lg_r, d, log_b)] : 0.0;
+			}
+#pragma unroll
+			for (int u = 0; u < OWN_LOADS; u++)
+				if (e0 + u * BLOCK < d * R)
+					sX[e0 + u * BLOCK] = v[u];
+		}
+		for (int r = threadIdx.x; r < m; r += BLOCK)
+		{
+			sLab[r] = (short) labels[r0 + r];
+			ine += dist2[r0 + r];
+		}
+		__syncthreads();
+
+		/* each warp ranks the rows of its slice among those of their label */
+		for (int r = warp * S + lane; r < (warp + 1) * S; r += 32)
+		{
+			bool		valid = r < m;
+			int			lab = valid ? sLab[r] : -1;
+			unsigned	peers = __match_any_sync(FULL, lab);
+			int			rank = __popc(peers & ((1u << lane) - 1));
+			int			base = valid ? sHw[warp * k + lab] : 0;
+
+			__syncwarp();
+			if (valid)
+			{
+				sPos[r] = (short) (base + rank);
+				if (rank == 0)
+					sHw[warp * k + lab] = base + __popc(peers);
+			}
+			__syncwarp();
+		}
+		__syncthreads();
+
+		/* per cluster (thread c < k): bases of the warps' slices, its total; starts */
+		if (threadIdx.x < k)
+			for (int w = 0; w < OWN_WARPS; w++)
+			{
+				int			h = sHw[w * k + c];
+
+				sHw[w * k + c] = tot;
+				tot += h;
+			}
+
+		int			start = block_excl_scan(tot);
+
+		if (threadIdx.x < k)
+		{
+			sStart[c] = start;
+			sTot[c] = tot;
+		}
+		__syncthreads();
+
+		/* the rows in label order, row order within a label */
+		for (int r = threadIdx.x; r < m; r += BLOCK)
+		{
+			int			lab = sLab[r];
+
+			sPerm[sStart[lab] + sHw[(r / S) * k + lab] + sPos[r]] = (short) r;
+		}
+		__syncthreads();
+
+		/* thread (c, q) adds its share of cluster c's rows, in order */
+		if (own)
+		{
+			int			st = sStart[c],
+						nt = sTot[c];
+
+			for (int i = st + q; i < st + nt; i += P)
+			{
+				int			r = sPerm[i];
+
+#pragma unroll
+				for (int j = 0; j < DMAX; j++)
+					if (j < d)
+						acc[j] += sX[(j << lg_r) + r];
+				cnt += 1;
+			}
+		}
+		if (threadIdx.x < k)
+			for (int w = 0; w < OWN_WARPS; w++)
+				sHw[w * k + c] = 0;
+		__syncthreads();
+	}
+
+	/* the P shares of a cluster added in order (through sX and sHw, free now) */
+	int64_t		slot_len = (int64_t) k * d + k;
+
+	if (own)
+	{
+#pragma unroll
+		for (int j = 0; j < DMAX; j++)
+			if (j < d)
+				sX[(q * k + c) * d + j] = acc[j];
+		sHw[q * k + c] = (int) cnt;
+	}
+	__syncthreads();
+	if (threadIdx.x < k)
+	{
+		double	   *row = part + blockIdx.x * slot_len;
+		int			total = 0;
+
+		for (int j = 0; j < d; j++)
+		{
+			double		v = 0;
+
+			for (int qq = 0; qq < P; qq++)
+				v += sX[(qq * k + c) * d + j];
+			row[(int64_t) c * d + j] = v;
+		}
+		for (int qq = 0; qq < P; qq++)
+			total += sHw[qq * k + c];
+		row[(int64_t) k * d + c] = total;
+	}
+	ine = block_sum(ine);
+	if (threadIdx.x == 0)
+		block_part[blockIdx.x] = ine;
+}
+
+/*
+ * owned_update_kernel applies: 32 <= k <= BLOCK (P <= OWN_WARPS: the shares'
+ * counts fit sHw; P k d <= BLOCK d <= d R: their sums fit sX), d <= 32
+ */
+#define OWNED_OK(k, d) ((k) >= 32 && (k) <= BLOCK && (d) <= 32)
+
+/* its chunk: 2^lg rows, shared memory bytes */
+static int
+owned_lg_r(int d)
+{
+	return d <= 8 ? 9 : 8;		/* 512 rows (32 KB at d = 8), 256 beyond */
+}
+
+static size_t
+owned_smem(int k, int d)
+{
+	int			r = 1 << owned_lg_r(d);
+
+	return sizeof(double) * (size_t) d * r + sizeof(int) * ((size_t) OWN_WARPS * k + 2 * k) +
+		sizeof(short) * 3 * (size_t) r;
 }
 
 /*
@@ -1291,8 +1541,13 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	s->max_grid = s->sm_count * (2048 / BLOCK);
 	if (s->max_grid > MAX_BLOCKS)
 		s->max_grid = MAX_BLOCKS;
+	s->part_rows = 0;
 	if (sizeof(double) * (kd + k) * (BLOCK / 32) <= SMEM_SUMS_LIMIT)
-		CU(cudaMalloc((void **) &s->part, sizeof(double) * (kd + k) * s->max_grid));
+		s->part_rows = s->max_grid;
+	else if (pggpu_tc_wanted(k, ds->d) && OWNED_OK(k, ds->d))
+		s->part_rows = s->sm_count * OWNED_BLOCKS_PER_SM;	/* owned_update_kernel's */
+	if (s->part_rows > 0)
+		CU(cudaMalloc((void **) &s->part, sizeof(double) * (kd + k) * s->part_rows));
 	CU(cudaMalloc((void **) &s->pick_key, sizeof(double) * MAX_BLOCKS));
 	CU(cudaMalloc((void **) &s->pick_row, sizeof(long long) * MAX_BLOCKS));
 	CU(cudaMalloc((void **) &s->sep, sizeof(double) * k));
@@ -1329,6 +1584,8 @@ gpu_get_centroids(pggpu_data *ds, double *C, pggpu_error *err)
 typedef void (*lloyd_fn) (const double *, int64_t, int, int, const double *, int, int,
 						  int32_t *, double *, double *, unsigned long long *,
 						  double *, double *, dev_stats *);
+typedef void (*owned_fn) (const double *, int64_t, int, int, int, int, const int32_t *,
+						  const double *, double *, double *);
 
 template <int TK, int DR>
 static lloyd_fn
@@ -1433,15 +1690,31 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 	fn = tk == 8 ? lloyd_variant<8>(dr, mode) : lloyd_variant<32>(dr, mode);
 	int			per_sm = 0;
 	int64_t		grid;
+	int64_t		rows_per_block = BLOCK;
+	int			max_grid = s->max_grid;
 	pggpu_status st;
 
-	CU(cudaFuncSetAttribute((const void *) fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) shmem));
-	CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *) fn, BLOCK, shmem));
+	/* labels given: the owned update, when it applies (deterministic, as UPD_PRIVATE) */
+	bool		owned = dr == LABELS_GIVEN && mode != UPD_NONE &&
+		OWNED_OK(k, d) && s->part != NULL;
+	const void *kfn = (const void *) fn;
+
+	if (owned)
+	{
+		mode = UPD_PRIVATE;		/* the same partial sums: reduce_parts_kernel, finalize_kernel */
+		shmem = owned_smem(k, d);
+		kfn = d <= 8 ? (const void *) owned_update_kernel<8> : d <= 16 ?
+			(const void *) owned_update_kernel<16> : (const void *) owned_update_kernel<32>;
+		rows_per_block = (int64_t) 1 << owned_lg_r(d);
+		max_grid = s->part_rows;
+	}
+	CU(cudaFuncSetAttribute(kfn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) shmem));
+	CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kfn, BLOCK, shmem));
 	grid = (int64_t) (per_sm > 0 ? per_sm : 1) * s->sm_count;
-	if (grid > s->max_grid)
-		grid = s->max_grid;
-	if (grid > (ds->n + BLOCK - 1) / BLOCK)
-		grid = (ds->n + BLOCK - 1) / BLOCK;
+	if (grid > max_grid)
+		grid = max_grid;
+	if (grid > (ds->n + rows_per_block - 1) / rows_per_block)
+		grid = (ds->n + rows_per_block - 1) / rows_per_block;
 	if (grid < 1)
 		grid = 1;
 
@@ -1462,10 +1735,23 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 		CU(pggpu_tc_assign(s->X, ds->n, d, ds->log_b, s->C, k, s->tc_ws, s->labels, s->dist2,
 						   (unsigned long long *) ((char *) s->stats + offsetof(dev_stats, changed)),
 						   s->stream));
-	fn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(s->X, ds->n, d, ds->log_b, s->C, k, lg_lanes,
-												   s->labels, s->dist2, s->sums, s->cnt,
-												   s->part, s->block_part, s->stats);
-	LAUNCHED(lloyd_kernel);
+	if (owned)
+	{
+		owned_fn	ofn = d <= 8 ? owned_update_kernel<8> : d <= 16 ? owned_update_kernel<16>
+			: owned_update_kernel<32>;
+
+		ofn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(s->X, ds->n, d, ds->log_b, k,
+														owned_lg_r(d), s->labels, s->dist2,
+														s->part, s->block_part);
+		LAUNCHED(owned_update_kernel);
+	}
+	else
+	{
+		fn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(s->X, ds->n, d, ds->log_b, s->C, k, lg_lanes,
+													   s->labels, s->dist2, s->sums, s->cnt,
+													   s->part, s->block_part, s->stats);
+		LAUNCHED(lloyd_kernel);
+	}
 	if (mode == UPD_PRIVATE)
 	{
 		reduce_parts_kernel<<<(unsigned) (k * d + k), 256, 0, s->stream>>>(s->part, (int64_t) k * d + k,
