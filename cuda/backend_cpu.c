@@ -7,12 +7,23 @@
  * distances: a squared distance is summed over columns in order 0..d-1 from
  * 0.0, each term (x - c) * (x - c) rounded on its own (no fused
  * multiply-add; this file is built with -ffp-contract=off).
+ *
+ * The passes over the rows work on blocks of RB = 32 consecutive rows of a
+ * tile, with GCC's vector extensions (vectors of 8 doubles, which the
+ * compiler maps onto the machine's registers): each vector lane is one row,
+ * and keeps that row's rule above, so the results are bit-identical to the
+ * plain loop over rows.  On x86-64 the block routines are built for AVX-512,
+ * AVX2 and the baseline, one picked at load time (target_clones).
  */
 #include "compute_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define RB 32					/* rows in a block; divides every tile */
+#define VW 8					/* doubles in a vector */
+#define NV (RB / VW)
 
 typedef struct cpu_state
 {
@@ -25,6 +36,11 @@ typedef struct cpu_state
 	double	   *dist2;
 	double	   *sums;
 	int64_t    *cnt;
+	double	   *xb;				/* a block of rows, column j at xb + j * RB */
+	/* the PGGPU_PICK_SAMPLE draw km_point made in its pass (see next_key) */
+	bool		drawn;
+	uint64_t	drawn_key;
+	int64_t		drawn_row;
 } cpu_state;
 
 #define ST(ds) ((cpu_state *) (ds)->impl)
@@ -99,7 +115,8 @@ static void
 cpu_km_free(cpu_state *s)
 {
 	free(s->C), free(s->labels), free(s->dist2), free(s->sums), free(s->cnt);
-	s->C = s->dist2 = s->sums = NULL;
+	free(s->xb);
+	s->C = s->dist2 = s->sums = s->xb = NULL;
 	s->labels = NULL;
 	s->cnt = NULL;
 }
@@ -162,13 +179,16 @@ cpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	s->sums = (double *) malloc(sizeof(double) * kd);
 	s->cnt = (int64_t *) malloc(sizeof(int64_t) * k);
 	s->labels = (int32_t *) malloc(sizeof(int32_t) * n);
-	s->dist2 = (double *) malloc(sizeof(double) * n);
-	if (!s->C || !s->sums || !s->cnt || !s->labels || !s->dist2)
+	/* whole blocks: point_block writes the last one's rows past n too */
+	s->dist2 = (double *) calloc(n + RB, sizeof(double));
+	s->xb = (double *) malloc(sizeof(double) * RB * ds->d);
+	if (!s->C || !s->sums || !s->cnt || !s->labels || !s->dist2 || !s->xb)
 	{
 		cpu_km_free(s);
-		return oom(err, (2 * kd + k + 3 * n) * 8);
+		return oom(err, (2 * kd + k + 3 * n + RB * ds->d) * 8);
 	}
 	memset(s->labels, 0xff, sizeof(int32_t) * n);
+	s->drawn = false;
 	return PGGPU_OK;
 }
 
@@ -188,29 +208,135 @@ cpu_get_centroids(pggpu_data *ds, double *C, pggpu_error *err)
 	return PGGPU_OK;
 }
 
-/* row i gathered into xi[0..d) */
-static void
-gather(pggpu_data *ds, int64_t i, double *xi)
-{
-	const double *p = ST(ds)->X + pggpu_at(i, 0, ds->d, ds->log_b);
-	int64_t		b = TILE(ds);
+/* ---- blocks of rows --------------------------------------------------------- */
 
-	for (int j = 0; j < ds->d; j++)
-		xi[j] = p[j * b];
+
+typedef double vd __attribute__((vector_size(VW * sizeof(double))));
+typedef int64_t vl __attribute__((vector_size(VW * sizeof(int64_t))));
+typedef uint64_t vu __attribute__((vector_size(VW * sizeof(uint64_t))));
+
+/* -DPGGPU_NO_CLONES: one copy, for the -march given (tests of each copy) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PGGPU_NO_CLONES)
+#define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CLONES
+#endif
+
+/* rows between two calls of the caller's interrupt callback in a pass */
+#define POLL_ROWS 4096
+
+/* a vector from 8 doubles at any alignment (a macro: no vector-valued calls) */
+#define LOAD_VD(v, p) memcpy(&(v), (p), sizeof(vd))
+
+static inline void
+poll_interrupts(pggpu_data *ds, int64_t i)
+{
+	if (ds->interrupt && (i & (POLL_ROWS - 1)) == 0)
+		ds->interrupt(ds->interrupt_arg);
 }
 
-static double
-sqdist(const double *x, const double *c, int d)
+/* the block of rows i .. i + RB - 1: column j at x + j * tile */
+static inline const double *
+block_at(pggpu_data *ds, int64_t i)
 {
-	double		acc = 0.0;
+	return ST(ds)->X + pggpu_at(i, 0, ds->d, ds->log_b);
+}
 
+/*
+ * Nearest of the k centroids (lowest index on ties) and its squared distance
+ * for each row of a block: best[RB], lab[RB].
+ */
+CLONES static void
+nearest_block(const double *x, int64_t b, int d, const double *C, int k,
+			  double *best_out, int32_t *lab_out)
+{
+	vd			best[NV];
+	vl			lab[NV];
+
+#pragma GCC unroll 4
+	for (int v = 0; v < NV; v++)
+	{
+		best[v] = (vd) {0} + INFINITY;
+		lab[v] = (vl) {0};
+	}
+	for (int c = 0; c < k; c++)
+	{
+		const double *cc = C + (int64_t) c * d;
+		vd			acc[NV];
+
+#pragma GCC unroll 4
+		for (int v = 0; v < NV; v++)
+			acc[v] = (vd) {0};
+		for (int j = 0; j < d; j++)
+		{
+			const double *xj = x + j * b;
+			double		cj = cc[j];
+
+#pragma GCC unroll 4
+			for (int v = 0; v < NV; v++)
+			{
+				vd			t;
+
+				LOAD_VD(t, xj + v * VW);
+				t -= cj;
+				acc[v] += t * t;
+			}
+		}
+#pragma GCC unroll 4
+		for (int v = 0; v < NV; v++)
+		{
+			vl			m = (vl) (acc[v] < best[v]);
+
+			best[v] = (vd) (((vl) acc[v] & m) | ((vl) best[v] & ~m));
+			lab[v] = (lab[v] & ~m) | (((vl) {0} + c) & m);
+		}
+	}
+	for (int v = 0; v < NV; v++)
+		for (int q = 0; q < VW; q++)
+		{
+			best_out[v * VW + q] = best[v][q];
+			lab_out[v * VW + q] = (int32_t) lab[v][q];
+		}
+}
+
+/*
+ * The squared distance d of each row of a block to centroid cc, into the
+ * block's w[RB]: w := d (set) or w := min(w, d).
+ */
+CLONES static void
+point_block(const double *x, int64_t b, int d, const double *cc, double *w, bool set)
+{
+	vd			acc[NV];
+
+#pragma GCC unroll 4
+	for (int v = 0; v < NV; v++)
+		acc[v] = (vd) {0};
 	for (int j = 0; j < d; j++)
 	{
-		double		diff = x[j] - c[j];
+		const double *xj = x + j * b;
+		double		cj = cc[j];
 
-		acc += diff * diff;
+#pragma GCC unroll 4
+		for (int v = 0; v < NV; v++)
+		{
+			vd			t;
+
+			LOAD_VD(t, xj + v * VW);
+			t -= cj;
+			acc[v] += t * t;
+		}
 	}
-	return acc;
+#pragma GCC unroll 4
+	for (int v = 0; v < NV; v++)
+	{
+		vd			old;
+		vl			m;
+
+		LOAD_VD(old, w + v * VW);
+		m = set ? (vl) {0} - 1 : (vl) (acc[v] < old);
+		acc[v] = (vd) (((vl) acc[v] & m) | ((vl) old & ~m));
+		memcpy(w + v * VW, &acc[v], sizeof(vd));
+	}
 }
 
 static pggpu_status
@@ -219,44 +345,49 @@ cpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 	cpu_state  *s = ST(ds);
 	int			d = ds->d;
 	int			k = ds->k;
-	double	   *xi = (double *) malloc(sizeof(double) * d);
+	int64_t		b = TILE(ds);
 	pggpu_step_stats st = {0, 0, 0.0};
 
-	if (xi == NULL)
-		return oom(err, sizeof(double) * d);
+	(void) err;
+	s->drawn = false;
 	if (update)
 	{
 		memset(s->sums, 0, sizeof(double) * k * d);
 		memset(s->cnt, 0, sizeof(int64_t) * k);
 	}
-	for (int64_t i = 0; i < ds->n; i++)
+	for (int64_t i0 = 0; i0 < ds->n; i0 += RB)
 	{
-		double		best = INFINITY;
-		int32_t		bc = 0;
+		const double *src = block_at(ds, i0);
+		const double *x = s->xb;
+		int			rows = ds->n - i0 < RB ? (int) (ds->n - i0) : RB;
+		double		best[RB];
+		int32_t		lab[RB];
 
-		gather(ds, i, xi);
-		for (int c = 0; c < k; c++)
+		/*
+		 * The block is read k times: copied first, since its columns lie a
+		 * tile apart and would share the same few sets of the L1 cache.
+		 */
+		poll_interrupts(ds, i0);
+		for (int j = 0; j < d; j++)
+			memcpy(s->xb + j * RB, src + j * b, sizeof(double) * RB);
+		nearest_block(x, RB, d, s->C, k, best, lab);
+		for (int q = 0; q < rows; q++)
 		{
-			double		dd = sqdist(xi, s->C + (int64_t) c * d, d);
-
-			if (dd < best)
-			{
-				best = dd;
-				bc = c;
-			}
+			st.changed += s->labels[i0 + q] != lab[q];
+			s->labels[i0 + q] = lab[q];
+			s->dist2[i0 + q] = best[q];
+			st.inertia += best[q];
 		}
-		st.changed += s->labels[i] != bc;
-		s->labels[i] = bc;
-		s->dist2[i] = best;
-		st.inertia += best;
+		/* each cluster's sums in row order, as a loop over rows adds them */
 		if (update)
-		{
-			double	   *sum = s->sums + (int64_t) bc * d;
+			for (int q = 0; q < rows; q++)
+			{
+				double	   *sum = s->sums + (int64_t) lab[q] * d;
 
-			s->cnt[bc]++;
-			for (int j = 0; j < d; j++)
-				sum[j] += xi[j];
-		}
+				s->cnt[lab[q]]++;
+				for (int j = 0; j < d; j++)
+					sum[j] += x[j * RB + q];
+			}
 	}
 	if (update)
 		for (int c = 0; c < k; c++)
@@ -269,7 +400,6 @@ cpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 			for (int j = 0; j < d; j++)
 				s->C[(int64_t) c * d + j] = s->sums[(int64_t) c * d + j] / (double) s->cnt[c];
 		}
-	free(xi);
 	*out = st;
 	return PGGPU_OK;
 }
@@ -286,42 +416,128 @@ cpu_km_counts(pggpu_data *ds, int64_t *counts, pggpu_error *err)
 	return PGGPU_OK;
 }
 
-static pggpu_status
-cpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_key,
-			 pggpu_error *err)
-{
-	cpu_state  *s = ST(ds);
-	int			d = ds->d;
-	double	   *cc = s->C + (int64_t) c * d;
-	double	   *xi;
-
-	(void) next_key;			/* the pick makes its own pass */
-	gather(ds, row, cc);
-	if (mode == PGGPU_D2_KEEP)
-		return PGGPU_OK;
-	xi = (double *) malloc(sizeof(double) * d);
-	if (xi == NULL)
-		return oom(err, sizeof(double) * d);
-	for (int64_t i = 0; i < ds->n; i++)
-	{
-		double		dd;
-
-		gather(ds, i, xi);
-		dd = sqdist(xi, cc, d);
-		if (mode == PGGPU_D2_SET || dd < s->dist2[i])
-			s->dist2[i] = dd;
-	}
-	free(xi);
-	return PGGPU_OK;
-}
-
 /*
  * Both picks minimise a key, lowest row on ties: SAMPLE uses -log(u_i) / w_i
  * (an exponential race: row i wins with probability w_i / sum w), FARTHEST
  * uses -dist2 (rows already on their centroid never qualify: re-seeding an
  * empty cluster with one would change nothing).  backend_gpu.cu computes the
  * same keys.
+ *
+ * The race over rows [i0, i1), on from (*best, *row).  Since -log(u) >=
+ * 1 - u, a row with 1 - u > best * w (with a margin far above the rounding
+ * of either side) cannot win and needs no log: after the first few rows
+ * best is small, and almost every row is settled by its hash alone.  The
+ * winner is the one the plain loop finds.
  */
+static inline void
+race_row(double wi, double u, int64_t i, double *best, int64_t *row)
+{
+	double		kv = -log(u) / wi;
+
+	if (kv < *best)
+	{
+		*best = kv;
+		*row = i;
+	}
+}
+
+/* pggpu_mix64 on a vector of 8 */
+#define MIX64_V(z) \
+	do { \
+		(z) += 0x9e3779b97f4a7c15ULL; \
+		(z) = ((z) ^ ((z) >> 30)) * 0xbf58476d1ce4e5b9ULL; \
+		(z) = ((z) ^ ((z) >> 27)) * 0x94d049bb133111ebULL; \
+		(z) ^= (z) >> 31; \
+	} while (0)
+
+/*
+ * The race over the block of rows i0 .. i0 + RB - 1: pggpu_uniform of 8 rows
+ * at a time; the log only for rows whose bound does not lose against the
+ * best key at the block's start (a superset of those that can win).
+ */
+CLONES static void
+race_block(const double *w, int64_t i0, uint64_t key, double *best, int64_t *row)
+{
+	double		bk = *best;
+
+	for (int v = 0; v < NV; v++)
+	{
+		vu			z = (vu) {0, 1, 2, 3, 4, 5, 6, 7} + (uint64_t) (i0 + v * VW);
+		vd			u,
+					wv;
+		vl			cand;
+
+		MIX64_V(z);
+		z ^= key;
+		MIX64_V(z);
+		u = __builtin_convertvector((z >> 11) + 1, vd) * (1.0 / 9007199254740992.0);
+		LOAD_VD(wv, w + v * VW);
+		cand = (vl) (wv > 0) & ~(vl) (1.0 - u > bk * wv * (1.0 + 1e-9));
+		for (int q = 0; q < VW; q++)
+			if (cand[q])
+				race_row(wv[q], u[q], i0 + v * VW + q, &bk, row);
+	}
+	*best = bk;
+}
+
+/* the race over rows [i0, i1), i0 a multiple of RB, on from (*best, *row) */
+static void
+race(const double *w, int64_t i0, int64_t i1, uint64_t key, double *best,
+	 int64_t *row)
+{
+	int64_t		i = i0;
+
+	for (; i + RB <= i1; i += RB)
+		race_block(w + i, i, key, best, row);
+	for (; i < i1; i++)
+	{
+		double		u;
+
+		if (!(w[i] > 0))
+			continue;			/* key +infinity */
+		u = pggpu_uniform(key, i);
+		if (!(1.0 - u > *best * w[i] * (1.0 + 1e-9)))
+			race_row(w[i], u, i, best, row);
+	}
+}
+
+/* C[c] := row; dist2 per mode; with next_key, that draw in the same pass */
+static pggpu_status
+cpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_key,
+			 pggpu_error *err)
+{
+	cpu_state  *s = ST(ds);
+	int			d = ds->d;
+	int64_t		b = TILE(ds);
+	double	   *cc = s->C + (int64_t) c * d;
+	const double *p = s->X + pggpu_at(row, 0, d, ds->log_b);
+	double		bk = INFINITY;
+	int64_t		br = -1;
+
+	(void) err;
+	for (int j = 0; j < d; j++)
+		cc[j] = p[j * b];
+	if (mode == PGGPU_D2_KEEP)
+		return PGGPU_OK;
+	s->drawn = false;
+	for (int64_t i0 = 0; i0 < ds->n; i0 += RB)
+	{
+		int			rows = ds->n - i0 < RB ? (int) (ds->n - i0) : RB;
+
+		poll_interrupts(ds, i0);
+		point_block(block_at(ds, i0), b, d, cc, s->dist2 + i0, mode == PGGPU_D2_SET);
+		if (next_key)
+			race(s->dist2, i0, i0 + rows, *next_key, &bk, &br);
+	}
+	if (next_key)
+	{
+		s->drawn = true;
+		s->drawn_key = *next_key;
+		s->drawn_row = br;
+	}
+	return PGGPU_OK;
+}
+
 static pggpu_status
 cpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *err)
 {
@@ -330,23 +546,30 @@ cpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *e
 	int64_t		br = -1;
 
 	(void) err;
+	if (mode == PGGPU_PICK_SAMPLE)
+	{
+		if (s->drawn && s->drawn_key == key)
+			br = s->drawn_row;
+		else
+			race(s->dist2, 0, ds->n, key, &best, &br);
+		*row = br;
+		return PGGPU_OK;
+	}
 	for (int64_t i = 0; i < ds->n; i++)
 	{
 		double		w = s->dist2[i];
-		double		kv;
 
-		if (mode == PGGPU_PICK_SAMPLE)
-			kv = w > 0 ? -log(pggpu_uniform(key, i)) / w : INFINITY;
-		else
-			kv = w > 0 ? -w : INFINITY;
-		if (kv < best)
+		if (w > 0 && -w < best)
 		{
-			best = kv;
+			best = -w;
 			br = i;
 		}
 	}
-	if (mode == PGGPU_PICK_FARTHEST && br >= 0)
+	if (br >= 0)
+	{
 		s->dist2[br] = -1.0;
+		s->drawn = false;
+	}
 	*row = br;
 	return PGGPU_OK;
 }

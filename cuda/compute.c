@@ -564,6 +564,8 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 						(int64_t) k * d, &e, err));
 	CHECK(ops->km_begin(ds, k, err));
 	ds->k = k;
+	ds->interrupt = p->check_interrupts;
+	ds->interrupt_arg = p->interrupt_arg;
 
 	t0 = pggpu_seconds();
 	switch (p->init)
@@ -627,6 +629,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 		CHECK(canonical_order(r, k, d, r->labels, ds->n, err));
 
 done:
+	ds->interrupt = NULL;
 	scratch_free_all(ds);
 	return st;
 }

@@ -2061,9 +2061,72 @@ test_interrupts_on(pggpu_backend be)
 	data_free(&D);
 }
 
+/*
+ * The CPU backend also calls back inside its passes over the rows (every
+ * 4096 rows: a pass over 10^8 rows takes seconds), and a longjmp from there
+ * leaves the set closable.
+ */
+static void
+test_interrupts_in_pass(void)
+{
+	static int	marker;
+	dataset		D;
+	km_out		o;
+	pggpu_kmeans_params p = {0};
+	const int	k = 3;
+	const int64_t n = 40000;	/* 10 blocks of 4096 rows a pass */
+	int			passes;
+
+	set_case("interrupts inside CPU passes");
+	gen_blobs(&D, n, 2, k, 20.0, 37);
+	p.k = k;
+	p.max_iter = 2;
+	p.tol = 0;
+	p.init = PGGPU_INIT_RANDOM;
+	p.seed = 9;
+	p.check_interrupts = on_interrupt;
+	p.interrupt_arg = &marker;
+	interrupt_calls = 0;
+	interrupt_jump_at = 0;
+	km_alloc(&o, D.n, k, D.d);
+	if (km_run(PGGPU_BACKEND_CPU, &D, 0, &p, &o))
+	{
+		/* the Lloyd passes and the final labelling, 10 callbacks each */
+		passes = o.iters + 1;
+		CHECK(interrupt_calls >= passes * 10, "callback ran %d times in %d passes of %lld rows",
+			  interrupt_calls, passes, (long long) n);
+	}
+	km_free(&o);
+	for (int at = 5; at <= 15; at += 10)
+	{
+		pggpu_data *volatile ds = load(PGGPU_BACKEND_CPU, &D, 0);
+		volatile bool jumped = false;
+		double		C[3 * 2];
+		int64_t		sizes[3];
+		pggpu_kmeans_result r = {0};
+		pggpu_error err = {0};
+
+		if (ds == NULL)
+			break;
+		r.centroids = C;
+		r.sizes = sizes;
+		interrupt_calls = 0;
+		interrupt_jump_at = at;
+		if (setjmp(interrupt_env) == 0)
+			pggpu_kmeans(ds, &p, &r, &err);
+		else
+			jumped = true;
+		interrupt_jump_at = 0;
+		pggpu_data_close(ds);
+		CHECK(jumped, "no longjmp out of a pass at callback %d", at);
+	}
+	data_free(&D);
+}
+
 static void
 test_interrupts(void)
 {
+	test_interrupts_in_pass();
 	test_interrupts_on(PGGPU_BACKEND_CPU);
 	if (have_gpu)
 		test_interrupts_on(PGGPU_BACKEND_GPU);
