@@ -117,6 +117,7 @@ pggpu_data_open(pggpu_data **out, pggpu_backend backend, int gpu_index, int d,
 	ds->backend = backend;
 	ds->d = d;
 	ds->log_b = choose_log_b(d, expected_rows);
+	ds->threads = 1;
 	strcpy(ds->device_name, "cpu");
 	st = ops->open(ds, gpu_index, expected_rows, err);
 	if (st != PGGPU_OK)
@@ -127,6 +128,13 @@ pggpu_data_open(pggpu_data **out, pggpu_backend backend, int gpu_index, int d,
 	}
 	*out = ds;
 	return PGGPU_OK;
+}
+
+void
+pggpu_data_set_threads(pggpu_data *ds, int threads, pggpu_pending_fn pending)
+{
+	ds->threads = threads < 1 ? 1 : threads > PGGPU_MAX_THREADS ? PGGPU_MAX_THREADS : threads;
+	ds->pending = pending;
 }
 
 double *

@@ -45,6 +45,8 @@ struct pggpu_data
 	 * so nothing may be held then that close would not free) */
 	pggpu_interrupt_fn interrupt;
 	void	   *interrupt_arg;
+	int			threads;		/* pggpu_data_set_threads */
+	pggpu_pending_fn pending;
 };
 
 /* what one assignment pass reports */

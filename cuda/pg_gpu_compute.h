@@ -128,10 +128,26 @@ typedef enum pggpu_init
 } pggpu_init;
 
 /*
- * Called between iterations and seeding steps; may longjmp (PostgreSQL's
- * CHECK_FOR_INTERRUPTS): the data set stays valid for pggpu_data_close.
+ * Called between iterations and seeding steps, and every 4096 rows of the
+ * CPU backend's passes; may longjmp (PostgreSQL's CHECK_FOR_INTERRUPTS): the
+ * data set stays valid for pggpu_data_close.  Always on the calling thread.
  */
 typedef void (*pggpu_interrupt_fn) (void *arg);
+
+/* whether an interrupt is pending, without acting on it (InterruptPending) */
+typedef bool (*pggpu_pending_fn) (void);
+
+#define PGGPU_MAX_THREADS 64
+
+/*
+ * Threads for the CPU backend's passes over the rows (1 by default; clamped
+ * to 1 .. PGGPU_MAX_THREADS; the GPU backend ignores it), from the next
+ * k-means call or assignment on.  The other threads never call back: the
+ * calling thread polls pending() and, when it says so, stops them and runs
+ * the interrupt callback alone.  Without pending, a call that has a callback
+ * runs on one thread.  Results do not depend on the number of threads.
+ */
+void		pggpu_data_set_threads(pggpu_data *ds, int threads, pggpu_pending_fn pending);
 
 typedef struct pggpu_kmeans_params
 {

@@ -14,6 +14,7 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "optimizer/cost.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
@@ -26,6 +27,7 @@ bool		pg_gpu_allow_tf32 = false;
 int			pg_gpu_matmul_gpu_memory = 0;
 int			pg_gpu_max_memory = 8192;
 int			pg_gpu_pinned_memory_cache = 512;
+int			pg_gpu_cpu_threads = 0;
 
 /* no CUDA call unless cached buffers are to be freed, so safe in the postmaster */
 static void
@@ -92,6 +94,15 @@ _PG_init(void)
 							PGC_USERSET,
 							GUC_UNIT_MB,
 							NULL, assign_pinned_cache, NULL);
+	DefineCustomIntVariable("pg_gpu.cpu_threads",
+							"Threads of a k-means call on the CPU.",
+							"0: as many as a parallel query may use (1 + "
+							"max_parallel_workers_per_gather).  The results do not depend on it.",
+							&pg_gpu_cpu_threads,
+							0, 0, PGGPU_MAX_THREADS,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("pg_gpu");
 }
 
@@ -200,6 +211,13 @@ pg_gpu_check_interrupts(void *arg)
 	CHECK_FOR_INTERRUPTS();
 }
 
+/* for the CPU backend's threads: polled by this thread while they run */
+static bool
+interrupt_pending(void)
+{
+	return InterruptPending;
+}
+
 static void
 data_release(void *arg)
 {
@@ -220,6 +238,10 @@ pg_gpu_data_open(pggpu_backend backend, int d, int64 expected_rows)
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, &data->cb);
 	if (pggpu_data_open(&data->ds, backend, -1, d, expected_rows, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
+	pggpu_data_set_threads(data->ds,
+						   pg_gpu_cpu_threads >= 1 ? pg_gpu_cpu_threads :
+						   1 + max_parallel_workers_per_gather,
+						   interrupt_pending);
 	return data;
 }
 

@@ -28,6 +28,7 @@ extern int	pg_gpu_device;
 extern bool pg_gpu_allow_tf32;
 extern int	pg_gpu_matmul_gpu_memory;	/* MB, 0 = what is free */
 extern int	pg_gpu_max_memory;	/* MB a call's data may take, 0 = no limit */
+extern int	pg_gpu_cpu_threads;	/* 0: 1 + max_parallel_workers_per_gather */
 
 /* errors (53400) when a call's data would take more than pg_gpu.max_memory */
 extern void pg_gpu_check_memory(double bytes, const char *what, const char *detail_fmt,...)

@@ -2123,6 +2123,200 @@ test_interrupts_in_pass(void)
 	data_free(&D);
 }
 
+/* ---- CPU threads -------------------------------------------------------------- */
+
+static int	pending_polls;
+static int	pending_from;		/* pending() says true from this poll on; 0: never */
+static int	pending_until;		/* ... up to this poll */
+static int	pending_every;		/* and on every such poll; 0: never */
+
+static bool
+test_pending(void)
+{
+	++pending_polls;
+	return (pending_from > 0 && pending_polls >= pending_from && pending_polls <= pending_until) ||
+		(pending_every > 0 && pending_polls % pending_every == 0);
+}
+
+/* longjmps once pending() has said true */
+static void
+jump_if_pending(void *arg)
+{
+	(void) arg;
+	if (pending_from > 0 && pending_polls >= pending_from)
+		longjmp(interrupt_env, 1);
+}
+
+/* one fit of D on the CPU with the given threads; false when it failed */
+static bool
+fit_threads(const dataset *D, const pggpu_kmeans_params *p, int threads,
+			pggpu_pending_fn pending, km_out *o)
+{
+	pggpu_data *ds = load(PGGPU_BACKEND_CPU, D, 0);
+	pggpu_kmeans_result r = {0};
+	pggpu_error err = {0};
+
+	if (ds == NULL)
+		return false;
+	pggpu_data_set_threads(ds, threads, pending);
+	r.centroids = o->C;
+	r.sizes = o->sizes;
+	r.labels = o->labels;
+	o->st = pggpu_kmeans(ds, p, &r, &err);
+	o->inertia = r.inertia;
+	o->iters = r.iterations;
+	o->conv = r.converged;
+	pggpu_data_close(ds);
+	return CHECK(o->st == PGGPU_OK, "%d threads: %s", threads, err.msg);
+}
+
+/* bit for bit: centroids, inertia, sizes, labels, iterations */
+static void
+cmp_exact(const char *what, const km_out *a, const km_out *b, int64_t n, int k, int d)
+{
+	CHECK(memcmp(a->C, b->C, sizeof(double) * k * d) == 0 &&
+		  memcmp(&a->inertia, &b->inertia, sizeof(double)) == 0 &&
+		  memcmp(a->sizes, b->sizes, sizeof(int64_t) * k) == 0 &&
+		  memcmp(a->labels, b->labels, sizeof(int32_t) * n) == 0 &&
+		  a->iters == b->iters && a->conv == b->conv,
+		  "%s: not bit-identical (iterations %d vs %d, inertia %.17g vs %.17g)",
+		  what, a->iters, b->iters, a->inertia, b->inertia);
+}
+
+/* a longjmp from the callback that a pending interrupt brought, with threads */
+static void
+threads_longjmp(const dataset *D, int k)
+{
+	double	   *C = (double *) xmalloc(sizeof(double) * k * D->d);
+	int64_t    *sizes = (int64_t *) xmalloc(sizeof(int64_t) * k);
+
+	for (int at = 1; at <= 9; at *= 3)
+	{
+		pggpu_kmeans_params p = {0};
+		pggpu_data *volatile ds = load(PGGPU_BACKEND_CPU, D, 0);
+		volatile bool jumped = false;
+		pggpu_kmeans_result r = {0};
+		pggpu_error err = {0};
+
+		if (ds == NULL)
+			break;
+		set_case("threads n=%lld d=%d k=%d: longjmp after poll %d", (long long) D->n, D->d, k, at);
+		pggpu_data_set_threads(ds, 4, test_pending);
+		p.k = k;
+		p.max_iter = 5;
+		p.seed = 3;
+		p.check_interrupts = jump_if_pending;
+		r.centroids = C;
+		r.sizes = sizes;
+		pending_polls = 0;
+		pending_from = at;
+		pending_until = INT_MAX;
+		if (setjmp(interrupt_env) == 0)
+			pggpu_kmeans(ds, &p, &r, &err);
+		else
+			jumped = true;
+		pending_from = 0;
+		pggpu_data_close(ds);
+		CHECK(jumped, "no longjmp out after pending from poll %d (%d polls)", at, pending_polls);
+	}
+	free(C);
+	free(sizes);
+}
+
+/*
+ * The CPU backend on several threads: tables of several parts (over 65536
+ * rows) give the same result to the last bit on 1, 2, 3 and 8 threads, by
+ * every init; an interrupt pending while threads run reaches the callback
+ * (on this thread), the pass goes on where it stopped when the callback
+ * returns (still bit-identical), and a longjmp from it leaves the set
+ * closable.
+ */
+static void
+test_threads(void)
+{
+	static const struct
+	{
+		int64_t		n;
+		int			d,
+					k;
+	}			shapes[] = {{200003, 2, 5}, {150000, 9, 40}, {70000, 3, 300}};
+	static const int threads[] = {2, 3, 8};
+
+	for (int t = 0; t < (int) (sizeof(shapes) / sizeof(shapes[0])); t++)
+	{
+		int64_t		n = shapes[t].n;
+		int			d = shapes[t].d,
+					k = shapes[t].k;
+		dataset		D;
+		double	   *given = (double *) xmalloc(sizeof(double) * k * d);
+
+		gen_blobs(&D, n, d, k < 20 ? k : 20, 4.0, 500 + t);
+		for (int i = 0; i < k * d; i++)
+			given[i] = D.X[(int64_t) (i / d) * 13 % n * d + i % d];
+		for (int init = PGGPU_INIT_KMEANSPP; init <= PGGPU_INIT_GIVEN; init++)
+		{
+			pggpu_kmeans_params p = {0};
+			km_out		one;
+
+			set_case("threads n=%lld d=%d k=%d %s", (long long) n, d, k, init_name(init));
+			p.k = k;
+			p.max_iter = 12;
+			p.tol = 0;
+			p.init = init;
+			p.seed = 77;
+			p.init_centroids = init == PGGPU_INIT_GIVEN ? given : NULL;
+			km_alloc(&one, n, k, d);
+			if (!fit_threads(&D, &p, 1, NULL, &one))
+			{
+				km_free(&one);
+				continue;
+			}
+			for (int h = 0; h < (int) (sizeof(threads) / sizeof(threads[0])); h++)
+			{
+				km_out		o;
+				char		what[64];
+
+				km_alloc(&o, n, k, d);
+				snprintf(what, sizeof(what), "1 vs %d threads", threads[h]);
+				if (fit_threads(&D, &p, threads[h], NULL, &o))
+					cmp_exact(what, &one, &o, n, k, d);
+				km_free(&o);
+			}
+
+			/* pending on polls 3-4 and every 5th: the callback runs, returns,
+			 * and the passes go on where they stopped */
+			if (init == PGGPU_INIT_KMEANSPP)
+			{
+				km_out		o;
+
+				p.check_interrupts = on_interrupt;
+				interrupt_calls = 0;
+				interrupt_jump_at = 0;
+				pending_polls = 0;
+				pending_from = 3;
+				pending_until = 4;
+				pending_every = 5;
+				km_alloc(&o, n, k, d);
+				if (fit_threads(&D, &p, 4, test_pending, &o))
+				{
+					cmp_exact("4 threads, the callback run on a pending interrupt", &one, &o, n, k, d);
+					CHECK(pending_polls > 10 && interrupt_calls > o.iters,
+						  "pending polled %d times, callback %d times", pending_polls, interrupt_calls);
+				}
+				km_free(&o);
+				p.check_interrupts = NULL;
+				pending_from = 0;
+				pending_every = 0;
+			}
+			km_free(&one);
+		}
+
+		threads_longjmp(&D, k);
+		free(given);
+		data_free(&D);
+	}
+}
+
 static void
 test_interrupts(void)
 {
@@ -3469,6 +3663,7 @@ main(int argc, char **argv)
 	section("reference", test_reference);
 	section("fit only", test_fit_only);
 	section("interrupts", test_interrupts);
+	section("threads", test_threads);
 	section("scaling", test_scaling);
 	section("grid", test_grid);
 	section("kernel grid", test_kernel_grid);
