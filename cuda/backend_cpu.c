@@ -22,8 +22,8 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
-#include <time.h>
 
 #define RB 32					/* rows in a block; divides every tile */
 #define VW 8					/* doubles in a vector */
@@ -41,7 +41,7 @@
 #define MAX_PARTS 64
 #define PART_SUMS_BYTES ((int64_t) 32 << 20)	/* all parts' sums, at most */
 
-typedef struct part
+typedef struct __attribute__((aligned(64))) part
 {
 	int64_t		start;			/* rows start .. end - 1 */
 	int64_t		end;
@@ -70,8 +70,8 @@ typedef struct cpu_state
 	int			nthreads;		/* threads xb has room for */
 	int			nparts;
 	part	   *parts;
-	double	   *part_sums;		/* nparts x k x d, when nparts > 1 */
-	int64_t    *part_cnt;		/* nparts x k, when nparts > 1 */
+	double	   *part_sums;		/* nparts x (k x d, padded to a cache line) */
+	int64_t    *part_cnt;		/* nparts x (k, padded to a cache line) */
 	/* the PGGPU_PICK_SAMPLE draw km_point made in its pass (see next_key) */
 	bool		drawn;
 	uint64_t	drawn_key;
@@ -204,6 +204,25 @@ cpu_scale(pggpu_data *ds, double factor, pggpu_error *err)
 	return PGGPU_OK;
 }
 
+/* zeroed memory on whole 64-byte cache lines, or NULL */
+static void *
+cache_lines(size_t bytes)
+{
+	size_t		size = (bytes + 63) / 64 * 64;
+	void	   *p = aligned_alloc(64, size ? size : 64);
+
+	if (p)
+		memset(p, 0, size);
+	return p;
+}
+
+/* n rounded up to a whole cache line of 8-byte values */
+static inline int64_t
+pad8(int64_t n)
+{
+	return (n + 7) / 8 * 8;
+}
+
 /* the parts of a pass over n rows (see "Parts"), a function of n, k and d */
 static int
 choose_parts(int64_t n, int k, int d)
@@ -237,11 +256,12 @@ cpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	/* whole blocks: point_block writes the last one's rows past n too */
 	s->dist2 = (double *) calloc(n + RB, sizeof(double));
 	s->xb = (double *) malloc(sizeof(double) * RB * ds->d * threads);
-	s->parts = (part *) calloc(nparts, sizeof(part));
+	/* each part's own on its own cache lines: no false sharing */
+	s->parts = (part *) cache_lines(sizeof(part) * nparts);
 	if (nparts > 1)
 	{
-		s->part_sums = (double *) malloc(sizeof(double) * kd * nparts);
-		s->part_cnt = (int64_t *) malloc(sizeof(int64_t) * k * nparts);
+		s->part_sums = (double *) cache_lines(sizeof(double) * pad8(kd) * nparts);
+		s->part_cnt = (int64_t *) cache_lines(sizeof(int64_t) * pad8(k) * nparts);
 	}
 	if (!s->C || !s->sums || !s->cnt || !s->labels || !s->dist2 || !s->xb ||
 		!s->parts || (nparts > 1 && (!s->part_sums || !s->part_cnt)))
@@ -258,8 +278,8 @@ cpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 
 		pt->start = span * i < ds->n ? span * i : ds->n;
 		pt->end = span * (i + 1) < ds->n ? span * (i + 1) : ds->n;
-		pt->sums = nparts > 1 ? s->part_sums + kd * i : NULL;
-		pt->cnt = nparts > 1 ? s->part_cnt + (int64_t) k * i : NULL;
+		pt->sums = nparts > 1 ? s->part_sums + pad8(kd) * i : NULL;
+		pt->cnt = nparts > 1 ? s->part_cnt + pad8(k) * i : NULL;
 	}
 	memset(s->labels, 0xff, sizeof(int32_t) * n);
 	s->drawn = false;
@@ -759,10 +779,8 @@ pass_run(pass *ps)
 		/* out of parts: keep polling while the others finish theirs */
 		while (atomic_load(&ps->active) > 0)
 		{
-			struct timespec ts = {0, 100000};
-
 			poll_pending(ps);
-			nanosleep(&ts, NULL);
+			sched_yield();
 		}
 		for (int t = 0; t < started; t++)
 			pthread_join(tid[t], NULL);

@@ -2,7 +2,7 @@
  * kernel.c - bench_kernel: k-means through the compute layer, without a
  * database, on the suite's blobs (blobs.h).
  *
- *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] N,d,k ...
+ *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] N,d,k ...
  *   bench_kernel bandwidth [-t TSV]
  *   bench_kernel print D ROWS          (the generator's first rows, %a)
  *
@@ -13,7 +13,8 @@
  *              (the loop without the final labelling pass) / iterations;
  *   seeding:   one k-means++ fit with max_iter 1: its seed_seconds;
  *   load:      pushing the rows through the staging buffers (the first fit).
- * A case whose time, predicted from the last case of the same d and k at a
+ * -T: the CPU backend's threads (pggpu_data_set_threads; method pg_gpu_<T>t
+ * when more than 1).  A case whose time, predicted from the last case of the same d and k at a
  * smaller N (scaled by N), exceeds CAP_S or what is left of BUDGET_S is
  * skipped, and says so.
  *
@@ -34,6 +35,9 @@
 #include <cuda_runtime.h>
 #endif
 
+static int	threads = 1;		/* -T */
+static char method[32] = "pg_gpu";
+
 /*
  * One fit over X (n x d, column j at X + j * n).  Returns false with err set
  * when the compute layer fails.
@@ -49,6 +53,7 @@ fit(pggpu_backend be, int64_t n, int d, const double *X,
 
 	if (pggpu_data_open(&ds, be, -1, d, n, err) != PGGPU_OK)
 		return false;
+	pggpu_data_set_threads(ds, threads, NULL);
 	for (int64_t done = 0; done < n;)
 	{
 		int64_t		b = pggpu_data_batch_rows(ds);
@@ -81,7 +86,9 @@ run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
 	double	   *C = malloc(sizeof(double) * k * d);
 	double		load_s;
 	bool		ok;
+	char		thr[16];
 
+	snprintf(thr, sizeof(thr), "%d", threads);
 	/* the first k rows are the initial centroids (torch starts there too) */
 	for (int i = 0; i < k; i++)
 		for (int j = 0; j < d; j++)
@@ -96,9 +103,9 @@ run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
 	ok = fit(be, n, d, X, &p, &r, &load_s, &err);
 	if (ok)
 	{
-		bench_emit(gpu ? "kernel" : "cpu", "pg_gpu", n, d, k,
+		bench_emit(gpu ? "kernel" : "cpu", method, n, d, k,
 				   r.iterate_seconds / r.iterations, "iterations=%d threads=%s",
-				   r.iterations, gpu ? "gpu" : "1");
+				   r.iterations, gpu ? "gpu" : thr);
 		bench_emit("load", gpu ? "pg_gpu" : "pg_gpu_cpu", n, d, k, load_s,
 				   "pushing N x d float64 through the staging buffers");
 		p.init = PGGPU_INIT_KMEANSPP;
@@ -107,11 +114,11 @@ run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
 		p.seed = 1;
 		ok = fit(be, n, d, X, &p, &r, &load_s, &err);
 		if (ok)
-			bench_emit(gpu ? "seed" : "cpu_seed", "pg_gpu", n, d, k,
+			bench_emit(gpu ? "seed" : "cpu_seed", method, n, d, k,
 					   r.seed_seconds, "k-means++");
 	}
 	if (!ok)
-		bench_emit(gpu ? "kernel" : "cpu", "pg_gpu", n, d, k, -1, "failed: %s", err.msg);
+		bench_emit(gpu ? "kernel" : "cpu", method, n, d, k, -1, "failed: %s", err.msg);
 	free(C);
 	free(r.centroids);
 	free(r.sizes);
@@ -189,13 +196,13 @@ main(int argc, char **argv)
 	if (argc < 2 || (strcmp(argv[1], "gpu") && strcmp(argv[1], "cpu") &&
 					 strcmp(argv[1], "bandwidth")))
 	{
-		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] N,d,k ...\n"
+		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] N,d,k ...\n"
 				"       %s bandwidth [-t TSV]\n       %s print D ROWS\n",
 				argv[0], argv[0], argv[0]);
 		return 2;
 	}
 	optind = 2;
-	while ((opt = getopt(argc, argv, "t:i:b:c:")) != -1)
+	while ((opt = getopt(argc, argv, "t:i:b:c:T:")) != -1)
 	{
 		if (opt == 't')
 			bench_open_tsv(optarg);
@@ -205,6 +212,12 @@ main(int argc, char **argv)
 			budget = atof(optarg);
 		else if (opt == 'c')
 			cap = atof(optarg);
+		else if (opt == 'T')
+		{
+			threads = atoi(optarg) < 1 ? 1 : atoi(optarg);
+			if (threads > 1)
+				snprintf(method, sizeof(method), "pg_gpu_%dt", threads);
+		}
 		else
 			return 2;
 	}
@@ -237,7 +250,7 @@ main(int argc, char **argv)
 		snprintf(key, sizeof(key), "%d,%d", d, k);
 		if (bench_skip(key, n, 1, note, sizeof(note)))
 		{
-			bench_emit(section, "pg_gpu", n, d, k, -1, "%s", note);
+			bench_emit(section, method, n, d, k, -1, "%s", note);
 			continue;
 		}
 		if (n != xn || d != xd)
@@ -250,7 +263,7 @@ main(int argc, char **argv)
 				blobs_fill(BLOBS_SEED, 0, n, d, X, n);
 		}
 		if (!X)
-			bench_emit(section, "pg_gpu", n, d, k, -1, "failed: out of host memory");
+			bench_emit(section, method, n, d, k, -1, "failed: out of host memory");
 		if (!X || !run_case(be, n, d, k, X, iters))
 			failed++;
 		bench_done(key, n, bench_now() - t0);

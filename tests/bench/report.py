@@ -137,7 +137,7 @@ def cpu_section(data, meta):
     if not shapes:
         return "Not measured."
     cores = int(meta.get("cores", "1"))
-    many = "sklearn_%dt" % cores
+    many, ours_many = "sklearn_%dt" % cores, "pg_gpu_%dt" % cores
     rows = []
     for n, d, k in shapes:
         ours = data.sec("cpu", "pg_gpu", n, d, k)
@@ -145,16 +145,20 @@ def cpu_section(data, meta):
         row = [fmt_n(n), d, k, cell(data.get("cpu", "pg_gpu", n, d, k)), cell(one),
                ratio(one and one["sec"], ours)]
         if cores > 1:
-            row += [cell(all_), ratio(all_ and all_["sec"], ours)]
+            mine = data.get("cpu", ours_many, n, d, k)
+            row += [cell(mine), cell(all_), ratio(all_ and all_["sec"], mine and mine["sec"])]
         rows.append(row + [cell(data.get("cpu_seed", "pg_gpu", n, d, k))])
     head = ["N", "d", "k", "pg_gpu CPU, 1 thread", "scikit-learn, 1 thread", "sklearn / pg_gpu"]
     if cores > 1:
-        head += ["scikit-learn, %d threads" % cores, "sklearn / pg_gpu"]
-    return ("Per Lloyd iteration, the compute layer's CPU backend (single-threaded: it runs inside "
-            "one PostgreSQL backend) beside scikit-learn's `KMeans(algorithm='lloyd', n_init=1, "
-            "init=<the first k rows>, tol=0)` on the same data, timed by the difference of two "
-            "`max_iter` values (the fastest of 3 fits each), with one thread and with all %d cores.\n\n" % cores
-            + table(head + ["pg_gpu k-means++"], rows))
+        head += ["pg_gpu CPU, %d threads" % cores, "scikit-learn, %d threads" % cores,
+                 "sklearn / pg_gpu"]
+    return ("Per Lloyd iteration, the compute layer's CPU backend beside scikit-learn's "
+            "`KMeans(algorithm='lloyd', n_init=1, init=<the first k rows>, tol=0)` on the same data, "
+            "timed by the difference of two `max_iter` values (the fastest of 3 fits each), with one "
+            "thread and with all %d cores (ours: `pg_gpu.cpu_threads`, the same result to the last bit "
+            "on any number of threads; our distances are exact sums of squared differences, "
+            "scikit-learn's come from a matrix product).\n\n" % cores
+            + table(head + ["pg_gpu k-means++, 1 thread"], rows))
 
 
 def made_cell(row):
@@ -338,6 +342,7 @@ def plot(data, path):
     cores = max([int(m[len("sklearn_"):-1]) for (s, m, n, d, k) in data.index
                  if s == "cpu" and m.startswith("sklearn_")] or [1])
     if cores > 1:
+        iteration.append(("cpu", "pg_gpu_%dt" % cores, "pg_gpu, CPU %d threads" % cores))
         iteration.append(("cpu", "sklearn_%dt" % cores, "scikit-learn, %d threads" % cores))
     bw = data.get("bandwidth", "cudaMemcpy_d2d", 1 << 30)
     ks = sorted({k for s, m, n, d, k in data.index if s in ("kernel", "cpu") and d == 8})

@@ -5,7 +5,8 @@
 # side in this run, on seeded Gaussian blobs (tests/bench/blobs.h):
 #   1. per Lloyd iteration on the GPU, through the compute layer, beside the
 #      HBM floor (bandwidth measured here) and a PyTorch Lloyd; k-means++;
-#   2. the CPU backend beside scikit-learn's Lloyd on the same cores;
+#   2. the CPU backend beside scikit-learn's Lloyd on the same cores (one
+#      thread, and every core);
 #   3. gpu_kmeans_fit and gpu_kmeans end to end, in stages, beside reading
 #      the table, returning N rows, a Lloyd step in SQL and the export route;
 #   4. gpu_matmul beside cuBLAS and beside SQL's join-and-sum.
@@ -199,11 +200,17 @@ gpu_kernels() {
   return $rc
 }
 
+# ours on one thread and on every core (pg_gpu.cpu_threads), like scikit-learn
 cpu_path() {
-  local cases rc=0
+  local cases rc=0 cores share
   cases=$(grid "$cpu_n" "$cpu_d" "$cpu_k")
-  limit "$((budget_cpu * 2 / 5))" tests/bench/bench_kernel cpu -t "$tsv" -i "$iters" \
-    -b "$((budget_cpu * 2 / 5))" -c "$cap" $cases || rc=1
+  cores=$(nproc)
+  share=$((budget_cpu * 2 / 5 / (cores > 1 ? 2 : 1)))
+  limit "$share" tests/bench/bench_kernel cpu -t "$tsv" -i "$iters" -b "$share" -c "$cap" $cases || rc=1
+  if [ "$cores" -gt 1 ]; then
+    limit "$share" tests/bench/bench_kernel cpu -T "$cores" -t "$tsv" -i "$iters" -b "$share" -c "$cap" \
+      $cases || rc=1
+  fi
   compare "$((budget_cpu * 3 / 5))" --iters "$iters" sklearn $cases || rc=1
   return $rc
 }
