@@ -347,6 +347,37 @@ prefetch_column(const double *col)
 	__builtin_prefetch(col + PREFETCH_BLOCKS * RB + 24);
 }
 
+/* lanewise m ? a : b, m all ones or all zeros per lane */
+#define SELECT(m, a, b) ((vd) (((vl) (a) & (m)) | ((vl) (b) & ~(m))))
+
+/*
+ * acc[]: the squared distance of each row of a block to centroid cc, summed
+ * over columns 0..d-1 from 0.0, each term rounded on its own.  Inlined into
+ * each copy of its callers, built for that copy's instructions.
+ */
+static inline __attribute__((always_inline)) void
+block_sqdist(vd *acc, const double *x, int64_t b, int d, const double *cc)
+{
+#pragma GCC unroll 4
+	for (int v = 0; v < NV; v++)
+		acc[v] = (vd) {0};
+	for (int j = 0; j < d; j++)
+	{
+		const double *xj = x + j * b;
+		double		cj = cc[j];
+
+#pragma GCC unroll 4
+		for (int v = 0; v < NV; v++)
+		{
+			vd			t;
+
+			LOAD_VD(t, xj + v * VW);
+			t -= cj;
+			acc[v] += t * t;
+		}
+	}
+}
+
 /*
  * Nearest of the k centroids (lowest index on ties) and its squared distance
  * for each row of a block: best[RB], lab[RB].
@@ -366,33 +397,15 @@ nearest_block(const double *x, int64_t b, int d, const double *C, int k,
 	}
 	for (int c = 0; c < k; c++)
 	{
-		const double *cc = C + (int64_t) c * d;
 		vd			acc[NV];
 
-#pragma GCC unroll 4
-		for (int v = 0; v < NV; v++)
-			acc[v] = (vd) {0};
-		for (int j = 0; j < d; j++)
-		{
-			const double *xj = x + j * b;
-			double		cj = cc[j];
-
-#pragma GCC unroll 4
-			for (int v = 0; v < NV; v++)
-			{
-				vd			t;
-
-				LOAD_VD(t, xj + v * VW);
-				t -= cj;
-				acc[v] += t * t;
-			}
-		}
+		block_sqdist(acc, x, b, d, C + (int64_t) c * d);
 #pragma GCC unroll 4
 		for (int v = 0; v < NV; v++)
 		{
 			vl			m = (vl) (acc[v] < best[v]);
 
-			best[v] = (vd) (((vl) acc[v] & m) | ((vl) best[v] & ~m));
+			best[v] = SELECT(m, acc[v], best[v]);
 			lab[v] = (lab[v] & ~m) | (((vl) {0} + c) & m);
 		}
 	}
@@ -413,24 +426,7 @@ point_block(const double *x, int64_t b, int d, const double *cc, double *w, bool
 {
 	vd			acc[NV];
 
-#pragma GCC unroll 4
-	for (int v = 0; v < NV; v++)
-		acc[v] = (vd) {0};
-	for (int j = 0; j < d; j++)
-	{
-		const double *xj = x + j * b;
-		double		cj = cc[j];
-
-#pragma GCC unroll 4
-		for (int v = 0; v < NV; v++)
-		{
-			vd			t;
-
-			LOAD_VD(t, xj + v * VW);
-			t -= cj;
-			acc[v] += t * t;
-		}
-	}
+	block_sqdist(acc, x, b, d, cc);
 #pragma GCC unroll 4
 	for (int v = 0; v < NV; v++)
 	{
@@ -439,7 +435,7 @@ point_block(const double *x, int64_t b, int d, const double *cc, double *w, bool
 
 		LOAD_VD(old, w + v * VW);
 		m = set ? (vl) {0} - 1 : (vl) (acc[v] < old);
-		acc[v] = (vd) (((vl) acc[v] & m) | ((vl) old & ~m));
+		acc[v] = SELECT(m, acc[v], old);
 		memcpy(w + v * VW, &acc[v], sizeof(vd));
 	}
 }

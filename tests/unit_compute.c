@@ -1993,6 +1993,39 @@ on_interrupt(void *arg)
 }
 
 /*
+ * Loads D and fits it with p on the given threads, where the callback (or
+ * pending) longjmps out as the globals say; the set is closed after.
+ * Whether it jumped.
+ */
+static bool
+fit_jumps(pggpu_backend be, const dataset *D, const pggpu_kmeans_params *p, int threads,
+		  pggpu_pending_fn pending)
+{
+	pggpu_data *volatile ds = load(be, D, 0);
+	volatile bool jumped = false;
+	double	   *C = (double *) xmalloc(sizeof(double) * p->k * D->d);
+	int64_t    *sizes = (int64_t *) xmalloc(sizeof(int64_t) * p->k);
+	pggpu_kmeans_result r = {0};
+	pggpu_error err = {0};
+
+	if (ds != NULL)
+	{
+		pggpu_data_set_threads(ds, threads, pending);
+		r.centroids = C;
+		r.sizes = sizes;
+		interrupt_calls = 0;
+		if (setjmp(interrupt_env) == 0)
+			pggpu_kmeans(ds, p, &r, &err);
+		else
+			jumped = true;
+		pggpu_data_close(ds);
+	}
+	free(C);
+	free(sizes);
+	return jumped;
+}
+
+/*
  * The callback runs between iterations and seeding steps (batches of them on
  * the GPU) with the caller's argument, and may longjmp out (PostgreSQL's CHECK_FOR_INTERRUPTS): the set
  * must then still close cleanly, and the library keep working.
@@ -2031,26 +2064,10 @@ test_interrupts_on(pggpu_backend be)
 	for (int t = 0; t < 3 && total > 0; t++)
 	{
 		int			at = t == 0 ? 1 : t == 1 ? (total + 1) / 2 : total;
-		pggpu_data *volatile ds = load(be, &D, 0);
-		volatile bool jumped = false;
-		double		C[6 * 3];
-		int64_t		sizes[6];
-		pggpu_kmeans_result r = {0};
-		pggpu_error err = {0};
 
-		if (ds == NULL)
-			break;
-		r.centroids = C;
-		r.sizes = sizes;
-		interrupt_calls = 0;
 		interrupt_jump_at = at;
-		if (setjmp(interrupt_env) == 0)
-			pggpu_kmeans(ds, &p, &r, &err);
-		else
-			jumped = true;
+		CHECK(fit_jumps(be, &D, &p, 1, NULL), "no longjmp out of k-means at callback %d", at);
 		interrupt_jump_at = 0;
-		pggpu_data_close(ds);
-		CHECK(jumped, "no longjmp out of k-means at callback %d", at);
 	}
 	/* still works afterwards */
 	p.check_interrupts = NULL;
@@ -2099,26 +2116,9 @@ test_interrupts_in_pass(void)
 	km_free(&o);
 	for (int at = 5; at <= 15; at += 10)
 	{
-		pggpu_data *volatile ds = load(PGGPU_BACKEND_CPU, &D, 0);
-		volatile bool jumped = false;
-		double		C[3 * 2];
-		int64_t		sizes[3];
-		pggpu_kmeans_result r = {0};
-		pggpu_error err = {0};
-
-		if (ds == NULL)
-			break;
-		r.centroids = C;
-		r.sizes = sizes;
-		interrupt_calls = 0;
 		interrupt_jump_at = at;
-		if (setjmp(interrupt_env) == 0)
-			pggpu_kmeans(ds, &p, &r, &err);
-		else
-			jumped = true;
+		CHECK(fit_jumps(PGGPU_BACKEND_CPU, &D, &p, 1, NULL), "no longjmp out of a pass at callback %d", at);
 		interrupt_jump_at = 0;
-		pggpu_data_close(ds);
-		CHECK(jumped, "no longjmp out of a pass at callback %d", at);
 	}
 	data_free(&D);
 }
@@ -2187,40 +2187,24 @@ cmp_exact(const char *what, const km_out *a, const km_out *b, int64_t n, int k, 
 static void
 threads_longjmp(const dataset *D, int k)
 {
-	double	   *C = (double *) xmalloc(sizeof(double) * k * D->d);
-	int64_t    *sizes = (int64_t *) xmalloc(sizeof(int64_t) * k);
+	pggpu_kmeans_params p = {0};
 
+	p.k = k;
+	p.max_iter = 5;
+	p.seed = 3;
+	p.check_interrupts = jump_if_pending;
 	for (int at = 1; at <= 9; at *= 3)
 	{
-		pggpu_kmeans_params p = {0};
-		pggpu_data *volatile ds = load(PGGPU_BACKEND_CPU, D, 0);
-		volatile bool jumped = false;
-		pggpu_kmeans_result r = {0};
-		pggpu_error err = {0};
+		bool		jumped;
 
-		if (ds == NULL)
-			break;
 		set_case("threads n=%lld d=%d k=%d: longjmp after poll %d", (long long) D->n, D->d, k, at);
-		pggpu_data_set_threads(ds, 4, test_pending);
-		p.k = k;
-		p.max_iter = 5;
-		p.seed = 3;
-		p.check_interrupts = jump_if_pending;
-		r.centroids = C;
-		r.sizes = sizes;
 		pending_polls = 0;
 		pending_from = at;
 		pending_until = INT_MAX;
-		if (setjmp(interrupt_env) == 0)
-			pggpu_kmeans(ds, &p, &r, &err);
-		else
-			jumped = true;
+		jumped = fit_jumps(PGGPU_BACKEND_CPU, D, &p, 4, test_pending);
 		pending_from = 0;
-		pggpu_data_close(ds);
 		CHECK(jumped, "no longjmp out after pending from poll %d (%d polls)", at, pending_polls);
 	}
-	free(C);
-	free(sizes);
 }
 
 /*
