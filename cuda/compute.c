@@ -137,6 +137,13 @@ pggpu_data_set_threads(pggpu_data *ds, int threads, pggpu_pending_fn pending)
 	ds->pending = pending;
 }
 
+void
+pggpu_data_set_interrupts(pggpu_data *ds, pggpu_interrupt_fn fn, void *arg)
+{
+	ds->interrupt = fn;
+	ds->interrupt_arg = arg;
+}
+
 double *
 pggpu_data_batch(pggpu_data *ds)
 {
@@ -553,6 +560,8 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 	double		t0;
 	pggpu_step_stats sst;
 	pggpu_status st = PGGPU_OK;
+	pggpu_interrupt_fn saved_interrupt = ds->interrupt;
+	void	   *saved_arg = ds->interrupt_arg;
 
 	if (k < 1 || k > ds->n)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "k = %d is not in 1..%lld",
@@ -572,8 +581,11 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 						(int64_t) k * d, &e, err));
 	CHECK(ops->km_begin(ds, k, err));
 	ds->k = k;
-	ds->interrupt = p->check_interrupts;
-	ds->interrupt_arg = p->interrupt_arg;
+	if (p->check_interrupts)
+	{
+		ds->interrupt = p->check_interrupts;
+		ds->interrupt_arg = p->interrupt_arg;
+	}
 
 	t0 = pggpu_seconds();
 	switch (p->init)
@@ -637,7 +649,8 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 		CHECK(canonical_order(r, k, d, r->labels, ds->n, err));
 
 done:
-	ds->interrupt = NULL;
+	ds->interrupt = saved_interrupt;
+	ds->interrupt_arg = saved_arg;
 	scratch_free_all(ds);
 	return st;
 }
@@ -656,7 +669,8 @@ pggpu_assign(pggpu_data *ds, const double *centroids, int k, int32_t *labels,
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "k must be at least 1");
 	if (ds->n == 0)
 		return PGGPU_OK;
-	scaled = (double *) malloc(sizeof(double) * k * d);
+	/* scratch: the CPU pass may call the callback, which may longjmp */
+	scaled = (double *) scratch_alloc(ds, sizeof(double) * k * d);
 	if (scaled == NULL)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	CHECK(prepare_scale(ds, centroids, (int64_t) k * d, &e, err));
@@ -671,6 +685,6 @@ pggpu_assign(pggpu_data *ds, const double *centroids, int k, int32_t *labels,
 		for (int64_t i = 0; i < ds->n; i++)
 			distances[i] = ldexp(sqrt(distances[i]), -e);
 done:
-	free(scaled);
+	scratch_free_all(ds);
 	return st;
 }

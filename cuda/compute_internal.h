@@ -40,9 +40,10 @@ struct pggpu_data
 	/* the driver's scratch memory: freed on close too, since the interrupt
 	 * callback may longjmp out of an algorithm */
 	void	   *scratch[4];
-	/* the caller's interrupt callback while pggpu_kmeans runs, else NULL: a
-	 * backend may call it inside long passes over the rows (it may longjmp,
-	 * so nothing may be held then that close would not free) */
+	/* the caller's interrupt callback (pggpu_data_set_interrupts, or
+	 * pggpu_kmeans's while it runs), else NULL: a backend may call it inside
+	 * long passes over the rows (it may longjmp, so nothing may be held then
+	 * that close would not free) */
 	pggpu_interrupt_fn interrupt;
 	void	   *interrupt_arg;
 	int			threads;		/* pggpu_data_set_threads */

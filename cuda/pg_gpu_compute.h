@@ -149,6 +149,12 @@ typedef bool (*pggpu_pending_fn) (void);
  */
 void		pggpu_data_set_threads(pggpu_data *ds, int threads, pggpu_pending_fn pending);
 
+/*
+ * The interrupt callback of pggpu_assign on this set (pggpu_kmeans takes its
+ * own from its params; NULL there keeps this one).  NULL: none (default).
+ */
+void		pggpu_data_set_interrupts(pggpu_data *ds, pggpu_interrupt_fn fn, void *arg);
+
 typedef struct pggpu_kmeans_params
 {
 	int			k;

@@ -242,6 +242,7 @@ pg_gpu_data_open(pggpu_backend backend, int d, int64 expected_rows)
 						   pg_gpu_cpu_threads >= 1 ? pg_gpu_cpu_threads :
 						   1 + max_parallel_workers_per_gather,
 						   interrupt_pending);
+	pggpu_data_set_interrupts(data->ds, pg_gpu_check_interrupts, NULL);
 	return data;
 }
 

@@ -2094,8 +2094,11 @@ test_interrupts_in_pass(void)
 	const int64_t n = 40000;	/* 10 blocks of 4096 rows a pass */
 	int			passes;
 
+	int32_t    *o_labels;
+
 	set_case("interrupts inside CPU passes");
 	gen_blobs(&D, n, 2, k, 20.0, 37);
+	o_labels = (int32_t *) xmalloc(sizeof(int32_t) * n);
 	p.k = k;
 	p.max_iter = 2;
 	p.tol = 0;
@@ -2120,6 +2123,31 @@ test_interrupts_in_pass(void)
 		CHECK(fit_jumps(PGGPU_BACKEND_CPU, &D, &p, 1, NULL), "no longjmp out of a pass at callback %d", at);
 		interrupt_jump_at = 0;
 	}
+	/* pggpu_assign: the set's own callback (pggpu_data_set_interrupts), in its pass */
+	for (int at = 0; at <= 5; at += 5)
+	{
+		pggpu_data *volatile ds = load(PGGPU_BACKEND_CPU, &D, 0);
+		volatile bool jumped = false;
+		pggpu_error err = {0};
+
+		if (ds == NULL)
+			break;
+		pggpu_data_set_interrupts(ds, on_interrupt, &marker);
+		interrupt_calls = 0;
+		interrupt_jump_at = at;
+		if (setjmp(interrupt_env) == 0)
+			CHECK(pggpu_assign(ds, D.X, k, o_labels, NULL, &err) == PGGPU_OK, "assign: %s", err.msg);
+		else
+			jumped = true;
+		interrupt_jump_at = 0;
+		pggpu_data_close(ds);
+		if (at == 0)
+			CHECK(interrupt_calls >= 10, "assign: callback ran %d times in a pass of %lld rows",
+				  interrupt_calls, (long long) n);
+		else
+			CHECK(jumped, "no longjmp out of assign at callback %d", at);
+	}
+	free(o_labels);
 	data_free(&D);
 }
 
