@@ -19,10 +19,10 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <sched.h>
 #include <string.h>
 
 #define RB 32					/* rows in a block; divides every tile */
@@ -37,7 +37,7 @@
  * result to the last bit; up to PART_ROWS rows are one part, summed exactly
  * as one loop over the rows sums them.
  */
-#define PART_ROWS 65536			/* rows of a part, at least (a multiple of RB) */
+#define PART_ROWS 65536			/* ceil(n / PART_ROWS) parts, capped below */
 #define MAX_PARTS 64
 #define PART_SUMS_BYTES ((int64_t) 32 << 20)	/* all parts' sums, at most */
 

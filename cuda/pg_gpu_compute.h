@@ -9,7 +9,9 @@
  * except through the caller's own interrupt callback.
  *
  * Threads: data sets and the k-means calls on them may be used by several
- * threads at once, one data set a thread (the unit tests do).  Matrix
+ * threads at once, one data set a thread (the unit tests do).  The CPU
+ * backend's passes may start threads of their own (pggpu_data_set_threads),
+ * joined before the call returns; they never call back.  Matrix
  * products and the pinned-buffer cache are for one thread (a PostgreSQL
  * backend).
  */
