@@ -50,7 +50,7 @@ typedef struct __attribute__((aligned(64))) part
 	double		inertia;
 	double	   *sums;			/* k x d, or NULL: the state's own */
 	int64_t    *cnt;			/* k, or NULL: the state's own */
-	double		best;			/* k-means++ draw: best key, its row */
+	double		best;			/* k-means++ draw: best key, its block */
 	int64_t		row;
 } part;
 
@@ -243,7 +243,9 @@ cpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	int64_t		n = ds->n > 0 ? ds->n : 1;
 	int64_t		kd = (int64_t) k * ds->d;
 	int			nparts = choose_parts(ds->n, k, ds->d);
-	int64_t		span = ((ds->n + nparts - 1) / nparts + RB - 1) / RB * RB;
+	/* whole blocks of the draw (PGGPU_DRAW_ROWS, a multiple of RB) */
+	int64_t		span = ((ds->n + nparts - 1) / nparts + PGGPU_DRAW_ROWS - 1) /
+		PGGPU_DRAW_ROWS * PGGPU_DRAW_ROWS;
 	int			threads = ds->threads > 1 ? ds->threads : 1;
 
 	if (threads > nparts)
@@ -441,88 +443,47 @@ point_block(const double *x, int64_t b, int d, const double *cc, double *w, bool
 }
 
 /*
- * Both picks minimise a key, lowest row on ties: SAMPLE uses -log(u_i) / w_i
- * (an exponential race: row i wins with probability w_i / sum w), FARTHEST
- * uses -dist2 (rows already on their centroid never qualify: re-seeding an
- * empty cluster with one would change nothing).  backend_gpu.cu computes the
- * same keys.
- *
- * The race over rows [i0, i1), on from (*best, *row).  Since -log(u) >=
- * 1 - u, a row with 1 - u > best * w (with a margin far above the rounding
- * of either side) cannot win and needs no log: after the first few rows
- * best is small, and almost every row is settled by its hash alone.  The
- * winner is the one the plain loop finds.
+ * Both picks minimise a key, lowest row on ties: SAMPLE is the two-stage
+ * exponential race of compute_internal.h (blocks by their weight, then a
+ * row of the winning block), FARTHEST uses -dist2 (rows already on their
+ * centroid never qualify: re-seeding an empty cluster with one would change
+ * nothing).  backend_gpu.cu computes the same keys.
  */
-static inline void
-race_row(double wi, double u, int64_t i, double *best, int64_t *row)
+
+/* stage 1 of the draw for the block at rows i0 ..: on from (*best, *blk) */
+static void
+race_block(const double *dist2, int64_t i0, int64_t n, uint64_t key, double *best,
+		   int64_t *blk)
 {
-	double		kv = -log(u) / wi;
+	int64_t		b = i0 / PGGPU_DRAW_ROWS;
+	double		kv = pggpu_draw_key(key, b, pggpu_draw_weight(dist2, i0, n));
 
 	if (kv < *best)
 	{
 		*best = kv;
-		*row = i;
+		*blk = b;
 	}
 }
 
-/* pggpu_mix64 on a vector of 8 */
-#define MIX64_V(z) \
-	do { \
-		(z) += 0x9e3779b97f4a7c15ULL; \
-		(z) = ((z) ^ ((z) >> 30)) * 0xbf58476d1ce4e5b9ULL; \
-		(z) = ((z) ^ ((z) >> 27)) * 0x94d049bb133111ebULL; \
-		(z) ^= (z) >> 31; \
-	} while (0)
-
-/*
- * The race over the block of rows i0 .. i0 + RB - 1: pggpu_uniform of 8 rows
- * at a time; the log only for rows whose bound does not lose against the
- * best key at the block's start (a superset of those that can win).
- */
-CLONES static void
-race_block(const double *w, int64_t i0, uint64_t key, double *best, int64_t *row)
+/* stage 2: the row drawn in block blk (-1: none) */
+static int64_t
+race_rows(const double *dist2, int64_t blk, int64_t n, uint64_t key)
 {
-	double		bk = *best;
+	uint64_t	k2 = pggpu_draw_row_key(key);
+	double		best = INFINITY;
+	int64_t		row = -1;
 
-	for (int v = 0; v < NV; v++)
+	for (int64_t i = blk * PGGPU_DRAW_ROWS; blk >= 0 && i < n && i < (blk + 1) * PGGPU_DRAW_ROWS; i++)
 	{
-		vu			z = (vu) {0, 1, 2, 3, 4, 5, 6, 7} + (uint64_t) (i0 + v * VW);
-		vd			u,
-					wv;
-		vl			cand;
+		double		kv = pggpu_draw_key(k2, i, dist2[i]);
 
-		MIX64_V(z);
-		z ^= key;
-		MIX64_V(z);
-		u = __builtin_convertvector((z >> 11) + 1, vd) * (1.0 / 9007199254740992.0);
-		LOAD_VD(wv, w + v * VW);
-		cand = (vl) (wv > 0) & ~(vl) (1.0 - u > bk * wv * (1.0 + 1e-9));
-		for (int q = 0; q < VW; q++)
-			if (cand[q])
-				race_row(wv[q], u[q], i0 + v * VW + q, &bk, row);
+		if (kv < best)
+		{
+			best = kv;
+			row = i;
+		}
 	}
-	*best = bk;
-}
-
-/* the race over rows [i0, i1), i0 a multiple of RB, on from (*best, *row) */
-static void
-race(const double *w, int64_t i0, int64_t i1, uint64_t key, double *best,
-	 int64_t *row)
-{
-	int64_t		i = i0;
-
-	for (; i + RB <= i1; i += RB)
-		race_block(w + i, i, key, best, row);
-	for (; i < i1; i++)
-	{
-		double		u;
-
-		if (!(w[i] > 0))
-			continue;			/* key +infinity */
-		u = pggpu_uniform(key, i);
-		if (!(1.0 - u > *best * w[i] * (1.0 + 1e-9)))
-			race_row(w[i], u, i, best, row);
-	}
+	return row;
 }
 
 /* ---- passes over the rows, in parts, on one or more threads -------------- */
@@ -677,8 +638,10 @@ point_rows(pass *ps, part *pt, int t, bool caller)
 			return;
 		}
 		point_block(block_at(ds, i0), TILE(ds), ds->d, ps->cc, s->dist2 + i0, ps->set);
-		if (ps->key)
-			race(s->dist2, i0, i0 + rows, *ps->key, &pt->best, &pt->row);
+		/* a block of the draw is complete (parts hold whole ones, but the last) */
+		if (ps->key && ((i0 + RB) % PGGPU_DRAW_ROWS == 0 || i0 + rows == ds->n))
+			race_block(s->dist2, i0 / PGGPU_DRAW_ROWS * PGGPU_DRAW_ROWS, ds->n, *ps->key,
+					   &pt->best, &pt->row);
 	}
 	pt->pos = pt->end;
 }
@@ -875,7 +838,7 @@ cpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_
 	pass_run(&ps);
 	if (next_key)
 	{
-		/* the parts in order: the first row of the smallest key */
+		/* the parts in order: the first block of the smallest key; its row */
 		for (int i = 0; i < s->nparts; i++)
 			if (s->parts[i].start < s->parts[i].end && s->parts[i].best < bk)
 			{
@@ -884,7 +847,7 @@ cpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_
 			}
 		s->drawn = true;
 		s->drawn_key = *next_key;
-		s->drawn_row = br;
+		s->drawn_row = race_rows(s->dist2, br, ds->n, *next_key);
 	}
 	return PGGPU_OK;
 }
@@ -902,7 +865,11 @@ cpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *e
 		if (s->drawn && s->drawn_key == key)
 			br = s->drawn_row;
 		else
-			race(s->dist2, 0, ds->n, key, &best, &br);
+		{
+			for (int64_t i0 = 0; i0 < ds->n; i0 += PGGPU_DRAW_ROWS)
+				race_block(s->dist2, i0, ds->n, key, &best, &br);
+			br = race_rows(s->dist2, br, ds->n, key);
+		}
 		*row = br;
 		return PGGPU_OK;
 	}

@@ -189,6 +189,49 @@ block_pick_min(double *bk, long long *br)
 				*bk = sk[w], *br = sr[w];
 }
 
+/*
+ * S_b of a block of the draw (compute_internal.h) from a warp: lane l holds
+ * w of rows 32 r + l, r = 0..7; every lane gets the sum.  The butterfly
+ * adds lane l's and lane l ^ h's sums in both: the same value (a + b = b + a),
+ * the order of pggpu_draw_weight.
+ */
+__device__ __forceinline__ double
+warp_draw_weight(const double (&w)[PGGPU_DRAW_ROWS / 32])
+{
+	double		s = 0.0;
+
+#pragma unroll
+	for (int r = 0; r < PGGPU_DRAW_ROWS / 32; r++)
+		s = __dadd_rn(s, w[r]);
+	for (int o = 16; o > 0; o >>= 1)
+		s = __dadd_rn(s, __shfl_xor_sync(FULL, s, o));
+	return s;
+}
+
+/*
+ * Stage 2 of the draw, by the whole block (blockDim.x a multiple of 32):
+ * the row drawn in block blk of the draw (-1: none), in thread 0.
+ */
+__device__ long long
+block_draw_row(const double *dist2, int64_t n, long long blk, uint64_t key)
+{
+	uint64_t	k2 = pggpu_draw_row_key(key);
+	double		bk = INFINITY;
+	long long	br = LLONG_MAX;
+
+	for (int q = threadIdx.x; blk >= 0 && q < PGGPU_DRAW_ROWS; q += blockDim.x)
+	{
+		int64_t		i = blk * PGGPU_DRAW_ROWS + q;
+		double		kv = i < n ? pggpu_draw_key(k2, i, dist2[i]) : INFINITY;
+
+		if (pick_better(kv, i, bk, br))
+			bk = kv, br = i;
+	}
+	__syncthreads();			/* block_pick_min's shared memory may be in use */
+	block_pick_min(&bk, &br);
+	return bk == INFINITY ? -1 : br;
+}
+
 /* ---- kernels -------------------------------------------------------------- */
 
 __global__ void
@@ -962,6 +1005,8 @@ seed_prep_kernel(const double *__restrict__ X, int d, int log_b, int64_t row,
 #define PP_L2_FETCH 32
 #define PP_SMEM (24 * 1024)		/* the centre, and the separations when they fit */
 
+static_assert(PP_R * 32 == PGGPU_DRAW_ROWS, "a warp's rows of pp_step_kernel: one block of the draw");
+
 template <bool SET>
 __global__ void __launch_bounds__(BLOCK)
 pp_step_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
@@ -1071,38 +1116,19 @@ draw:
 		if (!pick)
 			continue;
 
-		/*
-		 * The draw: every lane holds the warp's best (key, row) so far, so
-		 * that few rows pass the test below and the logarithm's code runs
-		 * in few rounds of a warp.
-		 */
+		/* stage 1 of the draw: the warp's rows are one block of it */
 		{
-			bool		better = false;
+			double		wt[PP_R];
 
 #pragma unroll
 			for (int r = 0; r < PP_R; r++)
-			{
-				int64_t		i = i0 + r * 32 + lane;
+				wt[r] = i0 + r * 32 + lane < n ? pggpu_draw_w(D[r]) : 0.0;
 
-				if (i < n && D[r] > 0)
-				{
-					double		u = pggpu_uniform(key, i);
+			long long	blk = i0 / PGGPU_DRAW_ROWS;
+			double		kv = pggpu_draw_key(key, blk, warp_draw_weight(wt));
 
-					/*
-					 * -log(u) >= 1 - u: a row whose bound already loses to
-					 * the best by more than the rounding needs no logarithm.
-					 */
-					if (!(1.0 - u > bk * D[r] * (1.0 + 0x1p-40)))
-					{
-						double		kv = -log(u) / D[r];
-
-						if (pick_better(kv, i, bk, br))
-							bk = kv, br = i, better = true;
-					}
-				}
-			}
-			if (__any_sync(FULL, better))
-				warp_pick_min(&bk, &br);
+			if (pick_better(kv, blk, bk, br))
+				bk = kv, br = blk;
 		}
 	}
 	if (!pick)
@@ -1133,6 +1159,7 @@ pp_step_smem(int d, int c, bool set)
  */
 __global__ void
 pp_next_kernel(const double *part_key, const long long *part_row, int nparts,
+			   const double *dist2, int64_t n, uint64_t key,
 			   const double *__restrict__ X, int d, int log_b, double *C, int c,
 			   double *sep, long long *rows, dev_stats *stats)
 {
@@ -1152,7 +1179,11 @@ pp_next_kernel(const double *part_key, const long long *part_row, int nparts,
 			bk = part_key[b], br = part_row[b];
 	block_pick_min(&bk, &br);
 	if (threadIdx.x == 0)
-		s_row = bk == INFINITY ? -1 : br;
+		s_row = bk == INFINITY ? -1 : br;	/* the block of the draw */
+	__syncthreads();
+	br = block_draw_row(dist2, n, s_row, key);
+	if (threadIdx.x == 0)
+		s_row = br;
 	__syncthreads();
 	if (s_row < 0)
 	{
@@ -1173,7 +1204,11 @@ pp_next_kernel(const double *part_key, const long long *part_row, int nparts,
 		sep[a] = row_dist(C + (int64_t) a * d, d, 0, cn);
 }
 
-/* first stage of a pick: the best (key, row) of each block; see backend_cpu.c */
+/*
+ * First stage of a pick, the best (key, item) of each CUDA block: FARTHEST,
+ * rows by -dist2; SAMPLE, stage 1 of the draw (compute_internal.h), a warp
+ * per block of the draw.  See backend_cpu.c.
+ */
 __global__ void
 pick_kernel(const double *dist2, int64_t n, int mode, uint64_t key,
 			double *part_key, long long *part_row)
@@ -1181,19 +1216,40 @@ pick_kernel(const double *dist2, int64_t n, int mode, uint64_t key,
 	double		bk = INFINITY;
 	long long	br = LLONG_MAX;
 
-	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
-		 i += (int64_t) gridDim.x * blockDim.x)
+	if (mode == PGGPU_PICK_SAMPLE)
 	{
-		double		w = dist2[i];
-		double		kv;
+		int			lane = threadIdx.x & 31;
+		int64_t		nb = (n + PGGPU_DRAW_ROWS - 1) / PGGPU_DRAW_ROWS;
 
-		if (mode == PGGPU_PICK_SAMPLE)
-			kv = w > 0 ? -log(pggpu_uniform(key, i)) / w : INFINITY;
-		else
-			kv = w > 0 ? -w : INFINITY;
-		if (pick_better(kv, i, bk, br))
-			bk = kv, br = i;
+		for (int64_t blk = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5; blk < nb;
+			 blk += ((int64_t) gridDim.x * blockDim.x) >> 5)
+		{
+			double		w[PGGPU_DRAW_ROWS / 32];
+
+#pragma unroll
+			for (int r = 0; r < PGGPU_DRAW_ROWS / 32; r++)
+			{
+				int64_t		i = blk * PGGPU_DRAW_ROWS + r * 32 + lane;
+
+				w[r] = i < n ? pggpu_draw_w(dist2[i]) : 0.0;
+			}
+
+			double		kv = pggpu_draw_key(key, blk, warp_draw_weight(w));
+
+			if (pick_better(kv, blk, bk, br))
+				bk = kv, br = blk;
+		}
 	}
+	else
+		for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
+			 i += (int64_t) gridDim.x * blockDim.x)
+		{
+			double		w = dist2[i];
+			double		kv = w > 0 ? -w : INFINITY;
+
+			if (pick_better(kv, i, bk, br))
+				bk = kv, br = i;
+		}
 	block_pick_min(&bk, &br);
 	if (threadIdx.x == 0)
 	{
@@ -1202,11 +1258,12 @@ pick_kernel(const double *dist2, int64_t n, int mode, uint64_t key,
 	}
 }
 
-/* second stage, one block: the minimum of the per-block bests */
+/* second stage, one block: the minimum of the per-block bests; SAMPLE: stage 2 in its block */
 __global__ void
 pick_final_kernel(const double *part_key, const long long *part_row, int nparts,
-				  int mode, double *dist2, dev_stats *stats)
+				  int mode, uint64_t key, double *dist2, int64_t n, dev_stats *stats)
 {
+	__shared__ long long s_blk;
 	double		bk = INFINITY;
 	long long	br = LLONG_MAX;
 
@@ -1214,10 +1271,17 @@ pick_final_kernel(const double *part_key, const long long *part_row, int nparts,
 		if (pick_better(part_key[b], part_row[b], bk, br))
 			bk = part_key[b], br = part_row[b];
 	block_pick_min(&bk, &br);
-	if (threadIdx.x != 0)
-		return;
 	if (bk == INFINITY)
 		br = -1;
+	if (mode == PGGPU_PICK_SAMPLE)
+	{
+		if (threadIdx.x == 0)
+			s_blk = br;
+		__syncthreads();
+		br = block_draw_row(dist2, n, s_blk, key);
+	}
+	if (threadIdx.x != 0)
+		return;
 	if (mode == PGGPU_PICK_FARTHEST && br >= 0)
 		dist2[br] = -1.0;
 	stats->pick_key = bk;
@@ -1880,8 +1944,8 @@ pp_batch(pggpu_data *ds, int c0, int c1, const uint64_t *keys, pggpu_error *err)
 		bool		pick = c + 1 < ds->k;
 
 		pp_next_kernel<<<(unsigned) ((c + 255) / 256), 256, sizeof(double) * ds->d, s->stream>>>(
-			s->pick_key, s->pick_row, s->pick_parts, s->X, ds->d, ds->log_b, s->C, c, s->sep,
-			s->pp_rows, stalled);
+			s->pick_key, s->pick_row, s->pick_parts, s->dist2, ds->n, keys[c - c0], s->X, ds->d,
+			ds->log_b, s->C, c, s->sep, s->pp_rows, stalled);
 		LAUNCHED(pp_next_kernel);
 		if ((st = pp_launch_step(ds, c, false, pick, pick ? keys[c - c0 + 1] : 0, stalled, err)) != PGGPU_OK)
 			return st;
@@ -1951,7 +2015,8 @@ gpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *e
 		LAUNCHED(pick_kernel);
 	}
 	s->pick_ready = false;
-	pick_final_kernel<<<1, 1024, 0, s->stream>>>(s->pick_key, s->pick_row, grid, mode, s->dist2, s->stats);
+	pick_final_kernel<<<1, 1024, 0, s->stream>>>(s->pick_key, s->pick_row, grid, mode, key,
+												  s->dist2, ds->n, s->stats);
 	LAUNCHED(pick_final_kernel);
 	if ((st = fetch_stats(s, err)) != PGGPU_OK)
 		return st;

@@ -385,10 +385,11 @@ done:
 /*
  * k-means++ (Arthur & Vassilvitskii): the first centre uniformly, each next
  * one drawn with probability proportional to the squared distance to the
- * nearest centre so far.  The draw is an exponential race (the row with the
- * smallest -log(u_i) / D_i^2 wins, u_i from a counter-based hash of the seed,
- * the step and the row), so it needs one reduction and comes out the same on
- * every backend.  When every distance is 0 (fewer distinct rows than k), the
+ * nearest centre so far.  The draw is two exponential races (a block of
+ * rows by the sum of its D_i^2, then a row of that block by its D_i^2; see
+ * PGGPU_DRAW_ROWS in compute_internal.h), each key -log(u) / weight with u
+ * from a counter-based hash of the seed, the step and the block or row, so
+ * it needs one reduction and comes out the same on every backend.  When every distance is 0 (fewer distinct rows than k), the
  * next unchosen row is taken.
  */
 /* the key of the draw of centre c */

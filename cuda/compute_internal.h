@@ -16,6 +16,8 @@
 
 #include "pg_gpu_compute.h"
 
+#include <math.h>
+
 #ifdef __CUDACC__
 #define PGGPU_HD __host__ __device__ __forceinline__
 #else
@@ -177,6 +179,73 @@ pggpu_uniform(uint64_t key, int64_t i)
 	uint64_t	h = pggpu_mix64(key ^ pggpu_mix64((uint64_t) i));
 
 	return (double) ((h >> 11) + 1) * (1.0 / 9007199254740992.0);
+}
+
+/*
+ * The PGGPU_PICK_SAMPLE draw (k-means++): row i with probability w_i / sum w,
+ * w_i = dist2[i] where it is > 0, else 0, in two exponential races, so that
+ * a pass needs one hash and one logarithm per block of rows, not per row:
+ *
+ *  1. Blocks of PGGPU_DRAW_ROWS consecutive rows (block b: rows 256 b ..,
+ *     the last one cut at n).  The block's weight S_b: lane l (0..31) sums
+ *     w of rows 256 b + 32 r + l, r = 0..7, in order from 0.0; then for
+ *     h = 16, 8, 4, 2, 1, lane l < h adds lane l + h's sum to its own;
+ *     S_b is lane 0's (pggpu_draw_weight: the order a warp's butterfly of
+ *     shuffles has, since a + b = b + a exactly).  The block with the least
+ *     -log(pggpu_uniform(key, b)) / S_b (S_b > 0; lowest b on ties) wins:
+ *     block b with probability S_b / sum S.
+ *  2. In it, the row with the least -log(pggpu_uniform(pggpu_draw_row_key(
+ *     key), i)) / w_i (w_i > 0; lowest i on ties): row i with probability
+ *     w_i / S_b.
+ *
+ * No block of weight > 0: no row.  Both backends compute the same keys, so
+ * they draw the same rows.
+ */
+#define PGGPU_DRAW_ROWS 256
+#define PGGPU_DRAW_LANES 32
+
+/* the key of stage 2 of the draw under key */
+PGGPU_HD uint64_t
+pggpu_draw_row_key(uint64_t key)
+{
+	return pggpu_mix64(key ^ 0xd1b54a32d192ed03ULL);
+}
+
+/* w_i as the draw counts it */
+PGGPU_HD double
+pggpu_draw_w(double d2)
+{
+	return d2 > 0 ? d2 : 0.0;
+}
+
+/* the key of the race for item i (block or row) of weight w under key */
+PGGPU_HD double
+pggpu_draw_key(uint64_t key, int64_t i, double w)
+{
+	return w > 0 ? -log(pggpu_uniform(key, i)) / w : INFINITY;
+}
+
+/* S_b of the block at rows i0 .. (i0 a multiple of PGGPU_DRAW_ROWS), rows < n */
+PGGPU_HD double
+pggpu_draw_weight(const double *dist2, int64_t i0, int64_t n)
+{
+	double		s[PGGPU_DRAW_LANES];
+
+	for (int l = 0; l < PGGPU_DRAW_LANES; l++)
+	{
+		s[l] = 0.0;
+		for (int r = 0; r < PGGPU_DRAW_ROWS / PGGPU_DRAW_LANES; r++)
+		{
+			int64_t		i = i0 + r * PGGPU_DRAW_LANES + l;
+
+			if (i < n)
+				s[l] = s[l] + pggpu_draw_w(dist2[i]);
+		}
+	}
+	for (int h = PGGPU_DRAW_LANES / 2; h > 0; h >>= 1)
+		for (int l = 0; l < h; l++)
+			s[l] = s[l] + s[l + h];
+	return s[0];
 }
 
 /* element (i, j) of tiled SoA storage */
