@@ -85,11 +85,13 @@ struct gpu_state
 	bool		pick_ready;
 	uint64_t	pick_ready_key;
 	int			pick_parts;		/* blocks whose partial picks it left */
-	double	   *sep;			/* k: separations from the newest centre */
+	float	   *sep;			/* k: separations from the newest centre (rounded down) */
+	double	   *wsum;			/* the blocks' weights in the draw, while seeding */
 	long long  *pp_rows;		/* k: the rows km_pp_steps drew */
 	int			pp_blocks_per_sm;	/* pp_step_kernel's occupancy, 0: not known yet */
 	void	   *tc_ws;			/* assign_tc.cu's workspace, when it labels */
-	bool		labels_seeding;	/* labels hold the nearest centre while seeding */
+	bool		labels_seeding;	/* labels hold pp_pack's words while seeding */
+	bool		x_rows;			/* X lies by rows (see x_at) */
 	dev_stats  *stats;			/* device */
 	dev_stats  *stats_h;		/* pinned mirror */
 	unsigned long long *cnt_h;	/* pinned, k */
@@ -941,85 +943,178 @@ row_dist(const double *__restrict__ xi, int d, int log_b, const double *c)
 }
 
 /*
+ * While seeding, the data may lie "by rows" (x_rows in gpu_state): in each
+ * group of 32 rows of a tile, whose d columns are d runs of 32 doubles a
+ * tile apart, value j of the group's row r is at position p = r d + j of the
+ * runs taken in order (run p / 32, place p % 32), so a row's values are
+ * contiguous (across at most ceil(d / 32) + 1 runs): a k-means++ step reads
+ * the few rows it measures, scattered, in 2 sectors of 32 bytes a row at
+ * d = 8, not 8.  The same memory, permuted in place (x_layout_kernel);
+ * every other kernel wants the columns, and gets them back first.
+ */
+#define X_ROWS_MAX_D 32
+
+__device__ __forceinline__ int64_t
+x_at(int64_t i, int j, int d, int log_b, bool rows)
+{
+	if (!rows)
+		return pggpu_at(i, j, d, log_b);
+
+	int64_t		t = (i >> log_b) * ((int64_t) d << log_b);
+	int			q = (int) (i & (((int64_t) 1 << log_b) - 1));
+	int			p = (q & 31) * d + j;
+
+	return t + ((int64_t) (p >> 5) << log_b) + (q & ~31) + (p & 31);
+}
+
+/* a warp a group of 32 rows: columns to rows (to_rows) or back */
+__global__ void
+x_layout_kernel(double *X, int64_t groups, int d, int log_b, bool to_rows)
+{
+	extern __shared__ double xs[];
+	int			lane = threadIdx.x & 31;
+	double	   *w = xs + (threadIdx.x >> 5) * 32 * d;
+	int64_t		gi = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5;
+	int64_t		base;
+
+	if (gi >= groups)
+		return;
+	base = (gi >> (log_b - 5)) * ((int64_t) d << log_b) + ((gi & ((1 << (log_b - 5)) - 1)) << 5);
+	for (int r = 0; r < d; r++)
+		w[to_rows ? lane * d + r : r * 32 + lane] = X[base + ((int64_t) r << log_b) + lane];
+	__syncwarp();
+	for (int r = 0; r < d; r++)
+		X[base + ((int64_t) r << log_b) + lane] = w[to_rows ? r * 32 + lane : lane * d + r];
+}
+
+/*
  * Triangle-inequality pruning of a k-means++ step: a row whose nearest
  * centre a is at squared distance D cannot come closer to a new centre c
  * when |c - C[a]|^2 >= 4 D (then |x - c| >= |c - C[a]| - |x - C[a]| >=
- * |x - C[a]|).  The margin 2^-20 dwarfs the rounding of both sides, so a
- * pruned row is one whose computed distance could not have been below D;
- * D == 0 can never decrease.  Below 2^-960 rounding is no longer relative:
- * no pruning there.
+ * |x - C[a]|).  The step tests it in float32 on bounds: |c - C[a]|^2
+ * (computed in float64) rounded down, D by an upper bound (the row's word,
+ * below), with a margin of 2^-19 rounded up, which dwarfs the rounding of
+ * the float64 distances on both sides: a pruned row is one whose computed
+ * distance could not have been below D.  D == 0 can never decrease.  Below
+ * 2^-100 the bound is no longer within a factor of 2 of D: no pruning there.
  */
-#define PRUNE_MARGIN (1.0 + 0x1p-20)
-#define PRUNE_MIN_D 0x1p-960
+#define PRUNE_MARGIN_F (1.0f + 0x1p-19f)
+#define PRUNE_MIN_F 0x1p-100f
+
+/*
+ * While seeding, labels hold a word a row: the low lb bits its nearest
+ * centre (lb = bits of k - 1), the others an upper bound of its distance D
+ * (float32, rounded up, then up to a multiple of 2^lb in its bits: positive
+ * floats order as their bits, and +inf, 0x7f800000, is such a multiple for
+ * lb <= 23).  A step then reads 4 bytes a row, not 12 (D and the label),
+ * and D itself only where the bound does not settle the row.  For lb > 23
+ * (k > 2^23) the word is the label and the bound is D's own.
+ */
+#define PP_LB_MAX 23
+
+static __host__ __device__ __forceinline__ int
+pp_lbits(int k)
+{
+	int			b = 1;
+
+	while (b < 31 && ((int64_t) 1 << b) < k)
+		b++;
+	return b;
+}
+
+__device__ __forceinline__ uint32_t
+pp_pack(double D, int lab, int lb)
+{
+	uint32_t	m = (1u << lb) - 1;
+	uint32_t	b = __float_as_uint(__double2float_ru(D));
+
+	if (lb > PP_LB_MAX)
+		return (uint32_t) lab;
+	b = b >= 0x7f800000u ? 0x7f800000u : (b + m) & ~m;	/* NaN: +inf */
+	return b | (uint32_t) lab;
+}
 
 /*
  * Before a k-means++ step: C[c] := X[row], and with prune sep[a] :=
- * |C[c] - C[a]|^2 for every earlier centre a < c (one thread each).
+ * |C[c] - C[a]|^2 for every earlier centre a < c (one thread each),
+ * rounded down to float32 (the step's pruning test is in float32).
  */
 __global__ void
-seed_prep_kernel(const double *__restrict__ X, int d, int log_b, int64_t row,
-				 double *C, int c, bool prune, double *sep)
+seed_prep_kernel(const double *__restrict__ X, int d, int log_b, bool rows, int64_t row,
+				 double *C, int c, bool prune, float *sep)
 {
 	extern __shared__ double cn[];
 	int			a = blockIdx.x * blockDim.x + threadIdx.x;
 
 	for (int j = threadIdx.x; j < d; j += blockDim.x)
 	{
-		cn[j] = X[pggpu_at(row, j, d, log_b)];
+		cn[j] = X[x_at(row, j, d, log_b, rows)];
 		if (blockIdx.x == 0)
 			C[(int64_t) c * d + j] = cn[j];
 	}
 	__syncthreads();
 	if (prune && a < c)
-		sep[a] = row_dist(C + (int64_t) a * d, d, 0, cn);
+		sep[a] = __double2float_rd(row_dist(C + (int64_t) a * d, d, 0, cn));
 }
 
 /*
  * One k-means++ step for the centre c (SET: the first, dist2 := |x - C[c]|^2;
- * else dist2 := the min with it), labels := the nearest centre so far (for
- * the pruning).  With pick, the same pass makes the first stage of the next
- * PGGPU_PICK_SAMPLE with key (as pick_kernel would on the new dist2).
+ * else dist2 := the min with it); the rows' words (pp_pack) follow, and
+ * wsum[b] := S_b, the weight of each block b of the draw (compute_internal.h).
+ * With pick, the same pass makes stage 1 of the next PGGPU_PICK_SAMPLE with
+ * key (as pick_kernel would on the new dist2).
  *
- * Most rows are pruned by the triangle inequality, so the work per row
- * counts as much as the bytes.  A warp takes PP_R * 32 consecutive rows:
- * coalesced loads of their distances and labels, the pruning test, then the
- * rows left are listed (ballot) and measured a lane each, PP_CH columns at a
- * time: a row stops being read once its partial sum reaches D (the terms
- * are >= 0 and rounding is monotone, so the full sum could not be below D:
- * the result is that of the whole sum).  Then every lane draws for its rows.
- * stats, when not NULL: nothing to do once a draw of km_pp_steps failed.
+ * A warp takes PP_R * 32 = PGGPU_DRAW_ROWS consecutive rows, one block of
+ * the draw: coalesced loads of their words (those of the warp's next rows
+ * in flight meanwhile), the pruning test, then the rows left are listed
+ * (ballot) and measured a lane each, PP_CH columns at a time: a row stops
+ * being read once its partial sum reaches the bound of D (the terms are >= 0
+ * and rounding is monotone, so the full sum could not be below D: the
+ * result is that of the whole sum), and D itself is read only for a row
+ * whose whole sum is below the bound.  S_b is recomputed from dist2 (in the
+ * order of pggpu_draw_weight) only when a row of the block came closer,
+ * else read back.  stats, when not NULL: nothing to do once a draw of
+ * km_pp_steps failed.  rows: X lies by rows (x_at), so PP_CH = 4 columns
+ * are one sector.
  *
- * Measured (ncu, H100, N = 10^7, d = 8, k = 1024, a step near c = 600):
- * 93 us, DRAM 1.7 TB/s (51%), issue 0.63 a scheduler, 32 warps an SM
- * (53 registers); about 180 instructions a row (the draw's two SplitMix64
- * hashes a third of them), and 3.4% of the rows measured, each by dependent
- * round trips of 2 columns, of which about 1 in 40 comes closer.  So the
- * step is bound by latency and issue, not bytes: a variant that reads a
- * 4-byte word a row (label and a float32 bound of D) instead of 12 bytes
- * halved the DRAM bytes (159 -> 84 MB) and took 91 us (branch
- * wip/pp-step-words).  pp_next_kernel adds 6.6 us a step.
+ * Measured (H100, N = 10^7, d = 8, k = 1024, ncu at a step near c = 600):
+ * the rows the pruning leaves (scattered) are what costs; by columns each
+ * took up to 8 sectors, and a step 107 us at 182 MB read (DRAM 52%: random
+ * sectors); by rows, PP_CH = 4: 81 us at 116 MB, and the whole seeding
+ * 122 -> 95 ms (PP_CH = 2: 111 ms, 8: 117 ms; 4 blocks an SM, 64 registers:
+ * 1% better than 3 at 83).  The 4-byte words alone (not the layout) saved
+ * nothing against 12 bytes: 182 against 182 MB, the scattered rows being
+ * most of it.
  */
 #define PP_R 8
-#define PP_CH 2
+#ifndef PP_CH
+#define PP_CH 4
+#endif
 #define PP_WARPS (BLOCK / 32)
 #define PP_L2_FETCH 32
 #define PP_SMEM (24 * 1024)		/* the centre, and the separations when they fit */
 
 static_assert(PP_R * 32 == PGGPU_DRAW_ROWS, "a warp's rows of pp_step_kernel: one block of the draw");
 
+#ifndef PP_MIN_BLOCKS
+#define PP_MIN_BLOCKS 4			/* __launch_bounds__ blocks per SM of pp_step_kernel */
+#endif
+
 template <bool SET>
-__global__ void __launch_bounds__(BLOCK)
-pp_step_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
-			   const double *__restrict__ C, int c, const double *__restrict__ sep,
-			   int32_t *labels, double *dist2, bool pick, uint64_t key,
+__global__ void __launch_bounds__(BLOCK, PP_MIN_BLOCKS)
+pp_step_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, bool rows,
+			   const double *__restrict__ C, int c, const float *__restrict__ sep, int lb,
+			   uint32_t *words, double *dist2, double *wsum, bool pick, uint64_t key,
 			   double *part_key, long long *part_row, const dev_stats *stats)
 {
 	extern __shared__ double sh[];
 	__shared__ double s_D[PP_WARPS][PP_R * 32];
 	__shared__ short s_list[PP_WARPS][PP_R * 32];
 	double	   *cn = sh;
-	bool		sep_shared = !SET && sizeof(double) * (d + c) <= PP_SMEM;
-	const double *sp = sep_shared ? sh + d : sep;
+	bool		sep_shared = !SET && sizeof(double) * d + sizeof(float) * c <= PP_SMEM;
+	const float *sp = sep_shared ? (const float *) (sh + d) : sep;
+	const bool	packed = lb <= PP_LB_MAX;
+	const uint32_t lmask = packed ? (1u << lb) - 1 : ~0u;
 	int			w = threadIdx.x >> 5;
 	int			lane = threadIdx.x & 31;
 	double	   *wD = s_D[w];
@@ -1033,56 +1128,90 @@ pp_step_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
 		cn[j] = C[(int64_t) c * d + j];
 	if (sep_shared)
 		for (int a = threadIdx.x; a < c; a += blockDim.x)
-			sh[d + a] = sep[a];
+			((float *) (sh + d))[a] = sep[a];
 	__syncthreads();
 
-	for (int64_t i0 = (blockIdx.x * (int64_t) PP_WARPS + w) * (PP_R * 32); i0 < n;
-		 i0 += (int64_t) gridDim.x * PP_WARPS * (PP_R * 32))
-	{
-		double		D[PP_R];
-		int32_t		lab[PP_R];
-		int			m = 0;
+	const int64_t stride = (int64_t) gridDim.x * PP_WARPS * (PP_R * 32);
+	int64_t		i0 = (blockIdx.x * (int64_t) PP_WARPS + w) * (PP_R * 32);
+	uint32_t	nx[PP_R];		/* the words of the warp's next rows, in flight */
 
-		/* the loads first, all in flight together */
 #pragma unroll
-		for (int r = 0; r < PP_R; r++)
-		{
-			int64_t		i = i0 + r * 32 + lane;
+	for (int r = 0; r < PP_R; r++)
+	{
+		int64_t		i = i0 + r * 32 + lane;
 
-			D[r] = INFINITY;
-			lab[r] = 0;
-			if (!SET && i < n)
+		nx[r] = !SET && i < n ? words[i] : 0;
+	}
+	for (; i0 < n; i0 += stride)
+	{
+		float		Du[PP_R];	/* the bound of D */
+		int			m = 0;
+		bool		closer = false;	/* a row of this lane's came closer */
+
+		if (!SET)
+		{
+			uint32_t	wd[PP_R];
+
+#pragma unroll
+			for (int r = 0; r < PP_R; r++)
 			{
-				D[r] = dist2[i];
-				lab[r] = labels[i];
+				int64_t		i = i0 + stride + r * 32 + lane;
+
+				wd[r] = nx[r];
+				nx[r] = i < n ? words[i] : 0;
+			}
+			if (!packed)
+#pragma unroll
+				for (int r = 0; r < PP_R; r++)
+				{
+					int64_t		i = i0 + r * 32 + lane;
+
+					Du[r] = i < n ? __double2float_ru(dist2[i]) : 0.0f;
+				}
+#pragma unroll
+			for (int r = 0; r < PP_R; r++)
+			{
+				unsigned	mask;
+				float		sa;
+				bool		need;
+
+				if (packed)
+					Du[r] = __uint_as_float(wd[r] & ~lmask);
+				/* no branches: a row past n has word 0, label 0 < c */
+				sa = sp[wd[r] & lmask];
+				need = (i0 + r * 32 + lane < n) & (Du[r] != 0.0f) &
+					!((Du[r] >= PRUNE_MIN_F) & (sa >= __fmul_ru(4.0f * Du[r], PRUNE_MARGIN_F)));
+				mask = __ballot_sync(FULL, need);
+				if (need)
+					wl[m + __popc(mask & ((1u << lane) - 1))] = (short) (r * 32 + lane);
+				m += __popc(mask);
 			}
 		}
-#pragma unroll
-		for (int r = 0; r < PP_R; r++)
+		else
 		{
-			bool		need = i0 + r * 32 + lane < n;
-			unsigned	mask;
+			int			rows = n - i0 < PP_R * 32 ? (int) (n - i0) : PP_R * 32;
 
-			if (!SET && need)
-				need = !(D[r] == 0 ||
-						 (D[r] >= PRUNE_MIN_D && sp[lab[r]] >= 4.0 * D[r] * PRUNE_MARGIN));
-			mask = __ballot_sync(FULL, need);
-			if (need)
-				wl[m + __popc(mask & ((1u << lane) - 1))] = (short) (r * 32 + lane);
-			m += __popc(mask);
-		}
-		if (m == 0)
-			goto draw;			/* warp-uniform */
+			for (int t = lane; t < rows; t += 32)
+				wl[t] = (short) t;
+			m = rows;
 #pragma unroll
-		for (int r = 0; r < PP_R; r++)
-			wD[r * 32 + lane] = D[r];
+			for (int r = 0; r < PP_R; r++)
+			{
+				Du[r] = 0.0f;	/* not read: every row is measured */
+				wD[r * 32 + lane] = 0.0;	/* rows past n weigh 0 */
+			}
+			__syncwarp();
+		}
+		if (!SET)
+#pragma unroll
+			for (int r = 0; r < PP_R; r++)
+				wD[r * 32 + lane] = (double) Du[r];
 		__syncwarp();
 		for (int t = lane; t < m; t += 32)
 		{
 			int			q = wl[t];
 			int64_t		i = i0 + q;
-			const double *xi = X + pggpu_at(i, 0, d, log_b);
-			double		Dq = wD[q];
+			double		Dq = SET ? INFINITY : wD[q];	/* the bound, until D is read */
 			double		acc = 0.0;
 			bool		live = true;
 
@@ -1092,44 +1221,58 @@ pp_step_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
 
 #pragma unroll
 				for (int jj = 0; jj < PP_CH; jj++)
-					v[jj] = j0 + jj < d ? xi[(int64_t) (j0 + jj) << log_b] : 0.0;
+					v[jj] = j0 + jj < d ? X[x_at(i, j0 + jj, d, log_b, rows)] : 0.0;
 #pragma unroll
 				for (int jj = 0; jj < PP_CH; jj++)
 					if (j0 + jj < d)
 						acc = sq_term(acc, v[jj], cn[j0 + jj]);
 				if (!SET && acc >= Dq)
-					live = false;
+					live = false;	/* >= the bound, so >= D */
 			}
-			if (SET || live)
+			if (!SET && live)
+				live = acc < dist2[i];	/* below the bound: D decides */
+			if (live)
 			{
 				dist2[i] = acc;
-				labels[i] = c;
+				words[i] = pp_pack(acc, c, lb);
 				wD[q] = acc;
+				closer = true;
 			}
 		}
 		__syncwarp();
-#pragma unroll
-		for (int r = 0; r < PP_R; r++)
-			D[r] = wD[r * 32 + lane];
-		__syncwarp();			/* wl and wD are rewritten next round */
-draw:
-		if (!pick)
-			continue;
 
-		/* stage 1 of the draw: the warp's rows are one block of it */
+		/* the block's weight: from the rows' D when one came closer, else as it was */
 		{
-			double		wt[PP_R];
+			long long	blk = i0 / PGGPU_DRAW_ROWS;
+			double		S;
+
+			if (__any_sync(FULL, closer))
+			{
+				double		wt[PP_R];
 
 #pragma unroll
-			for (int r = 0; r < PP_R; r++)
-				wt[r] = i0 + r * 32 + lane < n ? pggpu_draw_w(D[r]) : 0.0;
+				for (int r = 0; r < PP_R; r++)
+				{
+					int64_t		i = i0 + r * 32 + lane;
 
-			long long	blk = i0 / PGGPU_DRAW_ROWS;
-			double		kv = pggpu_draw_key(key, blk, warp_draw_weight(wt));
+					wt[r] = SET ? wD[r * 32 + lane] : i < n ? __ldcg(dist2 + i) : 0.0;
+					wt[r] = pggpu_draw_w(wt[r]);
+				}
+				S = warp_draw_weight(wt);
+				if (lane == 0)
+					wsum[blk] = S;
+			}
+			else
+				S = wsum[blk];
+			if (pick)
+			{
+				double		kv = pggpu_draw_key(key, blk, S);
 
-			if (pick_better(kv, blk, bk, br))
-				bk = kv, br = blk;
+				if (pick_better(kv, blk, bk, br))
+					bk = kv, br = blk;
+			}
 		}
+		__syncwarp();			/* wl and wD are rewritten next round */
 	}
 	if (!pick)
 		return;
@@ -1144,7 +1287,7 @@ draw:
 static size_t
 pp_step_smem(int d, int c, bool set)
 {
-	size_t		b = sizeof(double) * (d + c);
+	size_t		b = sizeof(double) * d + sizeof(float) * c;
 
 	return !set && b <= PP_SMEM ? b : sizeof(double) * d;
 }
@@ -1152,16 +1295,16 @@ pp_step_smem(int d, int c, bool set)
 /*
  * km_pp_steps' draw and preparation of the centre c, with no host: the
  * minimum of the partial picks that the last pass left (as
- * pick_final_kernel), then C[c] := that row and sep[a] := |C[c] - C[a]|^2
- * for a < c (as seed_prep_kernel).  Every block reduces the parts (a few
+ * pick_final_kernel) and stage 2 in its block, then C[c] := that row and
+ * sep[a] := |C[c] - C[a]|^2 for a < c, rounded down (as seed_prep_kernel).  Every block reduces the parts (a few
  * thousand pairs); block 0 records the row.  No row: pp_stalled, and every
  * later kernel of the batch returns at once.
  */
 __global__ void
 pp_next_kernel(const double *part_key, const long long *part_row, int nparts,
 			   const double *dist2, int64_t n, uint64_t key,
-			   const double *__restrict__ X, int d, int log_b, double *C, int c,
-			   double *sep, long long *rows, dev_stats *stats)
+			   const double *__restrict__ X, int d, int log_b, bool x_rows, double *C, int c,
+			   float *sep, long long *rows, dev_stats *stats)
 {
 	extern __shared__ double cn[];
 	__shared__ long long s_row;
@@ -1195,13 +1338,13 @@ pp_next_kernel(const double *part_key, const long long *part_row, int nparts,
 		rows[c] = s_row;
 	for (int j = threadIdx.x; j < d; j += blockDim.x)
 	{
-		cn[j] = X[pggpu_at(s_row, j, d, log_b)];
+		cn[j] = X[x_at(s_row, j, d, log_b, x_rows)];
 		if (blockIdx.x == 0)
 			C[(int64_t) c * d + j] = cn[j];
 	}
 	__syncthreads();
 	if (a < c)
-		sep[a] = row_dist(C + (int64_t) a * d, d, 0, cn);
+		sep[a] = __double2float_rd(row_dist(C + (int64_t) a * d, d, 0, cn));
 }
 
 /*
@@ -1472,6 +1615,23 @@ grow(pggpu_data *ds, int64_t tiles, pggpu_error *err)
 	return PGGPU_OK;
 }
 
+/* X by rows (while seeding) or by columns (see x_at); maxabs and scale take either */
+static pggpu_status
+x_layout(pggpu_data *ds, bool rows, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		groups = ((ds->n + TILE(ds) - 1) >> ds->log_b) << (ds->log_b - 5);
+	int			d = ds->d;
+
+	if (s->x_rows == rows || d < 2 || d > X_ROWS_MAX_D || groups == 0)
+		return PGGPU_OK;
+	x_layout_kernel<<<(unsigned) ((groups + 3) / 4), 128, sizeof(double) * 4 * 32 * d, s->stream>>>(
+		s->X, groups, d, ds->log_b, rows);
+	LAUNCHED(x_layout_kernel);
+	s->x_rows = rows;
+	return PGGPU_OK;
+}
+
 static pggpu_status
 gpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 {
@@ -1483,6 +1643,8 @@ gpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 
 	if (s->finished)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no batch may follow a partial batch");
+	if ((st = x_layout(ds, false, err)) != PGGPU_OK)
+		return st;
 	for (int j = 0; j < ds->d && nrows < b; j++)
 		memset(buf + j * b + nrows, 0, sizeof(double) * (b - nrows));
 	if (tile >= s->cap_tiles && (st = grow(ds, tile + 1, err)) != PGGPU_OK)
@@ -1511,11 +1673,13 @@ free_km(gpu_state *s)
 	cudaFree(s->pick_key);
 	cudaFree(s->pick_row);
 	cudaFree(s->sep);
+	cudaFree(s->wsum);
 	cudaFree(s->pp_rows);
 	cudaFree(s->tc_ws);
 	s->tc_ws = NULL;
 	cudaFreeHost(s->cnt_h);
-	s->C = s->dist2 = s->sums = s->block_part = s->part = s->pick_key = s->sep = NULL;
+	s->C = s->dist2 = s->sums = s->block_part = s->part = s->pick_key = s->wsum = NULL;
+	s->sep = NULL;
 	s->labels = NULL;
 	s->cnt = s->cnt_h = NULL;
 	s->pick_row = s->pp_rows = NULL;
@@ -1629,7 +1793,8 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 		CU(cudaMalloc((void **) &s->part, sizeof(double) * (kd + k) * s->part_rows));
 	CU(cudaMalloc((void **) &s->pick_key, sizeof(double) * MAX_BLOCKS));
 	CU(cudaMalloc((void **) &s->pick_row, sizeof(long long) * MAX_BLOCKS));
-	CU(cudaMalloc((void **) &s->sep, sizeof(double) * k));
+	CU(cudaMalloc((void **) &s->sep, sizeof(float) * k));
+	CU(cudaMalloc((void **) &s->wsum, sizeof(double) * ((n + PGGPU_DRAW_ROWS - 1) / PGGPU_DRAW_ROWS)));
 	CU(cudaMalloc((void **) &s->pp_rows, sizeof(long long) * k));
 	if (pggpu_tc_wanted(k, ds->d))
 		CU(cudaMalloc(&s->tc_ws, pggpu_tc_workspace_bytes(n, k, ds->d)));
@@ -1798,6 +1963,8 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 		grid = 1;
 
 	s->pick_ready = false;
+	if ((st = x_layout(ds, false, err)) != PGGPU_OK)
+		return st;
 	if (s->labels_seeding)
 	{
 		/* the first pass counts every row as changed, as on the CPU */
@@ -1893,14 +2060,16 @@ pp_launch_step(pggpu_data *ds, int c, bool set, bool pick, uint64_t key, const d
 	gpu_state  *s = ST(ds);
 	int			grid = pp_grid(s, ds->n);
 	size_t		shmem = pp_step_smem(ds->d, c, set);
+	int			lb = pp_lbits(ds->k);
+	uint32_t   *words = (uint32_t *) s->labels;	/* see pp_pack */
 
 	if (set)
 		pp_step_kernel<true><<<(unsigned) grid, BLOCK, shmem, s->stream>>>(
-			s->X, ds->n, ds->d, ds->log_b, s->C, c, s->sep, s->labels, s->dist2,
+			s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep, lb, words, s->dist2, s->wsum,
 			pick, key, s->pick_key, s->pick_row, stats);
 	else
 		pp_step_kernel<false><<<(unsigned) grid, BLOCK, shmem, s->stream>>>(
-			s->X, ds->n, ds->d, ds->log_b, s->C, c, s->sep, s->labels, s->dist2,
+			s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep, lb, words, s->dist2, s->wsum,
 			pick, key, s->pick_key, s->pick_row, stats);
 	LAUNCHED(pp_step_kernel);
 	s->labels_seeding = true;
@@ -1920,7 +2089,7 @@ gpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_
 
 	s->pick_ready = false;
 	seed_prep_kernel<<<(unsigned) (prune ? (c + 255) / 256 : 1), 256, sizeof(double) * d, s->stream>>>(
-		s->X, d, ds->log_b, row, s->C, c, prune, s->sep);
+		s->X, d, ds->log_b, s->x_rows, row, s->C, c, prune, s->sep);
 	LAUNCHED(seed_prep_kernel);
 	if (mode == PGGPU_D2_KEEP)
 		return PGGPU_OK;
@@ -1945,7 +2114,7 @@ pp_batch(pggpu_data *ds, int c0, int c1, const uint64_t *keys, pggpu_error *err)
 
 		pp_next_kernel<<<(unsigned) ((c + 255) / 256), 256, sizeof(double) * ds->d, s->stream>>>(
 			s->pick_key, s->pick_row, s->pick_parts, s->dist2, ds->n, keys[c - c0], s->X, ds->d,
-			ds->log_b, s->C, c, s->sep, s->pp_rows, stalled);
+			ds->log_b, s->x_rows, s->C, c, s->sep, s->pp_rows, stalled);
 		LAUNCHED(pp_next_kernel);
 		if ((st = pp_launch_step(ds, c, false, pick, pick ? keys[c - c0 + 1] : 0, stalled, err)) != PGGPU_OK)
 			return st;
@@ -1963,6 +2132,8 @@ gpu_km_pp_steps(pggpu_data *ds, int c0, int c1, const uint64_t *keys, int64_t *r
 	size_t		fetch;
 	pggpu_status st;
 
+	if ((st = x_layout(ds, true, err)) != PGGPU_OK)
+		return st;
 	if (!(s->pick_ready && s->pick_ready_key == keys[0]))
 	{
 		s->pick_parts = grid_for(s, ds->n);
