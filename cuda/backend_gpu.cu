@@ -1296,9 +1296,10 @@ pp_step_smem(int d, int c, bool set)
  * km_pp_steps' draw and preparation of the centre c, with no host: the
  * minimum of the partial picks that the last pass left (as
  * pick_final_kernel) and stage 2 in its block, then C[c] := that row and
- * sep[a] := |C[c] - C[a]|^2 for a < c, rounded down (as seed_prep_kernel).  Every block reduces the parts (a few
- * thousand pairs); block 0 records the row.  No row: pp_stalled, and every
- * later kernel of the batch returns at once.
+ * sep[a] := |C[c] - C[a]|^2 for a < c, rounded down (as seed_prep_kernel).
+ * Every block reduces the parts (a few thousand pairs); block 0 records the
+ * row.  No row: pp_stalled, and every later kernel of the batch returns at
+ * once.
  */
 __global__ void
 pp_next_kernel(const double *part_key, const long long *part_row, int nparts,
