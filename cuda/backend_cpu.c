@@ -309,7 +309,6 @@ cpu_get_centroids(pggpu_data *ds, double *C, pggpu_error *err)
 
 typedef double vd __attribute__((vector_size(VW * sizeof(double))));
 typedef int64_t vl __attribute__((vector_size(VW * sizeof(int64_t))));
-typedef uint64_t vu __attribute__((vector_size(VW * sizeof(uint64_t))));
 
 /* -DPGGPU_NO_CLONES: one copy, for the -march given (tests of each copy) */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PGGPU_NO_CLONES)
