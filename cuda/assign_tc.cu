@@ -49,6 +49,14 @@
  *     by scanning the labels, so the workspace stays small.
  *
  * d > TC_MAX_D: tc_exact_kernel does every row (correct, not fast).
+ *
+ * pggpu_tc_assign_update: where tc2 applies and each warp's float64 sums
+ * (k d, and k counts) fit in shared memory beside its stages, tc2<FUSE>
+ * is the whole Lloyd pass: a row it cannot certify is measured at once by
+ * the warp against every centroid (the reference arithmetic, lowest index
+ * on ties; no list, steps 3 and 4 do not run), and every row is added to
+ * its warp's sums in a fixed order; the CTA adds its warps' sums in warp
+ * order into its row of the caller's partial sums.
  */
 #include "assign_tc.cuh"
 
@@ -101,6 +109,8 @@ struct tc_args
 	int32_t    *labels;
 	double	   *dist2;
 	unsigned long long *changed;
+	double	   *part;			/* tc2 with the update: a row of k d sums and k counts a CTA */
+	double	   *block_part;		/* and its inertia */
 };
 
 /* ---- shared helpers --------------------------------------------------------- */
@@ -271,28 +281,23 @@ tc_prep_mean(const double *__restrict__ C, int k, int d, double *shift, tc_heade
 		hdr->maxcn = 0;
 		hdr->sigma = 1.0f;
 	}
-	for (int j = 0; j < d; j++)
+	/* a warp a column (the columns' loads all in flight at once), a fixed order */
+	for (int j = threadIdx.x >> 5; j < d; j += blockDim.x >> 5)
 	{
 		double		s = 0;
 
-		for (int c = threadIdx.x; c < k; c += blockDim.x)
+		for (int c = threadIdx.x & 31; c < k; c += 32)
 			s += C[(int64_t) c * d + j];
-		part[threadIdx.x] = s;
-		__syncthreads();
-		for (int h = blockDim.x / 2; h > 0; h >>= 1)
+		for (int o = 16; o > 0; o >>= 1)
+			s += __shfl_xor_sync(FULL, s, o);	/* the same sum in every lane */
+		if ((threadIdx.x & 31) == 0)
 		{
-			if ((int) threadIdx.x < h)
-				part[threadIdx.x] += part[threadIdx.x + h];
-			__syncthreads();
-		}
-		if (threadIdx.x == 0)
-		{
-			shift[j] = part[0] / k;
+			shift[j] = s / k;
 			if (j < TC_MAX_D)
-				sh[j] = part[0] / k;
+				sh[j] = s / k;
 		}
-		__syncthreads();
 	}
+	__syncthreads();
 	if (!f16 || d > TC_MAX_D)
 		return;
 
@@ -1084,6 +1089,16 @@ tc2_fixed_bytes(int k, int d)
 	return TC2_MAX_D * 8 + (k + 1) / 2 * (d | 1) * 16;
 }
 
+/*
+ * tc2 with the update: a warp's sums [j][c] (k d doubles: lanes of distinct
+ * labels hit distinct banks) and counts [c]
+ */
+static __host__ __device__ __forceinline__ int
+tc2_acc_bytes(int k, int d)
+{
+	return (k * d * 8 + k * 4 + 15) / 16 * 16;
+}
+
 /* E[q][.]: the (best, second) float4 of lane g for rows 2t, 2t+1 of n-tile q/4 (t = q%4) */
 static __device__ __forceinline__ int
 tc2_eslot(int q, int g)
@@ -1100,7 +1115,8 @@ tc2_eslot(int q, int g)
  */
 __global__ void
 tc2_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
-			   const double *__restrict__ shift, uint4 *frags, const tc_header *hdr, int f16)
+			   const double *__restrict__ shift, uint4 *frags, tc_header *hdr, int f16,
+			   bool set_hdr)
 {
 	const float sig = hdr->sigma;
 	int			id = blockIdx.x * blockDim.x + threadIdx.x;
@@ -1153,6 +1169,14 @@ tc2_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm, int
 		bool		ok;
 
 		cn[h] = c < k ? centroid_norm(C, c, d, shift, sig, &ok) : PAD_NORM;
+		/* set_hdr: tc_prep_tiles's part, when it does not run */
+		if (set_hdr && t == 0 && c < k)
+		{
+			if (!ok)
+				atomicOr(&hdr->flag, 1u);
+			else
+				atomicMax(&hdr->maxcn, __float_as_uint(cn[h]));
+		}
 	}
 	frags[(j * (ks_n + 1) + ks_n) * 32 + lane] =
 		make_uint4(__float_as_uint(cn[0]), __float_as_uint(cn[0]), __float_as_uint(cn[1]),
@@ -1221,6 +1245,103 @@ tc2_scan(const uint4 (&a)[NM][KS], const float4 (&cq)[NM], const uint2 (&bx)[KS]
 }
 
 /*
+ * FUSE: the nearest centroid of the row at x (x[j * 32]: a lane's column of
+ * a stage) by the reference arithmetic, every centroid, the warp together:
+ * lane l the pairs l, l + 32, ... in order with strict <, then the warp's
+ * least value, lowest index on ties (as tc_exact_kernel: label 0 and
+ * infinity when nothing is below infinity).  Every lane gets the result.
+ */
+template <int DW>
+static __device__ __forceinline__ void
+tc2_exact_row(const double2 *sC, int ps, int k, int d, const double *x, int lane, int *bl,
+			  double *bd)
+{
+	double		xv[DW];
+	double		bv = INFINITY;
+	int			bi = INT_MAX;
+
+#pragma unroll
+	for (int j = 0; j < DW; j++)
+		xv[j] = j < d ? x[j * 32] : 0.0;
+	for (int pr = lane; pr < (k + 1) / 2; pr += 32)
+	{
+		const double2 *cp = sC + pr * ps;
+		double		a0 = 0,
+					a1 = 0;
+
+		/* columns j >= d add (0 - 0)^2 = +0: exact */
+#pragma unroll
+		for (int j = 0; j < DW; j++)
+		{
+			double2		cv = j < d ? cp[j] : make_double2(0.0, 0.0);
+
+			a0 = sq_term(a0, xv[j], cv.x);
+			a1 = sq_term(a1, xv[j], cv.y);
+		}
+		if (a0 < bv)
+		{
+			bv = a0;
+			bi = 2 * pr;
+		}
+		if (2 * pr + 1 < k && a1 < bv)
+		{
+			bv = a1;
+			bi = 2 * pr + 1;
+		}
+	}
+	for (int o = 16; o > 0; o >>= 1)
+	{
+		double		ov = __shfl_xor_sync(FULL, bv, o);
+		int			oi = __shfl_xor_sync(FULL, bi, o);
+
+		if (ov < bv || (ov == bv && oi < bi))
+		{
+			bv = ov;
+			bi = oi;
+		}
+	}
+	*bl = bv < INFINITY ? bi : 0;
+	*bd = bv;
+}
+
+/*
+ * FUSE: this lane's row (x: its column of the stage) into the warp's sums
+ * when its rank's round comes (ranks: among the lanes of the same label)
+ */
+template <int DW>
+static __device__ __forceinline__ void
+tc2_accumulate(double *sAcc, int k, int d, const double *x, unsigned rank, unsigned rounds, int lab)
+{
+	constexpr int H = DW < 4 ? DW : 4;	/* columns a batch (8 spill at d = 8) */
+
+	for (unsigned rd = 0; rd < rounds; rd++)
+	{
+		if (rank == rd)
+		{
+			/* a batch's loads, then its stores: one latency a batch, not a column */
+#pragma unroll
+			for (int j0 = 0; j0 < DW; j0 += H)
+			{
+				double		av[H],
+							xv[H];
+
+#pragma unroll
+				for (int j = 0; j < H; j++)
+				{
+					av[j] = j0 + j < d ? sAcc[(j0 + j) * k + lab] : 0.0;
+					xv[j] = j0 + j < d ? x[(j0 + j) * 32] : 0.0;
+				}
+#pragma unroll
+				for (int j = 0; j < H; j++)
+					if (j0 + j < d)
+						sAcc[(j0 + j) * k + lab] = av[j] + xv[j];
+			}
+		}
+		__syncwarp();
+	}
+}
+
+/*
  * NM m-tiles (16 NM >= k), KS k-steps, NW warps (as many as the registers allow), each on tiles of 32 rows
  * (a lane a row, staged by cp.async p.prefetch >= 2 deep as in tc_kernel).
  *
@@ -1231,8 +1352,15 @@ tc2_scan(const uint4 (&a)[NM][KS], const float4 (&cq)[NM], const uint2 (&bx)[KS]
  * tensor cores' dense f16 rate.  A next step: split the centroids of a row
  * tile between two warps (half the registers, twice the warps), merging
  * their (best, second) in shared memory.
+ *
+ * FUSE (the update too, 2 stages, 227 KB of shared memory): 1.18-1.27 ms
+ * there, against 0.91 + 0.13 (candidates) + 0.42 ms (owned_update_kernel)
+ * for the two passes; of its stall samples, about 40% in the scan, 12%
+ * the sums (__match_any_sync's latency alone 5%), 6% the rows not
+ * certified (0.3% of the rows, a warp's scan each).  Its warps (NWF, from
+ * an estimate 40 registers a thread above the plain kernel's) may be fewer.
  */
-template <int KS, bool F16, int NM, int NW, int DW>
+template <int KS, bool F16, int NM, int NW, int DW, bool FUSE>
 __global__ void __launch_bounds__(NW * 32, 1)
 tc2_kernel(const tc_args p)
 {
@@ -1257,6 +1385,11 @@ tc2_kernel(const tc_args p)
 	uint2	   *sX = (uint2 *) wb;	/* [unit (ks, t)][row slot] */
 	float4	   *sE = (float4 *) (wb + 4 * KS * TC2_XS * 8);
 	double	   *sStg = (double *) (wb + 4 * KS * TC2_XS * 8 + 2048);
+	/* FUSE: this warp's sums [j][c] and counts [c], after every warp's area */
+	double	   *sAcc = (double *) ((char *) smem + tc2_fixed_bytes(k, d) +
+								   NW * tc2_warp_bytes(KS, d, nb) + warp * tc2_acc_bytes(k, d));
+	unsigned   *sCnt = (unsigned *) (sAcc + k * d);
+	double		ine = 0;		/* FUSE: this lane's rows' distances, in order */
 	const bool	all_exact = p.hdr->flag != 0;
 	const float maxcn = __uint_as_float(p.hdr->maxcn);
 	const float sig = p.hdr->sigma;
@@ -1267,8 +1400,8 @@ tc2_kernel(const tc_args p)
 	uint4		a[NM][KS];
 	float4		cq[NM];
 
-	if (blockIdx.x >= nrt)
-		return;
+	if (!FUSE && blockIdx.x >= nrt)
+		return;					/* (FUSE: the grid is at most nrt, and every CTA writes its row) */
 	if (!all_exact)
 #pragma unroll
 		for (int j = 0; j < NM; j++)
@@ -1293,6 +1426,12 @@ tc2_kernel(const tc_args p)
 		if ((k & 1) && c == k - 1)
 			((double *) sC)[((c >> 1) * ps + j) * 2 + 1] = 0.0;
 	}
+	if (FUSE)
+		for (int e = lane; e < k * d + k; e += 32)
+			if (e < k * d)
+				sAcc[e] = 0.0;
+			else
+				sCnt[e - k * d] = 0;
 	for (int st = 0; st < nb - 1; st++)
 		prefetch_rows<2>(sStg + st * sbuf, p.X, p.labels,
 						 (blockIdx.x + (int64_t) st * gridDim.x) * RT + warp * 32, p.n, d, log_b);
@@ -1399,15 +1538,17 @@ tc2_kernel(const tc_args p)
 			__syncwarp();
 		}
 
-		/* 3. a lane per row: merge its 8 lanes; settle it, or list it */
+		/* 3. a lane per row: merge its 8 lanes; settle it, or list it (FUSE: measure it) */
 		{
 			bool		cert = false;
 			float		thr = NAN;
+			int			old = 0;
+			int			lab = 0;
+			double		dist = 0;
 
 			if (valid)
 			{
-				int			old = ((const int32_t *) (stg + d * 32))[lane];
-				int			lab = 0;
+				old = ((const int32_t *) (stg + d * 32))[lane];
 
 				if (!all_exact)
 				{
@@ -1488,18 +1629,65 @@ tc2_kernel(const tc_args p)
 						}
 					}
 
-					double		acc0 = best;
-
 					lab = bl;
-					p.labels[r] = lab;
-					p.dist2[r] = acc0;
-					mine += old != lab;
+					dist = best;
 				}
-				else
-					p.labels[r] = INT_MIN + (old >= 0 && old < k ? old : k);
 			}
+			if (FUSE)
+			{
+				/* the rows not certified: the warp measures every centroid for each */
+				unsigned	um = __ballot_sync(FULL, valid && !cert);
 
-			list_uncertain(p, lane, valid && !cert, r, thr);
+				if (lane == 0 && um)
+					atomicAdd(&p.hdr->fallbacks, (unsigned long long) __popc(um));
+				for (; um; um &= um - 1)
+				{
+					int			src = __ffs(um) - 1;
+					int			bl;
+					double		bd;
+
+					tc2_exact_row<DW>(sC, ps, k, d, stg + src, lane, &bl, &bd);
+					if (lane == src)
+					{
+						lab = bl;
+						dist = bd;
+					}
+				}
+
+				/*
+				 * every row into the warp's sums, lanes of the same label
+				 * taking turns by rank: every sum has one order, however
+				 * the warp is scheduled
+				 */
+				unsigned	peers = __match_any_sync(FULL, valid ? lab : -1 - lane);
+				unsigned	rank = valid ? __popc(peers & ((1u << lane) - 1)) : 32;
+				unsigned	rounds = __reduce_max_sync(FULL, valid ? rank + 1 : 0);
+
+				if (valid)
+				{
+					p.labels[r] = lab;
+					p.dist2[r] = dist;
+					mine += old != lab;
+					ine += dist;
+					atomicAdd(&sCnt[lab], 1u);	/* integers: any order */
+				}
+				tc2_accumulate<DW>(sAcc, k, d, stg + lane, rank, rounds, lab);
+			}
+			else
+			{
+				if (valid)
+				{
+					if (cert)
+					{
+						p.labels[r] = lab;
+						p.dist2[r] = dist;
+						mine += old != lab;
+					}
+					else
+						p.labels[r] = INT_MIN + (old >= 0 && old < k ? old : k);
+				}
+				list_uncertain(p, lane, valid && !cert, r, thr);
+			}
 		}
 		__syncwarp();
 	}
@@ -1509,6 +1697,50 @@ tc2_kernel(const tc_args p)
 		mine += __shfl_xor_sync(FULL, mine, o);
 	if (lane == 0 && mine)
 		atomicAdd(p.changed, mine);
+	if (FUSE)
+	{
+		/* the CTA's row of sums and counts: the warps' added in warp order */
+		double	   *row = p.part + (int64_t) blockIdx.x * ((int64_t) k * d + k);
+		const int	ab = tc2_acc_bytes(k, d);
+		const char *acc0 = (const char *) smem + tc2_fixed_bytes(k, d) + NW * tc2_warp_bytes(KS, d, nb);
+
+		for (int o = 16; o > 0; o >>= 1)
+			ine += __shfl_down_sync(FULL, ine, o);
+		if (lane == 0)
+			((double *) sE)[0] = ine;	/* lane 0's sum: a fixed order */
+		__syncthreads();
+		for (int e = threadIdx.x; e < k * d + k; e += NW * 32)
+		{
+			double		v = 0;
+
+			if (e < k * d)
+			{
+				int			c = e / d;
+				int			j = e - c * d;
+
+				for (int w = 0; w < NW; w++)
+					v += ((const double *) (acc0 + w * ab))[j * k + c];
+			}
+			else
+			{
+				unsigned long long m = 0;
+
+				for (int w = 0; w < NW; w++)
+					m += ((const unsigned *) ((const double *) (acc0 + w * ab) + k * d))[e - k * d];
+				v = (double) m;
+			}
+			row[e] = v;
+		}
+		if (threadIdx.x == 0)
+		{
+			double		b = 0;
+
+			for (int w = 0; w < NW; w++)
+				b += *(const double *) ((const char *) smem + tc2_fixed_bytes(k, d) +
+										w * tc2_warp_bytes(KS, d, nb) + 4 * KS * TC2_XS * 8);
+			p.block_part[blockIdx.x] = b;
+		}
+	}
 }
 
 /* ---- the exact scan ------------------------------------------------------------ */
@@ -1791,8 +2023,10 @@ pick_variant(int ks, bool f16)
 struct tc2_variant
 {
 	tc_fn		main;
+	tc_fn		fused;			/* the same, with the centroid update */
 	int			nm;
 	int			nw;
+	int			nwf;			/* fused's warps */
 	int			dw;
 };
 
@@ -1806,8 +2040,11 @@ make_tc2()
 {
 	constexpr int R = NM * (4 * KS + 4) + (F16 && KS == 3 ? 56 : 40);
 	constexpr int NW = R <= 128 ? 16 : R <= 168 ? 12 : R <= 200 ? 10 : 8;
+	constexpr int RF = R + 40;	/* with the update (ptxas: less and the used variants spill) */
+	constexpr int NWF = RF <= 128 ? 16 : RF <= 168 ? 12 : RF <= 200 ? 10 : 8;
 
-	return {tc2_kernel<KS, F16, NM, NW, DW>, NM, NW, DW};
+	return {tc2_kernel<KS, F16, NM, NW, DW, false>, tc2_kernel<KS, F16, NM, NWF, DW, true>, NM, NW,
+			NWF, DW};
 }
 
 /* segments of DMAX in K; f16 at KS = 2 also 8 (d <= 8: no columns computed in vain) */
@@ -1837,7 +2074,7 @@ tc2_nm(int nm, int d)
 	if constexpr (KS == 3)
 		if (nm <= 12)
 			return tc2_dw<KS, F16, 12>(d);
-	return {nullptr, 0, 0, 0};
+	return {nullptr, nullptr, 0, 0, 0, 0};
 }
 
 /* tc2 for K <= 3 k-steps and k within 16 m-tiles (12 at KS = 3); main: null otherwise */
@@ -1847,7 +2084,7 @@ pick_tc2(int ks, bool f16, int k, int d)
 	int			nm = (k + 15) / 16;
 
 	if (d > TC2_MAX_D || nm > TC2_MAX_NM || force_mt || force_nw)
-		return {nullptr, 0, 0, 0};
+		return {nullptr, nullptr, 0, 0, 0, 0};
 	if (f16)
 		switch (ks)
 		{
@@ -1864,7 +2101,7 @@ pick_tc2(int ks, bool f16, int k, int d)
 			case 3: return tc2_nm<3, false>(nm, d);
 			default: break;
 		}
-	return {nullptr, 0, 0, 0};
+	return {nullptr, nullptr, 0, 0, 0, 0};
 }
 
 struct dev_info
@@ -1927,15 +2164,32 @@ plan_smem(const dev_info &di, int ks, int ntiles, int d, int mt, int nw, bool ca
 	return true;
 }
 
-/* tc2's shared memory with as many stages (2..prefetch_on) as fit; false: none fit */
+/*
+ * The fused tc2 only where ptxas kept every value in registers (no local
+ * memory): a spilled variant (d > 8 with k near 256) is slower than the
+ * two passes.
+ */
 bool
-plan_tc2(const dev_info &di, int ks, int k, int d, int nw, size_t *smem, int *pf)
+in_registers(tc_fn fn)
+{
+	cudaFuncAttributes fa;
+
+	return cudaFuncGetAttributes(&fa, (const void *) fn) == cudaSuccess && fa.localSizeBytes == 0;
+}
+
+/*
+ * tc2's shared memory with as many stages (2..prefetch_on) as fit, and
+ * with fuse the warps' sums; false: none fit
+ */
+bool
+plan_tc2(const dev_info &di, int ks, int k, int d, int nw, bool fuse, size_t *smem, int *pf)
 {
 	size_t		cap = (size_t) di.smem_optin;
 
 	for (int nb = prefetch_on; nb >= 2; nb--)
 	{
-		size_t		s = tc2_fixed_bytes(k, d) + (size_t) nw * tc2_warp_bytes(ks, d, nb);
+		size_t		s = tc2_fixed_bytes(k, d) + (size_t) nw * tc2_warp_bytes(ks, d, nb) +
+			(fuse ? (size_t) nw * tc2_acc_bytes(k, d) : 0);
 
 		if (s <= cap)
 		{
@@ -1949,7 +2203,8 @@ plan_tc2(const dev_info &di, int ks, int k, int d, int nw, size_t *smem, int *pf
 
 cudaError_t
 launch_pass(tc_fn fn, const dev_info &di, int nw, size_t smem, int64_t rows_per_cta,
-			int64_t rows, const tc_args &a, cudaStream_t stream)
+			int64_t rows, const tc_args &a, cudaStream_t stream, int max_ctas = INT_MAX,
+			int *ctas = nullptr)
 {
 	int			per_sm = 0;
 	cudaError_t e;
@@ -1968,8 +2223,12 @@ launch_pass(tc_fn fn, const dev_info &di, int nw, size_t smem, int64_t rows_per_
 
 	if (grid > need)
 		grid = need;
+	if (grid > max_ctas)
+		grid = max_ctas;
 	if (grid < 1)
 		grid = 1;
+	if (ctas)
+		*ctas = (int) grid;
 	fn<<<(unsigned) grid, nw * 32, smem, stream>>>(a);
 	return cudaPeekAtLastError();
 }
@@ -2040,6 +2299,16 @@ pggpu_tc_assign(const double *X, int64_t n, int d, int log_b, const double *C, i
 				void *workspace, int32_t *labels, double *dist2,
 				unsigned long long *changed, cudaStream_t stream)
 {
+	return pggpu_tc_assign_update(X, n, d, log_b, C, k, workspace, labels, dist2, changed,
+								  nullptr, nullptr, 0, nullptr, stream);
+}
+
+cudaError_t
+pggpu_tc_assign_update(const double *X, int64_t n, int d, int log_b, const double *C, int k,
+					   void *workspace, int32_t *labels, double *dist2,
+					   unsigned long long *changed, double *part, double *block_part,
+					   int max_parts, int *parts, cudaStream_t stream)
+{
 	tc_layout	L = layout_for(n, k, d);
 	char	   *ws = (char *) workspace;
 	tc_args		a;
@@ -2082,6 +2351,10 @@ pggpu_tc_assign(const double *X, int64_t n, int d, int log_b, const double *C, i
 	a.labels = labels;
 	a.dist2 = dist2;
 	a.changed = changed;
+	a.part = part;
+	a.block_part = block_part;
+	if (parts)
+		*parts = 0;
 
 	size_t		exact_smem = sizeof(double) *
 		(size_t) (d <= 6144 / EXACT_TK ? (6144 / d) / EXACT_TK * EXACT_TK : EXACT_TK) * d;
@@ -2114,26 +2387,42 @@ pggpu_tc_assign(const double *X, int64_t n, int d, int log_b, const double *C, i
 	a.coef = tc_coef(ks, f16);
 	a.tiny = f16 ? TINY_F16 : TINY;
 
-	tc2_variant v2 = L.frags ? pick_tc2(ks, f16, k, d) : tc2_variant{nullptr, 0, 0, 0};
+	tc2_variant v2 = L.frags ? pick_tc2(ks, f16, k, d) : tc2_variant{nullptr, nullptr, 0, 0, 0, 0};
 	size_t		sm_tc2 = 0;
 	int			pf_tc2 = 0;
 
-	if (v2.main && !plan_tc2(di, ks, k, d, v2.nw, &sm_tc2, &pf_tc2))
+	if (v2.main && !plan_tc2(di, ks, k, d, v2.nw, false, &sm_tc2, &pf_tc2))
 		v2.main = nullptr;
+
+	/* one pass labels and sums, where the warps' sums fit beside the stages */
+	size_t		sm_fuse = 0;
+	int			pf_fuse = 0;
+	bool		fuse = v2.main && part && block_part && parts && max_parts > 0 &&
+		(stage_mask & 1) && plan_tc2(di, ks, k, d, v2.nwf, true, &sm_fuse, &pf_fuse) &&
+		in_registers(v2.fused);
 
 	tc_prep_mean<<<1, 256, 0, stream>>>(C, k, d, (double *) a.shift, a.hdr, f16);
 	if ((e = cudaPeekAtLastError()) != cudaSuccess)
 		return e;
-	tc_prep_tiles<<<(unsigned) ((a.ntiles * 32 + 255) / 256), 256, 0, stream>>>(
-		C, k, d, ks, a.ntiles, a.shift, (float *) a.tiles, a.hdr, f16);
-	if ((e = cudaPeekAtLastError()) != cudaSuccess)
-		return e;
+	/* the tiles of tc_kernel (not needed when tc2 fuses: then tc2_prep_frags sets the header) */
+	if (!fuse)
+	{
+		tc_prep_tiles<<<(unsigned) ((a.ntiles * 32 + 255) / 256), 256, 0, stream>>>(
+			C, k, d, ks, a.ntiles, a.shift, (float *) a.tiles, a.hdr, f16);
+		if ((e = cudaPeekAtLastError()) != cudaSuccess)
+			return e;
+	}
 	if (v2.main)
 	{
 		tc2_prep_frags<<<(unsigned) ((v2.nm * 32 + 127) / 128), 128, 0, stream>>>(
-			C, k, d, ks, v2.nm, v2.dw, a.shift, (uint4 *) a.frags, a.hdr, f16);
+			C, k, d, ks, v2.nm, v2.dw, a.shift, (uint4 *) a.frags, a.hdr, f16, fuse);
 		if ((e = cudaPeekAtLastError()) != cudaSuccess)
 			return e;
+	}
+	if (fuse)
+	{
+		a.prefetch = pf_fuse;
+		return launch_pass(v2.fused, di, v2.nwf, sm_fuse, 32 * v2.nwf, n, a, stream, max_parts, parts);
 	}
 	if ((stage_mask & 1) && v2.main)
 	{

@@ -34,4 +34,17 @@ cudaError_t pggpu_tc_assign(const double *X, int64_t n, int d, int log_b, const 
 							void *workspace, int32_t *labels, double *dist2,
 							unsigned long long *changed, cudaStream_t stream);
 
+/*
+ * The same, and where one pass can also sum (k <= 256, d <= 16, when the
+ * warps' sums fit in shared memory) the centroid update's partial sums:
+ * CTA b writes row b of part (k d sums, cluster by cluster, then k counts,
+ * all doubles) and block_part[b] (the sum of its rows' dist2), each in a
+ * fixed order, so the result does not depend on scheduling.  *parts: the
+ * rows written (at most max_parts), 0 when it only labelled.
+ */
+cudaError_t pggpu_tc_assign_update(const double *X, int64_t n, int d, int log_b, const double *C,
+								   int k, void *workspace, int32_t *labels, double *dist2,
+								   unsigned long long *changed, double *part, double *block_part,
+								   int max_parts, int *parts, cudaStream_t stream);
+
 #endif							/* PG_GPU_ASSIGN_TC_CUH */

@@ -630,7 +630,8 @@ block_excl_scan(int v)
 }
 
 /*
- * The centroid update from given labels (the tensor-core pass labelled) for
+ * The centroid update from given labels (the tensor-core pass labelled,
+ * and could not sum as well: pggpu_tc_assign_update) for
  * 32 <= k <= BLOCK clusters, d <= DMAX <= 32 columns: P = BLOCK / k threads
  * own cluster c, each a share of its rows (every P-th), and keep their sums
  * in registers.  The block takes chunks of R = 2^lg_r rows
@@ -1978,11 +1979,17 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 		CU(cudaMemsetAsync(s->sums, 0, sizeof(double) * (size_t) k * d, s->stream));
 		CU(cudaMemsetAsync(s->cnt, 0, sizeof(unsigned long long) * k, s->stream));
 	}
+	/* the tensor-core pass labels, and sums too where it can (then it is the whole pass) */
+	int			fused = 0;
+
 	if (s->tc_ws)
-		CU(pggpu_tc_assign(s->X, ds->n, d, ds->log_b, s->C, k, s->tc_ws, s->labels, s->dist2,
-						   (unsigned long long *) ((char *) s->stats + offsetof(dev_stats, changed)),
-						   s->stream));
-	if (owned)
+		CU(pggpu_tc_assign_update(s->X, ds->n, d, ds->log_b, s->C, k, s->tc_ws, s->labels, s->dist2,
+								  (unsigned long long *) ((char *) s->stats + offsetof(dev_stats, changed)),
+								  owned ? s->part : NULL, s->block_part, s->part_rows, &fused,
+								  s->stream));
+	if (fused)
+		grid = fused;
+	else if (owned)
 	{
 		owned_fn	ofn = d <= 8 ? owned_update_kernel<8> : d <= 16 ? owned_update_kernel<16>
 			: owned_update_kernel<32>;
