@@ -117,7 +117,8 @@ def kernel_section(data, meta):
         "%.0f GB/s" % (gbps / 1e9) if gbps else cell(bw), bw["note"] if bw else "not measured"),
         "The floor of an iteration is reading the data and the labels once: "
         "(N·d·8 + N·4) bytes / that bandwidth. pg_gpu: the compute layer's time per Lloyd "
-        "iteration (no database); PyTorch: `torch.cdist` + `argmin` + `index_add_` in float64 "
+        "iteration (no database), after a warm-up fit on the first 65536 rows (CUDA loads a kernel "
+        "on its first launch); PyTorch: `torch.cdist` + `argmin` + `index_add_` in float64 "
         "from the same initial centroids (the first k rows), after a warm-up.", ""]
     rows = []
     for n, d, k in shapes:
