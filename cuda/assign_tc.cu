@@ -1353,12 +1353,14 @@ tc2_accumulate(double *sAcc, int k, int d, const double *x, unsigned rank, unsig
  * tile between two warps (half the registers, twice the warps), merging
  * their (best, second) in shared memory.
  *
- * FUSE (the update too, 2 stages, 227 KB of shared memory): 1.18-1.27 ms
- * there, against 0.91 + 0.13 (candidates) + 0.42 ms (owned_update_kernel)
- * for the two passes; of its stall samples, about 40% in the scan, 12%
- * the sums (__match_any_sync's latency alone 5%), 6% the rows not
- * certified (0.3% of the rows, a warp's scan each).  Its warps (NWF, from
- * an estimate 40 registers a thread above the plain kernel's) may be fewer.
+ * FUSE (the update too, 2 stages, 227 KB of shared memory): 1.17 ms
+ * there, issue 0.46 a scheduler, against 0.91 + 0.13 (candidates) + 0.42
+ * ms (owned_update_kernel) for the two passes; of its stall samples, 36%
+ * in the scan, 26% step 3 (the float64 measurement of the best group's 4
+ * centroids most of it), 21% the sums and stores (__match_any_sync's
+ * latency 5%), 14% step 1 and the stages, 3% the rows not certified (0.3%
+ * of the rows, a warp's scan each).  Its warps (NWF, from an estimate 40
+ * registers a thread above the plain kernel's) may be fewer.
  */
 template <int KS, bool F16, int NM, int NW, int DW, bool FUSE>
 __global__ void __launch_bounds__(NW * 32, 1)
