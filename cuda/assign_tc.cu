@@ -338,6 +338,16 @@ centroid_norm(const double *__restrict__ C, int c, int d, const double *__restri
 	return (float) s2;
 }
 
+/* a centroid into the header: out of range (every row exact), or max ||c~||^2 */
+static __device__ __forceinline__ void
+note_centroid(tc_header *hdr, bool ok, float cn)
+{
+	if (!ok)
+		atomicOr(&hdr->flag, 1u);
+	else
+		atomicMax(&hdr->maxcn, __float_as_uint(cn));
+}
+
 /*
  * One thread per (n-tile, lane).  Block of n-tile nt: KS x 32 lanes x 2 floats
  * (B fragment of k-step ks: b0 = B[ks*8 + t][g], b1 = B[ks*8 + t + 4][g], g =
@@ -403,10 +413,7 @@ tc_prep_tiles(const double *__restrict__ C, int k, int d, int ks_n, int ntiles,
 			bool		ok;
 
 			cn = centroid_norm(C, c, d, shift, sig, &ok);
-			if (!ok)
-				atomicOr(&hdr->flag, 1u);
-			else
-				atomicMax(&hdr->maxcn, __float_as_uint(cn));
+			note_centroid(hdr, ok, cn);
 		}
 		/* centroid 8 nt + g is column g: lane t' = g/2 holds it at g%2 and 2 + g%2 */
 		blk[ks_n * 64 + (g >> 1) * 4 + (g & 1)] = cn;
@@ -1171,12 +1178,7 @@ tc2_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm, int
 		cn[h] = c < k ? centroid_norm(C, c, d, shift, sig, &ok) : PAD_NORM;
 		/* set_hdr: tc_prep_tiles's part, when it does not run */
 		if (set_hdr && t == 0 && c < k)
-		{
-			if (!ok)
-				atomicOr(&hdr->flag, 1u);
-			else
-				atomicMax(&hdr->maxcn, __float_as_uint(cn[h]));
-		}
+			note_centroid(hdr, ok, cn[h]);
 	}
 	frags[(j * (ks_n + 1) + ks_n) * 32 + lane] =
 		make_uint4(__float_as_uint(cn[0]), __float_as_uint(cn[0]), __float_as_uint(cn[1]),
@@ -1383,13 +1385,17 @@ tc2_kernel(const tc_args p)
 	const int	sbuf = stage_doubles(d);
 	double	   *sS = (double *) smem;
 	double2    *sC = (double2 *) (sS + TC2_MAX_D);
-	char	   *wb = (char *) smem + tc2_fixed_bytes(k, d) + warp * tc2_warp_bytes(KS, d, nb);
+	/* warp w's area, and (FUSE) its sums after every warp's area */
+	char	   *const wa0 = (char *) smem + tc2_fixed_bytes(k, d);
+	const int	wab = tc2_warp_bytes(KS, d, nb);
+	char	   *const sa0 = wa0 + NW * wab;
+	const int	sab = tc2_acc_bytes(k, d);
+	char	   *wb = wa0 + warp * wab;
 	uint2	   *sX = (uint2 *) wb;	/* [unit (ks, t)][row slot] */
 	float4	   *sE = (float4 *) (wb + 4 * KS * TC2_XS * 8);
 	double	   *sStg = (double *) (wb + 4 * KS * TC2_XS * 8 + 2048);
-	/* FUSE: this warp's sums [j][c] and counts [c], after every warp's area */
-	double	   *sAcc = (double *) ((char *) smem + tc2_fixed_bytes(k, d) +
-								   NW * tc2_warp_bytes(KS, d, nb) + warp * tc2_acc_bytes(k, d));
+	/* FUSE: this warp's sums [j][c] and counts [c] */
+	double	   *sAcc = (double *) (sa0 + warp * sab);
 	unsigned   *sCnt = (unsigned *) (sAcc + k * d);
 	double		ine = 0;		/* FUSE: this lane's rows' distances, in order */
 	const bool	all_exact = p.hdr->flag != 0;
@@ -1703,8 +1709,6 @@ tc2_kernel(const tc_args p)
 	{
 		/* the CTA's row of sums and counts: the warps' added in warp order */
 		double	   *row = p.part + (int64_t) blockIdx.x * ((int64_t) k * d + k);
-		const int	ab = tc2_acc_bytes(k, d);
-		const char *acc0 = (const char *) smem + tc2_fixed_bytes(k, d) + NW * tc2_warp_bytes(KS, d, nb);
 
 		for (int o = 16; o > 0; o >>= 1)
 			ine += __shfl_down_sync(FULL, ine, o);
@@ -1721,14 +1725,14 @@ tc2_kernel(const tc_args p)
 				int			j = e - c * d;
 
 				for (int w = 0; w < NW; w++)
-					v += ((const double *) (acc0 + w * ab))[j * k + c];
+					v += ((const double *) (sa0 + w * sab))[j * k + c];
 			}
 			else
 			{
 				unsigned long long m = 0;
 
 				for (int w = 0; w < NW; w++)
-					m += ((const unsigned *) ((const double *) (acc0 + w * ab) + k * d))[e - k * d];
+					m += ((const unsigned *) ((const double *) (sa0 + w * sab) + k * d))[e - k * d];
 				v = (double) m;
 			}
 			row[e] = v;
@@ -1738,8 +1742,7 @@ tc2_kernel(const tc_args p)
 			double		b = 0;
 
 			for (int w = 0; w < NW; w++)
-				b += *(const double *) ((const char *) smem + tc2_fixed_bytes(k, d) +
-										w * tc2_warp_bytes(KS, d, nb) + 4 * KS * TC2_XS * 8);
+				b += *(const double *) (wa0 + w * wab + 4 * KS * TC2_XS * 8);	/* its sE */
 			p.block_part[blockIdx.x] = b;
 		}
 	}

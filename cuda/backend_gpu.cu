@@ -193,18 +193,18 @@ block_pick_min(double *bk, long long *br)
 
 /*
  * S_b of a block of the draw (compute_internal.h) from a warp: lane l holds
- * w of rows 32 r + l, r = 0..7; every lane gets the sum.  The butterfly
- * adds lane l's and lane l ^ h's sums in both: the same value (a + b = b + a),
- * the order of pggpu_draw_weight.
+ * dist2 of rows 32 r + l, r = 0..7 (0 past n); every lane gets the sum of
+ * their w.  The butterfly adds lane l's and lane l ^ h's sums in both: the
+ * same value (a + b = b + a), the order of pggpu_draw_weight.
  */
 __device__ __forceinline__ double
-warp_draw_weight(const double (&w)[PGGPU_DRAW_ROWS / 32])
+warp_draw_weight(const double (&d2)[PGGPU_DRAW_ROWS / 32])
 {
 	double		s = 0.0;
 
 #pragma unroll
 	for (int r = 0; r < PGGPU_DRAW_ROWS / 32; r++)
-		s = __dadd_rn(s, w[r]);
+		s = __dadd_rn(s, pggpu_draw_w(d2[r]));
 	for (int o = 16; o > 0; o >>= 1)
 		s = __dadd_rn(s, __shfl_xor_sync(FULL, s, o));
 	return s;
@@ -1197,10 +1197,7 @@ pp_step_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, bool r
 			m = rows;
 #pragma unroll
 			for (int r = 0; r < PP_R; r++)
-			{
-				Du[r] = 0.0f;	/* not read: every row is measured */
 				wD[r * 32 + lane] = 0.0;	/* rows past n weigh 0 */
-			}
 			__syncwarp();
 		}
 		if (!SET)
@@ -1257,7 +1254,6 @@ pp_step_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, bool r
 					int64_t		i = i0 + r * 32 + lane;
 
 					wt[r] = SET ? wD[r * 32 + lane] : i < n ? __ldcg(dist2 + i) : 0.0;
-					wt[r] = pggpu_draw_w(wt[r]);
 				}
 				S = warp_draw_weight(wt);
 				if (lane == 0)
@@ -1376,7 +1372,7 @@ pick_kernel(const double *dist2, int64_t n, int mode, uint64_t key,
 			{
 				int64_t		i = blk * PGGPU_DRAW_ROWS + r * 32 + lane;
 
-				w[r] = i < n ? pggpu_draw_w(dist2[i]) : 0.0;
+				w[r] = i < n ? dist2[i] : 0.0;
 			}
 
 			double		kv = pggpu_draw_key(key, blk, warp_draw_weight(w));
