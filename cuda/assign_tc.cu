@@ -56,7 +56,8 @@
  * the warp against every centroid (the reference arithmetic, lowest index
  * on ties; no list, steps 3 and 4 do not run), and every row is added to
  * its warp's sums in a fixed order; the CTA adds its warps' sums in warp
- * order into its row of the caller's partial sums.
+ * order into its row of the caller's partial sums.  Its preparation is one
+ * launch (tc2_prep_all: the shift, then the fragments; no tc_prep_tiles).
  */
 #include "assign_tc.cuh"
 
@@ -212,6 +213,16 @@ mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
 		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/* c = a b + c, m16n8k8 with f16 inputs: the first half of m16n8k16's fragments (a0, a1; b0) */
+static __device__ __forceinline__ void
+mma_f16_k8(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t b0)
+{
+	asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 "
+		"{%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+		: "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		: "r"(a0), "r"(a1), "r"(b0));
+}
+
 static __device__ __forceinline__ void
 mma_f16_init(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, float4 c0)
 {
@@ -268,10 +279,13 @@ top2(float &b, float &s, float p)
 
 /* ---- preparation: shift and centroid tiles ---------------------------------- */
 
-__global__ void
-tc_prep_mean(const double *__restrict__ C, int k, int d, double *shift, tc_header *hdr, int f16)
+#define PREP_BLOCK 256			/* tc_prep_mean's and tc2_prep_all's threads */
+
+/* tc_prep_mean's work, for its block (PREP_BLOCK threads; every thread returns) */
+static __device__ __forceinline__ void
+prep_mean(const double *__restrict__ C, int k, int d, double *shift, tc_header *hdr, int f16)
 {
-	__shared__ double part[256];
+	__shared__ double part[PREP_BLOCK];
 	__shared__ double sh[TC_MAX_D];
 
 	if (threadIdx.x == 0)
@@ -316,6 +330,12 @@ tc_prep_mean(const double *__restrict__ C, int k, int d, double *shift, tc_heade
 	}
 	if (threadIdx.x == 0 && part[0] > 0 && part[0] < INFINITY)
 		hdr->sigma = ldexpf(1.0f, max(-100, min(100, 10 - ilogb(part[0]))));
+}
+
+__global__ void __launch_bounds__(PREP_BLOCK)
+tc_prep_mean(const double *__restrict__ C, int k, int d, double *shift, tc_header *hdr, int f16)
+{
+	prep_mean(C, k, d, shift, hdr, f16);
 }
 
 /* ||c~||^2 in scaled units, rounded to float32; *ok: every |c_j - s_j| <= RANGE */
@@ -1106,6 +1126,32 @@ tc2_acc_bytes(int k, int d)
 	return (k * d * 8 + k * 4 + 15) / 16 * 16;
 }
 
+/*
+ * The rows of a warp's tile and their labels into stage sb (as prefetch_rows
+ * with MT = 2), the columns unrolled to DW
+ */
+template <int DW>
+static __device__ __forceinline__ void
+tc2_prefetch(double *sb, const double *X, const int32_t *labels, int64_t row0, int64_t n, int d,
+			 int log_b)
+{
+	const int	lane = threadIdx.x & 31;
+	const int64_t r = row0 + lane;
+
+	if (r < n)
+	{
+		const double *xp = tc_row(X, r, d, log_b);
+		const int64_t bs = (int64_t) 1 << log_b;	/* column stride of a tile */
+
+#pragma unroll
+		for (int j = 0; j < DW; j++)
+			if (j < d)
+				cp_async8(sb + j * 32 + lane, xp + j * bs);
+		cp_async4((int32_t *) (sb + d * 32) + lane, labels + r);
+	}
+	asm volatile("cp.async.commit_group;");
+}
+
 /* E[q][.]: the (best, second) float4 of lane g for rows 2t, 2t+1 of n-tile q/4 (t = q%4) */
 static __device__ __forceinline__ int
 tc2_eslot(int q, int g)
@@ -1120,13 +1166,11 @@ tc2_eslot(int q, int g)
  * DW): [0, dmax) big(c~), [dmax, 2 dmax) big(c~), [2 dmax, 3 dmax) small(c~),
  * zero past d and past 3 dmax.
  */
-__global__ void
-tc2_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
-			   const double *__restrict__ shift, uint4 *frags, tc_header *hdr, int f16,
-			   bool set_hdr)
+static __device__ __forceinline__ void
+prep_frags(int id, const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
+		   const double *__restrict__ shift, uint4 *frags, tc_header *hdr, int f16, bool set_hdr)
 {
 	const float sig = hdr->sigma;
-	int			id = blockIdx.x * blockDim.x + threadIdx.x;
 	int			j = id >> 5;
 	int			lane = id & 31;
 	int			g = lane >> 2;
@@ -1185,11 +1229,40 @@ tc2_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm, int
 				   __float_as_uint(cn[1]));
 }
 
-/* c = the m-tile's accumulators against the n-tile's B fragments */
-template <int KS, bool F16>
+__global__ void
+tc2_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
+			   const double *__restrict__ shift, uint4 *frags, tc_header *hdr, int f16,
+			   bool set_hdr)
+{
+	prep_frags(blockIdx.x * blockDim.x + threadIdx.x, C, k, d, ks_n, nm, dmax, shift, frags, hdr,
+			   f16, set_hdr);
+}
+
+/*
+ * When tc2 fuses (no tc_prep_tiles): tc_prep_mean and tc2_prep_frags in one
+ * block, one launch (the block's writes are its own after the barrier)
+ */
+__global__ void __launch_bounds__(PREP_BLOCK)
+tc2_prep_all(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
+			 double *shift, uint4 *frags, tc_header *hdr, int f16)
+{
+	prep_mean(C, k, d, shift, hdr, f16);
+	__syncthreads();
+	for (int id = threadIdx.x; id < nm * 32; id += blockDim.x)
+		prep_frags(id, C, k, d, ks_n, nm, dmax, shift, frags, hdr, f16, true);
+}
+
+/*
+ * c = the m-tile's accumulators against the n-tile's B fragments.  HALF: K's
+ * last 8 elements are zeros (3 DW <= 16 KS - 8), so the last k-step is an
+ * m16n8k8 on the first half of its fragments: half the tensor work, and a[KS-1]'s
+ * .z, .w are never read, so they take no registers.
+ */
+template <int KS, bool F16, bool HALF>
 static __device__ __forceinline__ void
 tc2_mma(float (&c)[4], const uint4 (&a)[KS], const float4 &cq, const uint2 (&bx)[KS])
 {
+	static_assert(!HALF || (F16 && KS >= 2), "tc2: the half k-step is f16's, after a full one");
 	const uint32_t av0[4] = {a[0].x, a[0].y, a[0].z, a[0].w};
 
 	if (F16)
@@ -1201,7 +1274,9 @@ tc2_mma(float (&c)[4], const uint4 (&a)[KS], const float4 &cq, const uint2 (&bx)
 	{
 		const uint32_t av[4] = {a[ks].x, a[ks].y, a[ks].z, a[ks].w};
 
-		if (F16)
+		if (HALF && ks == KS - 1)
+			mma_f16_k8(c, a[ks].x, a[ks].y, bx[ks].x);
+		else if (F16)
 			mma_f16(c, av, bx[ks].x, bx[ks].y);
 		else
 			mma_tf32(c, av, bx[ks].x, bx[ks].y);
@@ -1214,7 +1289,7 @@ tc2_mma(float (&c)[4], const uint4 (&a)[KS], const float4 &cq, const uint2 (&bx)
  * least value, G in the low bits, into chain G % 2 (two chains: more
  * independent work); the chains merge in the caller.
  */
-template <int KS, bool F16, int J, int NM>
+template <int KS, bool F16, bool HALF, int J, int NM>
 static __device__ __forceinline__ void
 tc2_scan(const uint4 (&a)[NM][KS], const float4 (&cq)[NM], const uint2 (&bx)[KS], uint32_t msk,
 		 float (&b0)[2], float (&s0)[2], float (&b1)[2], float (&s1)[2])
@@ -1226,8 +1301,8 @@ tc2_scan(const uint4 (&a)[NM][KS], const float4 (&cq)[NM], const uint2 (&bx)[KS]
 		float		c[4],
 					e[4];
 
-		tc2_mma<KS, F16>(c, a[J], cq[J], bx);
-		tc2_mma<KS, F16>(e, a[J + 1], cq[J + 1], bx);
+		tc2_mma<KS, F16, HALF>(c, a[J], cq[J], bx);
+		tc2_mma<KS, F16, HALF>(e, a[J + 1], cq[J + 1], bx);
 
 		float		p0 = pack_r<G>(fminf(fminf(c[0], c[2]), fminf(e[0], e[2])), msk);
 		float		p1 = pack_r<G>(fminf(fminf(c[1], c[3]), fminf(e[1], e[3])), msk);
@@ -1242,7 +1317,7 @@ tc2_scan(const uint4 (&a)[NM][KS], const float4 (&cq)[NM], const uint2 (&bx)[KS]
 			top2(b0[H], s0[H], p0);
 			top2(b1[H], s1[H], p1);
 		}
-		tc2_scan<KS, F16, J + 2, NM>(a, cq, bx, msk, b0, s0, b1, s1);
+		tc2_scan<KS, F16, HALF, J + 2, NM>(a, cq, bx, msk, b0, s0, b1, s1);
 	}
 }
 
@@ -1307,39 +1382,42 @@ tc2_exact_row(const double2 *sC, int ps, int k, int d, const double *x, int lane
 }
 
 /*
- * FUSE: this lane's row (x: its column of the stage) into the warp's sums
- * when its rank's round comes (ranks: among the lanes of the same label)
+ * FUSE: the rows of one label into the warp's sums and counts, by the
+ * lowest lane of that label (peers: the lanes with it, this one the lowest):
+ * each sum gets its rows in lane order, whatever the scheduling, and the
+ * leaders' labels differ, so their sums and counts too (no atomics).  x: the
+ * stage, column j of lane l at x[j * 32 + l].
  */
 template <int DW>
 static __device__ __forceinline__ void
-tc2_accumulate(double *sAcc, int k, int d, const double *x, unsigned rank, unsigned rounds, int lab)
+tc2_accumulate(double *sAcc, unsigned *sCnt, int k, int d, const double *x, unsigned peers, int lab)
 {
 	constexpr int H = DW < 4 ? DW : 4;	/* columns a batch (8 spill at d = 8) */
+	const int	lead = __ffs(peers) - 1;
 
-	for (unsigned rd = 0; rd < rounds; rd++)
+	sCnt[lab] += __popc(peers);
+	/* a batch's loads, then its stores: one latency a batch, not a column */
+#pragma unroll
+	for (int j0 = 0; j0 < DW; j0 += H)
 	{
-		if (rank == rd)
-		{
-			/* a batch's loads, then its stores: one latency a batch, not a column */
-#pragma unroll
-			for (int j0 = 0; j0 < DW; j0 += H)
-			{
-				double		av[H],
-							xv[H];
+		double		av[H];
 
 #pragma unroll
-				for (int j = 0; j < H; j++)
-				{
-					av[j] = j0 + j < d ? sAcc[(j0 + j) * k + lab] : 0.0;
-					xv[j] = j0 + j < d ? x[(j0 + j) * 32] : 0.0;
-				}
+		for (int j = 0; j < H; j++)
+			av[j] = j0 + j < d ? sAcc[(j0 + j) * k + lab] + x[(j0 + j) * 32 + lead] : 0.0;
+		for (unsigned m = peers & (peers - 1); m; m &= m - 1)
+		{
+			const int	l = __ffs(m) - 1;
+
 #pragma unroll
-				for (int j = 0; j < H; j++)
-					if (j0 + j < d)
-						sAcc[(j0 + j) * k + lab] = av[j] + xv[j];
-			}
+			for (int j = 0; j < H; j++)
+				if (j0 + j < d)
+					av[j] += x[(j0 + j) * 32 + l];
 		}
-		__syncwarp();
+#pragma unroll
+		for (int j = 0; j < H; j++)
+			if (j0 + j < d)
+				sAcc[(j0 + j) * k + lab] = av[j];
 	}
 }
 
@@ -1356,12 +1434,16 @@ tc2_accumulate(double *sAcc, int k, int d, const double *x, unsigned rank, unsig
  * their (best, second) in shared memory.
  *
  * FUSE (the update too, 2 stages, 227 KB of shared memory): 1.17 ms
- * there, issue 0.46 a scheduler, against 0.91 + 0.13 (candidates) + 0.42
- * ms (owned_update_kernel) for the two passes; of its stall samples, 36%
- * in the scan, 26% step 3 (the float64 measurement of the best group's 4
- * centroids most of it), 21% the sums and stores (__match_any_sync's
- * latency 5%), 14% step 1 and the stages, 3% the rows not certified (0.3%
- * of the rows, a warp's scan each).  Its warps (NWF, from an estimate 40
+ * there at first, against 0.91 + 0.13 (candidates) + 0.42 ms
+ * (owned_update_kernel) for the two passes; then 1.01 ms with the half
+ * k-step (HALF: 1.07), the sums added by each label's lowest lane (no
+ * rounds: 1.02) and tc2_prefetch.  1.01 ms: 492M warp instructions, issue
+ * 0.50 a scheduler, 252 registers; of its stall samples about 40% in the
+ * scan (its 169 instructions an n-tile: 32 mma, 78 FMNMX, 28 FADD, 18
+ * LOP3), 17% step 3, 13% the sums, 4% __match_any_sync's latency, 10%
+ * step 1 and the stages, 3% the rows not certified (0.26% of the rows, a
+ * warp's scan each).  An exact max in top2 (3 ALU instructions, not 2 and
+ * 2 FADD) measured no faster.  Its warps (NWF, from an estimate 40
  * registers a thread above the plain kernel's) may be fewer.
  */
 template <int KS, bool F16, int NM, int NW, int DW, bool FUSE>
@@ -1371,6 +1453,7 @@ tc2_kernel(const tc_args p)
 	constexpr int QMAX = (F16 ? 16 : 8) * KS;
 	static_assert(3 * DW <= QMAX && NM % 2 == 0, "tc2: segments of DW in K, groups of 2 m-tiles");
 	constexpr int NWD = 8 * KS;	/* 32-bit words of a row */
+	constexpr bool HALF = F16 && KS >= 2 && 3 * DW <= 16 * KS - 8;	/* last k-step m16n8k8 */
 	constexpr int RT = 32 * NW;
 	extern __shared__ __align__(16) float smem[];
 	const int	lane = threadIdx.x & 31;
@@ -1404,7 +1487,8 @@ tc2_kernel(const tc_args p)
 	const int64_t nrows = p.n;
 	const int64_t nrt = (nrows + RT - 1) / RT;
 	unsigned long long mine = 0;
-	const uint32_t msk = ~15u ^ (uint32_t) (nrows < 0);	/* ~15, in a register */
+	/* ~15, in a register: per lane, so ptxas keeps it instead of copying it from a uniform one */
+	const uint32_t msk = ~15u ^ ((uint32_t) (nrows < 0) & (uint32_t) lane);
 	uint4		a[NM][KS];
 	float4		cq[NM];
 
@@ -1441,7 +1525,7 @@ tc2_kernel(const tc_args p)
 			else
 				sCnt[e - k * d] = 0;
 	for (int st = 0; st < nb - 1; st++)
-		prefetch_rows<2>(sStg + st * sbuf, p.X, p.labels,
+		tc2_prefetch<DW>(sStg + st * sbuf, p.X, p.labels,
 						 (blockIdx.x + (int64_t) st * gridDim.x) * RT + warp * 32, p.n, d, log_b);
 	__syncthreads();
 
@@ -1455,7 +1539,7 @@ tc2_kernel(const tc_args p)
 		const bool	valid = r < nrows;
 		float		e2 = INFINITY;
 
-		prefetch_rows<2>(sStg + (int) nxt * sbuf, p.X, p.labels,
+		tc2_prefetch<DW>(sStg + (int) nxt * sbuf, p.X, p.labels,
 						 e0 + (int64_t) (nb - 1) * gridDim.x * RT, p.n, d, log_b);
 		cp_wait(nb - 1);
 
@@ -1514,7 +1598,10 @@ tc2_kernel(const tc_args p)
 			for (int ks = 0; ks < KS; ks++)
 #pragma unroll
 				for (int tt = 0; tt < 4; tt++)
-					sX[(ks * 4 + tt) * TC2_XS + lane] = make_uint2(wd[ks * 8 + tt], wd[ks * 8 + tt + 4]);
+					if (HALF && ks == KS - 1)	/* the m16n8k8 reads .x only */
+						((uint32_t *) &sX[(ks * 4 + tt) * TC2_XS + lane])[0] = wd[ks * 8 + tt];
+					else
+						sX[(ks * 4 + tt) * TC2_XS + lane] = make_uint2(wd[ks * 8 + tt], wd[ks * 8 + tt + 4]);
 		}
 		__syncwarp();
 
@@ -1533,7 +1620,7 @@ tc2_kernel(const tc_args p)
 #pragma unroll
 				for (int ks = 0; ks < KS; ks++)
 					bx[ks] = sX[(ks * 4 + t) * TC2_XS + n * 8 + g];
-				tc2_scan<KS, F16, 0, NM>(a, cq, bx, msk, b0, s0, b1, s1);
+				tc2_scan<KS, F16, HALF, 0, NM>(a, cq, bx, msk, b0, s0, b1, s1);
 				/* the chains merge: max(x, y) = x + y - min(x, y), as in top2 */
 				sE[tc2_eslot(n * 4 + t, g)] =
 					make_float4(fminf(b0[0], b0[1]),
@@ -1662,14 +1749,8 @@ tc2_kernel(const tc_args p)
 					}
 				}
 
-				/*
-				 * every row into the warp's sums, lanes of the same label
-				 * taking turns by rank: every sum has one order, however
-				 * the warp is scheduled
-				 */
+				/* the lanes of this row's label (the match's latency under the stores) */
 				unsigned	peers = __match_any_sync(FULL, valid ? lab : -1 - lane);
-				unsigned	rank = valid ? __popc(peers & ((1u << lane) - 1)) : 32;
-				unsigned	rounds = __reduce_max_sync(FULL, valid ? rank + 1 : 0);
 
 				if (valid)
 				{
@@ -1677,9 +1758,9 @@ tc2_kernel(const tc_args p)
 					p.dist2[r] = dist;
 					mine += old != lab;
 					ine += dist;
-					atomicAdd(&sCnt[lab], 1u);	/* integers: any order */
 				}
-				tc2_accumulate<DW>(sAcc, k, d, stg + lane, rank, rounds, lab);
+				if (valid && (peers & ((1u << lane) - 1)) == 0)
+					tc2_accumulate<DW>(sAcc, sCnt, k, d, stg, peers, lab);
 			}
 			else
 			{
@@ -1927,7 +2008,9 @@ layout_for(int64_t n, int k, int d)
  * in the models above (exact), and cost at most 2^-25 absolute each, under
  * 2 eps S once S >= 64 (scaled units; smaller S: exact scan); one k-step of
  * 16 errs by < 17 2^-25 2S + 2^-23 2S = 21 eps S (Hopper; Ampere, two halves
- * of 8: 44): taken as 48.  E_raw = (22 + 48 KS) eps S.  The kernel keeps, per pair P of centroids
+ * of 8: 44): taken as 48; tc2's last k-step of 8 (m16n8k8, HALF: the same
+ * products, 8 and C aligned and truncated) errs by less, 13 eps S (Ampere
+ * 28), so the same 48 covers it.  E_raw = (22 + 48 KS) eps S.  The kernel keeps, per pair P of centroids
  * (2t, 2t+1 of an n-tile), p_P = min over P of v_c with the n-tile in the
  * low 4 bits (|p_P - min v| < 2^-19 |p_P|), b = min p_P (pair B, nearer
  * centroid c_B) and s within 12 eps S of the second least p_P (top2).  For
@@ -2038,14 +2121,17 @@ struct tc2_variant
 /*
  * Warps a CTA (one CTA an SM): the centroids take NM (4 KS + 4) registers a
  * thread, the rest about 40; as many warps as 64K registers hold (8 to 16).
+ * The fused kernel: about 40 more, and 2 fewer an m-tile with tc2_mma's half
+ * k-step (the plain kernel spills when it counts them: ptxas).
  */
 template <int KS, bool F16, int NM, int DW>
 tc2_variant
 make_tc2()
 {
+	constexpr bool HALF = F16 && KS >= 2 && 3 * DW <= 16 * KS - 8;	/* as tc2_kernel's */
 	constexpr int R = NM * (4 * KS + 4) + (F16 && KS == 3 ? 56 : 40);
 	constexpr int NW = R <= 128 ? 16 : R <= 168 ? 12 : R <= 200 ? 10 : 8;
-	constexpr int RF = R + 40;	/* with the update (ptxas: less and the used variants spill) */
+	constexpr int RF = R + 40 - (HALF ? 2 * NM : 0);	/* (ptxas: less and the used variants spill) */
 	constexpr int NWF = RF <= 128 ? 16 : RF <= 168 ? 12 : RF <= 200 ? 10 : 8;
 
 	return {tc2_kernel<KS, F16, NM, NW, DW, false>, tc2_kernel<KS, F16, NM, NWF, DW, true>, NM, NW,
@@ -2406,11 +2492,19 @@ pggpu_tc_assign_update(const double *X, int64_t n, int d, int log_b, const doubl
 		(stage_mask & 1) && plan_tc2(di, ks, k, d, v2.nwf, true, &sm_fuse, &pf_fuse) &&
 		in_registers(v2.fused);
 
-	tc_prep_mean<<<1, 256, 0, stream>>>(C, k, d, (double *) a.shift, a.hdr, f16);
+	if (fuse)
+	{
+		tc2_prep_all<<<1, PREP_BLOCK, 0, stream>>>(C, k, d, ks, v2.nm, v2.dw, (double *) a.shift,
+												   (uint4 *) a.frags, a.hdr, f16);
+		if ((e = cudaPeekAtLastError()) != cudaSuccess)
+			return e;
+		a.prefetch = pf_fuse;
+		return launch_pass(v2.fused, di, v2.nwf, sm_fuse, 32 * v2.nwf, n, a, stream, max_parts, parts);
+	}
+	tc_prep_mean<<<1, PREP_BLOCK, 0, stream>>>(C, k, d, (double *) a.shift, a.hdr, f16);
 	if ((e = cudaPeekAtLastError()) != cudaSuccess)
 		return e;
-	/* the tiles of tc_kernel (not needed when tc2 fuses: then tc2_prep_frags sets the header) */
-	if (!fuse)
+	/* the tiles of tc_kernel */
 	{
 		tc_prep_tiles<<<(unsigned) ((a.ntiles * 32 + 255) / 256), 256, 0, stream>>>(
 			C, k, d, ks, a.ntiles, a.shift, (float *) a.tiles, a.hdr, f16);
@@ -2420,14 +2514,9 @@ pggpu_tc_assign_update(const double *X, int64_t n, int d, int log_b, const doubl
 	if (v2.main)
 	{
 		tc2_prep_frags<<<(unsigned) ((v2.nm * 32 + 127) / 128), 128, 0, stream>>>(
-			C, k, d, ks, v2.nm, v2.dw, a.shift, (uint4 *) a.frags, a.hdr, f16, fuse);
+			C, k, d, ks, v2.nm, v2.dw, a.shift, (uint4 *) a.frags, a.hdr, f16, false);
 		if ((e = cudaPeekAtLastError()) != cudaSuccess)
 			return e;
-	}
-	if (fuse)
-	{
-		a.prefetch = pf_fuse;
-		return launch_pass(v2.fused, di, v2.nwf, sm_fuse, 32 * v2.nwf, n, a, stream, max_parts, parts);
 	}
 	if ((stage_mask & 1) && v2.main)
 	{
