@@ -53,6 +53,7 @@ struct dev_stats
 	double		pick_key;
 	long long	pick_row;
 	unsigned int pp_stalled;	/* km_pp_steps: a draw found no row */
+	unsigned int parts_done;	/* reduce_finalize_kernel's blocks done */
 };
 
 struct gpu_state
@@ -278,8 +279,8 @@ enum
  *    sums in shared memory.  A group has one lane per column; it walks its
  *    share of the warp's 32 rows, adding each row's value to the row's cluster
  *    in its own copy: no atomics, and a fixed order.  At the end each block
- *    adds its copies in order into its row of `part`, and finalize_kernel adds
- *    the blocks in order: the sums are deterministic.
+ *    adds its copies in order into its row of `part`, and reduce_finalize_kernel
+ *    adds the blocks in order: the sums are deterministic.
  *    With the row in registers (DR > 0) the groups take the warp's rows from
  *    a per-warp staging area in shared memory rather than from global memory
  *    again (those loads touched 4 rows x d columns of sectors each, and
@@ -642,7 +643,7 @@ block_excl_scan(int v)
  * over the clusters), and the owners add their rows, in order; at the end
  * the P shares are added in order.  No atomics, and
  * every addition in a fixed order: the block's sums (then counts, as
- * doubles) go to its row of `part`, reduce_parts_kernel adds the blocks in
+ * doubles) go to its row of `part`, reduce_finalize_kernel adds the blocks in
  * order, so the result is deterministic, as UPD_PRIVATE's.  Every row is
  * read once, from one coalesced load, and the block's threads all work in
  * every phase (the private copies' lane groups left 3/4 of the lanes idle
@@ -845,29 +846,13 @@ owned_smem(int k, int d)
 }
 
 /*
- * UPD_PRIVATE: adds the blocks' partial sums and counts, one block per
- * element, in a fixed order (block_sum's tree), into sums[0 .. kd + k).
+ * finalize_kernel's work, for its block: centroids from the sums
+ * (UPD_PRIVATE: the reduced partials, counts after the sums), empty
+ * clusters, total inertia.
  */
-__global__ void
-reduce_parts_kernel(const double *part, int64_t len, int nparts, double *sums)
-{
-	double		v = 0;
-
-	for (int b = threadIdx.x; b < nparts; b += blockDim.x)
-		v += part[(int64_t) b * len + blockIdx.x];
-	v = block_sum(v);
-	if (threadIdx.x == 0)
-		sums[blockIdx.x] = v;
-}
-
-/*
- * One block: centroids from the sums (UPD_PRIVATE: the reduced partials,
- * counts after the sums), empty clusters, total inertia.
- */
-__global__ void
-finalize_kernel(double *C, const double *sums, const unsigned long long *cnt,
-				int k, int d, int mode,
-				const double *block_part, int nparts, dev_stats *stats)
+__device__ __forceinline__ void
+finalize(double *C, const double *sums, const unsigned long long *cnt, int k, int d, int mode,
+		 const double *block_part, int nparts, dev_stats *stats)
 {
 	int64_t		kd = (int64_t) k * d;
 	double		inertia = 0;
@@ -877,13 +862,13 @@ finalize_kernel(double *C, const double *sums, const unsigned long long *cnt,
 	{
 		for (int64_t e = threadIdx.x; e < kd; e += blockDim.x)
 		{
-			double		m = sums[kd + e / d];
+			double		m = __ldcg(&sums[kd + e / d]);
 
 			if (m > 0)
-				C[e] = sums[e] / m;
+				C[e] = __ldcg(&sums[e]) / m;
 		}
 		for (int c = threadIdx.x; c < k; c += blockDim.x)
-			empty += sums[kd + c] == 0;
+			empty += __ldcg(&sums[kd + c]) == 0;
 	}
 	else if (mode != UPD_NONE)
 	{
@@ -906,6 +891,59 @@ finalize_kernel(double *C, const double *sums, const unsigned long long *cnt,
 		stats->inertia = inertia;
 		stats->empty = (unsigned long long) empty;
 	}
+}
+
+#define RF_BLOCK 256			/* reduce_finalize_kernel: 8 warps, 32 elements a block */
+
+/*
+ * UPD_PRIVATE: adds the blocks' partial sums and counts (rows of `part`,
+ * len each) into sums[0 .. len): a block per 32 elements, warp w adding rows
+ * w, w + 8, ... in order, then the 8 warps' in order (a fixed order).  The
+ * last block to finish (stats->parts_done, zeroed with the stats) then does
+ * finalize's work: one launch for both.
+ */
+__global__ void __launch_bounds__(RF_BLOCK)
+reduce_finalize_kernel(const double *part, int64_t len, int nparts, double *sums, double *C,
+					   int k, int d, const double *block_part, dev_stats *stats)
+{
+	__shared__ double w_sum[RF_BLOCK / 32][32];
+	__shared__ bool last;
+	const int	lane = threadIdx.x & 31;
+	const int	warp = threadIdx.x >> 5;
+	const int64_t e = (int64_t) blockIdx.x * 32 + lane;
+	double		v = 0;
+
+	if (e < len)
+		for (int b = warp; b < nparts; b += RF_BLOCK / 32)
+			v += part[(int64_t) b * len + e];
+	w_sum[warp][lane] = v;
+	__syncthreads();
+	if (warp == 0)
+	{
+		v = 0;
+		for (int w = 0; w < RF_BLOCK / 32; w++)
+			v += w_sum[w][lane];
+		if (e < len)
+			sums[e] = v;
+		__threadfence();		/* the sums, before this block counts as done */
+	}
+	__syncthreads();
+	if (threadIdx.x == 0)
+		last = atomicAdd(&stats->parts_done, 1u) == gridDim.x - 1;
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence();
+	finalize(C, sums, NULL, k, d, UPD_PRIVATE, block_part, nparts, stats);
+}
+
+/* One block: finalize (the modes other than UPD_PRIVATE) */
+__global__ void
+finalize_kernel(double *C, const double *sums, const unsigned long long *cnt,
+				int k, int d, int mode,
+				const double *block_part, int nparts, dev_stats *stats)
+{
+	finalize(C, sums, cnt, k, d, mode, block_part, nparts, stats);
 }
 
 __global__ void
@@ -1943,23 +1981,13 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 
 	if (owned)
 	{
-		mode = UPD_PRIVATE;		/* the same partial sums: reduce_parts_kernel, finalize_kernel */
+		mode = UPD_PRIVATE;		/* the same partial sums: reduce_finalize_kernel */
 		shmem = owned_smem(k, d);
 		kfn = d <= 8 ? (const void *) owned_update_kernel<8> : d <= 16 ?
 			(const void *) owned_update_kernel<16> : (const void *) owned_update_kernel<32>;
 		rows_per_block = (int64_t) 1 << owned_lg_r(d);
 		max_grid = s->part_rows;
 	}
-	CU(cudaFuncSetAttribute(kfn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) shmem));
-	CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kfn, BLOCK, shmem));
-	grid = (int64_t) (per_sm > 0 ? per_sm : 1) * s->sm_count;
-	if (grid > max_grid)
-		grid = max_grid;
-	if (grid > (ds->n + rows_per_block - 1) / rows_per_block)
-		grid = (ds->n + rows_per_block - 1) / rows_per_block;
-	if (grid < 1)
-		grid = 1;
-
 	s->pick_ready = false;
 	if ((st = x_layout(ds, false, err)) != PGGPU_OK)
 		return st;
@@ -1985,32 +2013,48 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 								  s->stream));
 	if (fused)
 		grid = fused;
-	else if (owned)
-	{
-		owned_fn	ofn = d <= 8 ? owned_update_kernel<8> : d <= 16 ? owned_update_kernel<16>
-			: owned_update_kernel<32>;
-
-		ofn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(s->X, ds->n, d, ds->log_b, k,
-														owned_lg_r(d), s->labels, s->dist2,
-														s->part, s->block_part);
-		LAUNCHED(owned_update_kernel);
-	}
 	else
 	{
-		fn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(s->X, ds->n, d, ds->log_b, s->C, k, lg_lanes,
-													   s->labels, s->dist2, s->sums, s->cnt,
-													   s->part, s->block_part, s->stats);
-		LAUNCHED(lloyd_kernel);
+		/* (host calls on an iteration's critical path: only where they are needed) */
+		CU(cudaFuncSetAttribute(kfn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) shmem));
+		CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kfn, BLOCK, shmem));
+		grid = (int64_t) (per_sm > 0 ? per_sm : 1) * s->sm_count;
+		if (grid > max_grid)
+			grid = max_grid;
+		if (grid > (ds->n + rows_per_block - 1) / rows_per_block)
+			grid = (ds->n + rows_per_block - 1) / rows_per_block;
+		if (grid < 1)
+			grid = 1;
+		if (owned)
+		{
+			owned_fn	ofn = d <= 8 ? owned_update_kernel<8> : d <= 16 ? owned_update_kernel<16>
+				: owned_update_kernel<32>;
+
+			ofn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(s->X, ds->n, d, ds->log_b, k,
+															owned_lg_r(d), s->labels, s->dist2,
+															s->part, s->block_part);
+			LAUNCHED(owned_update_kernel);
+		}
+		else
+		{
+			fn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(s->X, ds->n, d, ds->log_b, s->C, k,
+														   lg_lanes, s->labels, s->dist2, s->sums,
+														   s->cnt, s->part, s->block_part, s->stats);
+			LAUNCHED(lloyd_kernel);
+		}
 	}
 	if (mode == UPD_PRIVATE)
 	{
-		reduce_parts_kernel<<<(unsigned) (k * d + k), 256, 0, s->stream>>>(s->part, (int64_t) k * d + k,
-																		   (int) grid, s->sums);
-		LAUNCHED(reduce_parts_kernel);
+		reduce_finalize_kernel<<<(unsigned) ((k * d + k + 31) / 32), RF_BLOCK, 0, s->stream>>>(
+			s->part, (int64_t) k * d + k, (int) grid, s->sums, s->C, k, d, s->block_part, s->stats);
+		LAUNCHED(reduce_finalize_kernel);
 	}
-	finalize_kernel<<<1, 1024, 0, s->stream>>>(s->C, s->sums, s->cnt, k, d, mode,
-											   s->block_part, (int) grid, s->stats);
-	LAUNCHED(finalize_kernel);
+	else
+	{
+		finalize_kernel<<<1, 1024, 0, s->stream>>>(s->C, s->sums, s->cnt, k, d, mode,
+												   s->block_part, (int) grid, s->stats);
+		LAUNCHED(finalize_kernel);
+	}
 	if ((st = fetch_stats(s, err)) != PGGPU_OK)
 		return st;
 	out->changed = (int64_t) s->stats_h->changed;
