@@ -2505,12 +2505,10 @@ pggpu_tc_assign_update(const double *X, int64_t n, int d, int log_b, const doubl
 	if ((e = cudaPeekAtLastError()) != cudaSuccess)
 		return e;
 	/* the tiles of tc_kernel */
-	{
-		tc_prep_tiles<<<(unsigned) ((a.ntiles * 32 + 255) / 256), 256, 0, stream>>>(
-			C, k, d, ks, a.ntiles, a.shift, (float *) a.tiles, a.hdr, f16);
-		if ((e = cudaPeekAtLastError()) != cudaSuccess)
-			return e;
-	}
+	tc_prep_tiles<<<(unsigned) ((a.ntiles * 32 + 255) / 256), 256, 0, stream>>>(
+		C, k, d, ks, a.ntiles, a.shift, (float *) a.tiles, a.hdr, f16);
+	if ((e = cudaPeekAtLastError()) != cudaSuccess)
+		return e;
 	if (v2.main)
 	{
 		tc2_prep_frags<<<(unsigned) ((v2.nm * 32 + 127) / 128), 128, 0, stream>>>(
