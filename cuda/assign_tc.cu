@@ -544,7 +544,7 @@ stage_doubles(int d)
 	return d * 32 + 16;
 }
 
-template <int MT>
+template <int MT, int DW = 0>
 static __device__ __forceinline__ void
 prefetch_rows(double *sb, const double *X, const int32_t *labels, int64_t row0, int64_t n,
 			  int d, int log_b)
@@ -563,9 +563,16 @@ prefetch_rows(double *sb, const double *X, const int32_t *labels, int64_t row0, 
 			const double *xp = tc_row(X, r, d, log_b);
 			double	   *bj = b + lane;
 
-			/* pointers stepped: no 64-bit shift a column */
-			for (int j = 0; j < d; j++, xp += bs, bj += 32)
-				cp_async8(bj, xp);
+			if constexpr (DW > 0)	/* d <= DW: the columns unrolled (tc2) */
+			{
+#pragma unroll
+				for (int j = 0; j < DW; j++)
+					if (j < d)
+						cp_async8(bj + j * 32, xp + j * bs);
+			}
+			else				/* pointers stepped: no 64-bit shift a column */
+				for (int j = 0; j < d; j++, xp += bs, bj += 32)
+					cp_async8(bj, xp);
 			cp_async4((int32_t *) (b + d * 32) + lane, labels + r);
 		}
 	}
@@ -1126,32 +1133,6 @@ tc2_acc_bytes(int k, int d)
 	return (k * d * 8 + k * 4 + 15) / 16 * 16;
 }
 
-/*
- * The rows of a warp's tile and their labels into stage sb (as prefetch_rows
- * with MT = 2), the columns unrolled to DW
- */
-template <int DW>
-static __device__ __forceinline__ void
-tc2_prefetch(double *sb, const double *X, const int32_t *labels, int64_t row0, int64_t n, int d,
-			 int log_b)
-{
-	const int	lane = threadIdx.x & 31;
-	const int64_t r = row0 + lane;
-
-	if (r < n)
-	{
-		const double *xp = tc_row(X, r, d, log_b);
-		const int64_t bs = (int64_t) 1 << log_b;	/* column stride of a tile */
-
-#pragma unroll
-		for (int j = 0; j < DW; j++)
-			if (j < d)
-				cp_async8(sb + j * 32 + lane, xp + j * bs);
-		cp_async4((int32_t *) (sb + d * 32) + lane, labels + r);
-	}
-	asm volatile("cp.async.commit_group;");
-}
-
 /* E[q][.]: the (best, second) float4 of lane g for rows 2t, 2t+1 of n-tile q/4 (t = q%4) */
 static __device__ __forceinline__ int
 tc2_eslot(int q, int g)
@@ -1229,13 +1210,13 @@ prep_frags(int id, const double *__restrict__ C, int k, int d, int ks_n, int nm,
 				   __float_as_uint(cn[1]));
 }
 
+/* beside tc_prep_tiles, which sets the header */
 __global__ void
 tc2_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
-			   const double *__restrict__ shift, uint4 *frags, tc_header *hdr, int f16,
-			   bool set_hdr)
+			   const double *__restrict__ shift, uint4 *frags, tc_header *hdr, int f16)
 {
 	prep_frags(blockIdx.x * blockDim.x + threadIdx.x, C, k, d, ks_n, nm, dmax, shift, frags, hdr,
-			   f16, set_hdr);
+			   f16, false);
 }
 
 /*
@@ -1437,7 +1418,7 @@ tc2_accumulate(double *sAcc, unsigned *sCnt, int k, int d, const double *x, unsi
  * there at first, against 0.91 + 0.13 (candidates) + 0.42 ms
  * (owned_update_kernel) for the two passes; then 1.01 ms with the half
  * k-step (HALF: 1.07), the sums added by each label's lowest lane (no
- * rounds: 1.02) and tc2_prefetch.  1.01 ms: 492M warp instructions, issue
+ * rounds: 1.02) and prefetch_rows<2, DW>.  1.01 ms: 492M warp instructions, issue
  * 0.50 a scheduler, 252 registers; of its stall samples about 40% in the
  * scan (its 169 instructions an n-tile: 32 mma, 78 FMNMX, 28 FADD, 18
  * LOP3), 17% step 3, 13% the sums, 4% __match_any_sync's latency, 10%
@@ -1525,7 +1506,7 @@ tc2_kernel(const tc_args p)
 			else
 				sCnt[e - k * d] = 0;
 	for (int st = 0; st < nb - 1; st++)
-		tc2_prefetch<DW>(sStg + st * sbuf, p.X, p.labels,
+		prefetch_rows<2, DW>(sStg + st * sbuf, p.X, p.labels,
 						 (blockIdx.x + (int64_t) st * gridDim.x) * RT + warp * 32, p.n, d, log_b);
 	__syncthreads();
 
@@ -1539,7 +1520,7 @@ tc2_kernel(const tc_args p)
 		const bool	valid = r < nrows;
 		float		e2 = INFINITY;
 
-		tc2_prefetch<DW>(sStg + (int) nxt * sbuf, p.X, p.labels,
+		prefetch_rows<2, DW>(sStg + (int) nxt * sbuf, p.X, p.labels,
 						 e0 + (int64_t) (nb - 1) * gridDim.x * RT, p.n, d, log_b);
 		cp_wait(nb - 1);
 
@@ -2512,7 +2493,7 @@ pggpu_tc_assign_update(const double *X, int64_t n, int d, int log_b, const doubl
 	if (v2.main)
 	{
 		tc2_prep_frags<<<(unsigned) ((v2.nm * 32 + 127) / 128), 128, 0, stream>>>(
-			C, k, d, ks, v2.nm, v2.dw, a.shift, (uint4 *) a.frags, a.hdr, f16, false);
+			C, k, d, ks, v2.nm, v2.dw, a.shift, (uint4 *) a.frags, a.hdr, f16);
 		if ((e = cudaPeekAtLastError()) != cudaSuccess)
 			return e;
 	}
