@@ -47,4 +47,29 @@ cudaError_t pggpu_tc_assign_update(const double *X, int64_t n, int d, int log_b,
 								   unsigned long long *changed, double *part, double *block_part,
 								   int max_parts, int *parts, cudaStream_t stream);
 
+/*
+ * A launch's configuration (cudaLaunchKernelEx); dependent: a programmatic
+ * dependent launch, whose CTAs may start while the stream's last kernel
+ * ends (that kernel's griddepcontrol.launch_dependents, or its end): the
+ * kernel waits for that one's results with griddepcontrol.wait.  at: the
+ * attribute's storage, alive until the launch.  When the fused pass runs,
+ * its preparation, the pass and the partial sums' reduction are chained so.
+ */
+static inline cudaLaunchConfig_t
+pggpu_launch_config(cudaLaunchAttribute *at, unsigned grid, unsigned block, size_t smem,
+					cudaStream_t stream, bool dependent)
+{
+	cudaLaunchConfig_t cfg = {};
+
+	at->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+	at->val.programmaticStreamSerializationAllowed = 1;
+	cfg.gridDim = dim3(grid);
+	cfg.blockDim = dim3(block);
+	cfg.dynamicSmemBytes = smem;
+	cfg.stream = stream;
+	cfg.attrs = at;
+	cfg.numAttrs = dependent ? 1 : 0;
+	return cfg;
+}
+
 #endif							/* PG_GPU_ASSIGN_TC_CUH */

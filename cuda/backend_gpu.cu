@@ -860,12 +860,25 @@ finalize(double *C, const double *sums, const unsigned long long *cnt, int k, in
 
 	if (mode == UPD_PRIVATE)
 	{
-		for (int64_t e = threadIdx.x; e < kd; e += blockDim.x)
-		{
-			double		m = __ldcg(&sums[kd + e / d]);
+		constexpr int U = 4;	/* the loads first (else each waits behind the last store to C) */
 
-			if (m > 0)
-				C[e] = __ldcg(&sums[e]) / m;
+		for (int64_t e0 = threadIdx.x; e0 < kd; e0 += U * blockDim.x)
+		{
+			double		m[U],
+						v[U];
+
+#pragma unroll
+			for (int u = 0; u < U; u++)
+			{
+				int64_t		e = e0 + u * blockDim.x;
+
+				m[u] = e < kd ? __ldcg(&sums[kd + e / d]) : 0.0;
+				v[u] = e < kd ? __ldcg(&sums[e]) : 0.0;
+			}
+#pragma unroll
+			for (int u = 0; u < U; u++)
+				if (m[u] > 0)
+					C[e0 + u * blockDim.x] = v[u] / m[u];
 		}
 		for (int c = threadIdx.x; c < k; c += blockDim.x)
 			empty += __ldcg(&sums[kd + c]) == 0;
@@ -913,9 +926,26 @@ reduce_finalize_kernel(const double *part, int64_t len, int nparts, double *sums
 	const int64_t e = (int64_t) blockIdx.x * 32 + lane;
 	double		v = 0;
 
+	/* launched as the fused pass's dependent: its sums, once it is done (else a no-op) */
+	asm volatile("griddepcontrol.wait;" ::: "memory");
 	if (e < len)
-		for (int b = warp; b < nparts; b += RF_BLOCK / 32)
-			v += part[(int64_t) b * len + e];
+	{
+		constexpr int W = RF_BLOCK / 32;
+		constexpr int U = 24;	/* loads in flight (192 parts: one trip), then their sums in order */
+
+		for (int b0 = warp; b0 < nparts; b0 += U * W)
+		{
+			double		t[U];
+
+#pragma unroll
+			for (int u = 0; u < U; u++)
+				t[u] = b0 + u * W < nparts ? part[(int64_t) (b0 + u * W) * len + e] : 0.0;
+#pragma unroll
+			for (int u = 0; u < U; u++)
+				if (b0 + u * W < nparts)
+					v += t[u];
+		}
+	}
 	w_sum[warp][lane] = v;
 	__syncthreads();
 	if (warp == 0)
@@ -2045,9 +2075,14 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 	}
 	if (mode == UPD_PRIVATE)
 	{
-		reduce_finalize_kernel<<<(unsigned) ((k * d + k + 31) / 32), RF_BLOCK, 0, s->stream>>>(
-			s->part, (int64_t) k * d + k, (int) grid, s->sums, s->C, k, d, s->block_part, s->stats);
-		LAUNCHED(reduce_finalize_kernel);
+		/* after the fused pass, its dependent: it starts as the pass ends */
+		cudaLaunchAttribute at;
+		cudaLaunchConfig_t cfg = pggpu_launch_config(&at, (unsigned) ((k * d + k + 31) / 32),
+													 RF_BLOCK, 0, s->stream, fused != 0);
+
+		CU(cudaLaunchKernelEx(&cfg, reduce_finalize_kernel, (const double *) s->part,
+							  (int64_t) k * d + k, (int) grid, s->sums, s->C, k, d,
+							  (const double *) s->block_part, s->stats));
 	}
 	else
 	{
