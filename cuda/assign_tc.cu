@@ -1239,17 +1239,21 @@ tc2_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm, int
  * When tc2 fuses (no tc_prep_tiles): tc_prep_mean and tc2_prep_frags in one
  * block, one launch (the block's writes are its own after the barrier), on a
  * copy of C in shared memory (tc2_prep_smem): one trip to global memory for
- * C's loads, not one a step
+ * C's loads, not one a step.  It also zeroes the caller's zero_words words
+ * (pggpu_tc_assign_update's zero: no memset before it).
  */
 __global__ void __launch_bounds__(PREP_BLOCK)
 tc2_prep_all(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
-			 double *shift, uint4 *frags, tc_header *hdr, int f16)
+			 double *shift, uint4 *frags, tc_header *hdr, int f16, unsigned *zero, int zero_words)
 {
 	constexpr int U = 8;		/* loads in flight a thread */
 	extern __shared__ double sCp[];	/* C (k d), then the shift (TC_MAX_D) */
 
 	/* tc2<FUSE> may start beside this block: it waits for its results */
 	asm volatile("griddepcontrol.launch_dependents;");
+	/* the caller's words to zero (its counters, which the pass adds to once this is done) */
+	if ((int) threadIdx.x < zero_words)
+		zero[threadIdx.x] = 0;
 	double	   *sh = sCp + k * d;
 	const int	kd = k * d;
 
@@ -2500,23 +2504,29 @@ pggpu_tc_assign(const double *X, int64_t n, int d, int log_b, const double *C, i
 				unsigned long long *changed, cudaStream_t stream)
 {
 	return pggpu_tc_assign_update(X, n, d, log_b, C, k, workspace, labels, dist2, changed,
-								  nullptr, nullptr, 0, nullptr, stream);
+								  nullptr, nullptr, 0, nullptr, nullptr, 0, stream);
 }
 
 cudaError_t
 pggpu_tc_assign_update(const double *X, int64_t n, int d, int log_b, const double *C, int k,
 					   void *workspace, int32_t *labels, double *dist2,
 					   unsigned long long *changed, double *part, double *block_part,
-					   int max_parts, int *parts, cudaStream_t stream)
+					   int max_parts, int *parts, void *zero, size_t zero_bytes,
+					   cudaStream_t stream)
 {
 	tc_layout	L = layout_for(n, k, d);
 	char	   *ws = (char *) workspace;
 	tc_args		a;
 	int			dev;
 	cudaError_t e;
+	/* the caller's zero bytes, first: by the preparation where it is one launch, else here */
+	auto		zero_first = [&]() -> cudaError_t
+	{
+		return zero && zero_bytes ? cudaMemsetAsync(zero, 0, zero_bytes, stream) : cudaSuccess;
+	};
 
 	if (n <= 0)
-		return cudaSuccess;
+		return zero_first();
 	if (d < 1 || k < 1 || log_b < 0 || log_b > 40)
 		return cudaErrorInvalidValue;
 	if ((e = cudaGetDevice(&dev)) != cudaSuccess)
@@ -2566,6 +2576,8 @@ pggpu_tc_assign_update(const double *X, int64_t n, int d, int log_b, const doubl
 		return e;
 	if (d > TC_MAX_D)
 	{
+		if ((e = zero_first()) != cudaSuccess)
+			return e;
 		tc_exact_kernel<<<di.sms * 8, EXACT_BLOCK, exact_smem, stream>>>(a, 1);
 		return cudaPeekAtLastError();
 	}
@@ -2603,14 +2615,21 @@ pggpu_tc_assign_update(const double *X, int64_t n, int d, int log_b, const doubl
 
 	if (fuse)
 	{
+		int			zw = zero_bytes % 4 == 0 && zero_bytes / 4 <= PREP_BLOCK ? (int) (zero_bytes / 4) : 0;
+
+		if (!zw && (e = zero_first()) != cudaSuccess)
+			return e;
 		tc2_prep_all<<<1, PREP_BLOCK, tc2_prep_smem(k, d), stream>>>(
-			C, k, d, ks, v2.nm, v2.dw, (double *) a.shift, (uint4 *) a.frags, a.hdr, f16);
+			C, k, d, ks, v2.nm, v2.dw, (double *) a.shift, (uint4 *) a.frags, a.hdr, f16,
+			zw ? (unsigned *) zero : nullptr, zw);
 		if ((e = cudaPeekAtLastError()) != cudaSuccess)
 			return e;
 		a.prefetch = pf_fuse;
 		return launch_pass(v2.fused, di, v2.nwf, sm_fuse, 32 * v2.nwf, n, a, stream, max_parts, parts,
 						   true);
 	}
+	if ((e = zero_first()) != cudaSuccess)
+		return e;
 	tc_prep_mean<<<1, PREP_BLOCK, 0, stream>>>(C, k, d, (double *) a.shift, a.hdr, f16);
 	if ((e = cudaPeekAtLastError()) != cudaSuccess)
 		return e;

@@ -40,12 +40,16 @@ cudaError_t pggpu_tc_assign(const double *X, int64_t n, int d, int log_b, const 
  * CTA b writes row b of part (k d sums, cluster by cluster, then k counts,
  * all doubles) and block_part[b] (the sum of its rows' dist2), each in a
  * fixed order, so the result does not depend on scheduling.  *parts: the
- * rows written (at most max_parts), 0 when it only labelled.
+ * rows written (at most max_parts), 0 when it only labelled.  zero (or
+ * NULL): zero_bytes of device memory set to zero before any of the call's
+ * kernels runs (where that pass fuses, by its preparation kernel rather than
+ * a memset: one launch less between steps); changed may lie in it.
  */
 cudaError_t pggpu_tc_assign_update(const double *X, int64_t n, int d, int log_b, const double *C,
 								   int k, void *workspace, int32_t *labels, double *dist2,
 								   unsigned long long *changed, double *part, double *block_part,
-								   int max_parts, int *parts, cudaStream_t stream);
+								   int max_parts, int *parts, void *zero, size_t zero_bytes,
+								   cudaStream_t stream);
 
 /*
  * A launch's configuration (cudaLaunchKernelEx); dependent: a programmatic
