@@ -114,6 +114,7 @@ struct tc_args
 	unsigned long long *changed;
 	double	   *part;			/* tc2 with the update: a row of k d sums and k counts a CTA */
 	double	   *block_part;		/* and its inertia */
+	const unsigned *skip;		/* tc2<FUSE> (or NULL): the gate's word, set: the pass does nothing */
 };
 
 /* ---- shared helpers --------------------------------------------------------- */
@@ -1244,13 +1245,29 @@ tc2_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm, int
  */
 __global__ void __launch_bounds__(PREP_BLOCK)
 tc2_prep_all(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
-			 double *shift, uint4 *frags, tc_header *hdr, int f16, unsigned *zero, int zero_words)
+			 double *shift, uint4 *frags, tc_header *hdr, int f16, unsigned *zero, int zero_words,
+			 pggpu_tc_gate gate)
 {
 	constexpr int U = 8;		/* loads in flight a thread */
 	extern __shared__ double sCp[];	/* C (k d), then the shift (TC_MAX_D) */
+	__shared__ bool closed;
 
 	/* tc2<FUSE> may start beside this block: it waits for its results */
 	asm volatile("griddepcontrol.launch_dependents;");
+	if (gate.skip)
+	{
+		/* the last pass's counts, before they are zeroed (they may lie in zero) */
+		if (threadIdx.x == 0)
+			closed = *(volatile const unsigned long long *) gate.empty > 0 ||
+				*(volatile const unsigned long long *) gate.changed <= gate.limit;
+		__syncthreads();
+		if (closed)
+		{
+			if (threadIdx.x == 0)
+				*gate.skip = 1;	/* (the pass and the caller's next kernel read it) */
+			return;
+		}
+	}
 	/* the caller's words to zero (its counters, which the pass adds to once this is done) */
 	if ((int) threadIdx.x < zero_words)
 		zero[threadIdx.x] = 0;
@@ -1594,6 +1611,12 @@ tc2_kernel(const tc_args p)
 
 	/* then the header, shift and fragments, once the preparation is done (no-op if not dependent) */
 	asm volatile("griddepcontrol.wait;" ::: "memory");
+	if (FUSE && p.skip && *(volatile const unsigned *) p.skip)
+	{
+		/* the gate closed (pggpu_tc_gate): nothing to do */
+		asm volatile("cp.async.wait_all;");
+		return;
+	}
 
 	const bool	all_exact = p.hdr->flag != 0;
 	const float maxcn = __uint_as_float(p.hdr->maxcn);
@@ -2504,7 +2527,7 @@ pggpu_tc_assign(const double *X, int64_t n, int d, int log_b, const double *C, i
 				unsigned long long *changed, cudaStream_t stream)
 {
 	return pggpu_tc_assign_update(X, n, d, log_b, C, k, workspace, labels, dist2, changed,
-								  nullptr, nullptr, 0, nullptr, nullptr, 0, stream);
+								  nullptr, nullptr, 0, nullptr, nullptr, 0, nullptr, stream);
 }
 
 cudaError_t
@@ -2512,7 +2535,7 @@ pggpu_tc_assign_update(const double *X, int64_t n, int d, int log_b, const doubl
 					   void *workspace, int32_t *labels, double *dist2,
 					   unsigned long long *changed, double *part, double *block_part,
 					   int max_parts, int *parts, void *zero, size_t zero_bytes,
-					   cudaStream_t stream)
+					   const pggpu_tc_gate *gate, cudaStream_t stream)
 {
 	tc_layout	L = layout_for(n, k, d);
 	char	   *ws = (char *) workspace;
@@ -2525,6 +2548,8 @@ pggpu_tc_assign_update(const double *X, int64_t n, int d, int log_b, const doubl
 		return zero && zero_bytes ? cudaMemsetAsync(zero, 0, zero_bytes, stream) : cudaSuccess;
 	};
 
+	if (gate && (n <= 0 || !gate->changed || !gate->empty || !gate->skip))
+		return cudaErrorInvalidValue;
 	if (n <= 0)
 		return zero_first();
 	if (d < 1 || k < 1 || log_b < 0 || log_b > 40)
@@ -2558,6 +2583,7 @@ pggpu_tc_assign_update(const double *X, int64_t n, int d, int log_b, const doubl
 	a.list_t = (float *) (ws + L.list_t);
 	a.cap = L.cap;
 	a.prefetch = 0;
+	a.skip = nullptr;
 	a.labels = labels;
 	a.dist2 = dist2;
 	a.changed = changed;
@@ -2617,17 +2643,22 @@ pggpu_tc_assign_update(const double *X, int64_t n, int d, int log_b, const doubl
 	{
 		int			zw = zero_bytes % 4 == 0 && zero_bytes / 4 <= PREP_BLOCK ? (int) (zero_bytes / 4) : 0;
 
+		if (gate && !zw)
+			return cudaErrorInvalidValue;	/* (a memset would zero the gate's counts first) */
 		if (!zw && (e = zero_first()) != cudaSuccess)
 			return e;
 		tc2_prep_all<<<1, PREP_BLOCK, tc2_prep_smem(k, d), stream>>>(
 			C, k, d, ks, v2.nm, v2.dw, (double *) a.shift, (uint4 *) a.frags, a.hdr, f16,
-			zw ? (unsigned *) zero : nullptr, zw);
+			zw ? (unsigned *) zero : nullptr, zw, gate ? *gate : pggpu_tc_gate{});
+		a.skip = gate ? gate->skip : nullptr;
 		if ((e = cudaPeekAtLastError()) != cudaSuccess)
 			return e;
 		a.prefetch = pf_fuse;
 		return launch_pass(v2.fused, di, v2.nwf, sm_fuse, 32 * v2.nwf, n, a, stream, max_parts, parts,
 						   true);
 	}
+	if (gate)
+		return cudaErrorInvalidValue;	/* (no pass that can skip) */
 	if ((e = zero_first()) != cudaSuccess)
 		return e;
 	tc_prep_mean<<<1, PREP_BLOCK, 0, stream>>>(C, k, d, (double *) a.shift, a.hdr, f16);

@@ -35,6 +35,22 @@ cudaError_t pggpu_tc_assign(const double *X, int64_t n, int d, int log_b, const 
 							unsigned long long *changed, cudaStream_t stream);
 
 /*
+ * A pass queued before the previous pass's result is known: it runs only if
+ * that pass left no cluster empty and changed more than limit labels (the
+ * values at *empty and *changed when this pass starts).  Else its
+ * preparation sets *skip and nothing else happens: no zeroing, no label,
+ * sum or count written.  *skip lies in the words the call zeroes, so a pass
+ * that runs leaves it 0.
+ */
+struct pggpu_tc_gate
+{
+	const unsigned long long *changed;
+	const unsigned long long *empty;
+	unsigned long long limit;
+	unsigned int *skip;
+};
+
+/*
  * The same, and where one pass can also sum (k <= 256, d <= 16, when the
  * warps' sums fit in shared memory) the centroid update's partial sums:
  * CTA b writes row b of part (k d sums, cluster by cluster, then k counts,
@@ -43,13 +59,15 @@ cudaError_t pggpu_tc_assign(const double *X, int64_t n, int d, int log_b, const 
  * rows written (at most max_parts), 0 when it only labelled.  zero (or
  * NULL): zero_bytes of device memory set to zero before any of the call's
  * kernels runs (where that pass fuses, by its preparation kernel rather than
- * a memset: one launch less between steps); changed may lie in it.
+ * a memset: one launch less between steps); changed may lie in it.  gate
+ * (or NULL): the pass runs only if the gate opens (pggpu_tc_gate); only
+ * where it fuses (else cudaErrorInvalidValue, nothing launched).
  */
 cudaError_t pggpu_tc_assign_update(const double *X, int64_t n, int d, int log_b, const double *C,
 								   int k, void *workspace, int32_t *labels, double *dist2,
 								   unsigned long long *changed, double *part, double *block_part,
 								   int max_parts, int *parts, void *zero, size_t zero_bytes,
-								   cudaStream_t stream);
+								   const pggpu_tc_gate *gate, cudaStream_t stream);
 
 /*
  * A launch's configuration (cudaLaunchKernelEx); dependent: a programmatic

@@ -54,6 +54,7 @@ struct dev_stats
 	long long	pick_row;
 	unsigned int pp_stalled;	/* km_pp_steps: a draw found no row */
 	unsigned int parts_done;	/* reduce_finalize_kernel's blocks done */
+	unsigned int skip;			/* a queued step's gate closed (pggpu_tc_gate): it did nothing */
 };
 
 struct gpu_state
@@ -94,14 +95,19 @@ struct gpu_state
 	bool		labels_seeding;	/* labels hold pp_pack's words while seeding */
 	bool		x_rows;			/* X lies by rows (see x_at) */
 	dev_stats  *stats;			/* device */
-	dev_stats  *stats_h;		/* pinned mirror */
+	dev_stats  *stats_h;		/* pinned mirrors: [0] copies and even steps', [1] odd steps' */
 	dev_stats  *stats_hd;		/* stats_h's device address (mapped) */
 	unsigned long long *cnt_h;	/* pinned, k */
-	/* a Lloyd step with the fused pass, as a graph (see gpu_km_step) */
-	cudaGraphExec_t step_exec;	/* or NULL */
-	bool		step_off;		/* its capture failed in this fit: launch directly */
-	cudaStream_t cap_stream;	/* where it is captured */
+	/* Lloyd steps with the fused pass queued ahead, as graphs (see gpu_km_step) */
+	cudaGraphExec_t step_exec[2];	/* or NULL: a gated step writing stats_h[j] */
+	unsigned long long step_limit;	/* their gate's limit (pggpu_data.next_limit) */
+	bool		step_off;		/* their capture failed in this fit: no steps ahead */
+	cudaStream_t cap_stream;	/* where they are captured */
 	bool		cap_ok;
+	cudaEvent_t step_done[2];	/* step i of the fit done: [i % 2] */
+	bool		step_done_ok;
+	int64_t		steps;			/* update steps of this fit queued */
+	bool		ahead;			/* step steps - 1 is queued, and its gate opens */
 };
 
 #define ST(ds) ((gpu_state *) (ds)->impl)
@@ -935,6 +941,8 @@ reduce_finalize_kernel(const double *part, int64_t len, int nparts, double *sums
 
 	/* launched as the fused pass's dependent: its sums, once it is done (else a no-op) */
 	asm volatile("griddepcontrol.wait;" ::: "memory");
+	if (*(volatile unsigned *) &stats->skip)
+		return;					/* a queued step whose gate closed: no sums */
 	if (e < len)
 	{
 		constexpr int W = RF_BLOCK / 32;
@@ -1634,7 +1642,7 @@ gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
 							  tile_bytes / 1048576.0);
 		}
 	}
-	CU(cudaHostAlloc((void **) &s->stats_h, sizeof(dev_stats), cudaHostAllocMapped));
+	CU(cudaHostAlloc((void **) &s->stats_h, 2 * sizeof(dev_stats), cudaHostAllocMapped));
 	CU(cudaHostGetDevicePointer((void **) &s->stats_hd, s->stats_h, 0));
 
 	/* first allocation: the expected rows, up to half of the free memory */
@@ -1744,6 +1752,9 @@ gpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 static void
 free_km(gpu_state *s)
 {
+	/* (a step queued ahead may still run) */
+	if (s->stream_ok)
+		cudaStreamSynchronize(s->stream);
 	cudaFree(s->C);
 	cudaFree(s->labels);
 	cudaFree(s->dist2);
@@ -1759,10 +1770,15 @@ free_km(gpu_state *s)
 	cudaFree(s->tc_ws);
 	s->tc_ws = NULL;
 	cudaFreeHost(s->cnt_h);
-	if (s->step_exec)
-		cudaGraphExecDestroy(s->step_exec);
-	s->step_exec = NULL;
+	for (int j = 0; j < 2; j++)
+	{
+		if (s->step_exec[j])
+			cudaGraphExecDestroy(s->step_exec[j]);
+		s->step_exec[j] = NULL;
+	}
 	s->step_off = false;
+	s->steps = 0;
+	s->ahead = false;
 	s->C = s->dist2 = s->sums = s->block_part = s->part = s->pick_key = s->wsum = NULL;
 	s->sep = NULL;
 	s->labels = NULL;
@@ -1793,6 +1809,8 @@ gpu_close(pggpu_data *ds)
 		cudaStreamDestroy(s->stream);
 	if (s->cap_ok)
 		cudaStreamDestroy(s->cap_stream);
+	for (int j = 0; j < 2 && s->step_done_ok; j++)
+		cudaEventDestroy(s->step_done[j]);
 	(void) cudaGetLastError();
 	free(s);
 	ds->impl = NULL;
@@ -2055,8 +2073,13 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 	/* the tensor-core pass labels, and sums too where it can (then it is the whole pass) */
 	int			fused = 0;
 
-	/* the step's launches on stream sm (every one of them: a graph may capture them) */
-	auto		enqueue = [&](cudaStream_t sm, pggpu_error *err) -> pggpu_status
+	/*
+	 * The step's launches on stream sm (every one of them: a graph may
+	 * capture them); the reduction's stats into mirror slot; gate (or NULL):
+	 * the fused pass's (pggpu_tc_gate).
+	 */
+	auto		enqueue = [&](cudaStream_t sm, int slot, const pggpu_tc_gate *gate,
+							  pggpu_error *err) -> pggpu_status
 	{
 		/* the stats zeroed (with the tensor cores, by their first kernel) */
 		if (!s->tc_ws)
@@ -2071,7 +2094,7 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 			CU(pggpu_tc_assign_update(s->X, ds->n, d, ds->log_b, s->C, k, s->tc_ws, s->labels, s->dist2,
 									  (unsigned long long *) ((char *) s->stats + offsetof(dev_stats, changed)),
 									  owned ? s->part : NULL, s->block_part, s->part_rows, &fused,
-									  s->stats, sizeof(dev_stats), sm));
+									  s->stats, sizeof(dev_stats), gate, sm));
 		if (fused)
 			grid = fused;
 		else
@@ -2113,7 +2136,7 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 
 			CU(cudaLaunchKernelEx(&cfg, reduce_finalize_kernel, (const double *) s->part,
 								  (int64_t) k * d + k, (int) grid, s->sums, s->C, k, d,
-								  (const double *) s->block_part, s->stats, s->stats_hd));
+								  (const double *) s->block_part, s->stats, s->stats_hd + slot));
 		}
 		else
 		{
@@ -2126,52 +2149,103 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 
 	/*
 	 * With the fused pass (the fit's steps then launch the same kernels with
-	 * the same arguments) the first step's launches are also captured into
-	 * a graph, on cap_stream while that step runs, and the next steps of the
-	 * fit (update, the same n, k, d and data) replay it: one host call, not
-	 * four, between a step's end and the next one's start, the GPU waiting on
-	 * them (H100, N = 10^7, d = 8, k = 256, nsys: the next pass began 23 us
-	 * after the stats' copy, 12 us of it the host's memset and launches;
-	 * with the graph and the stats written by the reduction, 1.5% less an
-	 * iteration).  free_km drops the graph.
+	 * the same arguments), the first step's launches are also captured as
+	 * two graphs, on cap_stream while that step runs, each a step gated on
+	 * the one before (pggpu_tc_gate, with the caller's next_limit) and
+	 * writing one of the two stats mirrors.  Then each update step queues
+	 * the next one (graph (i + 1) % 2) before it waits for its own result:
+	 * the GPU goes on from one step to the next without waiting for the
+	 * host, and the next step does nothing where this one ends the loop
+	 * (converged, or a cluster empty: the caller repairs it, then a step is
+	 * launched directly).  The host knows which from this step's stats (the
+	 * same test).  H100, N = 10^7, d = 8, k = 256, nsys: the next pass began
+	 * 23 us after the stats' copy, 12 us of it the host's memset and
+	 * launches; one graph a step, with the stats written by the reduction,
+	 * 1.5% less an iteration; queued ahead, about 1.5% less again.  free_km
+	 * drops the graphs.
 	 */
-	if (s->step_exec && update)
-		CU(cudaGraphLaunch(s->step_exec, s->stream));
-	else
+	const int64_t i = update ? (s->ahead ? s->steps - 1 : s->steps++) : 0;
+	const int	slot = (int) (i % 2);
+	bool		queued = false;
+
+	if (!update || !s->ahead)
 	{
-		if ((st = enqueue(s->stream, err)) != PGGPU_OK)
+		if ((st = enqueue(s->stream, slot, NULL, err)) != PGGPU_OK)
 			return st;
-		if (fused && update && !s->step_off)
+		if (fused && update && !s->step_off && !s->step_exec[0] && ds->next_limit >= 0)
 		{
-			cudaGraph_t g = NULL;
-			cudaGraphExec_t ex = NULL;
-			pggpu_error cerr = {};
-			bool		ok;
+			pggpu_tc_gate gate = {&s->stats->changed, &s->stats->empty,
+				(unsigned long long) ds->next_limit, &s->stats->skip};
+			bool		ok = true;
 
 			if (!s->cap_ok && cudaStreamCreateWithFlags(&s->cap_stream, cudaStreamNonBlocking) == cudaSuccess)
 				s->cap_ok = true;
-			ok = s->cap_ok && cudaStreamBeginCapture(s->cap_stream, cudaStreamCaptureModeRelaxed) == cudaSuccess;
-			if (ok)
+			if (!s->step_done_ok && cudaEventCreateWithFlags(&s->step_done[0], cudaEventDisableTiming) == cudaSuccess)
 			{
-				ok = enqueue(s->cap_stream, &cerr) == PGGPU_OK;
-				/* (the capture ends whatever happened) */
-				ok = cudaStreamEndCapture(s->cap_stream, &g) == cudaSuccess && ok && g != NULL &&
-					cudaGraphInstantiate(&ex, g, 0) == cudaSuccess;
+				if (cudaEventCreateWithFlags(&s->step_done[1], cudaEventDisableTiming) == cudaSuccess)
+					s->step_done_ok = true;
+				else
+					cudaEventDestroy(s->step_done[0]);
 			}
-			if (g)
-				cudaGraphDestroy(g);
+			for (int j = 0; j < 2 && ok; j++)
+			{
+				cudaGraph_t g = NULL;
+				cudaGraphExec_t ex = NULL;
+				pggpu_error cerr = {};
+
+				ok = s->cap_ok && s->step_done_ok &&
+					cudaStreamBeginCapture(s->cap_stream, cudaStreamCaptureModeRelaxed) == cudaSuccess;
+				if (ok)
+				{
+					ok = enqueue(s->cap_stream, j, &gate, &cerr) == PGGPU_OK;
+					/* (the capture ends whatever happened) */
+					ok = cudaStreamEndCapture(s->cap_stream, &g) == cudaSuccess && ok && g != NULL &&
+						cudaGraphInstantiate(&ex, g, 0) == cudaSuccess;
+				}
+				if (g)
+					cudaGraphDestroy(g);
+				s->step_exec[j] = ok ? ex : NULL;
+			}
 			if (ok)
-				s->step_exec = ex;
+				s->step_limit = gate.limit;
 			else
+			{
+				for (int j = 0; j < 2; j++)
+				{
+					if (s->step_exec[j])
+						cudaGraphExecDestroy(s->step_exec[j]);
+					s->step_exec[j] = NULL;
+				}
 				s->step_off = true;
+			}
 			(void) cudaGetLastError();
 		}
+		if (update && s->step_exec[0])
+			CU(cudaEventRecord(s->step_done[slot], s->stream));
 	}
-	if ((st = fetch_stats(s, err, mode == UPD_PRIVATE)) != PGGPU_OK)
+	s->ahead = false;
+	/* the next step, queued now (its gate: this one's stats, as the caller's test) */
+	if (update && s->step_exec[0] && ds->next_limit >= 0 &&
+		(unsigned long long) ds->next_limit == s->step_limit)
+	{
+		const int	next = (int) (s->steps++ % 2);
+
+		CU(cudaGraphLaunch(s->step_exec[next], s->stream));
+		CU(cudaEventRecord(s->step_done[next], s->stream));
+		queued = true;
+	}
+	if (update && s->step_exec[0])
+		CU(cudaEventSynchronize(s->step_done[slot]));	/* this step (not the one queued) */
+	else if ((st = fetch_stats(s, err, mode == UPD_PRIVATE)) != PGGPU_OK)
 		return st;
-	out->changed = (int64_t) s->stats_h->changed;
-	out->empty = (int64_t) s->stats_h->empty;
-	out->inertia = s->stats_h->inertia;
+
+	/* mirrored by the reduction in slot, else copied into slot 0 */
+	const dev_stats *h = s->stats_h + (mode == UPD_PRIVATE ? slot : 0);
+
+	out->changed = (int64_t) h->changed;
+	out->empty = (int64_t) h->empty;
+	out->inertia = h->inertia;
+	s->ahead = queued && h->empty == 0 && h->changed > s->step_limit;
 	return PGGPU_OK;
 }
 

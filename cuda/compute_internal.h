@@ -50,6 +50,15 @@ struct pggpu_data
 	void	   *interrupt_arg;
 	int			threads;		/* pggpu_data_set_threads */
 	pggpu_pending_fn pending;
+
+	/*
+	 * Set by pggpu_kmeans for each km_step with update: its next call is
+	 * km_step with update on the centroids this step leaves exactly when
+	 * this step leaves no cluster empty and changes more than next_limit
+	 * labels (-1: never).  A backend may queue that step before this one's
+	 * result is known, to run only if the same test passes.
+	 */
+	int64_t		next_limit;
 };
 
 /* what one assignment pass reports */

@@ -1241,7 +1241,8 @@ test_grid(void)
 
 /*
  * CPU backend vs the naive Lloyd beyond the grid: blobs, uniform data that
- * needs many iterations, an iteration cap that stops it early, and tol > 0.
+ * needs many iterations, an iteration cap that stops it early, and tol > 0;
+ * the GPU against the CPU backend on each.
  */
 static void
 test_reference(void)
@@ -1263,6 +1264,14 @@ test_reference(void)
 		{"uniform, many iterations", 20000, 2, 7, false, 500, 0, true},
 		{"uniform, capped", 5000, 4, 6, false, 3, 0, false},
 		{"uniform, tol 1%", 20000, 2, 7, false, 500, 0.01, true},
+		/*
+		 * on the GPU the fused tensor-core pass, each step queued before
+		 * the last one's result is known: the queued step must do nothing
+		 * after tol stops the loop, and none may follow the cap
+		 */
+		{"uniform, tol 1%, fused pass", 50000, 8, 256, false, 500, 0.01, true},
+		{"uniform, tol 0.5%, fused pass", 50000, 3, 64, false, 500, 0.005, true},
+		{"uniform, capped, fused pass", 50000, 4, 128, false, 3, 0, false},
 	};
 
 	for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++)
