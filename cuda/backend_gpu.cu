@@ -1749,6 +1749,18 @@ gpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 	return PGGPU_OK;
 }
 
+/* the fit's step graphs (gpu_km_step), if any */
+static void
+drop_step_graphs(gpu_state *s)
+{
+	for (int j = 0; j < 2; j++)
+	{
+		if (s->step_exec[j])
+			cudaGraphExecDestroy(s->step_exec[j]);
+		s->step_exec[j] = NULL;
+	}
+}
+
 static void
 free_km(gpu_state *s)
 {
@@ -1770,12 +1782,7 @@ free_km(gpu_state *s)
 	cudaFree(s->tc_ws);
 	s->tc_ws = NULL;
 	cudaFreeHost(s->cnt_h);
-	for (int j = 0; j < 2; j++)
-	{
-		if (s->step_exec[j])
-			cudaGraphExecDestroy(s->step_exec[j]);
-		s->step_exec[j] = NULL;
-	}
+	drop_step_graphs(s);
 	s->step_off = false;
 	s->steps = 0;
 	s->ahead = false;
@@ -2210,12 +2217,7 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 				s->step_limit = gate.limit;
 			else
 			{
-				for (int j = 0; j < 2; j++)
-				{
-					if (s->step_exec[j])
-						cudaGraphExecDestroy(s->step_exec[j]);
-					s->step_exec[j] = NULL;
-				}
+				drop_step_graphs(s);
 				s->step_off = true;
 			}
 			(void) cudaGetLastError();
