@@ -177,18 +177,40 @@ used_elems(pggpu_data *ds)
 	return ((ds->n + TILE(ds) - 1) >> ds->log_b) * TILE(ds) * ds->d;
 }
 
+/* values between two calls of the interrupt callback in a loop over all of them */
+#define POLL_ELEMS ((int64_t) 1 << 22)
+
+static void
+poll_now(pggpu_data *ds)
+{
+	if (ds->interrupt)
+		ds->interrupt(ds->interrupt_arg);
+}
+
 static pggpu_status
-cpu_maxabs(pggpu_data *ds, double *out, pggpu_error *err)
+cpu_range(pggpu_data *ds, double *lo, double *hi, pggpu_error *err)
 {
 	const double *x = ST(ds)->X;
 	int64_t		len = used_elems(ds);
-	double		m = 0;
+	double		l = INFINITY,
+				h = 0;
 
 	(void) err;
-	for (int64_t i = 0; i < len; i++)
-		if (fabs(x[i]) > m)
-			m = fabs(x[i]);
-	*out = m;
+	for (int64_t i0 = 0; i0 < len; i0 += POLL_ELEMS)
+	{
+		int64_t		i1 = len - i0 < POLL_ELEMS ? len : i0 + POLL_ELEMS;
+
+		poll_now(ds);
+		for (int64_t i = i0; i < i1; i++)
+		{
+			double		a = fabs(x[i]);
+
+			h = a > h ? a : h;
+			l = a > 0 && a < l ? a : l;
+		}
+	}
+	*lo = l;
+	*hi = h;
 	return PGGPU_OK;
 }
 
@@ -199,8 +221,14 @@ cpu_scale(pggpu_data *ds, double factor, pggpu_error *err)
 	int64_t		len = used_elems(ds);
 
 	(void) err;
-	for (int64_t i = 0; i < len; i++)
-		x[i] *= factor;
+	for (int64_t i0 = 0; i0 < len; i0 += POLL_ELEMS)
+	{
+		int64_t		i1 = len - i0 < POLL_ELEMS ? len : i0 + POLL_ELEMS;
+
+		poll_now(ds);
+		for (int64_t i = i0; i < i1; i++)
+			x[i] *= factor;
+	}
 	return PGGPU_OK;
 }
 
@@ -317,8 +345,14 @@ typedef int64_t vl __attribute__((vector_size(VW * sizeof(int64_t))));
 #define CLONES
 #endif
 
-/* rows between two calls of the caller's interrupt callback in a pass */
+/*
+ * Interrupts are polled every POLL_ROWS rows of a pass at most, and at least
+ * every POLL_WORK squared differences (x_j - c_j)^2, a few milliseconds:
+ * fewer rows between polls when k d is large, and within a block of rows,
+ * between runs of centroids, when one block is more than that.
+ */
 #define POLL_ROWS 4096
+#define POLL_WORK ((int64_t) 1 << 22)
 
 /* a vector from 8 doubles at any alignment (a macro: no vector-valued calls) */
 #define LOAD_VD(v, p) memcpy(&(v), (p), sizeof(vd))
@@ -501,6 +535,8 @@ typedef struct pass
 	const double *cc;			/* PASS_POINT: the new centroid */
 	bool		set;			/* PASS_POINT: dist2 := d (else the min) */
 	const uint64_t *key;		/* PASS_POINT: the draw to make, or NULL */
+	int64_t		poll_mask;		/* poll where (row & poll_mask) == 0 */
+	int			kchunk;			/* PASS_STEP: centroids between polls */
 	bool		threaded;		/* other threads may run: poll, don't call */
 	bool		no_poll;		/* the callback returned with one pending */
 	atomic_int	next;			/* the next part to take */
@@ -527,11 +563,11 @@ poll_pending(pass *ps)
  * calls the callback with no other thread running.
  */
 static bool
-keep_going(pass *ps, int64_t i0, bool caller)
+poll_pass(pass *ps, bool caller)
 {
 	pggpu_data *ds = ps->ds;
 
-	if ((i0 & (POLL_ROWS - 1)) != 0 || ds->interrupt == NULL)
+	if (ds->interrupt == NULL)
 		return true;
 	if (!ps->threaded)
 	{
@@ -541,6 +577,42 @@ keep_going(pass *ps, int64_t i0, bool caller)
 	if (caller)
 		poll_pending(ps);
 	return !atomic_load_explicit(&ps->stop, memory_order_relaxed);
+}
+
+/* poll_pass at the rows where a poll is due */
+static bool
+keep_going(pass *ps, int64_t i0, bool caller)
+{
+	return (i0 & ps->poll_mask) != 0 || poll_pass(ps, caller);
+}
+
+/*
+ * nearest_block over the centroids in runs of ps->kchunk, polling between
+ * runs; the same result (a later run wins only when strictly nearer).  False
+ * when the thread must leave the block (nothing of it is kept).
+ */
+static bool
+nearest_block_polled(pass *ps, bool caller, const double *x, int d, const double *C,
+					 int k, double *best, int32_t *lab)
+{
+	double		b2[RB];
+	int32_t		l2[RB];
+
+	nearest_block(x, RB, d, C, ps->kchunk < k ? ps->kchunk : k, best, lab);
+	for (int c0 = ps->kchunk; c0 < k; c0 += ps->kchunk)
+	{
+		if (!poll_pass(ps, caller))
+			return false;
+		nearest_block(x, RB, d, C + (int64_t) c0 * d, k - c0 < ps->kchunk ? k - c0 : ps->kchunk,
+					  b2, l2);
+		for (int q = 0; q < RB; q++)
+			if (b2[q] < best[q])
+			{
+				best[q] = b2[q];
+				lab[q] = l2[q] + c0;
+			}
+	}
+	return true;
 }
 
 /* a Lloyd pass over the rest of a part */
@@ -590,7 +662,8 @@ step_rows(pass *ps, part *pt, int t, bool caller)
 			memcpy(x + j * RB, src + j * b, sizeof(double) * RB);
 			prefetch_column(src + j * b);
 		}
-		nearest_block(x, RB, d, s->C, k, best, lab);
+		if (!nearest_block_polled(ps, caller, x, d, s->C, k, best, lab))
+			break;
 		for (int q = 0; q < rows; q++)
 		{
 			changed += s->labels[i0 + q] != lab[q];
@@ -697,6 +770,16 @@ pass_run(pass *ps)
 	/* with a callback but no way to poll it, one thread */
 	int			threads = ds->interrupt && !ds->pending ? 1 : s->nthreads;
 
+	double		work = (double) ds->d * (ps->kind == PASS_STEP ? ds->k : 1);
+	double		budget = ds->poll_work > 0 ? ds->poll_work : (double) POLL_WORK;
+	int64_t		poll_rows = POLL_ROWS;
+
+	while (poll_rows > RB && poll_rows * work > budget)
+		poll_rows >>= 1;
+	ps->poll_mask = poll_rows - 1;
+	ps->kchunk = RB * work > budget ? (int) (budget / (RB * ds->d)) : ds->k;
+	if (ps->kchunk < 1)
+		ps->kchunk = 1;
 	for (int i = 0; i < s->nparts; i++)
 		s->parts[i].pos = s->parts[i].start;
 	ps->threaded = threads > 1;
@@ -907,7 +990,7 @@ const pggpu_ops pggpu_cpu_ops = {
 	.batch = cpu_batch,
 	.push = cpu_push,
 	.close = cpu_close,
-	.maxabs = cpu_maxabs,
+	.range = cpu_range,
 	.scale = cpu_scale,
 	.km_begin = cpu_km_begin,
 	.km_put_centroids = cpu_put_centroids,

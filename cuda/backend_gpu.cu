@@ -49,7 +49,8 @@ struct dev_stats
 	unsigned long long changed;
 	unsigned long long empty;
 	double		inertia;
-	unsigned long long maxabs_bits;
+	unsigned long long hiabs_bits;	/* range_kernel: the largest |x| */
+	unsigned long long loabs_inv;	/* and ~ the least non-zero |x| (0: none) */
 	double		pick_key;
 	long long	pick_row;
 	unsigned int pp_stalled;	/* km_pp_steps: a draw found no row */
@@ -249,18 +250,36 @@ block_draw_row(const double *dist2, int64_t n, long long blk, uint64_t key)
 
 /* ---- kernels -------------------------------------------------------------- */
 
+/*
+ * The largest |x| and the least non-zero |x|, as the bits of non-negative
+ * doubles (which order as the doubles do); the least one complemented, so
+ * that both are maxima and zeroed stats mean "none".
+ */
 __global__ void
-maxabs_kernel(const double *__restrict__ x, int64_t len, dev_stats *stats)
+range_kernel(const double *__restrict__ x, int64_t len, dev_stats *stats)
 {
-	double		m = 0;
+	double		hi = 0,
+				lo = INFINITY;
 
 	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < len;
 		 e += (int64_t) gridDim.x * blockDim.x)
-		m = fmax(m, fabs(x[e]));
+	{
+		double		a = fabs(x[e]);
+
+		hi = fmax(hi, a);
+		lo = a > 0 ? fmin(lo, a) : lo;
+	}
 	for (int o = 16; o > 0; o >>= 1)
-		m = fmax(m, __shfl_xor_sync(FULL, m, o));
+	{
+		hi = fmax(hi, __shfl_xor_sync(FULL, hi, o));
+		lo = fmin(lo, __shfl_xor_sync(FULL, lo, o));
+	}
 	if ((threadIdx.x & 31) == 0)
-		atomicMax(&stats->maxabs_bits, (unsigned long long) __double_as_longlong(m));
+	{
+		atomicMax(&stats->hiabs_bits, (unsigned long long) __double_as_longlong(hi));
+		if (lo < INFINITY)
+			atomicMax(&stats->loabs_inv, ~(unsigned long long) __double_as_longlong(lo));
+	}
 }
 
 __global__ void
@@ -1704,7 +1723,7 @@ grow(pggpu_data *ds, int64_t tiles, pggpu_error *err)
 	return PGGPU_OK;
 }
 
-/* X by rows (while seeding) or by columns (see x_at); maxabs and scale take either */
+/* X by rows (while seeding) or by columns (see x_at); range and scale take either */
 static pggpu_status
 x_layout(pggpu_data *ds, bool rows, pggpu_error *err)
 {
@@ -1854,18 +1873,24 @@ fetch_stats(gpu_state *s, pggpu_error *err, bool mirrored = false)
 }
 
 static pggpu_status
-gpu_maxabs(pggpu_data *ds, double *out, pggpu_error *err)
+gpu_range(pggpu_data *ds, double *lo, double *hi, pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
 	int64_t		len = used_elems(ds);
+	unsigned long long inv;
 	pggpu_status st;
 
 	CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
-	maxabs_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>(s->X, len, s->stats);
-	LAUNCHED(maxabs_kernel);
+	range_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>(s->X, len, s->stats);
+	LAUNCHED(range_kernel);
 	if ((st = fetch_stats(s, err)) != PGGPU_OK)
 		return st;
-	memcpy(out, &s->stats_h->maxabs_bits, sizeof(double));
+	memcpy(hi, &s->stats_h->hiabs_bits, sizeof(double));
+	inv = ~s->stats_h->loabs_inv;
+	if (s->stats_h->loabs_inv == 0)
+		*lo = INFINITY;
+	else
+		memcpy(lo, &inv, sizeof(double));
 	return PGGPU_OK;
 }
 
@@ -2022,6 +2047,81 @@ update_mode(gpu_state *s, int k, int d, int dr, size_t tile_bytes, int *lg_lanes
 	return UPD_GLOBAL;
 }
 
+/*
+ * A pass over more than RANGE_WORK squared differences (rows x centroids x
+ * columns: a few tenths of a second on lloyd's kernel in float64; the
+ * tensor cores, about 16 times as fast there, count a sixteenth) labels its rows
+ * in ranges of whole tiles, each at most that much work (or one tile),
+ * calling the caller's interrupt callback between them, so that a cancel is
+ * answered within about that; then the pass sums the rows by the labels
+ * given (as after the tensor cores), and the results are the same.
+ */
+#define RANGE_WORK ((double) (1LL << 39))
+
+static double
+range_work(pggpu_data *ds)
+{
+	return ds->poll_work > 0 ? ds->poll_work : RANGE_WORK;
+}
+
+static bool
+label_in_ranges(pggpu_data *ds)
+{
+	return ds->interrupt != NULL &&
+		(double) ds->n * ds->k * ds->d / (ST(ds)->tc_ws ? 16 : 1) > range_work(ds);
+}
+
+/*
+ * Labels, distances and changed (into the zeroed stats) of every row, range
+ * by range: with the tensor cores, else with lloyd's kernel fn (no update)
+ * and its shared memory.  May longjmp out of the interrupt callback: what
+ * is queued runs on, and free_km syncs the stream before it frees.
+ */
+static pggpu_status
+label_ranges(pggpu_data *ds, lloyd_fn fn, size_t shmem, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		tile = TILE(ds);
+	double		per_tile = (double) tile * ds->k * ds->d / (s->tc_ws ? 16 : 1);
+	int64_t		tiles = per_tile >= range_work(ds) ? 1 : (int64_t) (range_work(ds) / per_tile);
+	int			per_sm = 0;
+
+	CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
+	if (!s->tc_ws)
+	{
+		CU(cudaFuncSetAttribute((const void *) fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) shmem));
+		CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *) fn, BLOCK, shmem));
+	}
+	for (int64_t r0 = 0; r0 < ds->n; r0 += tiles * tile)
+	{
+		int64_t		rows = ds->n - r0 < tiles * tile ? ds->n - r0 : tiles * tile;
+		const double *X = s->X + (r0 >> ds->log_b) * tile * ds->d;
+
+		if (r0 > 0)
+		{
+			CU(cudaStreamSynchronize(s->stream));
+			ds->interrupt(ds->interrupt_arg);
+		}
+		if (s->tc_ws)
+			CU(pggpu_tc_assign(X, rows, ds->d, ds->log_b, s->C, ds->k, s->tc_ws, s->labels + r0,
+							   s->dist2 + r0, &s->stats->changed, s->stream));
+		else
+		{
+			int64_t		grid = (int64_t) (per_sm > 0 ? per_sm : 1) * s->sm_count;
+
+			if (grid > s->max_grid)
+				grid = s->max_grid;
+			if (grid > (rows + BLOCK - 1) / BLOCK)
+				grid = (rows + BLOCK - 1) / BLOCK;
+			fn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(X, rows, ds->d, ds->log_b, s->C, ds->k, 5,
+															   s->labels + r0, s->dist2 + r0, s->sums,
+															   s->cnt, s->part, s->block_part, s->stats);
+			LAUNCHED(lloyd_kernel);
+		}
+	}
+	return PGGPU_OK;
+}
+
 static pggpu_status
 gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err)
 {
@@ -2041,8 +2141,12 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 
 	if (dr && sizeof(double) * kpad * dr > RESIDENT_LIMIT)
 		dr = 0;
+	/* a long pass: labelled in ranges first (label_ranges), then as below */
+	const bool	ranged = label_in_ranges(ds);
+	const int	dr_label = dr;
+
 	/* many centroids: tensor cores label (assign_tc.cu), this pass updates */
-	if (s->tc_ws)
+	if (s->tc_ws || ranged)
 		dr = LABELS_GIVEN;
 	tile_bytes = dr == LABELS_GIVEN ? 0 : sizeof(double) * (dr ? kpad * dr : tk * DJ);
 	mode = update ? update_mode(s, k, d, dr, tile_bytes, &lg_lanes, &acc_bytes) : UPD_NONE;
@@ -2077,6 +2181,14 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 		CU(cudaMemsetAsync(s->labels, 0xff, sizeof(int32_t) * ds->n, s->stream));
 		s->labels_seeding = false;
 	}
+	if (ranged)
+	{
+		size_t		label_shmem = sizeof(double) * (dr_label ? kpad * dr_label : tk * DJ);
+
+		if ((st = label_ranges(ds, tk == 8 ? lloyd_variant<8>(dr_label, UPD_NONE) :
+							   lloyd_variant<32>(dr_label, UPD_NONE), label_shmem, err)) != PGGPU_OK)
+			return st;
+	}
 	/* the tensor-core pass labels, and sums too where it can (then it is the whole pass) */
 	int			fused = 0;
 
@@ -2088,8 +2200,8 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 	auto		enqueue = [&](cudaStream_t sm, int slot, const pggpu_tc_gate *gate,
 							  pggpu_error *err) -> pggpu_status
 	{
-		/* the stats zeroed (with the tensor cores, by their first kernel) */
-		if (!s->tc_ws)
+		/* the stats zeroed (with the tensor cores, by their first kernel; ranged, before the labels) */
+		if (!s->tc_ws && !ranged)
 			CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), sm));
 		if (mode == UPD_SHARED || mode == UPD_GLOBAL)
 		{
@@ -2097,7 +2209,7 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 			CU(cudaMemsetAsync(s->cnt, 0, sizeof(unsigned long long) * k, sm));
 		}
 		fused = 0;
-		if (s->tc_ws)
+		if (s->tc_ws && !ranged)
 			CU(pggpu_tc_assign_update(s->X, ds->n, d, ds->log_b, s->C, k, s->tc_ws, s->labels, s->dist2,
 									  (unsigned long long *) ((char *) s->stats + offsetof(dev_stats, changed)),
 									  owned ? s->part : NULL, s->block_part, s->part_rows, &fused,
@@ -2449,7 +2561,7 @@ static const pggpu_ops gpu_ops = {
 	gpu_batch,
 	gpu_push,
 	gpu_close,
-	gpu_maxabs,
+	gpu_range,
 	gpu_scale,
 	gpu_km_begin,
 	gpu_put_centroids,

@@ -139,6 +139,12 @@ pggpu_data_set_threads(pggpu_data *ds, int threads, pggpu_pending_fn pending)
 }
 
 void
+pggpu_data_set_poll_work(pggpu_data *ds, double work)
+{
+	ds->poll_work = work > 0 ? work : 0;
+}
+
+void
 pggpu_data_set_interrupts(pggpu_data *ds, pggpu_interrupt_fn fn, void *arg)
 {
 	ds->interrupt = fn;
@@ -237,30 +243,58 @@ scratch_free_all(pggpu_data *ds)
 /* ---- scaling -------------------------------------------------------------- */
 
 /*
- * Squared distances of values near 1e200 overflow a double.  Such data (and
- * data so tiny that squares underflow) are multiplied by a power of two
- * before any arithmetic: exact, and every later rounding is the same as
- * unscaled, so results are bit-identical where nothing overflows.
+ * Squared distances of values near 1e200 overflow a double, and those of
+ * values near 1e-200 underflow.  So the data (with any centroids given) are
+ * multiplied by one power of two 2^e before any arithmetic, exact, chosen
+ * so that every non-zero magnitude lies within [2^SCALE_LO, 2^(SCALE_HI+1)):
+ * there the squares, and their sums over up to 2^20 columns, are normal
+ * doubles with 2^22 to spare below (at most 2^1023 above: the inertia, a
+ * sum over rows, may still be Infinity).  e = 0 where the data lie there already (results bit-identical
+ * to unscaled); else the middle of the exponents that work, so that 1e200
+ * beside 1 keeps both.  Magnitudes that span more than the window (2^1001,
+ * about 1e301) have no such scale: PGGPU_ERR_RANGE, never a silently wrong
+ * partition.
  */
-static int
-scale_exponent(double maxabs)
+#define SCALE_HI 500
+#define SCALE_LO (-500)
+
+/* the least and largest non-zero magnitudes of x (INFINITY and 0 if none) */
+static void
+range_array(const double *x, int64_t len, double *lo, double *hi)
 {
-	if (!(maxabs > 0) || !isfinite(maxabs))
-		return 0;
-	if (maxabs > 0x1p500 || maxabs < 0x1p-480)
-		return -ilogb(maxabs);
-	return 0;
+	for (int64_t i = 0; i < len; i++)
+	{
+		double		a = fabs(x[i]);
+
+		if (a > *hi)
+			*hi = a;
+		if (a > 0 && a < *lo)
+			*lo = a;
+	}
 }
 
-static double
-maxabs_array(const double *x, int64_t len)
+/*
+ * The scale exponent for non-zero magnitudes in [lo, hi] (lo = INFINITY:
+ * none), or PGGPU_ERR_RANGE.
+ */
+static pggpu_status
+scale_exponent(double lo, double hi, int *e, pggpu_error *err)
 {
-	double		m = 0;
+	int			e_lo,
+				e_hi;
 
-	for (int64_t i = 0; i < len; i++)
-		if (fabs(x[i]) > m)
-			m = fabs(x[i]);
-	return m;
+	*e = 0;
+	if (!(hi > 0) || !isfinite(hi) || !isfinite(lo))
+		return PGGPU_OK;
+	e_lo = SCALE_LO - ilogb(lo);
+	e_hi = SCALE_HI - ilogb(hi);
+	if (e_lo > e_hi)
+		return pggpu_fail(err, PGGPU_ERR_RANGE,
+						  "non-zero magnitudes from %.3g to %.3g span more than double precision can square at once (a ratio of 2^%d, about 1e301)",
+						  lo, hi, SCALE_HI + 1 - SCALE_LO);
+	if (e_lo > 0 || e_hi < 0)
+		*e = e_lo + (e_hi - e_lo) / 2;
+	return PGGPU_OK;
 }
 
 /* scales ds by 2^e where needed (also accounting for extra values) */
@@ -268,20 +302,17 @@ static pggpu_status
 prepare_scale(pggpu_data *ds, const double *extra, int64_t nextra, int *e,
 			  pggpu_error *err)
 {
-	double		m = 0;
+	double		lo = INFINITY,
+				hi = 0;
 	pggpu_status st;
 
 	*e = 0;
-	if (ds->n > 0 && (st = ds->ops->maxabs(ds, &m, err)) != PGGPU_OK)
+	if (ds->n > 0 && (st = ds->ops->range(ds, &lo, &hi, err)) != PGGPU_OK)
 		return st;
 	if (extra)
-	{
-		double		m2 = maxabs_array(extra, nextra);
-
-		if (m2 > m)
-			m = m2;
-	}
-	*e = scale_exponent(m);
+		range_array(extra, nextra, &lo, &hi);
+	if ((st = scale_exponent(lo, hi, e, err)) != PGGPU_OK)
+		return st;
 	if (*e == 0 || ds->n == 0)
 		return PGGPU_OK;
 	/* subnormal data need 2^e past double's range (e > 1023): two steps */
@@ -400,8 +431,14 @@ step_key(const pggpu_kmeans_params *p, int c)
 	return pggpu_mix64(p->seed + 0x632be59bd9b4e019ULL * (uint64_t) c);
 }
 
-/* k-means++ steps a backend's km_pp_steps makes between interrupt checks */
+/*
+ * k-means++ steps a backend's km_pp_steps makes between interrupt checks:
+ * PP_BATCH, fewer where they would measure more than PP_WORK squared
+ * differences (a step measures at most every row once, about 0.2 s at
+ * the GPU's memory bandwidth)
+ */
 #define PP_BATCH 64
+#define PP_WORK ((double) (1LL << 36))
 
 static pggpu_status
 seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
@@ -412,6 +449,11 @@ seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
 	int64_t		row = (int64_t) (pggpu_mix64(p->seed) % (uint64_t) ds->n);
 	pggpu_status st = PGGPU_OK;
 
+	/* fewer steps a batch where one step's pass is long (PP_WORK) */
+	int			batch = PP_BATCH;
+
+	while (batch > 1 && (double) batch * ds->n * ds->d > (ds->poll_work > 0 ? ds->poll_work : PP_WORK))
+		batch >>= 1;
 	if (!rowset_init(ds, &chosen, p->k))
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	rowset_add(&chosen, row);
@@ -425,7 +467,7 @@ seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
 			/* a batch of steps on the backend */
 			uint64_t	keys[PP_BATCH + 1];
 			int64_t		rows[PP_BATCH];
-			int			c1 = p->k - c < PP_BATCH ? p->k : c + PP_BATCH;
+			int			c1 = p->k - c < batch ? p->k : c + batch;
 			int			done;
 
 			for (int j = 0; j <= c1 - c; j++)
@@ -461,7 +503,8 @@ done:
  * rows than k, some clusters stay empty.
  */
 static pggpu_status
-repair_empty(pggpu_data *ds, int64_t *counts, pggpu_error *err)
+repair_empty(pggpu_data *ds, const pggpu_kmeans_params *p, int64_t *counts,
+			 pggpu_error *err)
 {
 	pggpu_status st;
 
@@ -473,10 +516,14 @@ repair_empty(pggpu_data *ds, int64_t *counts, pggpu_error *err)
 
 		if (counts[c] != 0)
 			continue;
+		/* a pick is a pass over the rows: k of them may take long */
+		interrupts(p);
 		if ((st = ds->ops->km_pick(ds, PGGPU_PICK_FARTHEST, 0, &row, err)) != PGGPU_OK)
 			return st;
-		if (row >= 0 &&
-			(st = ds->ops->km_point(ds, row, c, PGGPU_D2_KEEP, NULL, err)) != PGGPU_OK)
+		/* no row qualifies, and picks only take rows away: none will */
+		if (row < 0)
+			break;
+		if ((st = ds->ops->km_point(ds, row, c, PGGPU_D2_KEEP, NULL, err)) != PGGPU_OK)
 			return st;
 	}
 	return PGGPU_OK;
@@ -580,15 +627,15 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 	if (counts == NULL)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 
-	CHECK(prepare_scale(ds, p->init == PGGPU_INIT_GIVEN ? p->init_centroids : NULL,
-						(int64_t) k * d, &e, err));
-	CHECK(ops->km_begin(ds, k, err));
-	ds->k = k;
 	if (p->check_interrupts)
 	{
 		ds->interrupt = p->check_interrupts;
 		ds->interrupt_arg = p->interrupt_arg;
 	}
+	CHECK(prepare_scale(ds, p->init == PGGPU_INIT_GIVEN ? p->init_centroids : NULL,
+						(int64_t) k * d, &e, err));
+	CHECK(ops->km_begin(ds, k, err));
+	ds->k = k;
 
 	t0 = pggpu_seconds();
 	switch (p->init)
@@ -631,7 +678,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 		CHECK(ops->km_step(ds, true, &sst, err));
 		r->iterations++;
 		if (sst.empty > 0)
-			CHECK(repair_empty(ds, counts, err));
+			CHECK(repair_empty(ds, p, counts, err));
 		if ((double) sst.changed <= p->tol * (double) ds->n)
 		{
 			r->converged = true;

@@ -48,6 +48,7 @@ struct pggpu_data
 	 * that close would not free) */
 	pggpu_interrupt_fn interrupt;
 	void	   *interrupt_arg;
+	double		poll_work;		/* pggpu_data_set_poll_work, 0: the backend's */
 	int			threads;		/* pggpu_data_set_threads */
 	pggpu_pending_fn pending;
 
@@ -87,7 +88,8 @@ typedef struct pggpu_ops
 	/* takes rows [0, nrows) of the batch; rows past nrows must read as 0 */
 	pggpu_status (*push) (pggpu_data *ds, int64_t nrows, pggpu_error *err);
 	void		(*close) (pggpu_data *ds);
-	pggpu_status (*maxabs) (pggpu_data *ds, double *out, pggpu_error *err);
+	/* the least and largest non-zero |value| (INFINITY and 0 when none) */
+	pggpu_status (*range) (pggpu_data *ds, double *lo, double *hi, pggpu_error *err);
 	pggpu_status (*scale) (pggpu_data *ds, double factor, pggpu_error *err);
 
 	/* k-means state: centroids C (k x d row-major), labels, dist2 */

@@ -34,7 +34,8 @@ typedef enum pggpu_status
 	PGGPU_ERR_HOST_MEMORY,		/* host (pinned or plain) memory exhausted */
 	PGGPU_ERR_CUDA,				/* any other CUDA failure */
 	PGGPU_ERR_INVALID,			/* invalid argument: a caller bug */
-	PGGPU_ERR_LIBRARY			/* a library it needs (OpenBLAS) cannot be loaded */
+	PGGPU_ERR_LIBRARY,			/* a library it needs (OpenBLAS) cannot be loaded */
+	PGGPU_ERR_RANGE				/* values no double-precision scale can hold (see compute.c) */
 } pggpu_status;
 
 typedef struct pggpu_error
@@ -130,8 +131,8 @@ typedef enum pggpu_init
 } pggpu_init;
 
 /*
- * Called between iterations and seeding steps, and every 4096 rows of the
- * CPU backend's passes; may longjmp (PostgreSQL's CHECK_FOR_INTERRUPTS): the
+ * Called between iterations and seeding steps, and inside the backends'
+ * passes at least every pggpu_data_set_poll_work's work; may longjmp (PostgreSQL's CHECK_FOR_INTERRUPTS): the
  * data set stays valid for pggpu_data_close.  Always on the calling thread.
  */
 typedef void (*pggpu_interrupt_fn) (void *arg);
@@ -156,6 +157,15 @@ void		pggpu_data_set_threads(pggpu_data *ds, int threads, pggpu_pending_fn pendi
  * own from its params; NULL there keeps this one).  NULL: none (default).
  */
 void		pggpu_data_set_interrupts(pggpu_data *ds, pggpu_interrupt_fn fn, void *arg);
+
+/*
+ * The most work a backend does between two calls of the interrupt callback,
+ * in squared differences (x_j - c_j)^2 (0: the backend's own, a few
+ * milliseconds on the CPU, a few tenths of a second on the GPU, whose
+ * passes are cut into launches over ranges of rows); results do not depend
+ * on it.  Tests set it small to run the cut passes on small data.
+ */
+void		pggpu_data_set_poll_work(pggpu_data *ds, double work);
 
 typedef struct pggpu_kmeans_params
 {

@@ -1813,6 +1813,148 @@ test_scaling(void)
 	}
 }
 
+/*
+ * Mixed magnitudes: one scale must keep both ends.  Blobs of ordinary size
+ * beside one row near 1e200 (or, scaled down, near 1e-150 beside 1e120)
+ * cluster as exact arithmetic does: the outlier alone, the rest exactly as
+ * without it; assignment against a far centroid likewise.  Magnitudes that
+ * span more than double precision can square at once are an error
+ * (PGGPU_ERR_RANGE), on both backends.
+ */
+static void expect_error(pggpu_status st, const pggpu_error *err, pggpu_status want,
+						 const char *what);
+
+static void
+test_mixed_magnitudes(void)
+{
+	static const double units[] = {1.0, 1e-150};
+	const int64_t n = 2000;
+	const int	d = 2,
+				k = 2;
+
+	for (size_t ui = 0; ui < sizeof(units) / sizeof(units[0]); ui++)
+		for (int b = 0; b < 2; b++)
+		{
+			pggpu_backend be = b ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU;
+			double		u = units[ui];
+			double		far = u == 1.0 ? 1e200 : 1e120;
+			dataset		D,
+						Dx;
+			km_out		o,
+						ox;
+			pggpu_kmeans_params p = {0};
+			double		C3[3 * 2];
+
+			set_case("mixed magnitudes %g beside %g %s", u, far, be_name(be));
+			if (b == 1 && !have_gpu)
+			{
+				gpu_skipped++;
+				continue;
+			}
+			gen_blobs(&D, n, d, k, 20.0, 77);
+			for (int64_t i = 0; i < n * d; i++)
+				D.X[i] *= u;
+			data_alloc(&Dx, n + 1, d, false);
+			memcpy(Dx.X, D.X, sizeof(double) * n * d);
+			Dx.X[n * d] = far;
+			Dx.X[n * d + 1] = 0;
+			/* the blobs' first rows, then the outlier */
+			memcpy(C3, D.X, sizeof(double) * 2 * d);
+			C3[4] = far;
+			C3[5] = 0;
+			p.max_iter = 50;
+			p.init = PGGPU_INIT_GIVEN;
+			p.k = k;
+			p.init_centroids = C3;
+			km_alloc(&o, n, k, d);
+			km_alloc(&ox, n + 1, k + 1, d);
+			if (km_run(be, &D, 0, &p, &o))
+			{
+				p.k = k + 1;
+				if (km_run(be, &Dx, 0, &p, &ox))
+				{
+					cmp_labels("the blobs' labels with the outlier vs without", ox.labels, o.labels, n);
+					CHECK(ox.labels[n] == 2 && ox.sizes[2] == 1 && ox.C[4] == far,
+						  "outlier: label %d, size %lld, centroid %g", ox.labels[n],
+						  (long long) ox.sizes[2], ox.C[4]);
+					cmp_sizes("sizes with the outlier vs without", ox.sizes, o.sizes, k);
+					cmp_centroids("centroids with the outlier vs without", ox.C, o.C, k, d, 1e-12);
+					CHECK(rel_close(ox.inertia, o.inertia, 1e-12), "inertia %.17g vs %.17g",
+						  ox.inertia, o.inertia);
+				}
+			}
+
+			/* assignment of the blobs against their centroids and a far one */
+			{
+				pggpu_data *a = load(be, &D, 0),
+						   *c = load(be, &D, 0);
+				int32_t    *la = (int32_t *) xmalloc(sizeof(int32_t) * n),
+						   *lc = (int32_t *) xmalloc(sizeof(int32_t) * n);
+				double	   *da = (double *) xmalloc(sizeof(double) * n),
+						   *dc = (double *) xmalloc(sizeof(double) * n);
+				double		C3b[3 * 2];
+				pggpu_error err = {0};
+				int64_t		nbad = 0;
+
+				memcpy(C3b, o.C, sizeof(double) * k * d);
+				C3b[4] = u == 1.0 ? 1e280 : far;
+				C3b[5] = 0;
+				if (a && c &&
+					CHECK(pggpu_assign(a, C3b, 3, la, da, &err) == PGGPU_OK &&
+						  pggpu_assign(c, o.C, 2, lc, dc, &err) == PGGPU_OK, "assign: %s", err.msg))
+				{
+					cmp_labels("assign beside a far centroid vs without it", la, lc, n);
+					for (int64_t i = 0; i < n; i++)
+						nbad += !(da[i] > 0) || !rel_close(da[i], dc[i], 1e-12);
+					CHECK(nbad == 0, "assign: %lld distances differ", (long long) nbad);
+				}
+				pggpu_data_close(a);
+				pggpu_data_close(c);
+				free(la), free(lc), free(da), free(dc);
+			}
+
+			/* no scale for 1e-300 beside 1e300 */
+			{
+				pggpu_data *a;
+				pggpu_kmeans_result r = {0};
+				pggpu_error err = {0};
+				int32_t    *lab = (int32_t *) xmalloc(sizeof(int32_t) * n);
+
+				Dx.X[n * d] = 1e300;
+				Dx.X[0] = 1e-300;
+				p.k = 2;
+				p.init = PGGPU_INIT_KMEANSPP;
+				r.centroids = ox.C;
+				r.sizes = ox.sizes;
+				a = load(be, &Dx, 0);
+				if (a)
+				{
+					pggpu_status st = pggpu_kmeans(a, &p, &r, &err);
+
+					expect_error(st, &err, PGGPU_ERR_RANGE, "k-means over 1e-300 and 1e300");
+					pggpu_data_close(a);
+				}
+				a = load(be, &D, 0);
+				if (a)
+				{
+					double		Cr[4] = {1e-300, 1.0, 1e300, 0};
+					pggpu_status st;
+
+					memset(&err, 0, sizeof(err));
+					st = pggpu_assign(a, Cr, 2, lab, NULL, &err);
+					/* the blobs' 1 and Cr's 1e300 and 1e-300 */
+					expect_error(st, &err, PGGPU_ERR_RANGE, "assign to 1e-300 and 1e300");
+					pggpu_data_close(a);
+				}
+				free(lab);
+			}
+			km_free(&o);
+			km_free(&ox);
+			data_free(&D);
+			data_free(&Dx);
+		}
+}
+
 /* ---- errors ------------------------------------------------------------------- */
 
 static void
@@ -2340,10 +2482,138 @@ test_threads(void)
 	}
 }
 
+/*
+ * Work between polls, not rows: a pass over few rows but many centroids
+ * calls back every few million squared differences (an assignment of 512
+ * rows to 20000 centroids of 8 columns, 8.2e7 of them, at least 10 times;
+ * polling by rows alone called once).
+ */
+static void
+test_poll_by_work(void)
+{
+	const int64_t n = 512;
+	const int	d = 8,
+				k = 20000;
+	dataset		D,
+				Cd;
+	int32_t    *lab = (int32_t *) xmalloc(sizeof(int32_t) * n);
+	pggpu_data *ds;
+	pggpu_error err = {0};
+
+	set_case("interrupts by work");
+	gen_uniform(&D, n, d, -1, 1, 5);
+	gen_uniform(&Cd, k, d, -1, 1, 6);
+	ds = load(PGGPU_BACKEND_CPU, &D, 0);
+	if (ds != NULL)
+	{
+		pggpu_data_set_interrupts(ds, on_interrupt, NULL);
+		interrupt_calls = interrupt_jump_at = 0;
+		CHECK(pggpu_assign(ds, Cd.X, k, lab, NULL, &err) == PGGPU_OK, "assign: %s", err.msg);
+		CHECK(interrupt_calls >= 10, "callback ran %d times over %.2g squared differences",
+			  interrupt_calls, (double) n * k * d);
+		pggpu_data_close(ds);
+	}
+	free(lab);
+	data_free(&D);
+	data_free(&Cd);
+}
+
+/*
+ * Passes cut by pggpu_data_set_poll_work (the CPU's runs of centroids, the
+ * GPU's launches over ranges of rows) give the same results as whole ones,
+ * on the tensor-core route (d = 4, k = 300) and lloyd's kernel (d = 40,
+ * k = 50); the callback runs between the pieces.
+ */
+static void
+fit_polled(pggpu_backend be, const dataset *D, const pggpu_kmeans_params *p, double work,
+		   km_out *o)
+{
+	/* a hint of 1 row: tiles of 4096 rows, so that there are ranges */
+	pggpu_data *ds = load(be, D, 1);
+	pggpu_kmeans_result r = {0};
+	pggpu_error err = {0};
+
+	if (ds == NULL)
+		return;
+	pggpu_data_set_poll_work(ds, work);
+	r.centroids = o->C;
+	r.sizes = o->sizes;
+	r.labels = o->labels;
+	o->st = pggpu_kmeans(ds, p, &r, &err);
+	o->inertia = r.inertia;
+	o->iters = r.iterations;
+	o->conv = r.converged;
+	CHECK(o->st == PGGPU_OK, "%s k-means: %s", be_name(be), err.msg);
+	pggpu_data_close(ds);
+}
+
+static void
+test_poll_work_results(void)
+{
+	static const int shapes[][2] = {{4, 300}, {40, 50}};
+
+	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
+	{
+		int			d = shapes[si][0],
+					k = shapes[si][1];
+		const int64_t n = 20000;
+		dataset		D;
+		km_out		whole[2],
+					cut[2];
+		pggpu_kmeans_params p = {0};
+
+		gen_blobs(&D, n, d, 40, 20.0, 600 + si);
+		p.k = k;
+		p.max_iter = 6;
+		p.tol = 0;
+		p.init = PGGPU_INIT_KMEANSPP;
+		p.seed = 3;
+		p.check_interrupts = on_interrupt;
+		interrupt_jump_at = 0;
+		for (int b = 0; b < 2; b++)
+		{
+			pggpu_backend be = b ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU;
+			int			calls_whole;
+
+			km_alloc(&whole[b], n, k, d);
+			km_alloc(&cut[b], n, k, d);
+			set_case("passes cut by poll work, d = %d, k = %d, %s", d, k, be_name(be));
+			if (b == 1 && !have_gpu)
+			{
+				gpu_skipped++;
+				continue;
+			}
+			interrupt_calls = 0;
+			fit_polled(be, &D, &p, 0, &whole[b]);
+			calls_whole = interrupt_calls;
+			interrupt_calls = 0;
+			/* a GPU range: one tile; a CPU run: one centroid */
+			fit_polled(be, &D, &p, 1000, &cut[b]);
+			if (whole[b].st == PGGPU_OK && cut[b].st == PGGPU_OK)
+			{
+				/* the GPU's update after labels given sums in another order */
+				cmp_km("cut vs whole passes", &whole[b], &cut[b], n, k, d, b ? 1e-9 : 0);
+				CHECK(interrupt_calls > calls_whole + 7, "callback ran %d times cut, %d whole",
+					  interrupt_calls, calls_whole);
+			}
+		}
+		if (have_gpu && cut[0].st == PGGPU_OK && cut[1].st == PGGPU_OK)
+		{
+			set_case("passes cut by poll work, d = %d, k = %d, cpu vs gpu", d, k);
+			cmp_km("cut passes", &cut[0], &cut[1], n, k, d, 1e-9);
+		}
+		for (int b = 0; b < 2; b++)
+			km_free(&whole[b]), km_free(&cut[b]);
+		data_free(&D);
+	}
+}
+
 static void
 test_interrupts(void)
 {
 	test_interrupts_in_pass();
+	test_poll_by_work();
+	test_poll_work_results();
 	test_interrupts_on(PGGPU_BACKEND_CPU);
 	if (have_gpu)
 		test_interrupts_on(PGGPU_BACKEND_GPU);
@@ -3878,6 +4148,7 @@ main(int argc, char **argv)
 	section("interrupts", test_interrupts);
 	section("threads", test_threads);
 	section("scaling", test_scaling);
+	section("mixed magnitudes", test_mixed_magnitudes);
 	section("grid", test_grid);
 	section("kernel grid", test_kernel_grid);
 	section("mm products", test_mm_products);
