@@ -1,5 +1,6 @@
 -- pg_gpu.max_memory bounds the data of one call (rows read with their ids,
--- labels and distances; gpu_matmul's three matrices), on every device alike.
+-- labels and distances; gpu_matmul's three matrices; the parallel read's
+-- shared memory), on every device alike.
 -- A call over it fails with 53400 before it allocates: by the table's
 -- statistics, or as the rows arrive when the statistics are stale.
 CREATE TABLE ml_pts (id int PRIMARY KEY, x float8, y float8);
@@ -29,8 +30,38 @@ CREATE TABLE ml_a AS SELECT i AS row_id, array_fill(1::float8, ARRAY[300]) AS ro
 SELECT count(*) FROM gpu_matmul('ml_a'::regclass, 'ml_a'::regclass);
 CREATE TABLE ml_s AS SELECT i AS row_id, i AS col_id, 1.0 AS value FROM generate_series(1, 50000) i;
 SELECT count(*) FROM gpu_matmul('ml_s'::regclass, 'ml_s'::regclass);
--- 0: no limit
-SET pg_gpu.max_memory = 0;
+-- -1: no limit
+SET pg_gpu.max_memory = -1;
 SELECT count(*) FROM gpu_matmul('ml_a'::regclass, 'ml_a'::regclass);
+-- a limit under a megabyte is a limit, never "no limit": kB, and 0 allows nothing
+SET pg_gpu.max_memory = '1kB';
+SELECT setting, unit FROM pg_settings WHERE name = 'pg_gpu.max_memory';
+SELECT array_length(gpu_matmul(array_fill(1::float8, ARRAY[30, 30]), array_fill(1::float8, ARRAY[30, 30])), 1);
+SET pg_gpu.max_memory = '100B';
+SHOW pg_gpu.max_memory;
+SELECT sizes FROM gpu_kmeans_fit('ml_pts', 2, columns => ARRAY['x'], seed => 1);
 RESET pg_gpu.max_memory;
-DROP TABLE ml_pts, ml_stale, ml_a, ml_s;
+-- a never-analysed table of two long rows: the limit is checked against
+-- what is read, not against a guess of 64 rows
+CREATE TABLE ml_long (row_id int, row_vec float8[]) WITH (autovacuum_enabled = off);
+INSERT INTO ml_long VALUES (1, array_fill(1::float8, ARRAY[2000000])), (2, array_fill(2::float8, ARRAY[2000000]));
+CREATE TABLE ml_pick (row_id int, col_id int, value float8);
+INSERT INTO ml_pick VALUES (2000000, 1, 3);
+SET pg_gpu.max_memory = '64MB';
+SELECT * FROM gpu_matmul('ml_long'::regclass, 'ml_pick'::regclass);
+-- the parallel read's shared memory is bounded (16 MB, or two slots of a
+-- row) and within the limit: over it, the table is read without workers
+SET min_parallel_table_scan_size = 0;
+SET max_parallel_workers_per_gather = 8;
+ALTER TABLE ml_long SET (parallel_workers = 64);
+SET pg_gpu.max_memory = '60MB';
+SET client_min_messages = debug1;
+-- a slot a row, two slots: two workers of the eight planned
+SELECT * FROM gpu_matmul('ml_long'::regclass, 'ml_pick'::regclass);
+SET pg_gpu.max_memory = '20MB';
+SELECT * FROM gpu_matmul('ml_long'::regclass, 'ml_pick'::regclass);
+RESET client_min_messages;
+RESET pg_gpu.max_memory;
+RESET max_parallel_workers_per_gather;
+RESET min_parallel_table_scan_size;
+DROP TABLE ml_pts, ml_stale, ml_a, ml_s, ml_long, ml_pick;

@@ -218,10 +218,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 	out->read_ms = ms_since(start);
 	out->push_ms = pggpu_data_push_seconds(data->ds) * 1e3;
 	if (out->rows.nvalid == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("relation \"%s\" has no usable rows", out->src.relname),
-				 errhint("Rows with NULL, NaN or infinite values in the used columns are skipped; the relation is empty or has only such rows.")));
+		pg_gpu_no_usable_rows(&out->src, &out->rows);
 	if (p.k > out->rows.nvalid)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

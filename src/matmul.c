@@ -388,9 +388,11 @@ dense_consume(void *arg, const PgGpuPart *p)
 		pg_gpu_differ_in_length(r->spec, p->ids[0], p->len, r->first_id, r->len);
 	if (r->rows + p->nrows > r->cap)
 	{
-		int64		cap = Max(r->cap * 2, Max((int64) (t->expected_rows * 1.05) + 16, 64));
+		int64		cap = pg_gpu_grow_cap(r->rows + p->nrows,
+										  Max(r->cap * 2, Max((int64) (t->expected_rows * 1.05) + 16, 64)),
+										  (double) r->len * sizeof(double),
+										  pg_gpu_matmul_others(r->w, r->which));
 
-		cap = Max(cap, r->rows + p->nrows);
 		t->data = pg_gpu_matmul_buffer(r->w, r->which, (Size) cap * r->len * sizeof(double),
 									   (Size) r->rows * r->len * sizeof(double));
 		r->ids = r->ids ? repalloc_huge(r->ids, sizeof(int64) * cap)
@@ -515,6 +517,8 @@ read_dense(MatTable *t, PgGpuMatmul *w, int which)
 	}
 	pfree(seen);
 	permute_rows(t->data, r.ids, m, r.len);
+	/* the limit counts what was read, not the room it grew into */
+	pg_gpu_matmul_count(w, which, (Size) m * r.len * sizeof(double));
 	pfree(r.ids);
 	t->rows = m;
 	t->cols = r.len;
@@ -554,7 +558,9 @@ sparse_receive(TupleTableSlot *slot, DestReceiver *self)
 				 errdetail("Row and column ids of a sparse matrix count from 1.")));
 	if (t->nnz == r->cap)
 	{
-		int64		cap = r->cap ? r->cap * 2 : Max((int64) (t->expected_rows * 1.05) + 16, 64);
+		int64		cap = pg_gpu_grow_cap(t->nnz + 1,
+										  r->cap ? r->cap * 2 : Max((int64) (t->expected_rows * 1.05) + 16, 64),
+										  24.0, 0.0);
 
 		pg_gpu_check_memory(24.0 * cap, t->relname,
 							"A sparse matrix's entries take 24 bytes each while they are read.");

@@ -25,7 +25,7 @@ PG_MODULE_MAGIC;
 int			pg_gpu_device = PG_GPU_DEVICE_AUTO;
 bool		pg_gpu_allow_tf32 = false;
 int			pg_gpu_matmul_gpu_memory = 0;
-int			pg_gpu_max_memory = 8192;
+int			pg_gpu_max_memory = 8192 * 1024;
 int			pg_gpu_pinned_memory_cache = 512;
 int			pg_gpu_cpu_threads = 0;
 
@@ -75,15 +75,20 @@ _PG_init(void)
 							PGC_USERSET,
 							GUC_UNIT_MB,
 							NULL, NULL, NULL);
+	/*
+	 * In kB, -1 for no limit (as temp_file_limit): a value given in smaller
+	 * units rounds to a limit, never to "no limit".
+	 */
 	DefineCustomIntVariable("pg_gpu.max_memory",
 							"The most memory the data of one pg_gpu call may take.",
 							"The rows read (8 bytes per value and per id) with their labels and "
-							"distances, or the three matrices of gpu_matmul, wherever they are held; "
-							"checked before anything is allocated.  0: no limit.",
+							"distances, or the three matrices of gpu_matmul, and the parallel "
+							"read's shared memory, wherever they are held; checked before anything "
+							"is allocated.  -1: no limit.",
 							&pg_gpu_max_memory,
-							8192, 0, INT_MAX,
+							8192 * 1024, -1, INT_MAX,
 							PGC_USERSET,
-							GUC_UNIT_MB,
+							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("pg_gpu.pinned_memory_cache",
 							"Pinned host memory kept by a backend between gpu_matmul calls.",
@@ -191,6 +196,13 @@ pg_gpu_raise(const pggpu_error *err)
 					 errdetail("%s.", err->msg),
 					 errhint("Set pg_gpu.device to \"cpu\" to run on the CPU.")));
 			break;
+		case PGGPU_ERR_RANGE:
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("values too far apart in magnitude to cluster in double precision"),
+					 errdetail("The %s.", err->msg),
+					 errhint("Rescale the columns (or the centroids given), or leave out the rows of extreme magnitude, so that non-zero magnitudes span less than about 1e301.")));
+			break;
 		case PGGPU_ERR_LIBRARY:
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_FILE),
@@ -283,23 +295,64 @@ pg_gpu_matmul_open(pggpu_backend backend, MemoryContext cxt)
 	return w;
 }
 
+/* bytes as "N MB", or "N kB" under a megabyte (rounded up) */
+static char *
+size_text(double bytes)
+{
+	if (bytes >= 1048576.0)
+		return psprintf("%.0f MB", ceil(bytes / 1048576.0));
+	return psprintf("%.0f kB", ceil(bytes / 1024.0));
+}
+
+bool
+pg_gpu_memory_allowed(double bytes)
+{
+	return pg_gpu_max_memory < 0 || bytes <= (double) pg_gpu_max_memory * 1024.0;
+}
+
+int64
+pg_gpu_grow_cap(int64 need, int64 want, double unit, double others)
+{
+	double		fit;
+
+	if (want < need)
+		want = need;
+	if (pg_gpu_memory_allowed(others + unit * (double) want))
+		return want;
+	/* halfway from need to what would fit: a few more growths, room left */
+	fit = floor(((double) pg_gpu_max_memory * 1024.0 - others) / unit);
+	return fit > (double) need ? need + (int64) ((fit - (double) need) / 2) : need;
+}
+
 void
 pg_gpu_check_memory(double bytes, const char *what, const char *detail_fmt,...)
 {
 	char		detail[300];
 	va_list		ap;
 
-	if (pg_gpu_max_memory <= 0 || bytes <= (double) pg_gpu_max_memory * 1048576.0)
+	if (pg_gpu_memory_allowed(bytes))
 		return;
 	va_start(ap, detail_fmt);
 	vsnprintf(detail, sizeof(detail), detail_fmt, ap);
 	va_end(ap);
 	ereport(ERROR,
 			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-			 errmsg("%s needs %.0f MB, more than pg_gpu.max_memory (%d MB)",
-					what, ceil(bytes / 1048576.0), pg_gpu_max_memory),
+			 errmsg("%s needs %s, more than pg_gpu.max_memory (%s)",
+					what, size_text(bytes), size_text((double) pg_gpu_max_memory * 1024.0)),
 			 errdetail("%s", detail),
-			 errhint("Raise pg_gpu.max_memory, or use fewer rows or columns.")));
+			 errhint("Raise pg_gpu.max_memory (-1: no limit), or use fewer rows or columns.")));
+}
+
+void
+pg_gpu_matmul_count(PgGpuMatmul *w, int which, Size bytes)
+{
+	w->bytes[which] = bytes;
+}
+
+double
+pg_gpu_matmul_others(const PgGpuMatmul *w, int which)
+{
+	return (double) w->bytes[0] + w->bytes[1] + w->bytes[2] - w->bytes[which];
 }
 
 void *

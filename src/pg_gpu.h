@@ -27,9 +27,18 @@ typedef enum PgGpuDeviceSetting
 extern int	pg_gpu_device;
 extern bool pg_gpu_allow_tf32;
 extern int	pg_gpu_matmul_gpu_memory;	/* MB, 0 = what is free */
-extern int	pg_gpu_max_memory;	/* MB a call's data may take, 0 = no limit */
+extern int	pg_gpu_max_memory;	/* kB a call's data may take, -1 = no limit */
 extern int	pg_gpu_cpu_threads;	/* 0: 1 + max_parallel_workers_per_gather */
 
+/* may a call's data take bytes under pg_gpu.max_memory? */
+extern bool pg_gpu_memory_allowed(double bytes);
+/*
+ * The capacity (in items of unit bytes) a growing buffer takes next: want,
+ * or less where more would pass pg_gpu.max_memory beside others bytes (half
+ * the room left), but never under need.  A guess at the size may so never
+ * fail a call that what it reads would not fail.
+ */
+extern int64 pg_gpu_grow_cap(int64 need, int64 want, double unit, double others);
 /* errors (53400) when a call's data would take more than pg_gpu.max_memory */
 extern void pg_gpu_check_memory(double bytes, const char *what, const char *detail_fmt,...)
 			pg_attribute_printf(3, 4);
@@ -70,6 +79,10 @@ typedef struct PgGpuMatmul
 
 extern PgGpuMatmul *pg_gpu_matmul_open(pggpu_backend backend, MemoryContext cxt);
 extern void *pg_gpu_matmul_buffer(PgGpuMatmul *w, int which, Size bytes, Size keep);
+/* counts buffer which as bytes in pg_gpu.max_memory (what was read into it) */
+extern void pg_gpu_matmul_count(PgGpuMatmul *w, int which, Size bytes);
+/* the bytes the workspace's other two host buffers count */
+extern double pg_gpu_matmul_others(const PgGpuMatmul *w, int which);
 
 /* ---- reading relations (read.c) ---- */
 
@@ -80,6 +93,7 @@ typedef struct PgGpuSource
 	char	   *qualname;		/* quoted, schema-qualified */
 	int			ncols;
 	char	  **colnames;
+	bool		defaulted;		/* columns => NULL: every numeric column */
 	Oid		   *coltypes;		/* base types */
 	int		   *colatts;		/* attribute indexes in the relation */
 	char	   *idname;			/* NULL when no id column */
@@ -125,6 +139,8 @@ typedef struct PgGpuRows
 
 extern void pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds,
 							   bool want_ids, PgGpuRows *rows);
+/* ERROR: no row of src is usable (the detail names the columns at fault) */
+extern void pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGpuRows *rows) pg_attribute_noreturn();
 
 /* ---- rows into parts (rows.c), read in parallel (scan.c) ---- */
 

@@ -23,6 +23,7 @@
 #include "miscadmin.h"
 #include "optimizer/plancat.h"
 #include "tcop/dest.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -80,11 +81,29 @@ primary_key_column(Relation rel)
 	return col;
 }
 
+/*
+ * The checks a SELECT makes before it reaches a relation named in its query,
+ * for a relation given by OID: it exists (an OID of a dropped relation, or
+ * 0, is what a SELECT of a name that is gone says: 42P01), and the caller
+ * may look into its schema (USAGE, 42501), which a name lookup requires.
+ */
 Relation
 pg_gpu_open_relation(Oid relid, char **relname, char **qualname)
 {
-	Relation	rel = relation_open(relid, AccessShareLock);
-	char		kind = rel->rd_rel->relkind;
+	Relation	rel = OidIsValid(relid) ? try_relation_open(relid, AccessShareLock) : NULL;
+	char		kind;
+	AclResult	aclresult;
+
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid),
+				 errhint("Pass the relation by name, for example 'schema.table'; it may have been dropped.")));
+	kind = rel->rd_rel->relkind;
+	aclresult = pg_namespace_aclcheck(RelationGetNamespace(rel), GetUserId(), ACL_USAGE);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_SCHEMA,
+					   get_namespace_name(RelationGetNamespace(rel)));
 
 	*relname = pstrdup(RelationGetRelationName(rel));
 	*qualname = quote_qualified_identifier(get_namespace_name(RelationGetNamespace(rel)),
@@ -123,6 +142,25 @@ check_rows_memory(const PgGpuSource *src, double rows, bool ids, const char *pre
 	pg_gpu_check_memory(rows * rb, src->relname,
 						"%s%.0f rows%s, %.0f bytes each (8 per value and id, 12 for the label and distance).",
 						pre, rows, post, rb);
+}
+
+/*
+ * "a, b" (sep given: names quoted as identifiers, as in a query) or
+ * "'a', 'b'" (sep NULL: as text literals for an ARRAY[...])
+ */
+static char *
+column_list(char **names, int n, const char *sep)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	for (int j = 0; j < n; j++)
+	{
+		if (j > 0)
+			appendStringInfoString(&s, ", ");
+		appendStringInfoString(&s, sep ? quote_identifier(names[j]) : quote_literal_cstr(names[j]));
+	}
+	return s.data;
 }
 
 void
@@ -235,9 +273,13 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 		for (int a = 0; a < td->natts; a++)
 		{
 			Form_pg_attribute att = TupleDescAttr(td, a);
-			Oid			t = getBaseType(att->atttypid);
+			Oid			t;
 
-			if (att->attisdropped || a == idcol || !pg_gpu_is_numeric_type(t))
+			/* a dropped column's type is gone (atttypid 0): test it first */
+			if (att->attisdropped || a == idcol)
+				continue;
+			t = getBaseType(att->atttypid);
+			if (!pg_gpu_is_numeric_type(t))
 				continue;
 			src->colnames[src->ncols] = pstrdup(NameStr(att->attname));
 			src->colatts[src->ncols] = a;
@@ -248,6 +290,14 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("relation \"%s\" has no numeric columns to use", src->relname),
 					 errhint("Add numeric columns, or pass columns => ARRAY['...'] naming them.")));
+		src->defaulted = true;
+		/* the choice is the table's, not the caller's: make it visible */
+		ereport(NOTICE,
+				(errmsg_plural("pg_gpu: using the numeric column %s of \"%s\"",
+							   "pg_gpu: using the numeric columns %s of \"%s\"", src->ncols,
+							   column_list(src->colnames, src->ncols, ", "), src->relname),
+				 errhint("Pass columns => ARRAY[%s] to choose the columns yourself.",
+						 column_list(src->colnames, src->ncols, NULL))));
 	}
 
 	src->expected_rows = pg_gpu_estimate_rows(rel);
@@ -430,6 +480,8 @@ soa_consume(void *arg, const PgGpuPart *p)
 	s->ninvalid += p->nbad;
 }
 
+static char *source_select(const PgGpuSource *src, bool want_ids);
+
 /* the row spec of src: positions in the relation (table) or in "SELECT [id,] cols" */
 static void
 source_spec(const PgGpuSource *src, bool want_ids, bool table, PgGpuRowSpec *spec)
@@ -469,20 +521,14 @@ pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds, bool want_ids,
 	if (!pg_gpu_scan_table(src->relid, spec, false, soa_consume, &s))
 	{
 		PgGpuPartReceiver r;
-		StringInfoData sql;
+
+		char	   *sql = source_select(src, want_ids);
 
 		source_spec(src, want_ids, false, spec);
-		initStringInfo(&sql);
-		appendStringInfoString(&sql, "SELECT ");
-		if (want_ids)
-			appendStringInfo(&sql, "%s, ", quote_identifier(src->idname));
-		for (int j = 0; j < src->ncols; j++)
-			appendStringInfo(&sql, "%s%s", j ? ", " : "", quote_identifier(src->colnames[j]));
-		appendStringInfo(&sql, " FROM %s", src->qualname);
 		pg_gpu_part_receiver_init(&r, spec, soa_consume, &s);
-		pg_gpu_run_select(sql.data, &r.pub, false);
+		pg_gpu_run_select(sql, &r.pub, false);
 		pg_gpu_part_receiver_finish(&r);
-		pfree(sql.data);
+		pfree(sql);
 	}
 
 	if (s.fill > 0)
@@ -492,4 +538,92 @@ pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds, bool want_ids,
 	rows->ids = s.ids;
 	rows->invalid_ids = s.bad;
 	pfree(spec);
+}
+
+/* ---- no usable rows: which columns are at fault ------------------------------ */
+
+/* "SELECT [id, ]c1, ..., cd FROM rel" */
+static char *
+source_select(const PgGpuSource *src, bool want_ids)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	if (want_ids)
+		appendStringInfo(&sql, "%s, ", quote_identifier(src->idname));
+	for (int j = 0; j < src->ncols; j++)
+		appendStringInfo(&sql, "%s%s", j ? ", " : "", quote_identifier(src->colnames[j]));
+	appendStringInfo(&sql, " FROM %s", src->qualname);
+	return sql.data;
+}
+
+/*
+ * The ERROR for a read that found no usable row.  Its detail names the
+ * columns at fault: those NULL, NaN or infinite in every row, else those
+ * that are so in some row.  They are found by reading the columns once more
+ * (only on this path), the values converted as the read converts them.
+ */
+void
+pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGpuRows *rows)
+{
+	int64	   *bad = palloc0(sizeof(int64) * src->ncols);
+	int64		total = 0;
+	char	  **all = palloc(sizeof(char *) * src->ncols);
+	char	  **some = palloc(sizeof(char *) * src->ncols);
+	int			nall = 0,
+				nsome = 0;
+	Portal		portal;
+	char	   *cols;
+
+	if (rows->ninvalid == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("relation \"%s\" has no usable rows", src->relname),
+				 errdetail("It has no rows.")));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	portal = SPI_cursor_open_with_args(NULL, source_select(src, false), 0, NULL, NULL, NULL,
+									   true, 0);
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		SPI_cursor_fetch(portal, true, 10000);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 r = 0; r < SPI_processed; r++)
+			for (int j = 0; j < src->ncols; j++)
+			{
+				bool		isnull;
+				Datum		v = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc,
+											  j + 1, &isnull);
+
+				if (isnull || !isfinite(pg_gpu_datum_to_double(v, src->coltypes[j])))
+					bad[j]++;
+			}
+		total += SPI_processed;
+		SPI_freetuptable(SPI_tuptable);
+	}
+	SPI_cursor_close(portal);
+	SPI_finish();
+
+	for (int j = 0; j < src->ncols; j++)
+	{
+		if (bad[j] == total)
+			all[nall++] = src->colnames[j];
+		if (bad[j] > 0)
+			some[nsome++] = src->colnames[j];
+	}
+	cols = nall > 0 ? column_list(all, nall, ", ") : column_list(some, nsome, ", ");
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("relation \"%s\" has no usable rows", src->relname),
+			 nall > 0 ?
+			 errdetail_plural("Column %s is NULL, NaN or infinite in every row.",
+							  "Columns %s are NULL, NaN or infinite in every row.", nall, cols) :
+			 errdetail("Every row has a NULL, NaN or infinite value in one of the columns %s.", cols),
+			 src->defaulted ?
+			 errhint("The columns were chosen by default (every numeric column); pass columns => ARRAY['...'] naming those to use.") :
+			 errhint("Rows with NULL, NaN or infinite values in the used columns are skipped; filter or fill them in a view.")));
 }

@@ -14,9 +14,10 @@
  *
  * Only a table that a plain scan reads as a SELECT would is read this way: a
  * heap table or populated materialized view without row-level security or
- * inheritance children, not another session's temporary table, or a
- * partitioned table without row-level security whose leaves are heap tables
- * (read leaf by leaf, in partition-bound order), with the privileges checked
+ * inheritance children, not another session's temporary table nor a table
+ * Citus manages (its heap here is a shell, or one placement of several), or
+ * a partitioned table without row-level security whose leaves are such heap
+ * tables (read leaf by leaf, in partition-bound order), with the privileges checked
  * as the executor checks them.  The rest goes through SPI (read.c), which
  * honours everything else.
  *
@@ -26,12 +27,15 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/heapam.h"
 #include "access/parallel.h"
 #include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/stratnum.h"
 #include "access/xact.h"
+#include "catalog/pg_namespace.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -44,6 +48,7 @@
 #include "storage/condition_variable.h"
 #include "storage/predicate.h"
 #include "storage/spin.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -57,6 +62,7 @@ PGDLLEXPORT void pg_gpu_scan_worker(dsm_segment *seg, shm_toc *toc);
 #define CHUNK_BLOCKS		32		/* 256 kB of an 8 kB-block table */
 #define SLOTS_PER_WORKER	4
 #define MAX_SLOTS			64
+#define RING_BYTES			(16 * 1024 * 1024)	/* the slots' most, but for 2 of long rows */
 #define LIVENESS_MS			1000	/* how often a waiting leader checks its workers */
 
 /* the scan's own flags: page at a time, a ring of buffers for a big table */
@@ -298,7 +304,45 @@ chunk_blocks(BlockNumber nblocks, int nworkers)
 	return Max(Min(per, CHUNK_BLOCKS), 1);
 }
 
-/* may the table be read by a plain scan, as a SELECT of it would read it? */
+/*
+ * Is relid a table that Citus manages (distributed, reference or Citus local
+ * table)?  Its heap on this node is then a shell, or one placement among
+ * others: what a SELECT of it reads comes through Citus's planner.  Read
+ * from Citus's catalog pg_dist_partition, when there is one, directly (no
+ * privilege on it needed).
+ */
+static bool
+citus_table(Oid relid)
+{
+	Oid			catid = get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE);
+	Relation	cat;
+	AttrNumber	att;
+	ScanKeyData key;
+	SysScanDesc scan;
+	bool		found;
+
+	if (!OidIsValid(catid))
+		return false;
+	cat = table_open(catid, AccessShareLock);
+	att = pg_gpu_find_column(RelationGetDescr(cat), "logicalrelid") + 1;
+	if (att <= 0)
+	{
+		table_close(cat, AccessShareLock);
+		return false;
+	}
+	ScanKeyInit(&key, att, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(cat, InvalidOid, false, NULL, 1, &key);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	table_close(cat, AccessShareLock);
+	return found;
+}
+
+/*
+ * May the table be read by a plain scan, as a SELECT of it would read it?
+ * Only a heap table that is all there is of it: not another access method
+ * (columnar, for one), not a table Citus spreads over its nodes.
+ */
 static bool
 plain_scan_reads_as_select(Relation rel)
 {
@@ -307,6 +351,7 @@ plain_scan_reads_as_select(Relation rel)
 	if (kind != RELKIND_RELATION && kind != RELKIND_MATVIEW)
 		return false;
 	return rel->rd_tableam == GetHeapamTableAmRoutine() &&
+		!citus_table(RelationGetRelid(rel)) &&
 		!rel->rd_rel->relrowsecurity &&
 		!rel->rd_rel->relhassubclass &&
 		!RELATION_IS_OTHER_TEMP(rel) &&
@@ -404,7 +449,7 @@ consume_chunk(Scanner *s, ParallelContext *pcxt, int64 chunk, BlockNumber per_ch
 }
 
 /*
- * DENSE: every good row has the first one's length, so slots that hold a few
+ * DENSE: every good row has the first one's length, so slots that hold one
  * of those hold any good row; the workers check the rest against it.  False
  * when the first row is bad (the serial read reports it).
  */
@@ -426,11 +471,10 @@ peek_dense(Scanner *s, BlockNumber nblocks, PgGpuRowSpec *wspec)
 /* the leader's part of a read with workers: launches them, consumes in order */
 static void
 read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *wspec,
-			  Size slot_bytes, int workers)
+			  Size slot_bytes, int workers, int nslots)
 {
 	ParallelContext *pcxt;
 	BlockNumber per_chunk = chunk_blocks(nblocks, workers);
-	int			nslots = Min(SLOTS_PER_WORKER * workers, MAX_SLOTS);
 	Size		stride = MAXALIGN(sizeof(ScanSlot)) + MAXALIGN(slot_bytes);
 	Size		bytes = shared_header(workers) + stride * nslots;
 	ScanShared *sh;
@@ -511,13 +555,33 @@ read_table(Relation rel, const PgGpuRowSpec *spec, PgGpuPartConsumer consume, vo
 	if (workers > 0 && spec->kind == PG_GPU_ROWS_DENSE)
 	{
 		if (peek_dense(&s, nblocks, wspec))
-			slot_bytes = Max(slot_bytes, sizeof(double) * (wspec->first_len + 1) * 4);
+			slot_bytes = Max(slot_bytes, sizeof(double) * (wspec->first_len + 1));
 		else
 			workers = 0;
 	}
 	if (workers > 0)
-		read_parallel(&s, RelationGetRelid(rel), nblocks, wspec, slot_bytes, workers);
-	else if (nblocks > 0)
+	{
+		/*
+		 * The ring of slots in dynamic shared memory: SLOTS_PER_WORKER a
+		 * worker, but at most RING_BYTES (at least 2 slots of long rows) and
+		 * within pg_gpu.max_memory, else no workers: a serial read needs no
+		 * ring.
+		 */
+		int			nslots = Min(Min(SLOTS_PER_WORKER * workers, MAX_SLOTS),
+								 Max(RING_BYTES / slot_bytes, 2));
+		double		ring = (double) nslots * (MAXALIGN(sizeof(ScanSlot)) + MAXALIGN(slot_bytes));
+
+		workers = Min(workers, nslots);
+		if (!pg_gpu_memory_allowed(ring))
+		{
+			elog(DEBUG1, "pg_gpu: reading \"%s\" without parallel workers: their %.0f bytes of shared memory exceed pg_gpu.max_memory",
+				 NameStr(spec->relname), ring);
+			workers = 0;
+		}
+		else
+			read_parallel(&s, RelationGetRelid(rel), nblocks, wspec, slot_bytes, workers, nslots);
+	}
+	if (workers == 0 && nblocks > 0)
 		scan_chunk(&s, 0, nblocks, nblocks);
 	scanner_end(&s);
 	pfree(s.own);
@@ -545,7 +609,7 @@ collect_leaves(Relation rel, List **leaves)
 		else
 		{
 			ok = kind == RELKIND_RELATION && child->rd_tableam == GetHeapamTableAmRoutine() &&
-				!RELATION_IS_OTHER_TEMP(child);
+				!RELATION_IS_OTHER_TEMP(child) && !citus_table(pd->oids[i]);
 			if (ok)
 				*leaves = lappend_oid(*leaves, pd->oids[i]);
 		}
@@ -581,7 +645,7 @@ pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_only,
 	ListCell   *lc;
 
 	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE ?
-		rel->rd_rel->relrowsecurity || !collect_leaves(rel, &leaves) :
+		rel->rd_rel->relrowsecurity || citus_table(relid) || !collect_leaves(rel, &leaves) :
 		!plain_scan_reads_as_select(rel))
 	{
 		table_close(rel, NoLock);

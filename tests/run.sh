@@ -9,8 +9,10 @@
 #      the pg_regress suite with pg_gpu.device=cpu (and =gpu where a GPU exists),
 #      then 16 concurrent backends against one backend's answers (CPU path),
 #      the isolation tests (sessions changing a table while others cluster it),
-#      pg_dump/restore of a database that uses the extension, and a smoke run
-#      of the benchmark suite (tests/bench/run.sh --smoke).
+#      pg_dump/restore of a database that uses the extension, Citus
+#      distributed tables (tests/citus.sh: Citus built once from
+#      ../shared/vendor), and a smoke run of the benchmark suite
+#      (tests/bench/run.sh --smoke).
 # Ends with one line "N passed, M failed" (suites) and exits non-zero on failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +59,7 @@ step "pg_regress, pg_gpu.device=cpu" tests/regress.sh --device cpu
 step "isolation tests, pg_gpu.device=cpu" tests/regress.sh --device cpu --isolation
 step "16 backends at once, CPU path (tests/gpu_resources --cpu)" tests/gpu_resources --cpu
 step "pg_dump and restore of a database using pg_gpu" tests/dump_restore.sh
+step "Citus distributed tables (tests/citus.sh)" bash tests/citus.sh
 step "benchmark suite, smoke run (tests/bench/run.sh --smoke)" bash tests/bench/run.sh --smoke
 gpus=$(psql -X -At -d postgres -c "CREATE EXTENSION IF NOT EXISTS pg_gpu; SELECT count(*) FROM gpu_info()" 2>/dev/null | tail -1)
 if [ "${gpus:-0}" -gt 0 ]; then
