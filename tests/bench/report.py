@@ -193,7 +193,7 @@ def e2e_section(data, meta):
         return "Not measured."
     made = {(r["n"], r["d"]): r for r in data.rows if r["section"] == "table"}
     out = ["Tables of N rows (`id bigint` primary key, `x1..x8 float8`), made by COPY from the "
-           "generator; pg_gpu.device = %s, pg_gpu.max_memory = 0. Statements: median of 3 after a "
+           "generator; pg_gpu.device = %s, pg_gpu.max_memory = -1. Statements: median of 3 after a "
            "warm-up unless the cell says otherwise; the plain-SQL Lloyd step and the export route "
            "run once (they take seconds to minutes)." % meta.get("device"), "",
            "**Floors**: reading (`SELECT count(*), avg(x1), ..., avg(x8) FROM t`, with "

@@ -160,7 +160,7 @@ connect_db(void)
 	}
 	PQsetNoticeProcessor(conn, on_notice, NULL);
 	must("CREATE EXTENSION IF NOT EXISTS pg_gpu");
-	must("SET pg_gpu.max_memory = 0");
+	must("SET pg_gpu.max_memory = -1");
 }
 
 /*
