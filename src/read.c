@@ -145,11 +145,11 @@ check_rows_memory(const PgGpuSource *src, double rows, bool ids, const char *pre
 }
 
 /*
- * "a, b" (sep given: names quoted as identifiers, as in a query) or
- * "'a', 'b'" (sep NULL: as text literals for an ARRAY[...])
+ * "a, b": names quoted as identifiers, as in a query; literals: "'a', 'b'",
+ * as in an ARRAY[...] of text
  */
 static char *
-column_list(char **names, int n, const char *sep)
+column_list(char **names, int n, bool literals)
 {
 	StringInfoData s;
 
@@ -158,7 +158,7 @@ column_list(char **names, int n, const char *sep)
 	{
 		if (j > 0)
 			appendStringInfoString(&s, ", ");
-		appendStringInfoString(&s, sep ? quote_identifier(names[j]) : quote_literal_cstr(names[j]));
+		appendStringInfoString(&s, literals ? quote_literal_cstr(names[j]) : quote_identifier(names[j]));
 	}
 	return s.data;
 }
@@ -295,9 +295,9 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 		ereport(NOTICE,
 				(errmsg_plural("pg_gpu: using the numeric column %s of \"%s\"",
 							   "pg_gpu: using the numeric columns %s of \"%s\"", src->ncols,
-							   column_list(src->colnames, src->ncols, ", "), src->relname),
+							   column_list(src->colnames, src->ncols, false), src->relname),
 				 errhint("Pass columns => ARRAY[%s] to choose the columns yourself.",
-						 column_list(src->colnames, src->ncols, NULL))));
+						 column_list(src->colnames, src->ncols, true))));
 	}
 
 	src->expected_rows = pg_gpu_estimate_rows(rel);
@@ -615,7 +615,7 @@ pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGpuRows *rows)
 		if (bad[j] > 0)
 			some[nsome++] = src->colnames[j];
 	}
-	cols = nall > 0 ? column_list(all, nall, ", ") : column_list(some, nsome, ", ");
+	cols = nall > 0 ? column_list(all, nall, false) : column_list(some, nsome, false);
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("relation \"%s\" has no usable rows", src->relname),

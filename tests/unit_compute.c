@@ -2328,25 +2328,33 @@ jump_if_pending(void *arg)
 		longjmp(interrupt_env, 1);
 }
 
+/* k-means on a loaded set into o (status in o->st) */
+static void
+fit_set(pggpu_data *ds, const pggpu_kmeans_params *p, km_out *o, pggpu_error *err)
+{
+	pggpu_kmeans_result r = {0};
+
+	r.centroids = o->C;
+	r.sizes = o->sizes;
+	r.labels = o->labels;
+	o->st = pggpu_kmeans(ds, p, &r, err);
+	o->inertia = r.inertia;
+	o->iters = r.iterations;
+	o->conv = r.converged;
+}
+
 /* one fit of D on the CPU with the given threads; false when it failed */
 static bool
 fit_threads(const dataset *D, const pggpu_kmeans_params *p, int threads,
 			pggpu_pending_fn pending, km_out *o)
 {
 	pggpu_data *ds = load(PGGPU_BACKEND_CPU, D, 0);
-	pggpu_kmeans_result r = {0};
 	pggpu_error err = {0};
 
 	if (ds == NULL)
 		return false;
 	pggpu_data_set_threads(ds, threads, pending);
-	r.centroids = o->C;
-	r.sizes = o->sizes;
-	r.labels = o->labels;
-	o->st = pggpu_kmeans(ds, p, &r, &err);
-	o->inertia = r.inertia;
-	o->iters = r.iterations;
-	o->conv = r.converged;
+	fit_set(ds, p, o, &err);
 	pggpu_data_close(ds);
 	return CHECK(o->st == PGGPU_OK, "%d threads: %s", threads, err.msg);
 }
@@ -2530,19 +2538,12 @@ fit_polled(pggpu_backend be, const dataset *D, const pggpu_kmeans_params *p, dou
 {
 	/* a hint of 1 row: tiles of 4096 rows, so that there are ranges */
 	pggpu_data *ds = load(be, D, 1);
-	pggpu_kmeans_result r = {0};
 	pggpu_error err = {0};
 
 	if (ds == NULL)
 		return;
 	pggpu_data_set_poll_work(ds, work);
-	r.centroids = o->C;
-	r.sizes = o->sizes;
-	r.labels = o->labels;
-	o->st = pggpu_kmeans(ds, p, &r, &err);
-	o->inertia = r.inertia;
-	o->iters = r.iterations;
-	o->conv = r.converged;
+	fit_set(ds, p, o, &err);
 	CHECK(o->st == PGGPU_OK, "%s k-means: %s", be_name(be), err.msg);
 	pggpu_data_close(ds);
 }
