@@ -34,7 +34,7 @@ COMPUTE_OBJS += cuda/backend_none.o
 CUDA_LIBS =
 endif
 
-OBJS = src/pg_gpu.o src/read.o src/rows.o src/scan.o src/kmeans.o src/matmul.o src/info.o $(COMPUTE_OBJS)
+OBJS = src/pg_gpu.o src/compat.o src/read.o src/rows.o src/scan.o src/kmeans.o src/matmul.o src/info.o $(COMPUTE_OBJS)
 PG_CPPFLAGS = -Icuda $(BLAS_CFLAGS)
 # identical floating-point rounding on CPU and GPU: no contraction into FMA
 PG_CFLAGS = -ffp-contract=off
@@ -53,7 +53,7 @@ cuda/%.o: cuda/%.cu cuda/gpu_internal.cuh cuda/compute_internal.h cuda/pg_gpu_co
 
 cuda/backend_gpu.o cuda/assign_tc.o: cuda/assign_tc.cuh
 cuda/compute.o cuda/backend_cpu.o cuda/backend_none.o cuda/matmul.o: cuda/compute_internal.h cuda/pg_gpu_compute.h
-src/pg_gpu.o src/read.o src/rows.o src/scan.o src/kmeans.o src/matmul.o src/info.o: src/pg_gpu.h cuda/pg_gpu_compute.h
+src/pg_gpu.o src/compat.o src/read.o src/rows.o src/scan.o src/kmeans.o src/matmul.o src/info.o: src/pg_gpu.h src/compat.h cuda/pg_gpu_compute.h
 
 
 # ---- unit tests of the compute layer (no PostgreSQL) ----
@@ -112,3 +112,12 @@ bench:
 	bash tests/bench/run.sh $(BENCH_ARGS)
 
 EXTRA_CLEAN += tests/bench/bench_kernel tests/bench/bench_sql
+
+# ---- the release archive (PGXN) ----
+# make dist: pg_gpu-<META.json's version>.zip, the files git tracks at HEAD
+# under pg_gpu-<version>/ (commit first: uncommitted changes are not in it)
+DISTVERSION := $(shell sed -n 's/^   "version": "\([0-9.]*\)",$$/\1/p' META.json)
+.PHONY: dist
+dist:
+	git archive --format zip --prefix=pg_gpu-$(DISTVERSION)/ -o pg_gpu-$(DISTVERSION).zip HEAD
+	@echo pg_gpu-$(DISTVERSION).zip

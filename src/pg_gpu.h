@@ -13,6 +13,7 @@
 #include "utils/array.h"
 #include "utils/relcache.h"
 
+#include "compat.h"
 #include "pg_gpu_compute.h"
 
 /* ---- settings (pg_gpu.c) ---- */
@@ -47,7 +48,7 @@ extern void pg_gpu_check_memory(double bytes, const char *what, const char *deta
 extern pggpu_backend pg_gpu_choose_backend(void);
 
 /* ereport(ERROR) for a failed compute call */
-extern void pg_gpu_raise(const pggpu_error *err) pg_attribute_noreturn();
+pg_noreturn extern void pg_gpu_raise(const pggpu_error *err);
 
 /* CHECK_FOR_INTERRUPTS for the compute layer's callback */
 extern void pg_gpu_check_interrupts(void *arg);
@@ -140,7 +141,7 @@ typedef struct PgGpuRows
 extern void pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds,
 							   bool want_ids, PgGpuRows *rows);
 /* ERROR: no row of src is usable (the detail names the columns at fault) */
-extern void pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGpuRows *rows) pg_attribute_noreturn();
+pg_noreturn extern void pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGpuRows *rows);
 
 /* ---- rows into parts (rows.c), read in parallel (scan.c) ---- */
 
@@ -213,8 +214,8 @@ extern void pg_gpu_dense_row(const PgGpuRowSpec *spec, TupleTableSlot *slot,
 extern int64 pg_gpu_dense_row_len(const PgGpuRowSpec *spec, TupleTableSlot *slot,
 								  int64 *id);
 /* ERROR: rows of a dense matrix table differ in length */
-extern void pg_gpu_differ_in_length(const PgGpuRowSpec *spec, int64 id, int64 len,
-									int64 first_id, int64 first_len) pg_attribute_noreturn();
+pg_noreturn extern void pg_gpu_differ_in_length(const PgGpuRowSpec *spec, int64 id, int64 len,
+									int64 first_id, int64 first_len);
 /* the value of an integer (smallint, integer, bigint) attribute */
 extern int64 pg_gpu_slot_int(TupleTableSlot *slot, int att, Oid type);
 

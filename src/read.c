@@ -63,7 +63,7 @@ pg_gpu_find_column(TupleDesc td, const char *name)
 static int
 primary_key_column(Relation rel)
 {
-	Oid			pk = RelationGetPrimaryKeyIndex(rel);
+	Oid			pk = pg_gpu_primary_key_index(rel);
 	Relation	idx;
 	int			col = -1;
 
@@ -100,7 +100,7 @@ pg_gpu_open_relation(Oid relid, char **relname, char **qualname)
 				 errmsg("relation with OID %u does not exist", relid),
 				 errhint("Pass the relation by name, for example 'schema.table'; it may have been dropped.")));
 	kind = rel->rd_rel->relkind;
-	aclresult = pg_namespace_aclcheck(RelationGetNamespace(rel), GetUserId(), ACL_USAGE);
+	aclresult = pg_gpu_namespace_aclcheck(RelationGetNamespace(rel), GetUserId(), ACL_USAGE);
 	if (aclresult != ACLCHECK_OK)
 		aclcheck_error(aclresult, OBJECT_SCHEMA,
 					   get_namespace_name(RelationGetNamespace(rel)));

@@ -362,20 +362,13 @@ plain_scan_reads_as_select(Relation rel)
 static void
 check_select(Relation rel, const PgGpuRowSpec *spec)
 {
-	RangeTblEntry *rte = makeNode(RangeTblEntry);
+	Bitmapset  *cols = NULL;
 
-	rte->rtekind = RTE_RELATION;
-	rte->relid = RelationGetRelid(rel);
-	rte->relkind = rel->rd_rel->relkind;
-	rte->rellockmode = AccessShareLock;
-	rte->requiredPerms = ACL_SELECT;
 	if (spec->idpos >= 0)
-		rte->selectedCols = bms_add_member(rte->selectedCols,
-										   spec->idpos + 1 - FirstLowInvalidHeapAttributeNumber);
+		cols = bms_add_member(cols, spec->idpos + 1 - FirstLowInvalidHeapAttributeNumber);
 	for (int j = 0; j < spec->ncols; j++)
-		rte->selectedCols = bms_add_member(rte->selectedCols,
-										   spec->pos[j] + 1 - FirstLowInvalidHeapAttributeNumber);
-	ExecCheckRTPerms(list_make1(rte), true);
+		cols = bms_add_member(cols, spec->pos[j] + 1 - FirstLowInvalidHeapAttributeNumber);
+	pg_gpu_check_select_privileges(rel, cols);
 }
 
 /* ERROR when a worker that stopped still holds a chunk */

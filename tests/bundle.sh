@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tests/bundle.sh [OUT.tar.xz] - packs everything the GPU suite needs for a
 # GPU host without a package registry (air-gapped): this machine's
-# PostgreSQL server (binaries, share/, modules, pg_regress) with the shared
+# PostgreSQL server (Debian's 15; another with PG_CONFIG=.../pg_config, for
+# example PostgreSQL 18 from tests/lib.sh's ensure_pg18)
+# (binaries, share/, modules, pg_regress) with the shared
 # libraries they load beyond glibc and CUDA's own, pg_gpu built and installed
 # into it, the suite's programs (unit_compute, gpu_resources, gpu_hog) and
 # its scripts and SQL, and the benchmark suite (tests/bench: its programs,
@@ -68,7 +70,9 @@ cat >"$top/start-server.sh" <<'SH'
 # PG_CONFIG, and PYTHON_LD_LIBRARY_PATH: the caller's own, for python.
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 suite=$top/suite
-bindir=$(ls -d "$top"/usr/lib/postgresql/*/bin | sort -V | tail -1)
+# the server's bin/: Debian's layout (usr/lib/postgresql/N/bin) or a prefix
+# of its own (PostgreSQL 18 from source)
+bindir=$(dirname "$(find "$top" -path "$top/suite" -prune -o -type f -name postgres -print | sort -V | tail -1)")
 export PYTHON_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 export PATH="$bindir:${CUDA_HOME:-/usr/local/cuda}/bin:$PATH"
 export LD_LIBRARY_PATH="$top/deps:${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

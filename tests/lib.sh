@@ -45,6 +45,41 @@ ensure_deps() {
   [ -x "$PG_CONFIG" ] || PG_CONFIG=$(command -v pg_config)
 }
 
+# PostgreSQL 18 beside Debian's 15: not in Debian 12's archive, so built once
+# from ../shared/vendor/postgresql-$PG18_VERSION.tar.bz2 into a prefix in a
+# cache outside the checkout (about 6 minutes on 2 cores; later runs find it
+# there), with its isolation tester beside pg_regress in lib/pgxs.  Prints
+# the pg_config of that prefix.  PG18_TARBALL and PG_CACHE override the
+# paths.
+PG18_VERSION=18.6
+ensure_pg18() {
+  local cache=${PG_CACHE:-/var/cache/pg_gpu-test}
+  local prefix=$cache/postgresql-$PG18_VERSION
+  local tarball=${PG18_TARBALL:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/../shared/vendor/postgresql-$PG18_VERSION.tar.bz2}
+  local src=$prefix-src iso=$prefix/lib/pgxs/src/test/isolation
+  if [ -x "$prefix/bin/pg_config" ] && [ -x "$iso/pg_isolation_regress" ]; then
+    echo "$prefix/bin/pg_config"
+    return 0
+  fi
+  [ -f "$tarball" ] || { echo "no $tarball to build PostgreSQL $PG18_VERSION from" >&2; return 1; }
+  if ! command -v bison >/dev/null || ! command -v flex >/dev/null || [ ! -f /usr/include/zlib.h ]; then
+    [ "$(id -u)" -eq 0 ] || { echo "PostgreSQL $PG18_VERSION needs bison, flex and zlib1g-dev (run as root)" >&2; return 1; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bison flex zlib1g-dev >/dev/null ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bison flex zlib1g-dev >/dev/null; } || return 1
+  fi
+  mkdir -p "$cache"
+  log "building PostgreSQL $PG18_VERSION into $prefix (once)" >&2
+  rm -rf "$src" "$prefix" && mkdir -p "$src" &&
+    tar -xjf "$tarball" -C "$src" --strip-components=1 &&
+    (cd "$src" && ./configure --prefix="$prefix" --without-icu --without-readline >"$cache/pg18-build.log" 2>&1 &&
+       make -j"$(nproc)" -s >>"$cache/pg18-build.log" 2>&1 && make -s install >>"$cache/pg18-build.log" 2>&1 &&
+       make -C src/test/isolation -s >>"$cache/pg18-build.log" 2>&1 &&
+       mkdir -p "$iso" && cp src/test/isolation/pg_isolation_regress src/test/isolation/isolationtester "$iso/") ||
+    { tail -30 "$cache/pg18-build.log" >&2; return 1; }
+  rm -rf "$src"
+  echo "$prefix/bin/pg_config"
+}
+
 # Runs a command as the cluster's owner (postgres when we are root: initdb
 # refuses to run as root).
 as_owner() {
@@ -83,7 +118,18 @@ cluster_stop() {
 }
 
 build_and_install() {
-  log "building pg_gpu ($( command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] && echo 'with CUDA' || echo 'CPU only'))"
+  local cuda=$( { command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; } && echo 'with CUDA' || echo 'CPU only')
+  case " $* " in *" WITH_CUDA=0 "*) cuda='CPU only' ;; esac
+  log "building pg_gpu ($cuda) against $("$PG_CONFIG" --version)"
   make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" "$@"
   make -s install PG_CONFIG="$PG_CONFIG" "$@" >/dev/null
+}
+
+# build_and_install, failing on any compiler warning (printed)
+build_warning_free() {
+  local out rc
+  out=$(build_and_install "$@" 2>&1)
+  rc=$?
+  printf '%s\n' "$out"
+  [ $rc -eq 0 ] && ! grep -q "warning:" <<<"$out"
 }

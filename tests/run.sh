@@ -2,7 +2,8 @@
 # tests/run.sh - the whole test suite on a fresh machine (README's second
 # command; CI runs it through .ci/run):
 #   1. installs the build dependencies (Debian, as root),
-#   2. builds the CPU-only variant (proves the no-nvcc build), then the normal one,
+#   2. builds the CPU-only variant (proves the no-nvcc build), then the normal one
+#      (both against Debian's PostgreSQL 15, without compiler warnings),
 #   3. runs the compute-layer unit tests (GPU cases too where a GPU exists) and
 #      the libFuzzer target over it for a fixed budget,
 #   4. installs the extension, starts a throwaway PostgreSQL cluster and runs
@@ -12,7 +13,9 @@
 #      pg_dump/restore of a database that uses the extension, Citus
 #      distributed tables (tests/citus.sh: Citus built once from
 #      ../shared/vendor), and a smoke run of the benchmark suite
-#      (tests/bench/run.sh --smoke).
+#      (tests/bench/run.sh --smoke);
+#   5. the same build (CPU only) and the regress and isolation suites against
+#      PostgreSQL 18, built once from ../shared/vendor into /var/cache.
 # Ends with one line "N passed, M failed" (suites) and exits non-zero on failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +36,7 @@ cpu_only_build() {
 step "CPU-only build (WITH_CUDA=0)" cpu_only_build
 
 make -s clean >/dev/null 2>&1
-step "build and install" build_and_install
+step "build and install, without warnings" build_warning_free
 step "unit tests of the compute layer" make -s unit PG_CONFIG="$PG_CONFIG"
 
 # libFuzzer over the compute layer's validation and data handling (ASan,
@@ -54,6 +57,7 @@ step "fuzzing the compute layer (tests/fuzz_compute, 40000 inputs)" fuzz
 # the GPU suite's client (make gpu-check) must at least build here
 step "GPU suite client builds (tests/gpu_resources)" make -s tests/gpu_resources PG_CONFIG="$PG_CONFIG"
 
+
 cluster_start || exit 1
 step "pg_regress, pg_gpu.device=cpu" tests/regress.sh --device cpu
 step "isolation tests, pg_gpu.device=cpu" tests/regress.sh --device cpu --isolation
@@ -68,6 +72,59 @@ else
   echo "(no GPU here: the GPU regress run is skipped; see README, 'GPU tests')"
 fi
 cluster_stop
+
+# the release archive (PGXN; after the benchmarks, which install python3):
+# make dist, with META.json agreeing with the
+# control file (1.1 there is 1.1.0 here) and naming files that exist
+dist_check() {
+  local ctl meta file zip
+  ctl=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" extension/pg_gpu.control)
+  meta=$(sed -n 's/^   "version": "\([0-9.]*\)",$/\1/p' META.json)
+  file=$(sed -n 's/^ *"file": "\(.*\)",$/\1/p' META.json)
+  zip=pg_gpu-$meta.zip
+  echo "control $ctl, META.json $meta, provides $file"
+  [ "$meta" = "$ctl.0" ] && [ -f "$file" ] && [ "$file" = "extension/pg_gpu--$ctl.sql" ] &&
+    grep -q "\"version\": \"$meta\"" <(sed -n '/"provides"/,/}/p' META.json) &&
+    make -s dist PG_CONFIG="$PG_CONFIG" >/dev/null && [ -f "$zip" ] &&
+    python3 - "$zip" "pg_gpu-$meta" <<'PY'
+import sys, zipfile
+names = set(zipfile.ZipFile(sys.argv[1]).namelist())
+need = ["META.json", "Makefile", "README.md", "extension/pg_gpu.control", "src/pg_gpu.c", "cuda/pg_gpu_compute.h"]
+missing = [n for n in need if sys.argv[2] + "/" + n not in names]
+print("%d files in %s; missing: %s" % (len(names), sys.argv[1], missing or "none"))
+sys.exit(1 if missing else 0)
+PY
+  local rc=$?
+  rm -f "$zip"
+  return $rc
+}
+step "release archive (make dist) and META.json" dist_check
+
+# PostgreSQL 18 (built once from ../shared/vendor, see ensure_pg18): the
+# CPU-only build against it, without warnings, in a copy of the tree, then
+# the regress and isolation suites against a server of it
+pg18_build() {
+  local d rc
+  d=$(mktemp -d)
+  cp -r Makefile cuda src extension "$d"/ &&
+    (cd "$d" && make -s clean >/dev/null 2>&1 && build_warning_free WITH_CUDA=0)
+  rc=$?
+  rm -rf "$d"
+  return $rc
+}
+if pg18_config=$(ensure_pg18); then
+  pg15_config=$PG_CONFIG pg15_path=$PATH
+  export PG_CONFIG=$pg18_config PATH="$(dirname "$pg18_config"):$PATH"
+  if step "PostgreSQL $PG18_VERSION: build and install, without warnings" pg18_build &&
+     cluster_start; then
+    step "PostgreSQL $PG18_VERSION: pg_regress, pg_gpu.device=cpu" tests/regress.sh --device cpu
+    step "PostgreSQL $PG18_VERSION: isolation tests, pg_gpu.device=cpu" tests/regress.sh --device cpu --isolation
+    cluster_stop
+  fi
+  export PG_CONFIG=$pg15_config PATH=$pg15_path
+else
+  failed=$((failed + 1)); echo "-- FAILED: PostgreSQL $PG18_VERSION could not be built"
+fi
 
 echo
 echo "$passed passed, $failed failed"
