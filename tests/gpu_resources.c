@@ -446,8 +446,12 @@ test_cancel(PGconn *c, long base_mb)
 
 	/* a product cut into many blocks by a 1 MB cap, cancelled while it runs */
 	must(c, "SET pg_gpu.matmul_gpu_memory = 1");
-	t1 = timed_call(c, "SELECT count(*) FROM gpu_matmul('res_mc'::regclass, 'res_mc'::regclass)", &st, msg, sizeof(msg));
-	free(st);
+	/* timed warm: the first call also pins the buffers the cache keeps */
+	for (int i = 0; i < 2; i++)
+	{
+		t1 = timed_call(c, "SELECT count(*) FROM gpu_matmul('res_mc'::regclass, 'res_mc'::regclass)", &st, msg, sizeof(msg));
+		free(st);
+	}
 	snprintf(sql, sizeof(sql), "SET statement_timeout = %d", (int) (t1 * 0.6e3 + 0.5));
 	must(c, sql);
 	took = timed_call(c, "SELECT count(*) FROM gpu_matmul('res_mc'::regclass, 'res_mc'::regclass)", &st, msg, sizeof(msg));
