@@ -36,6 +36,8 @@ find "$pkglib" -maxdepth 1 -name '*.so' ! -name 'llvmjit*' -exec cp -L {} "$top$
 cp -a "$share/." "$top$share/"
 
 log "pg_gpu, installed into the bundle, and the suite's programs"
+# from clean: objects built against another PostgreSQL's headers would pass for current
+make -s clean >/dev/null 2>&1
 make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG"
 make -s install DESTDIR="$top" PG_CONFIG="$PG_CONFIG" >/dev/null
 programs="tests/unit_compute tests/gpu_resources tests/gpu_hog tests/bench_matmul tests/bench/bench_kernel tests/bench/bench_sql"
