@@ -65,8 +65,10 @@
 
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <climits>
 #include <cmath>
+#include <mutex>
 
 #define TC_MAX_D 32				/* rows kept as A fragments in registers */
 #define GROUP_NT 16				/* n-tiles per packing group: index in 4 bits */
@@ -2330,12 +2332,41 @@ pick_tc2(int ks, bool f16, int k, int d)
 
 struct dev_info
 {
-	bool		known;
+	std::atomic<bool> known;
 	int			sms;
 	int			smem_optin;
 };
 
-dev_info	devs[64];
+/*
+ * Each device's attributes, asked once: filled under a lock and published
+ * by the flag (release; read with acquire), since data sets may be used by
+ * several threads at once (pg_gpu_compute.h).
+ */
+static dev_info devs[64];
+static std::mutex devs_lock;
+
+static cudaError_t
+device_info(int dev, const dev_info **out)
+{
+	dev_info   *di = &devs[dev];
+
+	if (!di->known.load(std::memory_order_acquire))
+	{
+		std::lock_guard<std::mutex> hold(devs_lock);
+
+		if (!di->known.load(std::memory_order_relaxed))
+		{
+			cudaError_t e;
+
+			if ((e = cudaDeviceGetAttribute(&di->sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+				(e = cudaDeviceGetAttribute(&di->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
+				return e;
+			di->known.store(true, std::memory_order_release);
+		}
+	}
+	*out = di;
+	return cudaSuccess;
+}
 
 /*
  * Shared memory of a tensor-core pass; false when it cannot be laid out.
@@ -2558,14 +2589,11 @@ pggpu_tc_assign_update(const double *X, int64_t n, int d, int log_b, const doubl
 		return e;
 	if (dev < 0 || dev >= 64)
 		return cudaErrorInvalidDevice;
-	if (!devs[dev].known)
-	{
-		if ((e = cudaDeviceGetAttribute(&devs[dev].sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-			(e = cudaDeviceGetAttribute(&devs[dev].smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
-			return e;
-		devs[dev].known = true;
-	}
-	const dev_info &di = devs[dev];
+	const dev_info *dip;
+
+	if ((e = device_info(dev, &dip)) != cudaSuccess)
+		return e;
+	const dev_info &di = *dip;
 
 	a.X = X;
 	a.n = n;

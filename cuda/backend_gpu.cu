@@ -6,12 +6,18 @@
  * batch lands as one tile of the tiled structure-of-arrays layout described
  * in compute_internal.h.
  *
- * One Lloyd iteration is one kernel pass over the data (lloyd_kernel: nearest
- * centroid with centroid tiles staged in shared memory, changed-label count,
- * partial inertia, and per-block sums in shared memory aggregated per warp)
- * plus one single-block kernel that turns sums into centroids.  With many
- * centroids the tensor-core pass (assign_tc.cu) labels and a second pass
- * (owned_update_kernel, or lloyd_kernel with the labels given) updates.
+ * A Lloyd iteration (gpu_km_step) takes one of these routes:
+ *  - lloyd_kernel: one pass labels and sums (nearest centroid, centroids in
+ *    shared memory, resident for d <= 32 or staged in tiles; sums privatised
+ *    per lane group, per block, or global atomics: update_mode), then
+ *    reduce_finalize_kernel or finalize_kernel turns the sums into centroids;
+ *  - tensor cores (assign_tc.cu, many centroids): they label, then
+ *    owned_update_kernel (or lloyd_kernel with the labels given) sums;
+ *  - tc2 fused (k <= 256, small d): one tensor-core pass labels and sums,
+ *    its steps replayed as CUDA graphs, each queued before the last one's
+ *    result is known (gated on the GPU by the host's own test);
+ *  - a pass over much work labels in ranges of tiles first (label_ranges,
+ *    the interrupt callback between them), then sums by the labels given.
  * Three scalars come back to the host per iteration.
  *
  * Arithmetic matches backend_cpu.c: squared distances summed over columns in

@@ -2,12 +2,14 @@
  * read.c - which columns of a relation to use, and reading its rows into a
  * compute data set.
  *
- * Rows are read by running a generated SELECT through SPI, so everything a
- * SELECT honours applies: table and column privileges, row-level security,
- * views, partitions and inheritance.  Tuples are not materialised: a
- * DestReceiver converts each one straight into the structure-of-arrays
- * staging buffer of the data set, which hands full batches to the device
- * while the scan goes on.
+ * A table that a plain scan reads as a SELECT would is read by parallel
+ * workers in block order (scan.c, with the executor's privilege check);
+ * anything else (views, row-level security, foreign tables, tables of other
+ * access methods or that Citus manages, ...) by running a generated SELECT
+ * through SPI, so that everything a SELECT honours applies.  Either way the
+ * tuples are not materialised: they are converted into parts (rows.c) that
+ * go straight into the structure-of-arrays staging buffer of the data set,
+ * which hands full batches to the device while the scan goes on.
  */
 #include "postgres.h"
 
