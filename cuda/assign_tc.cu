@@ -2180,7 +2180,7 @@ struct tc_variant
 	int			nw;
 };
 
-/* forced by the test program (0: automatic) */
+/* forced by the test program (0: automatic; only tests/tc_check sets them) */
 int			force_mt = 0;
 int			force_nw = 0;
 int			force_prec = 0;		/* 1 tf32, 2 f16 */
@@ -2493,6 +2493,11 @@ launch_pass(tc_fn fn, const dev_info &di, int nw, size_t smem, int64_t rows_per_
 
 }								/* namespace */
 
+/*
+ * The test program's hooks (tests/tc_check.cu, built with -DPGGPU_TC_LAB from
+ * this file): not in the library.
+ */
+#ifdef PGGPU_TC_LAB
 /* rows the last call on this workspace did not certify at once (test program) */
 unsigned long long
 pggpu_tc_debug_fallbacks(const void *workspace)
@@ -2523,6 +2528,7 @@ pggpu_tc_debug_stages(int mask)
 	stage_mask = mask & 7;
 	prefetch_on = (mask >> 4) == 0 ? 4 : (mask >> 4) == 1 ? 0 : mask >> 4;
 }
+#endif							/* PGGPU_TC_LAB */
 
 /*
  * f16 (m16n8k16) where it takes fewer k-steps than tf32 (d >= 3) and the
