@@ -21,11 +21,13 @@
 
 /*
  * Multiply-adds per CPU block between interrupt checks (about 0.05 s on 16
- * cores), and the fewest rows per block: each BLAS call packs all of B again,
- * which thin blocks would pay for too often.
+ * cores, a second on 2), and the fewest rows per block: each BLAS call packs
+ * all of B again (k n, as much as a row's product), which thin blocks pay
+ * for too often; at 16 rows that is a sixteenth more, and only where a row
+ * is over 2^29 multiply-adds.
  */
 #define CPU_BLOCK_WORK ((int64_t) 1 << 33)
-#define CPU_BLOCK_MIN_ROWS 256
+#define CPU_BLOCK_MIN_ROWS 16
 
 pggpu_status
 pggpu_matmul_open(pggpu_matmul **out, pggpu_backend backend, int gpu_index,
