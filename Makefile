@@ -57,8 +57,10 @@ src/pg_gpu.o src/compat.o src/read.o src/rows.o src/scan.o src/kmeans.o src/matm
 
 
 # ---- unit tests of the compute layer (no PostgreSQL) ----
-tests/unit_compute: tests/unit_compute.c $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
-	$(CC) -O2 -std=gnu11 -Wall -ffp-contract=off -Icuda -o $@ tests/unit_compute.c $(COMPUTE_OBJS) $(CUDA_LIBS) $(BLAS_LIBS) -lpthread -lm
+# tests/unit: one file a subject, sharing unit.h (common.c: bookkeeping, data, references)
+UNIT_SRCS = $(sort $(wildcard tests/unit/*.c))
+tests/unit_compute: $(UNIT_SRCS) tests/unit/unit.h $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
+	$(CC) -O2 -std=gnu11 -Wall -ffp-contract=off -Icuda -Itests/unit -o $@ $(UNIT_SRCS) $(COMPUTE_OBJS) $(CUDA_LIBS) $(BLAS_LIBS) -lpthread -lm
 
 .PHONY: unit
 unit: tests/unit_compute

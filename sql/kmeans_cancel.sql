@@ -1,6 +1,6 @@
 -- statement_timeout (like Ctrl-C) stops a call cleanly, here while the rows
 -- are read; the next call in the same backend works.  (Cancellation between
--- iterations and seeding steps is covered by tests/unit_compute.c.)
+-- iterations and seeding steps is covered by tests/unit/interrupts.c.)
 CREATE TABLE c_pts AS
 SELECT i AS id, (i::bigint * 7919 % 1000) / 1000.0 AS x, (i::bigint * 104729 % 997) / 997.0 AS y
 FROM generate_series(1, 1000000) i;

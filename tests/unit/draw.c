@@ -1,0 +1,190 @@
+#include "unit.h"
+
+/* ---- the k-means++ draw ----------------------------------------------------------- */
+
+/*
+ * k-means++ must draw each next centre with probability proportional to its
+ * squared distance to the nearest centre so far.  One column of a few
+ * distinct values, in runs of rows (so the library's blocks of the draw get
+ * different weights); k = 3, one iteration: the centroids after it tell which
+ * values were drawn.  The probability of each outcome is enumerated here
+ * over the ordered draws; the frequencies over DRAW_SEEDS seeds on the CPU
+ * must lie within 5 standard deviations (plus 1) of them, and the GPU must
+ * give the CPU's answer seed for seed.
+ */
+#define DRAW_VALUES 5
+#define DRAW_SEEDS 2000
+#define DRAW_GPU_SEEDS 400
+
+typedef struct draw_outcome
+{
+	double		C[3];			/* the centroids after one iteration, sorted */
+	double		p;
+	int			seen;
+} draw_outcome;
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double		x = *(const double *) a,
+				y = *(const double *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* the outcome of centres vals[sd[0..2]] (in draw order) after one iteration */
+static void
+draw_result(const double *vals, const int64_t *mult, const int *sd, double *C)
+{
+	double		sum[3] = {0, 0, 0};
+	int64_t		cnt[3] = {0, 0, 0};
+
+	for (int v = 0; v < DRAW_VALUES; v++)
+	{
+		int			best = 0;
+
+		for (int c = 1; c < 3; c++)
+			if (fabs(vals[v] - vals[sd[c]]) < fabs(vals[v] - vals[sd[best]]))
+				best = c;
+		sum[best] += mult[v] * vals[v];
+		cnt[best] += mult[v];
+	}
+	for (int c = 0; c < 3; c++)
+		C[c] = sum[c] / cnt[c];
+	qsort(C, 3, sizeof(double), cmp_double);
+}
+
+static int
+draw_find(draw_outcome *o, int no, const double *C)
+{
+	for (int i = 0; i < no; i++)
+		if (fabs(o[i].C[0] - C[0]) < 1e-9 && fabs(o[i].C[1] - C[1]) < 1e-9 &&
+			fabs(o[i].C[2] - C[2]) < 1e-9)
+			return i;
+	return -1;
+}
+
+void
+test_draw(void)
+{
+	static const double vals[DRAW_VALUES] = {0, 1, 5, 20, 50};
+	static const int64_t mult[DRAW_VALUES] = {500, 300, 100, 70, 30};
+	draw_outcome out[60];
+	int			no = 0;
+	int64_t		n = 0;
+	dataset		D;
+	km_out		o;
+	pggpu_kmeans_params p = {0};
+	double		total = 0;
+
+	for (int v = 0; v < DRAW_VALUES; v++)
+		n += mult[v];
+	data_alloc(&D, n, 1, false);
+	for (int v = 0, i = 0; v < DRAW_VALUES; v++)
+		for (int64_t m = 0; m < mult[v]; m++)
+			D.X[i++] = vals[v];
+
+	/* every ordered draw a, b, c: its probability, into its outcome */
+	for (int a = 0; a < DRAW_VALUES; a++)
+		for (int b = 0; b < DRAW_VALUES; b++)
+			for (int c = 0; c < DRAW_VALUES; c++)
+			{
+				double		w2 = 0,
+							w3 = 0,
+							pr,
+							C[3];
+				int			sd[3] = {a, b, c};
+				int			i;
+
+				if (a == b || a == c || b == c)
+					continue;
+				for (int v = 0; v < DRAW_VALUES; v++)
+				{
+					double		da = (vals[v] - vals[a]) * (vals[v] - vals[a]),
+								db = (vals[v] - vals[b]) * (vals[v] - vals[b]);
+
+					w2 += mult[v] * da;
+					w3 += mult[v] * (da < db ? da : db);
+				}
+				pr = (double) mult[a] / n *
+					(mult[b] * (vals[b] - vals[a]) * (vals[b] - vals[a]) / w2);
+				{
+					double		da = (vals[c] - vals[a]) * (vals[c] - vals[a]),
+								db = (vals[c] - vals[b]) * (vals[c] - vals[b]);
+
+					pr *= mult[c] * (da < db ? da : db) / w3;
+				}
+				draw_result(vals, mult, sd, C);
+				if ((i = draw_find(out, no, C)) < 0)
+				{
+					i = no++;
+					memcpy(out[i].C, C, sizeof(C));
+					out[i].p = 0;
+					out[i].seen = 0;
+				}
+				out[i].p += pr;
+				total += pr;
+			}
+	set_case("k-means++ draw: the law");
+	CHECK(fabs(total - 1) < 1e-12, "the outcomes' probabilities sum to %.17g", total);
+
+	p.k = 3;
+	p.max_iter = 1;
+	p.init = PGGPU_INIT_KMEANSPP;
+	km_alloc(&o, n, 3, 1);
+	set_case("k-means++ draw cpu");
+	for (int sd = 0; sd < DRAW_SEEDS; sd++)
+	{
+		int			i;
+		char		why[800];
+
+		p.seed = 1000 + sd;
+		if (!km_run_quiet(PGGPU_BACKEND_CPU, &D, 0, &p, &o, why, sizeof(why)))
+		{
+			CHECK(false, "%s", why);
+			break;
+		}
+		if ((i = draw_find(out, no, o.C)) < 0)
+		{
+			CHECK(false, "seed %d: centroids %g %g %g are no outcome of k-means++",
+				  (int) p.seed, o.C[0], o.C[1], o.C[2]);
+			break;
+		}
+		out[i].seen++;
+	}
+	for (int i = 0; i < no; i++)
+	{
+		double		mu = DRAW_SEEDS * out[i].p;
+		double		sd = sqrt(mu * (1 - out[i].p));
+
+		if (verbose)
+			printf("#   outcome (%g, %g, %g): %d of %d, expected %.1f\n", out[i].C[0], out[i].C[1],
+				   out[i].C[2], out[i].seen, DRAW_SEEDS, mu);
+		CHECK(fabs(out[i].seen - mu) <= 5 * sd + 1,
+			  "outcome (%g, %g, %g): %d of %d draws, expected %.1f (sd %.1f)",
+			  out[i].C[0], out[i].C[1], out[i].C[2], out[i].seen, DRAW_SEEDS, mu, sd);
+	}
+
+	set_case("k-means++ draw gpu vs cpu");
+	if (!have_gpu)
+		gpu_skipped++;
+	else
+	{
+		km_out		g;
+
+		km_alloc(&g, n, 3, 1);
+		for (int sd = 0; sd < DRAW_GPU_SEEDS; sd++)
+		{
+			p.seed = 1000 + sd;
+			if (!km_run(PGGPU_BACKEND_CPU, &D, 0, &p, &o) || !km_run(PGGPU_BACKEND_GPU, &D, 0, &p, &g))
+				break;
+			if (!CHECK(memcmp(o.C, g.C, sizeof(double) * 3) == 0,
+					   "seed %d: gpu %g %g %g, cpu %g %g %g", (int) p.seed,
+					   g.C[0], g.C[1], g.C[2], o.C[0], o.C[1], o.C[2]))
+				break;
+		}
+		km_free(&g);
+	}
+	km_free(&o);
+	data_free(&D);
+}
