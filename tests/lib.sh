@@ -47,7 +47,7 @@ ensure_deps() {
 
 # PostgreSQL 18 beside Debian's 15: not in Debian 12's archive, so built once
 # from ../shared/vendor/postgresql-$PG18_VERSION.tar.bz2 into a prefix in a
-# cache outside the checkout (about 6 minutes on 2 cores; later runs find it
+# cache outside the checkout (4 to 6 minutes on 2 cores; later runs find it
 # there), with its isolation tester beside pg_regress in lib/pgxs.  Prints
 # the pg_config of that prefix.  PG18_TARBALL and PG_CACHE override the
 # paths.

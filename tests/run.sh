@@ -57,7 +57,6 @@ step "fuzzing the compute layer (tests/fuzz_compute, 40000 inputs)" fuzz
 # the GPU suite's client (make gpu-check) must at least build here
 step "GPU suite client builds (tests/gpu_resources)" make -s tests/gpu_resources PG_CONFIG="$PG_CONFIG"
 
-
 cluster_start || exit 1
 step "pg_regress, pg_gpu.device=cpu" tests/regress.sh --device cpu
 step "isolation tests, pg_gpu.device=cpu" tests/regress.sh --device cpu --isolation
@@ -73,9 +72,9 @@ else
 fi
 cluster_stop
 
-# the release archive (PGXN; after the benchmarks, which install python3):
-# make dist, with META.json agreeing with the
-# control file (1.1 there is 1.1.0 here) and naming files that exist
+# the release archive (PGXN): make dist, with META.json agreeing with the
+# control file (1.1 there is 1.1.0 here) and naming files that exist (after
+# the benchmarks, which install python3)
 dist_check() {
   local ctl meta file zip
   ctl=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" extension/pg_gpu.control)
