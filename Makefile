@@ -1,18 +1,19 @@
-# pg_gpu: PGXS for src/*.c, nvcc for cuda/*.cu.
+# pg_gpu: PGXS for src/*.c and the compute layer's C (cuda/*.c, cuda/cpu/*.c),
+# nvcc for the CUDA backend (cuda/gpu/*.cu).
 #
 #   make                 build (CUDA backend when nvcc is found, else CPU only)
 #   make WITH_CUDA=0     CPU-only build
 #   make install         install into the PostgreSQL that pg_config names
 #   make unit            build and run the compute-layer unit tests
 #   make installcheck    pg_regress against a running server
-#   make gpu-check       the GPU suite (tests/gpu-check.sh), on a machine with a GPU
+#   make gpu-check       the GPU suite (tests/gpu/gpu-check.sh), on a machine with a GPU
 
 MODULE_big = pg_gpu
 MODULEDIR  = extension
 DATA       = extension/pg_gpu.control $(wildcard extension/pg_gpu--*.sql)
 REGRESS    = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
 REGRESS_OPTS = --inputdir=.
-EXTRA_CLEAN = tests/unit_compute tests/bench_matmul tests/tc_check tests/gpu_hog tests/gpu_resources tests/fuzz_compute cuda/*.o src/*.o results regression.diffs regression.out
+EXTRA_CLEAN = tests/unit/unit_compute tests/bench/bench_matmul tests/lab/tc_check tests/gpu/gpu_hog tests/gpu/gpu_resources tests/fuzz/fuzz_compute cuda/*.o cuda/cpu/*.o cuda/gpu/*.o src/*.o results regression.diffs regression.out
 
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard $(CUDA_HOME)/bin/nvcc))
@@ -25,12 +26,16 @@ NVCC_FLAGS = -O3 -std=c++17 -Xcompiler -fPIC $(NVCC_ARCH) -DPGGPU_MIN_CC=90 -Icu
 BLAS_CFLAGS ?= $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   ?= $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
 
-COMPUTE_OBJS = cuda/compute.o cuda/backend_cpu.o cuda/matmul.o
+# the compute layer: the driver and the route planner, the CPU backend, and
+# the CUDA backend (one file a concern: cuda/gpu/common.cuh lists them) or
+# its stand-in
+COMPUTE_OBJS = cuda/compute.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/matmul.o
+GPU_OBJS = $(patsubst %.cu,%.o,$(sort $(wildcard cuda/gpu/*.cu)))
 ifeq ($(WITH_CUDA),1)
-COMPUTE_OBJS += cuda/backend_gpu.o cuda/assign_tc.o cuda/matmul_gpu.o
+COMPUTE_OBJS += $(GPU_OBJS)
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lrt -lpthread
 else
-COMPUTE_OBJS += cuda/backend_none.o
+COMPUTE_OBJS += cuda/gpu/stand_in.o
 CUDA_LIBS =
 endif
 
@@ -48,53 +53,63 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-cuda/%.o: cuda/%.cu cuda/gpu_internal.cuh cuda/compute_internal.h cuda/pg_gpu_compute.h
+COMPUTE_H = cuda/compute_internal.h cuda/pg_gpu_compute.h cuda/route.h
+cuda/gpu/%.o: cuda/gpu/%.cu $(wildcard cuda/gpu/*.cuh) cuda/gpu/tc_shapes.h $(COMPUTE_H)
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
-cuda/backend_gpu.o cuda/assign_tc.o: cuda/assign_tc.cuh
-cuda/compute.o cuda/backend_cpu.o cuda/backend_none.o cuda/matmul.o: cuda/compute_internal.h cuda/pg_gpu_compute.h
+# tc_resident's kernels keep every value in registers (a spilled variant is
+# slower than tc_scan): ptxas fails the build on a spill
+cuda/gpu/tc_resident.o: NVCC_FLAGS += -Xptxas -warn-spills,-Werror
+
+cuda/compute.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/matmul.o cuda/gpu/stand_in.o: $(COMPUTE_H)
+cuda/route.o: cuda/gpu/tc_shapes.h
 src/pg_gpu.o src/compat.o src/read.o src/rows.o src/scan.o src/kmeans.o src/matmul.o src/info.o: src/pg_gpu.h src/compat.h cuda/pg_gpu_compute.h
 
 
 # ---- unit tests of the compute layer (no PostgreSQL) ----
 # tests/unit: one file a subject, sharing unit.h (common.c: bookkeeping, data, references)
 UNIT_SRCS = $(sort $(wildcard tests/unit/*.c))
-tests/unit_compute: $(UNIT_SRCS) tests/unit/unit.h $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
+tests/unit/unit_compute: $(UNIT_SRCS) tests/unit/unit.h $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
 	$(CC) -O2 -std=gnu11 -Wall -ffp-contract=off -Icuda -Itests/unit -o $@ $(UNIT_SRCS) $(COMPUTE_OBJS) $(CUDA_LIBS) $(BLAS_LIBS) -lpthread -lm
 
 .PHONY: unit
-unit: tests/unit_compute
-	tests/unit_compute $(UNIT_ARGS)
+unit: tests/unit/unit_compute
+	tests/unit/unit_compute $(UNIT_ARGS)
 
 ifeq ($(WITH_CUDA),1)
 BENCH_CUBLAS = -DBENCH_CUBLAS -I$(CUDA_HOME)/include -L$(CUDA_HOME)/lib64 -lcublas
 endif
-tests/bench_matmul: tests/bench_matmul.c $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
-	$(CC) -O2 -std=gnu11 -Wall -Icuda -o $@ tests/bench_matmul.c $(COMPUTE_OBJS) $(BENCH_CUBLAS) $(CUDA_LIBS) $(BLAS_LIBS) -lm
+tests/bench/bench_matmul: tests/bench/bench_matmul.c $(COMPUTE_OBJS) cuda/pg_gpu_compute.h
+	$(CC) -O2 -std=gnu11 -Wall -Icuda -o $@ tests/bench/bench_matmul.c $(COMPUTE_OBJS) $(BENCH_CUBLAS) $(CUDA_LIBS) $(BLAS_LIBS) -lm
 
-# the tensor-core assignment against a float64 reference kernel (GPU only),
-# with the hooks (PGGPU_TC_LAB) the library leaves out
-tests/tc_check: tests/tc_check.cu cuda/assign_tc.cu cuda/assign_tc.cuh
-	$(NVCC) -O3 -std=c++17 $(NVCC_ARCH) -DPGGPU_TC_LAB -Icuda -o $@ tests/tc_check.cu cuda/assign_tc.cu
+# the lab (tests/lab): the tensor-core assignment against a float64 reference
+# kernel, its shapes side by side (GPU only), built with the variants and
+# hooks (PGGPU_TC_LAB) the library leaves out
+TC_SRCS = cuda/gpu/tc_scan.cu cuda/gpu/tc_resident.cu cuda/gpu/tc_assign.cu
+tests/lab/tc_check: tests/lab/tc_check.cu $(TC_SRCS) $(wildcard cuda/gpu/*.cuh) cuda/gpu/tc_shapes.h cuda/route.c cuda/route.h
+	$(NVCC) -O3 -std=c++17 $(NVCC_ARCH) -DPGGPU_TC_LAB -Icuda -Icuda/gpu -o $@ tests/lab/tc_check.cu $(TC_SRCS) cuda/route.c
 
-tests/gpu_hog: tests/gpu_hog.c
+.PHONY: lab
+lab: tests/lab/tc_check
+
+tests/gpu/gpu_hog: tests/gpu/gpu_hog.c
 	$(CC) -O2 -Wall -I$(CUDA_HOME)/include -o $@ $< -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread
 
-# libpq client of the GPU suite's resource checks (tests/gpu-check.sh)
-tests/gpu_resources: tests/gpu_resources.c
+# libpq client of the GPU suite's resource checks (tests/gpu/gpu-check.sh)
+tests/gpu/gpu_resources: tests/gpu/gpu_resources.c
 	$(CC) -O2 -std=gnu11 -Wall -I$(shell $(PG_CONFIG) --includedir) -o $@ $< -L$(shell $(PG_CONFIG) --libdir) -lpq -lm
 
 # The GPU suite: kernel grid, compute-sanitizer, pg_regress on the GPU,
 # resource checks.  Exits non-zero on any failure.
 .PHONY: gpu-check
 gpu-check:
-	tests/gpu-check.sh
+	tests/gpu/gpu-check.sh
 
 # libFuzzer target over the compute layer (CPU backend), with ASan and UBSan
-FUZZ_SRCS = cuda/compute.c cuda/backend_cpu.c cuda/matmul.c cuda/backend_none.c
-tests/fuzz_compute: tests/fuzz_compute.c $(FUZZ_SRCS) cuda/compute_internal.h cuda/pg_gpu_compute.h
+FUZZ_SRCS = cuda/compute.c cuda/route.c cuda/cpu/kmeans.c cuda/cpu/matmul.c cuda/gpu/stand_in.c
+tests/fuzz/fuzz_compute: tests/fuzz/fuzz_compute.c $(FUZZ_SRCS) cuda/compute_internal.h cuda/pg_gpu_compute.h
 	clang -g -O1 -std=gnu11 -ffp-contract=off -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	  -Icuda $(BLAS_CFLAGS) -o $@ tests/fuzz_compute.c $(FUZZ_SRCS) $(BLAS_LIBS) -lm
+	  -Icuda $(BLAS_CFLAGS) -o $@ tests/fuzz/fuzz_compute.c $(FUZZ_SRCS) $(BLAS_LIBS) -lm
 
 # ---- benchmark suite (tests/bench/run.sh; BENCHMARKS.md) ----
 # bench_kernel: the compute layer on the suite's blobs (no database);

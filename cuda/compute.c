@@ -118,7 +118,6 @@ pggpu_data_open(pggpu_data **out, pggpu_backend backend, int gpu_index, int d,
 	ds->d = d;
 	ds->log_b = choose_log_b(d, expected_rows);
 	ds->threads = 1;
-	ds->next_limit = -1;
 	strcpy(ds->device_name, "cpu");
 	st = ops->open(ds, gpu_index, expected_rows, err);
 	if (st != PGGPU_OK)
@@ -142,6 +141,20 @@ void
 pggpu_data_set_poll_work(pggpu_data *ds, double work)
 {
 	ds->poll_work = work > 0 ? work : 0;
+}
+
+void
+pggpu_data_force_route(pggpu_data *ds, int label, bool no_fuse)
+{
+	ds->force.label = label >= PGGPU_LABEL_LLOYD && label <= PGGPU_LABEL_TC_RESIDENT ?
+		(pggpu_label_route) label : PGGPU_LABEL_AUTO;
+	ds->force.no_fuse = no_fuse;
+}
+
+const char *
+pggpu_data_route(const pggpu_data *ds)
+{
+	return ds->route;
 }
 
 void
@@ -607,7 +620,6 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 	int64_t    *counts = NULL;
 	double	   *given = NULL;
 	double		t0;
-	int64_t		limit;
 	pggpu_step_stats sst;
 	pggpu_status st = PGGPU_OK;
 	pggpu_interrupt_fn saved_interrupt = ds->interrupt;
@@ -669,12 +681,9 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 	t0 = pggpu_seconds();
 	r->converged = false;
 	r->iterations = 0;
-	/* changed <= limit: converged (changed <= tol n, changed an integer) */
-	limit = p->tol * (double) ds->n >= (double) ds->n ? ds->n : (int64_t) floor(p->tol * (double) ds->n);
 	while (r->iterations < p->max_iter)
 	{
 		interrupts(p);
-		ds->next_limit = r->iterations + 1 < p->max_iter && limit < ds->n ? limit : -1;
 		CHECK(ops->km_step(ds, true, &sst, err));
 		r->iterations++;
 		if (sst.empty > 0)
@@ -702,7 +711,6 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 		CHECK(canonical_order(r, k, d, r->labels, ds->n, err));
 
 done:
-	ds->next_limit = -1;
 	ds->interrupt = saved_interrupt;
 	ds->interrupt_arg = saved_arg;
 	scratch_free_all(ds);

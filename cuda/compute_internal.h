@@ -1,7 +1,7 @@
 /*
  * compute_internal.h - what the k-means driver (compute.c) needs from a
- * backend.  The CPU backend (backend_cpu.c) is the reference; the CUDA
- * backend (backend_gpu.cu) must compute the same thing.  Plain C, shared by
+ * backend.  The CPU backend (cpu/kmeans.c) is the reference; the CUDA
+ * backend (gpu/) must compute the same thing.  Plain C, shared by
  * gcc and nvcc.
  *
  * Storage layout (both backends): "tiled structure-of-arrays".  Rows are
@@ -15,6 +15,7 @@
 #define PG_GPU_COMPUTE_INTERNAL_H
 
 #include "pg_gpu_compute.h"
+#include "route.h"
 
 #include <math.h>
 
@@ -51,15 +52,8 @@ struct pggpu_data
 	double		poll_work;		/* pggpu_data_set_poll_work, 0: the backend's */
 	int			threads;		/* pggpu_data_set_threads */
 	pggpu_pending_fn pending;
-
-	/*
-	 * Set by pggpu_kmeans for each km_step with update: its next call is
-	 * km_step with update on the centroids this step leaves exactly when
-	 * this step leaves no cluster empty and changes more than next_limit
-	 * labels (-1: never).  A backend may queue that step before this one's
-	 * result is known, to run only if the same test passes.
-	 */
-	int64_t		next_limit;
+	pggpu_route_force force;	/* pggpu_data_force_route (tests), zeros: none */
+	char		route[256];		/* the GPU's plan of the last k-means or assignment (route.h), or "" */
 };
 
 /* what one assignment pass reports */
@@ -138,13 +132,13 @@ typedef struct pggpu_ops
 
 extern const pggpu_ops pggpu_cpu_ops;
 
-/* CUDA backend (backend_gpu.cu, or backend_none.c in builds without CUDA) */
+/* CUDA backend (gpu/, or gpu/stand_in.c in builds without CUDA) */
 extern const pggpu_ops *const pggpu_gpu_ops;
 int			pggpu_gpu_count_impl(pggpu_error *err);
 pggpu_status pggpu_gpu_info_impl(int index, pggpu_device_info *out,
 								 pggpu_error *err);
 
-/* ---- matrix products (matmul.c, matmul_gpu.cu) --------------------------- */
+/* ---- matrix products (cpu/matmul.c, gpu/matmul.cu) ----------------------- */
 
 struct pggpu_matmul
 {
@@ -155,7 +149,7 @@ struct pggpu_matmul
 	void	   *impl;			/* the GPU backend's state */
 };
 
-/* the GPU side (backend_none.c stubs these in builds without CUDA) */
+/* the GPU side (gpu/stand_in.c stubs these in builds without CUDA) */
 pggpu_status pggpu_gpu_mm_open(pggpu_matmul *mm, int gpu_index, pggpu_error *err);
 void	   *pggpu_gpu_host_alloc(size_t bytes, size_t *got);
 void		pggpu_gpu_host_free(void *p, size_t size);

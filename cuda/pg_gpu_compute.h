@@ -18,6 +18,12 @@
 #ifndef PG_GPU_COMPUTE_H
 #define PG_GPU_COMPUTE_H
 
+/*
+ * The tests' knobs: linked into the test programs from the objects, not
+ * exported by pg_gpu.so (nm -D shows none)
+ */
+#define PGGPU_TEST_HOOK __attribute__((visibility("hidden")))
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -165,7 +171,21 @@ void		pggpu_data_set_interrupts(pggpu_data *ds, pggpu_interrupt_fn fn, void *arg
  * passes are cut into launches over ranges of rows); results do not depend
  * on it.  Tests set it small to run the cut passes on small data.
  */
-void		pggpu_data_set_poll_work(pggpu_data *ds, double work);
+PGGPU_TEST_HOOK void pggpu_data_set_poll_work(pggpu_data *ds, double work);
+
+/*
+ * Tests: the GPU's labelling pass forced to one route (route.h: 1 lloyd,
+ * 2 tc_scan, 3 tc_resident; 0: the planner's choice) where it can run, and
+ * no_fuse: tc_resident labels only, the update apart.  Results do not
+ * depend on it.
+ */
+PGGPU_TEST_HOOK void pggpu_data_force_route(pggpu_data *ds, int label, bool no_fuse);
+
+/*
+ * The GPU's plan of the last k-means or assignment on ds, in one line
+ * (which kernels labelled and summed, their shapes, and why), or "" (CPU)
+ */
+const char *pggpu_data_route(const pggpu_data *ds);
 
 typedef struct pggpu_kmeans_params
 {

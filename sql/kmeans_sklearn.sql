@@ -1,7 +1,7 @@
 -- Against scikit-learn: with the same init_centroids and tol => 0,
 -- memberships, centroids (1e-6 relative) and inertia match scikit-learn's
 -- Lloyd KMeans on the Iris, Wine and Digits data sets.  The data and
--- scikit-learn's results come from tests/sklearn_reference.py.
+-- scikit-learn's results come from tests/data/sklearn_reference.py.
 \set ECHO none
 \i tests/data/sklearn.sql
 \set ECHO all

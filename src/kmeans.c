@@ -138,6 +138,14 @@ ms_since(TimestampTz start)
 	return (GetCurrentTimestamp() - start) / 1000.0;
 }
 
+/* the GPU's plan of the call's steps (cuda/route.h), at DEBUG2 */
+static void
+log_route(const pggpu_data *ds)
+{
+	if (*pggpu_data_route(ds))
+		elog(DEBUG2, "pg_gpu: %s", pggpu_data_route(ds));
+}
+
 /*
  * The stages of one k-means call, at DEBUG2 (SET client_min_messages =
  * debug2): reading the rows (transfer: of which waiting on host-to-device
@@ -238,6 +246,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 	p.check_interrupts = pg_gpu_check_interrupts;
 	if (pggpu_kmeans(data->ds, &p, &res, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
+	log_route(data->ds);
 	out->inertia = res.inertia;
 	out->iterations = res.iterations;
 	out->converged = res.converged;
@@ -377,6 +386,7 @@ run_assign(FunctionCallInfo fcinfo, KmeansOut *o)
 	o->distances = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(o->rows.nvalid, 1));
 	if (pggpu_assign(data->ds, centroids, o->k, o->labels, o->distances, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
+	log_route(data->ds);
 	pg_gpu_data_close(data);
 }
 

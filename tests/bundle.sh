@@ -13,7 +13,7 @@
 # compute-sanitizer for step 2) and tar/xz (the benchmarks: python3 with
 # numpy, scikit-learn, matplotlib and torch).  There:
 #     tar -xJf pg_gpu-gpu-suite.tar.xz && pg_gpu-gpu-suite/gpu-check
-# runs tests/gpu-check.sh against a throwaway server started from the
+# runs tests/gpu/gpu-check.sh against a throwaway server started from the
 # bundle (as root it runs the server as user postgres, created if missing);
 #     pg_gpu-gpu-suite/bench [--smoke|--small|--full] [--out DIR]
 # runs the benchmark suite (tests/bench/run.sh) against one the same way.
@@ -40,14 +40,17 @@ log "pg_gpu, installed into the bundle, and the suite's programs"
 make -s clean >/dev/null 2>&1
 make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG"
 make -s install DESTDIR="$top" PG_CONFIG="$PG_CONFIG" >/dev/null
-programs="tests/unit_compute tests/gpu_resources tests/gpu_hog tests/bench_matmul tests/bench/bench_kernel tests/bench/bench_sql"
+programs="tests/unit/unit_compute tests/gpu/gpu_resources tests/gpu/gpu_hog tests/bench/bench_matmul tests/bench/bench_kernel tests/bench/bench_sql"
 make -s $programs PG_CONFIG="$PG_CONFIG"
 mkdir -p "$top/suite/tests/bench"
 cp -a sql expected "$top/suite/"
 mkdir -p "$top/suite/tests/data" && cp -a tests/data/. "$top/suite/tests/data/"
 mkdir -p "$top/suite/tests/isolation" && cp -a tests/isolation/specs tests/isolation/expected "$top/suite/tests/isolation/"
-cp tests/*.sh tests/unit_compute tests/gpu_resources tests/gpu_hog tests/bench_matmul "$top/suite/tests/"
-cp tests/bench/run.sh tests/bench/*.py tests/bench/bench_kernel tests/bench/bench_sql "$top/suite/tests/bench/"
+mkdir -p "$top/suite/tests/unit" "$top/suite/tests/gpu"
+cp tests/*.sh "$top/suite/tests/"
+cp tests/unit/unit_compute "$top/suite/tests/unit/"
+cp tests/gpu/gpu-check.sh tests/gpu/gpu_resources tests/gpu/gpu_hog "$top/suite/tests/gpu/"
+cp tests/bench/run.sh tests/bench/*.py tests/bench/bench_kernel tests/bench/bench_sql tests/bench/bench_matmul "$top/suite/tests/bench/"
 git describe --always --dirty >"$top/suite/COMMIT" 2>/dev/null || echo unknown >"$top/suite/COMMIT"
 
 # the shared libraries all of it loads, but for glibc, libstdc++/libgcc and
@@ -89,12 +92,12 @@ cluster_start || exit 1
 SH
 cat >"$top/gpu-check" <<'SH'
 #!/usr/bin/env bash
-# Runs pg_gpu's GPU suite from this bundle (tests/gpu-check.sh) against a
+# Runs pg_gpu's GPU suite from this bundle (tests/gpu/gpu-check.sh) against a
 # throwaway server from the bundle.
 set -uo pipefail
 . "$(dirname "$0")/start-server.sh"
 cd "$suite" || exit 1
-UNIT=${UNIT:-tests/unit_compute} RESOURCES=${RESOURCES:-tests/gpu_resources} bash tests/gpu-check.sh
+UNIT=${UNIT:-tests/unit/unit_compute} RESOURCES=${RESOURCES:-tests/gpu/gpu_resources} bash tests/gpu/gpu-check.sh
 SH
 cat >"$top/bench" <<'SH'
 #!/usr/bin/env bash

@@ -1,4 +1,4 @@
-# tests/lib.sh - shared by tests/demo.sh, tests/run.sh and tests/regress.sh.
+# tests/lib.sh - shared by tests/demo/demo.sh, tests/run.sh and tests/regress.sh.
 # Installs what the build needs (Debian, as root) and runs a throwaway
 # PostgreSQL cluster on a Unix socket in a temporary directory.
 
@@ -26,7 +26,7 @@ ensure_deps() {
   # OpenBLAS: the CPU matrix product (found through pkg-config)
   command -v pkg-config >/dev/null || need+=(pkg-config)
   pkg-config --exists openblas 2>/dev/null || need+=(libopenblas-dev)
-  # clang with libFuzzer (tests/fuzz_compute)
+  # clang with libFuzzer (tests/fuzz/fuzz_compute)
   command -v clang >/dev/null || need+=(clang)
   [ -n "$(ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a 2>/dev/null)" ] ||
     need+=(libclang-rt-dev)

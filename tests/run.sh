@@ -43,9 +43,9 @@ step "unit tests of the compute layer" make -s unit PG_CONFIG="$PG_CONFIG"
 # UBSan): a fixed budget of inputs from a fixed seed
 fuzz() {
   local dir rc
-  make -s tests/fuzz_compute PG_CONFIG="$PG_CONFIG" || return 1
+  make -s tests/fuzz/fuzz_compute PG_CONFIG="$PG_CONFIG" || return 1
   dir=$(mktemp -d)
-  (cd "$dir" && OPENBLAS_NUM_THREADS=1 "$OLDPWD/tests/fuzz_compute" -seed=1 -runs=40000 \
+  (cd "$dir" && OPENBLAS_NUM_THREADS=1 "$OLDPWD/tests/fuzz/fuzz_compute" -seed=1 -runs=40000 \
      -max_total_time=180 -max_len=512 -print_final_stats=1 >fuzz.log 2>&1)
   rc=$?
   grep -E "^stat::number_of_executed_units|^Done|ERROR|SUMMARY|^k-means|^assign|^matmul|^open|^push" "$dir/fuzz.log" | head -20
@@ -53,14 +53,14 @@ fuzz() {
   rm -rf "$dir"
   return $rc
 }
-step "fuzzing the compute layer (tests/fuzz_compute, 40000 inputs)" fuzz
+step "fuzzing the compute layer (tests/fuzz/fuzz_compute, 40000 inputs)" fuzz
 # the GPU suite's client (make gpu-check) must at least build here
-step "GPU suite client builds (tests/gpu_resources)" make -s tests/gpu_resources PG_CONFIG="$PG_CONFIG"
+step "GPU suite client builds (tests/gpu/gpu_resources)" make -s tests/gpu/gpu_resources PG_CONFIG="$PG_CONFIG"
 
 cluster_start || exit 1
 step "pg_regress, pg_gpu.device=cpu" tests/regress.sh --device cpu
 step "isolation tests, pg_gpu.device=cpu" tests/regress.sh --device cpu --isolation
-step "16 backends at once, CPU path (tests/gpu_resources --cpu)" tests/gpu_resources --cpu
+step "16 backends at once, CPU path (tests/gpu/gpu_resources --cpu)" tests/gpu/gpu_resources --cpu
 step "pg_dump and restore of a database using pg_gpu" tests/dump_restore.sh
 step "Citus distributed tables (tests/citus.sh)" bash tests/citus.sh
 step "benchmark suite, smoke run (tests/bench/run.sh --smoke)" bash tests/bench/run.sh --smoke

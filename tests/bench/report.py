@@ -304,7 +304,7 @@ def matmul_section(data, meta):
                 cells.append("%s, %.3g TFLOP/s" % (fmt_time(s), 2.0 * n ** 3 / s / 1e12) if s else
                              "n/a (no GPU)" if meta.get("gpu") == "none" else "—")
             rows.append(cells + [ratio(ours, data.sec("matmul", "cublas", n))])
-        out += ["N x N float64 products through the compute layer (`tests/bench_matmul %s`): pg_gpu "
+        out += ["N x N float64 products through the compute layer (`tests/bench/bench_matmul %s`): pg_gpu "
                 "host to host (operands in host memory, result back) beside cuBLAS DGEMM on operands "
                 "already on the GPU and cuBLAS with the copies in turn (on the CPU: OpenBLAS only):"
                 % meta.get("device"), "",

@@ -107,7 +107,7 @@ if [ -z "${PGHOST:-}" ]; then
 fi
 [ -z "$smoke_tmp" ] || trap 'rm -rf "$smoke_tmp"; cluster_stop' EXIT
 if [ -z "${BENCH_PREBUILT:-}" ]; then
-  make -s tests/bench/bench_kernel tests/bench/bench_sql tests/bench_matmul PG_CONFIG="${PG_CONFIG:-pg_config}"
+  make -s tests/bench/bench_kernel tests/bench/bench_sql tests/bench/bench_matmul PG_CONFIG="${PG_CONFIG:-pg_config}"
 fi
 
 # python runs with the caller's libraries (the GPU bundle's wrapper puts
@@ -223,8 +223,8 @@ end_to_end() {
 
 matmul() {
   local f=$results/matmul.txt rc=0
-  tests/bench_matmul "$device" $matmul_n | tee "$f" || rc=1
-  awk '$3 == "x" && $6 == "ms" { printf "matmul\t%s\t%s\t\t\t%.6g\tmedian (tests/bench_matmul)\n", $1, $2, $5 / 1e3 }' \
+  tests/bench/bench_matmul "$device" $matmul_n | tee "$f" || rc=1
+  awk '$3 == "x" && $6 == "ms" { printf "matmul\t%s\t%s\t\t\t%.6g\tmedian (tests/bench/bench_matmul)\n", $1, $2, $5 / 1e3 }' \
     "$f" >>"$tsv"
   rm -f "$f"
   limit "$budget_matmul" tests/bench/bench_sql matmul -W "$workers" -t "$tsv" -r "$reps" -D "$device" -b "$budget_matmul" \

@@ -898,3 +898,18 @@ affordable_rows(int64_t n, int k, int d)
 		return n;
 	return rows < 1000 ? 1000 : (int64_t) rows;
 }
+
+/* k-means on a loaded set into o (status in o->st) */
+void
+fit_set(pggpu_data *ds, const pggpu_kmeans_params *p, km_out *o, pggpu_error *err)
+{
+	pggpu_kmeans_result r = {0};
+
+	r.centroids = o->C;
+	r.sizes = o->sizes;
+	r.labels = o->labels;
+	o->st = pggpu_kmeans(ds, p, &r, err);
+	o->inertia = r.inertia;
+	o->iters = r.iterations;
+	o->conv = r.converged;
+}

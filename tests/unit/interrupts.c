@@ -198,21 +198,6 @@ jump_if_pending(void *arg)
 		longjmp(interrupt_env, 1);
 }
 
-/* k-means on a loaded set into o (status in o->st) */
-static void
-fit_set(pggpu_data *ds, const pggpu_kmeans_params *p, km_out *o, pggpu_error *err)
-{
-	pggpu_kmeans_result r = {0};
-
-	r.centroids = o->C;
-	r.sizes = o->sizes;
-	r.labels = o->labels;
-	o->st = pggpu_kmeans(ds, p, &r, err);
-	o->inertia = r.inertia;
-	o->iters = r.iterations;
-	o->conv = r.converged;
-}
-
 /* one fit of D on the CPU with the given threads; false when it failed */
 static bool
 fit_threads(const dataset *D, const pggpu_kmeans_params *p, int threads,

@@ -1,16 +1,16 @@
 /*
- * tests/unit_compute - unit tests of pg_gpu's compute layer (cuda/), without
+ * tests/unit/unit_compute - unit tests of pg_gpu's compute layer (cuda/), without
  * PostgreSQL: main.c runs the sections of the files in tests/unit, one
  * subject each (kmeans.c, errors.c, interrupts.c, draw.c, matmul.c,
  * kernel_grid.c), on common.c's bookkeeping, data and references.
  *
- *   tests/unit_compute          the CI-sized grid (CPU; the GPU too if any)
- *   tests/unit_compute --full   adds a heavier grid and the kernel grid (every
+ *   tests/unit/unit_compute          the CI-sized grid (CPU; the GPU too if any)
+ *   tests/unit/unit_compute --full   adds a heavier grid and the kernel grid (every
  *                               GPU routine over the GPU suite's shapes), for
  *                               a GPU machine: a few minutes on 16 cores
- *   tests/unit_compute --small --only=kernel-grid,...
+ *   tests/unit/unit_compute --small --only=kernel-grid,...
  *                               the kernel grid up to N = 1000, for
- *                               compute-sanitizer (tests/gpu-check.sh)
+ *                               compute-sanitizer (tests/gpu/gpu-check.sh)
  *   (--verbose prints a line for every k-means run and matrix product)
  *
  * What is checked:
@@ -142,6 +142,8 @@ main(int argc, char **argv)
 	section("threads", test_threads);
 	section("scaling", test_scaling);
 	section("mixed magnitudes", test_mixed_magnitudes);
+	section("route table", test_route_table);
+	section("routes on the GPU", test_routes_gpu);
 	section("grid", test_grid);
 	section("kernel grid", test_kernel_grid);
 	section("mm products", test_mm_products);

@@ -1,6 +1,6 @@
 /*
  * unit.h - what the unit tests of the compute layer (the files of
- * tests/unit, built into tests/unit_compute) share: bookkeeping, data sets,
+ * tests/unit, built into tests/unit/unit_compute) share: bookkeeping, data sets,
  * k-means runs and the naive reference, comparisons (common.c), the types
  * and helpers one subject lends another, and each subject's entry.
  */
@@ -165,6 +165,7 @@ void cmp_labels(const char *what, const int32_t *a, const int32_t *b, int64_t n)
 void cmp_centroids(const char *what, const double *a, const double *b, int k, int d,
 			  double tol);
 void cmp_sizes(const char *what, const int64_t *a, const int64_t *b, int k);
+void fit_set(pggpu_data *ds, const pggpu_kmeans_params *p, km_out *o, pggpu_error *err);
 void cmp_km(const char *what, const km_out *a, const km_out *b, int64_t n, int k, int d,
 	   double tol);
 int lexcmp(const double *x, const double *y, int d);
@@ -221,5 +222,9 @@ void test_mm_pinned_cache(void);
 
 /* kernel_grid.c */
 void test_kernel_grid(void);
+
+/* routes.c */
+void test_route_table(void);
+void test_routes_gpu(void);
 
 #endif							/* PG_GPU_UNIT_H */

@@ -1,9 +1,9 @@
 /*
- * backend_cpu.c - the CPU backend: the reference the CUDA kernels are tested
+ * cpu/kmeans.c - the CPU backend: the reference the CUDA kernels are tested
  * against, and what users get without a GPU.  Plain C; its passes over the
  * rows may use several threads (pggpu_data_set_threads, see "Parts" below).
  *
- * Arithmetic rules shared with backend_gpu.cu, so both give bit-identical
+ * Arithmetic rules shared with the CUDA backend (gpu/), so both give bit-identical
  * distances: a squared distance is summed over columns in order 0..d-1 from
  * 0.0, each term (x - c) * (x - c) rounded on its own (no fused
  * multiply-add; this file is built with -ffp-contract=off).
@@ -480,7 +480,7 @@ point_block(const double *x, int64_t b, int d, const double *cc, double *w, bool
  * exponential race of compute_internal.h (blocks by their weight, then a
  * row of the winning block), FARTHEST uses -dist2 (rows already on their
  * centroid never qualify: re-seeding an empty cluster with one would change
- * nothing).  backend_gpu.cu computes the same keys.
+ * nothing).  gpu/seed.cu computes the same keys.
  */
 
 /* stage 1 of the draw for the block at rows i0 ..: on from (*best, *blk) */

@@ -1,5 +1,5 @@
--- The demo session (tests/demo.sh runs it): sample data and gpu_kmeans.
---   psql -X -v n=100000 -f tests/demo.sql
+-- The demo session (tests/demo/demo.sh runs it): sample data and gpu_kmeans.
+--   psql -X -v n=100000 -f tests/demo/demo.sql
 \set ON_ERROR_STOP on
 \if :{?n}
 \else

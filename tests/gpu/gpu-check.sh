@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# tests/gpu-check.sh (make gpu-check) - what only a GPU host can prove (CI has
+# tests/gpu/gpu-check.sh (make gpu-check) - what only a GPU host can prove (CI has
 # no GPU).  Exits non-zero on any failure; ends with "N passed, M failed".
-#   1. kernel tests: tests/unit_compute --full, every GPU routine against the
+#   1. kernel tests: tests/unit/unit_compute --full, every GPU routine against the
 #      CPU reference over the kernel grid (N x d x k x float64/float32 and
 #      edge cases), matrix products against a long-double reference;
 #   2. compute-sanitizer memcheck (with leak check), racecheck, synccheck and
 #      initcheck over the kernel tests up to N = 1000 (--small), at once;
 #   3. the whole pg_regress suite with pg_gpu.device=gpu, then =cpu, against
 #      the same expected files, and the isolation tests on the GPU;
-#   4. resource checks in the server (tests/gpu_resources): GPU memory around
+#   4. resource checks in the server (tests/gpu/gpu_resources): GPU memory around
 #      200 calls, after errors and cancellations, 16 backends at once, out
 #      of GPU memory.
 # Uses the server in PGHOST/PGPORT/PGUSER when PGHOST is set (for example one
@@ -20,17 +20,17 @@
 # with gpu_hog beside it).  SKIP=sanitizer,regress,... leaves steps out
 # (unit, sanitizer, regress, resources); a skipped step counts as failed.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . tests/lib.sh
 
 if [ -z "${PGHOST:-}" ]; then
   ensure_deps || exit 1
   build_and_install || exit 1
-  make -s tests/unit_compute tests/gpu_resources tests/gpu_hog PG_CONFIG="$PG_CONFIG" || exit 1
+  make -s tests/unit/unit_compute tests/gpu/gpu_resources tests/gpu/gpu_hog PG_CONFIG="$PG_CONFIG" || exit 1
   cluster_start || exit 1
 fi
-unit=${UNIT:-tests/unit_compute}
-resources=${RESOURCES:-tests/gpu_resources}
+unit=${UNIT:-tests/unit/unit_compute}
+resources=${RESOURCES:-tests/gpu/gpu_resources}
 skip=",${SKIP:-},"
 skipped() { case $skip in *",$1,"*) failed=$((failed + 1)); echo "-- SKIPPED: $1 (counts as failed)"; return 0;; esac; return 1; }
 

@@ -1,7 +1,7 @@
 /*
  * gpu_hog.c - holds all but LEAVE_MB of the GPU's free memory until killed,
  * so tests can check that pg_gpu fails cleanly when the GPU runs out of
- * memory (tests/gpu_resources, step 4).   usage: gpu_hog LEAVE_MB
+ * memory (tests/gpu/gpu_resources, step 4).   usage: gpu_hog LEAVE_MB
  */
 #include <stdio.h>
 #include <stdlib.h>

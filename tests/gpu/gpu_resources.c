@@ -1,8 +1,8 @@
 /*
  * gpu_resources.c - resource checks of pg_gpu in a real PostgreSQL on a GPU
- * host (part of tests/gpu-check.sh; CI has no GPU).  A libpq client, run
+ * host (part of tests/gpu/gpu-check.sh; CI has no GPU).  A libpq client, run
  * on the server's machine (it reads the backend's /proc entry and starts
- * tests/gpu_hog):
+ * tests/gpu/gpu_hog):
  *
  *   1. leaks: GPU memory free (gpu_info()) and the backend's resident memory
  *      before and after 200 calls of every function in one backend, with
@@ -14,7 +14,7 @@
  *   3. concurrency: 16 backends calling at once (k-means, k-means fit,
  *      array and table products) all get the answers the CPU path gives
  *      (memberships identical, numbers within 1e-9);
- *   4. out of GPU memory (tests/gpu_hog holds all but 64 MB): a clean ERROR
+ *   4. out of GPU memory (tests/gpu/gpu_hog holds all but 64 MB): a clean ERROR
  *      with SQLSTATE 53200, in a backend that had used the GPU and in a new
  *      one; both go on, and the same call works once memory is back.
  *
@@ -625,7 +625,7 @@ test_oom(PGconn *c, const char *db, const char *hog)
 
 	if (access(hog, X_OK) != 0)
 	{
-		check(false, "out of GPU memory: no %s (make tests/gpu_hog)", hog);
+		check(false, "out of GPU memory: no %s (make tests/gpu/gpu_hog)", hog);
 		return;
 	}
 	if ((pid = fork()) == 0)

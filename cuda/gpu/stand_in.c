@@ -1,5 +1,5 @@
 /*
- * backend_none.c - stands in for backend_gpu.cu in builds without nvcc: the
+ * stand_in.c - stands in for the CUDA backend (cuda/gpu/*.cu) in builds without nvcc: the
  * same SQL interface, CPU only.
  */
 #include "compute_internal.h"

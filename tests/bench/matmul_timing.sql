@@ -1,6 +1,6 @@
 -- End-to-end timing of gpu_matmul on two dense n x n tables beside
 -- PostgreSQL's own read of them, in one session:
---   psql -X -v n=4096 -f tests/matmul_timing.sql
+--   psql -X -v n=4096 -f tests/bench/matmul_timing.sql
 \set ON_ERROR_STOP on
 \if :{?n}
 \else

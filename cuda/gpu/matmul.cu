@@ -1,5 +1,5 @@
 /*
- * matmul_gpu.cu - the GPU matrix product: cuBLAS GEMM over blocks streamed
+ * gpu/matmul.cu - the GPU matrix product: cuBLAS GEMM over blocks streamed
  * through the device.
  *
  * C = A B (row-major, in host memory, pinned when it comes from the
@@ -28,7 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "gpu_internal.cuh"
+#include "common.cuh"
 
 /* GPU memory kept free for cuBLAS's workspace and other users */
 #define RESERVE_BYTES ((int64_t) 256 << 20)

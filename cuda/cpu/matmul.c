@@ -1,7 +1,7 @@
 /*
- * matmul.c - matrix-product workspaces and the CPU product (OpenBLAS).
+ * cpu/matmul.c - matrix-product workspaces and the CPU product (OpenBLAS).
  *
- * The GPU product lives in matmul_gpu.cu; this file holds what both share
+ * The GPU product lives in gpu/matmul.cu; this file holds what both share
  * (host buffers, argument checks) and the CPU path: OpenBLAS's GEMM over
  * blocks of rows, so that interrupts are checked every few tens of
  * milliseconds even for very large products.  OpenBLAS is loaded with

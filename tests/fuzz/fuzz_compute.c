@@ -1,7 +1,7 @@
 /*
  * fuzz_compute.c - libFuzzer target over the compute layer's argument
  * validation and data handling (CPU backend), built with AddressSanitizer
- * and UndefinedBehaviorSanitizer (make tests/fuzz_compute; tests/run.sh runs
+ * and UndefinedBehaviorSanitizer (make tests/fuzz/fuzz_compute; tests/run.sh runs
  * it for a fixed number of inputs from a fixed seed).
  *
  * Each input is a little program: open a data set of d columns (d from the

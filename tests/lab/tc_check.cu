@@ -1,10 +1,12 @@
 /*
  * tc_check.cu - exactness test and benchmark of the tensor-core assignment
- * (cuda/assign_tc.cu) against a plain float64 reference kernel with the
- * reference arithmetic (sq_term, lowest index on ties).
+ * (cuda/gpu/tc_*.cu) against a plain float64 reference kernel with the
+ * reference arithmetic (sq_term, lowest index on ties).  A lab program: it
+ * builds the tensor-core files with -DPGGPU_TC_LAB (the shapes the library
+ * leaves out, and the hooks below), and plans each call with route.c's
+ * planner, forcing the tensor cores (and a shape, a precision) as a test.
  *
- *   nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 \
- *        -o tc_check tests/tc_check.cu cuda/assign_tc.cu
+ *   make lab     (tests/lab/tc_check; the Makefile's rule)
  *   ./tc_check            exactness: many shapes and data kinds; labels equal,
  *                         dist2 bit-identical, changed count right
  *   ./tc_check --quick    the same without N = 10^6
@@ -23,12 +25,50 @@
 #include <cstring>
 #include <vector>
 
-#include "../cuda/assign_tc.cuh"
+#include "tc.cuh"
 
-/* test hooks in assign_tc.cu */
-unsigned long long pggpu_tc_debug_fallbacks(const void *workspace);
-void		pggpu_tc_debug_variant(int mt, int nw, int prec);
-void		pggpu_tc_debug_stages(int mask);
+/* the lab's hooks in tc_assign.cu (PGGPU_TC_LAB) */
+unsigned long long pggpu_tc_lab_fallbacks(const void *workspace);
+void		pggpu_tc_lab_stages(int mask);
+
+/* the tensor cores forced (tc_resident where it has a kernel, else tc_scan), and a shape */
+static pggpu_route_force lab_force = {PGGPU_LABEL_TC_RESIDENT, 0, 0, 0, false};
+
+static void
+lab_variant(int mt, int nw, int prec)
+{
+	lab_force.tc_mt = mt;
+	lab_force.tc_nw = nw;
+	lab_force.tc_prec = prec;
+}
+
+/* the call's route, as the library plans it (the GPU's shape asked once) */
+static const pggpu_route *
+lab_route(int64_t n, int k, int d)
+{
+	static pggpu_gpu_shape shape;
+	static pggpu_route r;
+
+	if (shape.sm_count == 0)
+	{
+		cudaDeviceGetAttribute(&shape.sm_count, cudaDevAttrMultiProcessorCount, 0);
+		cudaDeviceGetAttribute(&shape.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+	}
+	pggpu_plan_step(n, k, d, &shape, 0, 1, &lab_force, &r);
+	return &r;
+}
+
+/* the library's own choice: tensor cores or not */
+static bool
+tc_wanted(int k, int d)
+{
+	static const pggpu_route_force none = {};
+	pggpu_gpu_shape shape = {132, 232448};
+	pggpu_route r;
+
+	pggpu_plan_step(1000000, k, d, &shape, 0, 1, &none, &r);
+	return r.label != PGGPU_LABEL_LLOYD;
+}
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
 	fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
@@ -358,11 +398,11 @@ check_case(bufs &B, int64_t n, int d, int k, int kind, int log_b, uint64_t seed,
 	CK(cudaMemcpy(B.lab, B.old, sizeof(int32_t) * n, cudaMemcpyDeviceToDevice));
 	CK(cudaMemset(B.d2, 0xff, sizeof(double) * n));	/* NaN: unwritten rows show */
 	CK(cudaMemcpy(B.changed, &ch0, sizeof(ch0), cudaMemcpyHostToDevice));
-	CK(pggpu_tc_assign(B.X, n, d, log_b, B.C, k, B.ws, B.lab, B.d2, B.changed, 0));
+	CK(pggpu_tc_assign(lab_route(n, k, d), B.X, n, d, log_b, B.C, k, B.ws, B.lab, B.d2, B.changed, 0));
 	CK(cudaDeviceSynchronize());
 	CK(cudaMemcpy(&ch, B.changed, sizeof(ch), cudaMemcpyDeviceToHost));
 
-	unsigned long long fb = pggpu_tc_debug_fallbacks(B.ws);
+	unsigned long long fb = pggpu_tc_lab_fallbacks(B.ws);
 	cmp_out		r = run_compare(B.lab, B.d2, B.rlab, B.rd2, B.old, n, B.cmp);
 
 	if (r.label_bad || r.dist_bad || ch - ch0 != r.changed)
@@ -371,7 +411,7 @@ check_case(bufs &B, int64_t n, int d, int k, int kind, int log_b, uint64_t seed,
 	/* second call: labels are already right, nothing changes */
 	CK(cudaMemcpy(B.changed, &ch0, sizeof(ch0), cudaMemcpyHostToDevice));
 	CK(cudaMemset(B.d2, 0xff, sizeof(double) * n));
-	CK(pggpu_tc_assign(B.X, n, d, log_b, B.C, k, B.ws, B.lab, B.d2, B.changed, 0));
+	CK(pggpu_tc_assign(lab_route(n, k, d), B.X, n, d, log_b, B.C, k, B.ws, B.lab, B.d2, B.changed, 0));
 	CK(cudaDeviceSynchronize());
 
 	unsigned long long ch2;
@@ -473,7 +513,7 @@ small(void)
 	alloc_bufs(B, rows_alloc(100003, 10) * 33, 100003, 256, 33, ws);
 	for (int prec = 1; prec <= 2; prec++)
 	{
-		pggpu_tc_debug_variant(0, 0, prec);
+		lab_variant(0, 0, prec);
 		for (int64_t n : {1000, 100003})
 			for (int d : {2, 8, 33})
 				for (int k : {7, 256})
@@ -516,7 +556,7 @@ exactness(bool quick)
 	{
 		uint64_t	seed = 1;
 
-		pggpu_tc_debug_variant(0, 0, prec);
+		lab_variant(0, 0, prec);
 		for (int a = 0; a < nN; a++)
 		{
 			int			f0 = failed;
@@ -535,7 +575,7 @@ exactness(bool quick)
 			fflush(stdout);
 		}
 	}
-	pggpu_tc_debug_variant(0, 0, 0);
+	lab_variant(0, 0, 0);
 	/* a full fallback list: the exact kernel finds the rows by their sentinels */
 	for (int kind : {K_DUPCENT, K_TIES})
 		if (check_case(B, Ns[nN - 1], 8, 64, kind, 16, 99 + kind, true))
@@ -658,10 +698,10 @@ bench(void)
 			   clk / 1e3);
 	}
 
-	printf("(tc_ms: a call; main_ms: its first pass alone, 2st: with 2 staging buffers instead of\n"
-		   " up to 4; cand_ms: the candidate pass; ref_ms: the float64 reference kernel)\n");
-	printf("%3s %5s %-12s %8s %8s %8s %8s %8s %8s %9s %5s\n", "d", "k", "shape", "tc_ms", "main_ms",
-		   "2st_ms", "cand_ms", "ref_ms", "speedup", "uncertain", "bad");
+	printf("(tc_ms: a call; main_ms: its first pass alone; cand_ms: the candidate pass;\n"
+		   " ref_ms: the float64 reference kernel)\n");
+	printf("%3s %5s %-12s %8s %8s %8s %8s %8s %9s %5s\n", "d", "k", "shape", "tc_ms", "main_ms",
+		   "cand_ms", "ref_ms", "speedup", "uncertain", "bad");
 	for (int d : ds)
 	{
 		gen_x<<<4096, 256>>>(B.X, n, ra, d, log_b, K_BLOBS, 42);
@@ -690,10 +730,10 @@ bench(void)
 				std::vector<float> tt;
 				unsigned long long ch0 = 0;
 				auto		call = [&] {
-					CK(pggpu_tc_assign(B.X, n, d, log_b, B.C, k, B.ws, B.lab, B.d2, B.changed, 0));
+					CK(pggpu_tc_assign(lab_route(n, k, d), B.X, n, d, log_b, B.C, k, B.ws, B.lab, B.d2, B.changed, 0));
 				};
 
-				pggpu_tc_debug_variant(shapes[s][0], shapes[s][1], shapes[s][2]);
+				lab_variant(shapes[s][0], shapes[s][1], shapes[s][2]);
 				old_labels<<<1024, 256>>>(B.old, n, k, 7);
 				CK(cudaMemcpy(B.lab, B.old, sizeof(int32_t) * n, cudaMemcpyDeviceToDevice));
 				CK(cudaMemset(B.d2, 0xff, sizeof(double) * n));
@@ -706,7 +746,7 @@ bench(void)
 				CK(cudaMemcpy(&ch, B.changed, sizeof(ch), cudaMemcpyDeviceToHost));
 
 				cmp_out		r = run_compare(B.lab, B.d2, B.rlab, B.rd2, B.old, n, B.cmp);
-				unsigned long long fb = pggpu_tc_debug_fallbacks(B.ws);
+				unsigned long long fb = pggpu_tc_lab_fallbacks(B.ws);
 				unsigned long long nbad = r.label_bad + r.dist_bad + (ch != r.changed);
 
 				for (int rep = 0; rep < 12; rep++)
@@ -719,20 +759,20 @@ bench(void)
 				bad += nbad != 0;
 
 				/* the first pass alone (results not complete: timing only) */
-				std::vector<float> tm, tn, t2;
+				std::vector<float> tm, tn;
 
-				for (int mask : {1, 3, 1 | (2 << 4)})
+				for (int mask : {1, 3})
 				{
-					pggpu_tc_debug_stages(mask);
+					pggpu_tc_lab_stages(mask);
 					for (int rep = 0; rep < 7; rep++)
 					{
 						float		ms = timed(e0, e1, call);
 
 						if (rep >= 2)
-							(mask == 1 ? tm : mask == 3 ? tn : t2).push_back(ms);
+							(mask == 1 ? tm : tn).push_back(ms);
 					}
 				}
-				pggpu_tc_debug_stages(7);
+				pggpu_tc_lab_stages(7);
 
 				char		shape[32];
 
@@ -741,19 +781,19 @@ bench(void)
 				else
 					snprintf(shape, sizeof(shape), "%dx%d %s", shapes[s][0], shapes[s][1],
 							 shapes[s][2] == 1 ? "tf32" : "f16");
-				printf("%3d %5d %-12s %8.3f %8.3f %8.3f %8.3f %8.3f %7.1fx %8.4f%% %5llu\n", d, k,
-					   shape, median(tt), median(tm), median(t2), median(tn) - median(tm), median(tr),
+				printf("%3d %5d %-12s %8.3f %8.3f %8.3f %8.3f %7.1fx %8.4f%% %5llu\n", d, k,
+					   shape, median(tt), median(tm), median(tn) - median(tm), median(tr),
 					   median(tr) / median(tt),
 					   100.0 * fb / n, nbad);
 				fflush(stdout);
 			}
-			pggpu_tc_debug_variant(0, 0, 0);
+			lab_variant(0, 0, 0);
 		}
 	}
 	printf("bench: %s; wanted(k, d): ", bad ? "MISMATCHES" : "all results exact");
 	for (int d : ds)
 		for (int k : kk)
-			if (pggpu_tc_wanted(k, d))
+			if (tc_wanted(k, d))
 				printf("(%d,%d) ", k, d);
 	printf("\n");
 	return bad ? 1 : 0;

@@ -2,7 +2,7 @@
  * bench_matmul.c - TFLOP/s of pggpu_matmul_run beside cuBLAS called directly,
  * in one process, on the same data.
  *
- *   tests/bench_matmul gpu|cpu [N ...]     (default N: 4096 8192; float64)
+ *   tests/bench/bench_matmul gpu|cpu [N ...]     (default N: 4096 8192; float64)
  *
  * For each N (an N x N by N x N product) it prints, per row:
  *   pg_gpu      pggpu_matmul_run, host to host: pinned host buffers in, the

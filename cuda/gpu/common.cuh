@@ -1,0 +1,246 @@
+/*
+ * common.cuh - what the CUDA sources of cuda/gpu/ share: CUDA error
+ * reporting and the choice of GPU, the data kernels' block constants, a data
+ * set's GPU state (gpu_state), the warp and block reductions, the data's
+ * layout (x_at), and the functions one file of the backend calls in another.
+ * CUDA C++ only.
+ *
+ * The backend's files: device.cu (the GPUs), dataset.cu (staging, layout,
+ * the k-means state, the ops table), step.cu (one Lloyd step: the route that
+ * route.c planned), lloyd.cu (the CUDA-core pass and the finalize kernels),
+ * owned_update.cu (the update from given labels), seed.cu (k-means++), the
+ * tensor-core assignment (tc.cuh: tc_scan.cu, tc_resident.cu, tc_assign.cu),
+ * matmul.cu (cuBLAS).
+ *
+ * Arithmetic matches cpu/kmeans.c: squared distances summed over columns in
+ * order with __dsub_rn/__dmul_rn/__dadd_rn, which are never fused.
+ */
+#ifndef PG_GPU_GPU_COMMON_CUH
+#define PG_GPU_GPU_COMMON_CUH
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "compute_internal.h"
+#include "route.h"
+
+#ifndef PGGPU_MIN_CC
+#define PGGPU_MIN_CC 90			/* the oldest architecture the build targets */
+#endif
+
+/* fills err from a CUDA error (out of memory: PGGPU_ERR_GPU_MEMORY) */
+pggpu_status pggpu_cuda_fail(pggpu_error *err, cudaError_t e, const char *what);
+
+#define CU(call) do { cudaError_t e_ = (call); \
+	if (e_ != cudaSuccess) return pggpu_cuda_fail(err, e_, #call); } while (0)
+#define LAUNCHED(name) CU(cudaPeekAtLastError())
+
+/*
+ * Walks the GPUs once: returns how many are usable and, in *chosen and *props,
+ * the first usable one that is `want` (any, when want < 0), or -1.  Without
+ * one, err says why.
+ */
+int			pggpu_find_gpus(int want, int *chosen, cudaDeviceProp *props, pggpu_error *err);
+
+#define BLOCK 256				/* threads per block of the data kernels */
+#define DJ 32					/* columns per centroid tile in shared memory */
+#define MAX_BLOCKS 4096			/* per-block partial arrays */
+#define FULL 0xffffffffu
+#define SMEM_SUMS_LIMIT (100 * 1024)	/* per-block sums in shared memory up to this */
+#define RESIDENT_LIMIT (64 * 1024)	/* centroids stay in shared memory up to this */
+#ifndef UPD_BATCH
+#define UPD_BATCH 4				/* rows per batch of loads in the private update */
+#endif
+#define STG_STRIDE 34			/* UPD_PRIVATE staging: doubles per column of a warp's rows */
+#ifndef LLOYD_MIN_BLOCKS
+#define LLOYD_MIN_BLOCKS 1		/* __launch_bounds__ blocks per SM of lloyd_kernel */
+#endif
+
+struct dev_stats
+{
+	unsigned long long changed;
+	unsigned long long empty;
+	double		inertia;
+	unsigned long long hiabs_bits;	/* range_kernel: the largest |x| */
+	unsigned long long loabs_inv;	/* and ~ the least non-zero |x| (0: none) */
+	double		pick_key;
+	long long	pick_row;
+	unsigned int pp_stalled;	/* km_pp_steps: a draw found no row */
+	unsigned int parts_done;	/* reduce_finalize_kernel's blocks done */
+};
+
+struct gpu_state
+{
+	int			dev;
+	int			sm_count;
+	int			smem_optin;
+	cudaStream_t stream;
+	bool		stream_ok;
+	double	   *stage[2];		/* pinned staging buffers */
+	cudaEvent_t copied[2];
+	bool		event_ok[2];
+	int			cur;
+	bool		finished;
+	double	   *X;				/* device data, cap_tiles tiles */
+	int64_t		cap_tiles;
+	/* k-means state */
+	double	   *C;
+	int32_t    *labels;
+	double	   *dist2;
+	double	   *sums;
+	unsigned long long *cnt;
+	double	   *block_part;		/* per-block partial inertia */
+	double	   *part;			/* per-block partial sums (UPD_PRIVATE, owned), or NULL */
+	int			part_rows;		/* blocks part has room for */
+	int			max_grid;		/* most blocks a Lloyd pass launches */
+	double	   *pick_key;		/* MAX_BLOCKS partial picks */
+	long long  *pick_row;
+	/* k-means++: the next draw, made in the pass of the last centre */
+	bool		pick_ready;
+	uint64_t	pick_ready_key;
+	int			pick_parts;		/* blocks whose partial picks it left */
+	float	   *sep;			/* k: separations from the newest centre (rounded down) */
+	double	   *wsum;			/* the blocks' weights in the draw, while seeding */
+	long long  *pp_rows;		/* k: the rows km_pp_steps drew */
+	int			pp_blocks_per_sm;	/* pp_step_kernel's occupancy, 0: not known yet */
+	void	   *tc_ws;			/* the tensor cores' workspace, when they label */
+	bool		labels_seeding;	/* labels hold pp_pack's words while seeding */
+	bool		x_rows;			/* X lies by rows (see x_at) */
+	dev_stats  *stats;			/* device */
+	dev_stats  *stats_h;		/* pinned: copied back, or written by reduce_finalize_kernel */
+	dev_stats  *stats_hd;		/* stats_h's device address (mapped) */
+	unsigned long long *cnt_h;	/* pinned, k */
+	pggpu_route route;			/* the fit's plan (gpu_km_begin) */
+};
+
+#define ST(ds) ((gpu_state *) (ds)->impl)
+#define TILE(ds) ((int64_t) 1 << (ds)->log_b)
+
+/* ---- device helpers ------------------------------------------------------- */
+
+__device__ __forceinline__ double
+warp_sum(double v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(FULL, v, o);
+	return v;
+}
+
+/* block-wide sum in a fixed order; every thread gets the result */
+static __device__ double
+block_sum(double v)
+{
+	__shared__ double part[32];
+	int			lane = threadIdx.x & 31;
+	int			warp = threadIdx.x >> 5;
+
+	v = warp_sum(v);
+	__syncthreads();
+	if (lane == 0)
+		part[warp] = v;
+	__syncthreads();
+	v = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.0;
+	if (warp == 0)
+		v = warp_sum(v);
+	if (threadIdx.x == 0)
+		part[0] = v;
+	__syncthreads();
+	return part[0];
+}
+
+__device__ __forceinline__ double
+sq_term(double acc, double x, double c)
+{
+	double		diff = __dsub_rn(x, c);
+
+	return __dadd_rn(acc, __dmul_rn(diff, diff));
+}
+
+/* (key, row) pairs: smaller key wins, then smaller row */
+__device__ __forceinline__ bool
+pick_better(double ka, long long ra, double kb, long long rb)
+{
+	return ka < kb || (ka == kb && ra < rb);
+}
+
+/* the warp's minimum (key, row), in every lane */
+__device__ __forceinline__ void
+warp_pick_min(double *bk, long long *br)
+{
+	for (int o = 16; o > 0; o >>= 1)
+	{
+		double		ok = __shfl_xor_sync(FULL, *bk, o);
+		long long	orow = __shfl_xor_sync(FULL, *br, o);
+
+		if (pick_better(ok, orow, *bk, *br))
+			*bk = ok, *br = orow;
+	}
+}
+
+/*
+ * The block's minimum (key, row): the result in thread 0.  (key, row) pairs
+ * are totally ordered, so the minimum does not depend on the order.
+ */
+static __device__ void
+block_pick_min(double *bk, long long *br)
+{
+	__shared__ double sk[32];
+	__shared__ long long sr[32];
+
+	warp_pick_min(bk, br);
+	if ((threadIdx.x & 31) == 0)
+		sk[threadIdx.x >> 5] = *bk, sr[threadIdx.x >> 5] = *br;
+	__syncthreads();
+	if (threadIdx.x == 0)
+		for (int w = 1; w < (int) (blockDim.x >> 5); w++)
+			if (pick_better(sk[w], sr[w], *bk, *br))
+				*bk = sk[w], *br = sr[w];
+}
+
+/*
+ * While seeding, the data may lie "by rows" (x_rows in gpu_state): in each
+ * group of 32 rows of a tile, whose d columns are d runs of 32 doubles a
+ * tile apart, value j of the group's row r is at position p = r d + j of the
+ * runs taken in order (run p / 32, place p % 32), so a row's values are
+ * contiguous (across at most ceil(d / 32) + 1 runs): a k-means++ step reads
+ * the few rows it measures, scattered, in 2 sectors of 32 bytes a row at
+ * d = 8, not 8.  The same memory, permuted in place (x_layout_kernel);
+ * every other kernel wants the columns, and gets them back first.
+ */
+#define X_ROWS_MAX_D 32
+
+__device__ __forceinline__ int64_t
+x_at(int64_t i, int j, int d, int log_b, bool rows)
+{
+	if (!rows)
+		return pggpu_at(i, j, d, log_b);
+
+	int64_t		t = (i >> log_b) * ((int64_t) d << log_b);
+	int			q = (int) (i & (((int64_t) 1 << log_b) - 1));
+	int			p = (q & 31) * d + j;
+
+	return t + ((int64_t) (p >> 5) << log_b) + (q & ~31) + (p & 31);
+}
+
+
+/* ---- between the backend's files ------------------------------------------ */
+
+/* dataset.cu */
+int			grid_for(gpu_state *s, int64_t work);
+pggpu_status fetch_stats(gpu_state *s, pggpu_error *err, bool mirrored = false);
+pggpu_status x_layout(pggpu_data *ds, bool rows, pggpu_error *err);
+
+/* step.cu: the work between interrupt checks of a ranged pass (0: none) */
+double		step_range_work(const pggpu_data *ds);
+pggpu_status gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err);
+
+/* seed.cu */
+pggpu_status gpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_key,
+						  pggpu_error *err);
+pggpu_status gpu_km_pp_steps(pggpu_data *ds, int c0, int c1, const uint64_t *keys, int64_t *rows,
+							 int *done, pggpu_error *err);
+pggpu_status gpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *err);
+
+#endif							/* PG_GPU_GPU_COMMON_CUH */

@@ -1,0 +1,481 @@
+/*
+ * dataset.cu - a data set on the GPU: the rows' staging (the caller fills
+ * one of two pinned buffers while the other is copied on a stream; each batch
+ * lands as one tile of the tiled structure-of-arrays layout of
+ * compute_internal.h), their range and scaling, the k-means state (centroids,
+ * labels, partial sums, the tensor cores' workspace), and the backend's ops
+ * table.
+ */
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "common.cuh"
+#include "tc.cuh"
+
+/* ---- kernels -------------------------------------------------------------- */
+
+/*
+ * The largest |x| and the least non-zero |x|, as the bits of non-negative
+ * doubles (which order as the doubles do); the least one complemented, so
+ * that both are maxima and zeroed stats mean "none".
+ */
+__global__ void
+range_kernel(const double *__restrict__ x, int64_t len, dev_stats *stats)
+{
+	double		hi = 0,
+				lo = INFINITY;
+
+	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < len;
+		 e += (int64_t) gridDim.x * blockDim.x)
+	{
+		double		a = fabs(x[e]);
+
+		hi = fmax(hi, a);
+		lo = a > 0 ? fmin(lo, a) : lo;
+	}
+	for (int o = 16; o > 0; o >>= 1)
+	{
+		hi = fmax(hi, __shfl_xor_sync(FULL, hi, o));
+		lo = fmin(lo, __shfl_xor_sync(FULL, lo, o));
+	}
+	if ((threadIdx.x & 31) == 0)
+	{
+		atomicMax(&stats->hiabs_bits, (unsigned long long) __double_as_longlong(hi));
+		if (lo < INFINITY)
+			atomicMax(&stats->loabs_inv, ~(unsigned long long) __double_as_longlong(lo));
+	}
+}
+
+__global__ void
+scale_kernel(double *x, int64_t len, double f)
+{
+	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < len;
+		 e += (int64_t) gridDim.x * blockDim.x)
+		x[e] *= f;
+}
+
+
+__global__ void
+counts_kernel(const int32_t *labels, int64_t n, int k, unsigned long long *cnt)
+{
+	extern __shared__ unsigned long long s_cnt[];
+	bool		shared = k <= 4096;
+
+	if (shared)
+	{
+		for (int c = threadIdx.x; c < k; c += blockDim.x)
+			s_cnt[c] = 0;
+		__syncthreads();
+	}
+	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
+		 i += (int64_t) gridDim.x * blockDim.x)
+		atomicAdd(shared ? &s_cnt[labels[i]] : &cnt[labels[i]], 1ULL);
+	if (shared)
+	{
+		__syncthreads();
+		for (int c = threadIdx.x; c < k; c += blockDim.x)
+			if (s_cnt[c])
+				atomicAdd(&cnt[c], s_cnt[c]);
+	}
+}
+
+
+/* a warp a group of 32 rows: columns to rows (to_rows) or back */
+__global__ void
+x_layout_kernel(double *X, int64_t groups, int d, int log_b, bool to_rows)
+{
+	extern __shared__ double xs[];
+	int			lane = threadIdx.x & 31;
+	double	   *w = xs + (threadIdx.x >> 5) * 32 * d;
+	int64_t		gi = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5;
+	int64_t		base;
+
+	if (gi >= groups)
+		return;
+	base = (gi >> (log_b - 5)) * ((int64_t) d << log_b) + ((gi & ((1 << (log_b - 5)) - 1)) << 5);
+	for (int r = 0; r < d; r++)
+		w[to_rows ? lane * d + r : r * 32 + lane] = X[base + ((int64_t) r << log_b) + lane];
+	__syncwarp();
+	for (int r = 0; r < d; r++)
+		X[base + ((int64_t) r << log_b) + lane] = w[to_rows ? r * 32 + lane : lane * d + r];
+}
+
+/* ---- data ----------------------------------------------------------------- */
+
+static pggpu_status
+gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
+{
+	gpu_state  *s = (gpu_state *) calloc(1, sizeof(gpu_state));
+	size_t		fr = 0,
+				tot = 0;
+	int64_t		tile_bytes = TILE(ds) * ds->d * (int64_t) sizeof(double);
+	int64_t		tiles;
+	cudaDeviceProp p;
+
+	if (s == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	ds->impl = s;
+	pggpu_find_gpus(gpu_index, &s->dev, &p, err);
+	if (s->dev < 0)
+		return PGGPU_ERR_NO_GPU;
+	CU(cudaSetDevice(s->dev));
+	snprintf(ds->device_name, sizeof(ds->device_name), "%s", p.name);
+	s->sm_count = p.multiProcessorCount;
+	s->smem_optin = (int) p.sharedMemPerBlockOptin;
+	CU(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+	s->stream_ok = true;
+	for (int b = 0; b < 2; b++)
+	{
+		CU(cudaEventCreateWithFlags(&s->copied[b], cudaEventDisableTiming));
+		s->event_ok[b] = true;
+		if (cudaHostAlloc((void **) &s->stage[b], tile_bytes, cudaHostAllocDefault) != cudaSuccess)
+		{
+			s->stage[b] = NULL;
+			(void) cudaGetLastError();
+			return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY,
+							  "could not allocate %.1f MB of pinned host memory",
+							  tile_bytes / 1048576.0);
+		}
+	}
+	CU(cudaHostAlloc((void **) &s->stats_h, sizeof(dev_stats), cudaHostAllocMapped));
+	CU(cudaHostGetDevicePointer((void **) &s->stats_hd, s->stats_h, 0));
+
+	/* first allocation: the expected rows, up to half of the free memory */
+	CU(cudaMemGetInfo(&fr, &tot));
+	tiles = expected_rows > 0 ? (expected_rows + TILE(ds) - 1) / TILE(ds) : 1;
+	if (tiles * tile_bytes > (int64_t) (fr / 2))
+		tiles = (int64_t) (fr / 2) / tile_bytes;
+	if (tiles < 1)
+		tiles = 1;
+	if (cudaMalloc((void **) &s->X, tiles * tile_bytes) != cudaSuccess)
+	{
+		s->X = NULL;
+		(void) cudaGetLastError();
+		return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY,
+						  "could not allocate %.1f MB of GPU memory for %d columns (%.1f MB free)",
+						  tiles * tile_bytes / 1048576.0, ds->d, fr / 1048576.0);
+	}
+	s->cap_tiles = tiles;
+	CU(cudaMalloc((void **) &s->stats, sizeof(dev_stats)));
+	return PGGPU_OK;
+}
+
+static double *
+gpu_batch(pggpu_data *ds)
+{
+	return ST(ds)->stage[ST(ds)->cur];
+}
+
+static pggpu_status
+grow(pggpu_data *ds, int64_t tiles, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		tile_bytes = TILE(ds) * ds->d * (int64_t) sizeof(double);
+	int64_t		cap = s->cap_tiles * 2 > tiles ? s->cap_tiles * 2 : tiles;
+	double	   *x = NULL;
+
+	if (cudaMalloc((void **) &x, cap * tile_bytes) != cudaSuccess)
+	{
+		size_t		fr = 0,
+					tot = 0;
+
+		(void) cudaGetLastError();
+		cap = tiles;			/* retry without headroom */
+		if (cudaMalloc((void **) &x, cap * tile_bytes) != cudaSuccess)
+		{
+			(void) cudaGetLastError();
+			cudaMemGetInfo(&fr, &tot);
+			return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY,
+							  "the data do not fit in GPU memory: after %lld rows of %d columns, growing their copy from %.1f to %.1f MB failed (%.1f MB free of %.1f MB)",
+							  (long long) ds->n, ds->d, s->cap_tiles * tile_bytes / 1048576.0,
+							  cap * tile_bytes / 1048576.0, fr / 1048576.0, tot / 1048576.0);
+		}
+	}
+	CU(cudaMemcpyAsync(x, s->X, s->cap_tiles * tile_bytes, cudaMemcpyDeviceToDevice, s->stream));
+	CU(cudaStreamSynchronize(s->stream));
+	CU(cudaFree(s->X));
+	s->X = x;
+	s->cap_tiles = cap;
+	return PGGPU_OK;
+}
+
+/* X by rows (while seeding) or by columns (see x_at); range and scale take either */
+pggpu_status
+x_layout(pggpu_data *ds, bool rows, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		groups = ((ds->n + TILE(ds) - 1) >> ds->log_b) << (ds->log_b - 5);
+	int			d = ds->d;
+
+	if (s->x_rows == rows || d < 2 || d > X_ROWS_MAX_D || groups == 0)
+		return PGGPU_OK;
+	x_layout_kernel<<<(unsigned) ((groups + 3) / 4), 128, sizeof(double) * 4 * 32 * d, s->stream>>>(
+		s->X, groups, d, ds->log_b, rows);
+	LAUNCHED(x_layout_kernel);
+	s->x_rows = rows;
+	return PGGPU_OK;
+}
+
+static pggpu_status
+gpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		b = TILE(ds);
+	int64_t		tile = ds->n >> ds->log_b;
+	double	   *buf = s->stage[s->cur];
+	pggpu_status st;
+
+	if (s->finished)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "no batch may follow a partial batch");
+	if ((st = x_layout(ds, false, err)) != PGGPU_OK)
+		return st;
+	for (int j = 0; j < ds->d && nrows < b; j++)
+		memset(buf + j * b + nrows, 0, sizeof(double) * (b - nrows));
+	if (tile >= s->cap_tiles && (st = grow(ds, tile + 1, err)) != PGGPU_OK)
+		return st;
+	CU(cudaMemcpyAsync(s->X + tile * b * ds->d, buf, sizeof(double) * b * ds->d,
+					   cudaMemcpyHostToDevice, s->stream));
+	CU(cudaEventRecord(s->copied[s->cur], s->stream));
+	ds->n += nrows;
+	s->finished = nrows < b;
+	/* the other buffer is refilled next: its copy must be done */
+	s->cur ^= 1;
+	CU(cudaEventSynchronize(s->copied[s->cur]));
+	return PGGPU_OK;
+}
+
+static void
+free_km(gpu_state *s)
+{
+	/* (a ranged pass interrupted may still run) */
+	if (s->stream_ok)
+		cudaStreamSynchronize(s->stream);
+	cudaFree(s->C);
+	cudaFree(s->labels);
+	cudaFree(s->dist2);
+	cudaFree(s->sums);
+	cudaFree(s->cnt);
+	cudaFree(s->block_part);
+	cudaFree(s->part);
+	cudaFree(s->pick_key);
+	cudaFree(s->pick_row);
+	cudaFree(s->sep);
+	cudaFree(s->wsum);
+	cudaFree(s->pp_rows);
+	cudaFree(s->tc_ws);
+	s->tc_ws = NULL;
+	cudaFreeHost(s->cnt_h);
+	s->C = s->dist2 = s->sums = s->block_part = s->part = s->pick_key = s->wsum = NULL;
+	s->sep = NULL;
+	s->labels = NULL;
+	s->cnt = s->cnt_h = NULL;
+	s->pick_row = s->pp_rows = NULL;
+}
+
+static void
+gpu_close(pggpu_data *ds)
+{
+	gpu_state  *s = ST(ds);
+
+	if (s == NULL)
+		return;
+	if (s->stream_ok)
+		cudaStreamSynchronize(s->stream);
+	free_km(s);
+	cudaFree(s->X);
+	cudaFree(s->stats);
+	cudaFreeHost(s->stats_h);
+	for (int b = 0; b < 2; b++)
+	{
+		cudaFreeHost(s->stage[b]);
+		if (s->event_ok[b])
+			cudaEventDestroy(s->copied[b]);
+	}
+	if (s->stream_ok)
+		cudaStreamDestroy(s->stream);
+	(void) cudaGetLastError();
+	free(s);
+	ds->impl = NULL;
+}
+
+int
+grid_for(gpu_state *s, int64_t work)
+{
+	int64_t		g = (work + BLOCK - 1) / BLOCK;
+	int64_t		cap = (int64_t) s->sm_count * 8;
+
+	if (cap > MAX_BLOCKS)
+		cap = MAX_BLOCKS;
+	return (int) (g < 1 ? 1 : g > cap ? cap : g);
+}
+
+static int64_t
+used_elems(pggpu_data *ds)
+{
+	return ((ds->n + TILE(ds) - 1) >> ds->log_b) * TILE(ds) * ds->d;
+}
+
+/*
+ * copies the stats back and waits: the one sync of an iteration (mirrored:
+ * a kernel wrote the ones wanted into stats_h itself, no copy)
+ */
+pggpu_status
+fetch_stats(gpu_state *s, pggpu_error *err, bool mirrored)
+{
+	if (!mirrored)
+		CU(cudaMemcpyAsync(s->stats_h, s->stats, sizeof(dev_stats), cudaMemcpyDeviceToHost, s->stream));
+	CU(cudaStreamSynchronize(s->stream));
+	return PGGPU_OK;
+}
+
+static pggpu_status
+gpu_range(pggpu_data *ds, double *lo, double *hi, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		len = used_elems(ds);
+	unsigned long long inv;
+	pggpu_status st;
+
+	CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
+	range_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>(s->X, len, s->stats);
+	LAUNCHED(range_kernel);
+	if ((st = fetch_stats(s, err)) != PGGPU_OK)
+		return st;
+	memcpy(hi, &s->stats_h->hiabs_bits, sizeof(double));
+	inv = ~s->stats_h->loabs_inv;
+	if (s->stats_h->loabs_inv == 0)
+		*lo = INFINITY;
+	else
+		memcpy(lo, &inv, sizeof(double));
+	return PGGPU_OK;
+}
+
+static pggpu_status
+gpu_scale(pggpu_data *ds, double factor, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		len = used_elems(ds);
+
+	scale_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>(s->X, len, factor);
+	LAUNCHED(scale_kernel);
+	return PGGPU_OK;
+}
+
+/* ---- k-means -------------------------------------------------------------- */
+
+static pggpu_status
+gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		n = ds->n > 0 ? ds->n : 1;
+	int64_t		kd = (int64_t) k * ds->d;
+
+	free_km(s);
+	CU(cudaMalloc((void **) &s->C, sizeof(double) * kd));
+	CU(cudaMalloc((void **) &s->sums, sizeof(double) * (kd + k)));
+	CU(cudaMalloc((void **) &s->cnt, sizeof(unsigned long long) * k));
+	CU(cudaMalloc((void **) &s->labels, sizeof(int32_t) * n));
+	CU(cudaMalloc((void **) &s->dist2, sizeof(double) * n));
+	CU(cudaMalloc((void **) &s->block_part, sizeof(double) * MAX_BLOCKS));
+	/* the fit's route (route.c), and the per-block partial sums it needs */
+	s->max_grid = s->sm_count * (2048 / BLOCK);
+	if (s->max_grid > MAX_BLOCKS)
+		s->max_grid = MAX_BLOCKS;
+	{
+		pggpu_gpu_shape shape = {s->sm_count, s->smem_optin};
+
+		pggpu_plan_step(ds->n, k, ds->d, &shape, step_range_work(ds), s->max_grid, &ds->force, &s->route);
+		pggpu_route_describe(&s->route, ds->route, sizeof(ds->route));
+	}
+	s->part_rows = s->route.part_rows;
+	if (s->part_rows > 0)
+		CU(cudaMalloc((void **) &s->part, sizeof(double) * (kd + k) * s->part_rows));
+	CU(cudaMalloc((void **) &s->pick_key, sizeof(double) * MAX_BLOCKS));
+	CU(cudaMalloc((void **) &s->pick_row, sizeof(long long) * MAX_BLOCKS));
+	CU(cudaMalloc((void **) &s->sep, sizeof(float) * k));
+	CU(cudaMalloc((void **) &s->wsum, sizeof(double) * ((n + PGGPU_DRAW_ROWS - 1) / PGGPU_DRAW_ROWS)));
+	CU(cudaMalloc((void **) &s->pp_rows, sizeof(long long) * k));
+	if (s->route.label != PGGPU_LABEL_LLOYD)
+		CU(cudaMalloc(&s->tc_ws, pggpu_tc_workspace_bytes(n, k, ds->d)));
+	CU(cudaHostAlloc((void **) &s->cnt_h, sizeof(unsigned long long) * k, cudaHostAllocDefault));
+	CU(cudaMemsetAsync(s->labels, 0xff, sizeof(int32_t) * n, s->stream));
+	s->pick_ready = false;
+	s->labels_seeding = false;
+	return PGGPU_OK;
+}
+
+static pggpu_status
+gpu_put_centroids(pggpu_data *ds, const double *C, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+
+	CU(cudaMemcpyAsync(s->C, C, sizeof(double) * ds->k * ds->d, cudaMemcpyHostToDevice, s->stream));
+	CU(cudaStreamSynchronize(s->stream));
+	return PGGPU_OK;
+}
+
+static pggpu_status
+gpu_get_centroids(pggpu_data *ds, double *C, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+
+	CU(cudaMemcpyAsync(C, s->C, sizeof(double) * ds->k * ds->d, cudaMemcpyDeviceToHost, s->stream));
+	CU(cudaStreamSynchronize(s->stream));
+	return PGGPU_OK;
+}
+
+static pggpu_status
+gpu_km_counts(pggpu_data *ds, int64_t *counts, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int			k = ds->k;
+	size_t		shmem = k <= 4096 ? sizeof(unsigned long long) * k : 0;
+
+	CU(cudaMemsetAsync(s->cnt, 0, sizeof(unsigned long long) * k, s->stream));
+	counts_kernel<<<grid_for(s, ds->n), BLOCK, shmem, s->stream>>>(s->labels, ds->n, k, s->cnt);
+	LAUNCHED(counts_kernel);
+	CU(cudaMemcpyAsync(s->cnt_h, s->cnt, sizeof(unsigned long long) * k, cudaMemcpyDeviceToHost, s->stream));
+	CU(cudaStreamSynchronize(s->stream));
+	for (int c = 0; c < k; c++)
+		counts[c] = (int64_t) s->cnt_h[c];
+	return PGGPU_OK;
+}
+
+
+static pggpu_status
+gpu_km_fetch(pggpu_data *ds, int32_t *labels, double *dist2, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+
+	CU(cudaStreamSynchronize(s->stream));
+	if (labels && ds->n > 0)
+		CU(cudaMemcpy(labels, s->labels, sizeof(int32_t) * ds->n, cudaMemcpyDeviceToHost));
+	if (dist2 && ds->n > 0)
+		CU(cudaMemcpy(dist2, s->dist2, sizeof(double) * ds->n, cudaMemcpyDeviceToHost));
+	return PGGPU_OK;
+}
+
+static const pggpu_ops gpu_ops = {
+	gpu_open,
+	gpu_batch,
+	gpu_push,
+	gpu_close,
+	gpu_range,
+	gpu_scale,
+	gpu_km_begin,
+	gpu_put_centroids,
+	gpu_get_centroids,
+	gpu_km_step,
+	gpu_km_counts,
+	gpu_km_point,
+	gpu_km_pick,
+	gpu_km_fetch,
+	gpu_km_pp_steps,
+};
+
+extern "C" const pggpu_ops *const pggpu_gpu_ops = &gpu_ops;
+

@@ -1,0 +1,679 @@
+/*
+ * seed.cu - k-means++ seeding on the GPU: the draws (the CPU's order, from
+ * compute_internal.h's keys), the steps that measure every row against a new
+ * centre (pruned by the triangle inequality), the picks (largest distance,
+ * or a weighted sample).
+ */
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <cstring>
+
+#include "common.cuh"
+
+
+/*
+ * S_b of a block of the draw (compute_internal.h) from a warp: lane l holds
+ * dist2 of rows 32 r + l, r = 0..7 (0 past n); every lane gets the sum of
+ * their w.  The butterfly adds lane l's and lane l ^ h's sums in both: the
+ * same value (a + b = b + a), the order of pggpu_draw_weight.
+ */
+__device__ __forceinline__ double
+warp_draw_weight(const double (&d2)[PGGPU_DRAW_ROWS / 32])
+{
+	double		s = 0.0;
+
+#pragma unroll
+	for (int r = 0; r < PGGPU_DRAW_ROWS / 32; r++)
+		s = __dadd_rn(s, pggpu_draw_w(d2[r]));
+	for (int o = 16; o > 0; o >>= 1)
+		s = __dadd_rn(s, __shfl_xor_sync(FULL, s, o));
+	return s;
+}
+
+/*
+ * Stage 2 of the draw, by the whole block (blockDim.x a multiple of 32):
+ * the row drawn in block blk of the draw (-1: none), in thread 0.
+ */
+__device__ long long
+block_draw_row(const double *dist2, int64_t n, long long blk, uint64_t key)
+{
+	uint64_t	k2 = pggpu_draw_row_key(key);
+	double		bk = INFINITY;
+	long long	br = LLONG_MAX;
+
+	for (int q = threadIdx.x; blk >= 0 && q < PGGPU_DRAW_ROWS; q += blockDim.x)
+	{
+		int64_t		i = blk * PGGPU_DRAW_ROWS + q;
+		double		kv = i < n ? pggpu_draw_key(k2, i, dist2[i]) : INFINITY;
+
+		if (pick_better(kv, i, bk, br))
+			bk = kv, br = i;
+	}
+	__syncthreads();			/* block_pick_min's shared memory may be in use */
+	block_pick_min(&bk, &br);
+	return bk == INFINITY ? -1 : br;
+}
+
+
+/* |x_i - c|^2 with the Lloyd pass's arithmetic */
+__device__ __forceinline__ double
+row_dist(const double *__restrict__ xi, int d, int log_b, const double *c)
+{
+	double		acc = 0.0;
+
+	for (int j = 0; j < d; j++)
+		acc = sq_term(acc, xi[(int64_t) j << log_b], c[j]);
+	return acc;
+}
+
+
+
+/*
+ * Triangle-inequality pruning of a k-means++ step: a row whose nearest
+ * centre a is at squared distance D cannot come closer to a new centre c
+ * when |c - C[a]|^2 >= 4 D (then |x - c| >= |c - C[a]| - |x - C[a]| >=
+ * |x - C[a]|).  The step tests it in float32 on bounds: |c - C[a]|^2
+ * (computed in float64) rounded down, D by an upper bound (the row's word,
+ * below), with a margin of 2^-19 rounded up, which dwarfs the rounding of
+ * the float64 distances on both sides: a pruned row is one whose computed
+ * distance could not have been below D.  D == 0 can never decrease.  Below
+ * 2^-100 the bound is no longer within a factor of 2 of D: no pruning there.
+ */
+#define PRUNE_MARGIN_F (1.0f + 0x1p-19f)
+#define PRUNE_MIN_F 0x1p-100f
+
+/*
+ * While seeding, labels hold a word a row: the low lb bits its nearest
+ * centre (lb = bits of k - 1), the others an upper bound of its distance D
+ * (float32, rounded up, then up to a multiple of 2^lb in its bits: positive
+ * floats order as their bits, and +inf, 0x7f800000, is such a multiple for
+ * lb <= 23).  A step then reads 4 bytes a row, not 12 (D and the label),
+ * and D itself only where the bound does not settle the row.  For lb > 23
+ * (k > 2^23) the word is the label and the bound is D's own.
+ */
+#define PP_LB_MAX 23
+
+static __host__ __device__ __forceinline__ int
+pp_lbits(int k)
+{
+	int			b = 1;
+
+	while (b < 31 && ((int64_t) 1 << b) < k)
+		b++;
+	return b;
+}
+
+__device__ __forceinline__ uint32_t
+pp_pack(double D, int lab, int lb)
+{
+	uint32_t	m = (1u << lb) - 1;
+	uint32_t	b = __float_as_uint(__double2float_ru(D));
+
+	if (lb > PP_LB_MAX)
+		return (uint32_t) lab;
+	b = b >= 0x7f800000u ? 0x7f800000u : (b + m) & ~m;	/* NaN: +inf */
+	return b | (uint32_t) lab;
+}
+
+/*
+ * Before a k-means++ step: C[c] := X[row], and with prune sep[a] :=
+ * |C[c] - C[a]|^2 for every earlier centre a < c (one thread each),
+ * rounded down to float32 (the step's pruning test is in float32).
+ */
+__global__ void
+seed_prep_kernel(const double *__restrict__ X, int d, int log_b, bool rows, int64_t row,
+				 double *C, int c, bool prune, float *sep)
+{
+	extern __shared__ double cn[];
+	int			a = blockIdx.x * blockDim.x + threadIdx.x;
+
+	for (int j = threadIdx.x; j < d; j += blockDim.x)
+	{
+		cn[j] = X[x_at(row, j, d, log_b, rows)];
+		if (blockIdx.x == 0)
+			C[(int64_t) c * d + j] = cn[j];
+	}
+	__syncthreads();
+	if (prune && a < c)
+		sep[a] = __double2float_rd(row_dist(C + (int64_t) a * d, d, 0, cn));
+}
+
+/*
+ * One k-means++ step for the centre c (SET: the first, dist2 := |x - C[c]|^2;
+ * else dist2 := the min with it); the rows' words (pp_pack) follow, and
+ * wsum[b] := S_b, the weight of each block b of the draw (compute_internal.h).
+ * With pick, the same pass makes stage 1 of the next PGGPU_PICK_SAMPLE with
+ * key (as pick_kernel would on the new dist2).
+ *
+ * A warp takes PP_R * 32 = PGGPU_DRAW_ROWS consecutive rows, one block of
+ * the draw: coalesced loads of their words (those of the warp's next rows
+ * in flight meanwhile), the pruning test, then the rows left are listed
+ * (ballot) and measured a lane each, PP_CH columns at a time: a row stops
+ * being read once its partial sum reaches the bound of D (the terms are >= 0
+ * and rounding is monotone, so the full sum could not be below D: the
+ * result is that of the whole sum), and D itself is read only for a row
+ * whose whole sum is below the bound.  S_b is recomputed from dist2 (in the
+ * order of pggpu_draw_weight) only when a row of the block came closer,
+ * else read back.  stats, when not NULL: nothing to do once a draw of
+ * km_pp_steps failed.  rows: X lies by rows (x_at), so PP_CH = 4 columns
+ * are one sector.
+ *
+ * Measured (H100, N = 10^7, d = 8, k = 1024, ncu at a step near c = 600):
+ * the rows the pruning leaves (scattered) are what costs; by columns each
+ * took up to 8 sectors, and a step 107 us at 182 MB read (DRAM 52%: random
+ * sectors); by rows, PP_CH = 4: 81 us at 116 MB, and the whole seeding
+ * 122 -> 95 ms (PP_CH = 2: 111 ms, 8: 117 ms; 4 blocks an SM, 64 registers:
+ * 1% better than 3 at 83).  The 4-byte words alone (not the layout) saved
+ * nothing against 12 bytes: 182 against 182 MB, the scattered rows being
+ * most of it.
+ */
+#define PP_R 8
+#ifndef PP_CH
+#define PP_CH 4
+#endif
+#define PP_WARPS (BLOCK / 32)
+#define PP_L2_FETCH 32
+#define PP_SMEM (24 * 1024)		/* the centre, and the separations when they fit */
+
+static_assert(PP_R * 32 == PGGPU_DRAW_ROWS, "a warp's rows of pp_step_kernel: one block of the draw");
+
+#ifndef PP_MIN_BLOCKS
+#define PP_MIN_BLOCKS 4			/* __launch_bounds__ blocks per SM of pp_step_kernel */
+#endif
+
+template <bool SET>
+__global__ void __launch_bounds__(BLOCK, PP_MIN_BLOCKS)
+pp_step_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, bool rows,
+			   const double *__restrict__ C, int c, const float *__restrict__ sep, int lb,
+			   uint32_t *words, double *dist2, double *wsum, bool pick, uint64_t key,
+			   double *part_key, long long *part_row, const dev_stats *stats)
+{
+	extern __shared__ double sh[];
+	__shared__ double s_D[PP_WARPS][PP_R * 32];
+	__shared__ short s_list[PP_WARPS][PP_R * 32];
+	double	   *cn = sh;
+	bool		sep_shared = !SET && sizeof(double) * d + sizeof(float) * c <= PP_SMEM;
+	const float *sp = sep_shared ? (const float *) (sh + d) : sep;
+	const bool	packed = lb <= PP_LB_MAX;
+	const uint32_t lmask = packed ? (1u << lb) - 1 : ~0u;
+	int			w = threadIdx.x >> 5;
+	int			lane = threadIdx.x & 31;
+	double	   *wD = s_D[w];
+	short	   *wl = s_list[w];
+	double		bk = INFINITY;
+	long long	br = LLONG_MAX;
+
+	if (stats && stats->pp_stalled)
+		return;
+	for (int j = threadIdx.x; j < d; j += blockDim.x)
+		cn[j] = C[(int64_t) c * d + j];
+	if (sep_shared)
+		for (int a = threadIdx.x; a < c; a += blockDim.x)
+			((float *) (sh + d))[a] = sep[a];
+	__syncthreads();
+
+	const int64_t stride = (int64_t) gridDim.x * PP_WARPS * (PP_R * 32);
+	int64_t		i0 = (blockIdx.x * (int64_t) PP_WARPS + w) * (PP_R * 32);
+	uint32_t	nx[PP_R];		/* the words of the warp's next rows, in flight */
+
+#pragma unroll
+	for (int r = 0; r < PP_R; r++)
+	{
+		int64_t		i = i0 + r * 32 + lane;
+
+		nx[r] = !SET && i < n ? words[i] : 0;
+	}
+	for (; i0 < n; i0 += stride)
+	{
+		float		Du[PP_R];	/* the bound of D */
+		int			m = 0;
+		bool		closer = false;	/* a row of this lane's came closer */
+
+		if (!SET)
+		{
+			uint32_t	wd[PP_R];
+
+#pragma unroll
+			for (int r = 0; r < PP_R; r++)
+			{
+				int64_t		i = i0 + stride + r * 32 + lane;
+
+				wd[r] = nx[r];
+				nx[r] = i < n ? words[i] : 0;
+			}
+			if (!packed)
+#pragma unroll
+				for (int r = 0; r < PP_R; r++)
+				{
+					int64_t		i = i0 + r * 32 + lane;
+
+					Du[r] = i < n ? __double2float_ru(dist2[i]) : 0.0f;
+				}
+#pragma unroll
+			for (int r = 0; r < PP_R; r++)
+			{
+				unsigned	mask;
+				float		sa;
+				bool		need;
+
+				if (packed)
+					Du[r] = __uint_as_float(wd[r] & ~lmask);
+				/* no branches: a row past n has word 0, label 0 < c */
+				sa = sp[wd[r] & lmask];
+				need = (i0 + r * 32 + lane < n) & (Du[r] != 0.0f) &
+					!((Du[r] >= PRUNE_MIN_F) & (sa >= __fmul_ru(4.0f * Du[r], PRUNE_MARGIN_F)));
+				mask = __ballot_sync(FULL, need);
+				if (need)
+					wl[m + __popc(mask & ((1u << lane) - 1))] = (short) (r * 32 + lane);
+				m += __popc(mask);
+			}
+		}
+		else
+		{
+			int			rows = n - i0 < PP_R * 32 ? (int) (n - i0) : PP_R * 32;
+
+			for (int t = lane; t < rows; t += 32)
+				wl[t] = (short) t;
+			m = rows;
+#pragma unroll
+			for (int r = 0; r < PP_R; r++)
+				wD[r * 32 + lane] = 0.0;	/* rows past n weigh 0 */
+			__syncwarp();
+		}
+		if (!SET)
+#pragma unroll
+			for (int r = 0; r < PP_R; r++)
+				wD[r * 32 + lane] = (double) Du[r];
+		__syncwarp();
+		for (int t = lane; t < m; t += 32)
+		{
+			int			q = wl[t];
+			int64_t		i = i0 + q;
+			double		Dq = SET ? INFINITY : wD[q];	/* the bound, until D is read */
+			double		acc = 0.0;
+			bool		live = true;
+
+			for (int j0 = 0; j0 < d && live; j0 += PP_CH)
+			{
+				double		v[PP_CH];
+
+#pragma unroll
+				for (int jj = 0; jj < PP_CH; jj++)
+					v[jj] = j0 + jj < d ? X[x_at(i, j0 + jj, d, log_b, rows)] : 0.0;
+#pragma unroll
+				for (int jj = 0; jj < PP_CH; jj++)
+					if (j0 + jj < d)
+						acc = sq_term(acc, v[jj], cn[j0 + jj]);
+				if (!SET && acc >= Dq)
+					live = false;	/* >= the bound, so >= D */
+			}
+			if (!SET && live)
+				live = acc < dist2[i];	/* below the bound: D decides */
+			if (live)
+			{
+				dist2[i] = acc;
+				words[i] = pp_pack(acc, c, lb);
+				wD[q] = acc;
+				closer = true;
+			}
+		}
+		__syncwarp();
+
+		/* the block's weight: from the rows' D when one came closer, else as it was */
+		{
+			long long	blk = i0 / PGGPU_DRAW_ROWS;
+			double		S;
+
+			if (__any_sync(FULL, closer))
+			{
+				double		wt[PP_R];
+
+#pragma unroll
+				for (int r = 0; r < PP_R; r++)
+				{
+					int64_t		i = i0 + r * 32 + lane;
+
+					wt[r] = SET ? wD[r * 32 + lane] : i < n ? __ldcg(dist2 + i) : 0.0;
+				}
+				S = warp_draw_weight(wt);
+				if (lane == 0)
+					wsum[blk] = S;
+			}
+			else
+				S = wsum[blk];
+			if (pick)
+			{
+				double		kv = pggpu_draw_key(key, blk, S);
+
+				if (pick_better(kv, blk, bk, br))
+					bk = kv, br = blk;
+			}
+		}
+		__syncwarp();			/* wl and wD are rewritten next round */
+	}
+	if (!pick)
+		return;
+	block_pick_min(&bk, &br);
+	if (threadIdx.x == 0)
+	{
+		part_key[blockIdx.x] = bk;
+		part_row[blockIdx.x] = br;
+	}
+}
+
+static size_t
+pp_step_smem(int d, int c, bool set)
+{
+	size_t		b = sizeof(double) * d + sizeof(float) * c;
+
+	return !set && b <= PP_SMEM ? b : sizeof(double) * d;
+}
+
+/*
+ * km_pp_steps' draw and preparation of the centre c, with no host: the
+ * minimum of the partial picks that the last pass left (as
+ * pick_final_kernel) and stage 2 in its block, then C[c] := that row and
+ * sep[a] := |C[c] - C[a]|^2 for a < c, rounded down (as seed_prep_kernel).
+ * Every block reduces the parts (a few thousand pairs); block 0 records the
+ * row.  No row: pp_stalled, and every later kernel of the batch returns at
+ * once.
+ */
+__global__ void
+pp_next_kernel(const double *part_key, const long long *part_row, int nparts,
+			   const double *dist2, int64_t n, uint64_t key,
+			   const double *__restrict__ X, int d, int log_b, bool x_rows, double *C, int c,
+			   float *sep, long long *rows, dev_stats *stats)
+{
+	extern __shared__ double cn[];
+	__shared__ long long s_row;
+	double		bk = INFINITY;
+	long long	br = LLONG_MAX;
+	int			a = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (threadIdx.x == 0)
+		s_row = stats->pp_stalled ? -2 : 0;
+	__syncthreads();
+	if (s_row == -2)
+		return;
+	for (int b = threadIdx.x; b < nparts; b += blockDim.x)
+		if (pick_better(part_key[b], part_row[b], bk, br))
+			bk = part_key[b], br = part_row[b];
+	block_pick_min(&bk, &br);
+	if (threadIdx.x == 0)
+		s_row = bk == INFINITY ? -1 : br;	/* the block of the draw */
+	__syncthreads();
+	br = block_draw_row(dist2, n, s_row, key);
+	if (threadIdx.x == 0)
+		s_row = br;
+	__syncthreads();
+	if (s_row < 0)
+	{
+		if (blockIdx.x == 0 && threadIdx.x == 0)
+			stats->pp_stalled = 1;
+		return;
+	}
+	if (blockIdx.x == 0 && threadIdx.x == 0)
+		rows[c] = s_row;
+	for (int j = threadIdx.x; j < d; j += blockDim.x)
+	{
+		cn[j] = X[x_at(s_row, j, d, log_b, x_rows)];
+		if (blockIdx.x == 0)
+			C[(int64_t) c * d + j] = cn[j];
+	}
+	__syncthreads();
+	if (a < c)
+		sep[a] = __double2float_rd(row_dist(C + (int64_t) a * d, d, 0, cn));
+}
+
+/*
+ * First stage of a pick, the best (key, item) of each CUDA block: FARTHEST,
+ * rows by -dist2; SAMPLE, stage 1 of the draw (compute_internal.h), a warp
+ * per block of the draw.  See cpu/kmeans.c.
+ */
+__global__ void
+pick_kernel(const double *dist2, int64_t n, int mode, uint64_t key,
+			double *part_key, long long *part_row)
+{
+	double		bk = INFINITY;
+	long long	br = LLONG_MAX;
+
+	if (mode == PGGPU_PICK_SAMPLE)
+	{
+		int			lane = threadIdx.x & 31;
+		int64_t		nb = (n + PGGPU_DRAW_ROWS - 1) / PGGPU_DRAW_ROWS;
+
+		for (int64_t blk = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5; blk < nb;
+			 blk += ((int64_t) gridDim.x * blockDim.x) >> 5)
+		{
+			double		w[PGGPU_DRAW_ROWS / 32];
+
+#pragma unroll
+			for (int r = 0; r < PGGPU_DRAW_ROWS / 32; r++)
+			{
+				int64_t		i = blk * PGGPU_DRAW_ROWS + r * 32 + lane;
+
+				w[r] = i < n ? dist2[i] : 0.0;
+			}
+
+			double		kv = pggpu_draw_key(key, blk, warp_draw_weight(w));
+
+			if (pick_better(kv, blk, bk, br))
+				bk = kv, br = blk;
+		}
+	}
+	else
+		for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
+			 i += (int64_t) gridDim.x * blockDim.x)
+		{
+			double		w = dist2[i];
+			double		kv = w > 0 ? -w : INFINITY;
+
+			if (pick_better(kv, i, bk, br))
+				bk = kv, br = i;
+		}
+	block_pick_min(&bk, &br);
+	if (threadIdx.x == 0)
+	{
+		part_key[blockIdx.x] = bk;
+		part_row[blockIdx.x] = br;
+	}
+}
+
+/* second stage, one block: the minimum of the per-block bests; SAMPLE: stage 2 in its block */
+__global__ void
+pick_final_kernel(const double *part_key, const long long *part_row, int nparts,
+				  int mode, uint64_t key, double *dist2, int64_t n, dev_stats *stats)
+{
+	__shared__ long long s_blk;
+	double		bk = INFINITY;
+	long long	br = LLONG_MAX;
+
+	for (int b = threadIdx.x; b < nparts; b += blockDim.x)
+		if (pick_better(part_key[b], part_row[b], bk, br))
+			bk = part_key[b], br = part_row[b];
+	block_pick_min(&bk, &br);
+	if (bk == INFINITY)
+		br = -1;
+	if (mode == PGGPU_PICK_SAMPLE)
+	{
+		if (threadIdx.x == 0)
+			s_blk = br;
+		__syncthreads();
+		br = block_draw_row(dist2, n, s_blk, key);
+	}
+	if (threadIdx.x != 0)
+		return;
+	if (mode == PGGPU_PICK_FARTHEST && br >= 0)
+		dist2[br] = -1.0;
+	stats->pick_key = bk;
+	stats->pick_row = br;
+}
+
+
+/* one wave of pp_step_kernel: as many blocks as fit on the SMs at once */
+static int
+pp_grid(gpu_state *s, int64_t n)
+{
+	int64_t		grid = (n + BLOCK * PP_R - 1) / (BLOCK * PP_R);
+	int64_t		cap;
+
+	if (s->pp_blocks_per_sm == 0 &&
+		(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&s->pp_blocks_per_sm, pp_step_kernel<false>,
+													   BLOCK, PP_SMEM) != cudaSuccess ||
+		 s->pp_blocks_per_sm < 1))
+	{
+		(void) cudaGetLastError();
+		s->pp_blocks_per_sm = 4;
+	}
+	cap = (int64_t) s->sm_count * s->pp_blocks_per_sm;
+	if (cap > MAX_BLOCKS)
+		cap = MAX_BLOCKS;
+	return (int) (grid < 1 ? 1 : grid > cap ? cap : grid);
+}
+
+static pggpu_status
+pp_launch_step(pggpu_data *ds, int c, bool set, bool pick, uint64_t key, const dev_stats *stats,
+			   pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int			grid = pp_grid(s, ds->n);
+	size_t		shmem = pp_step_smem(ds->d, c, set);
+	int			lb = pp_lbits(ds->k);
+	uint32_t   *words = (uint32_t *) s->labels;	/* see pp_pack */
+
+	if (set)
+		pp_step_kernel<true><<<(unsigned) grid, BLOCK, shmem, s->stream>>>(
+			s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep, lb, words, s->dist2, s->wsum,
+			pick, key, s->pick_key, s->pick_row, stats);
+	else
+		pp_step_kernel<false><<<(unsigned) grid, BLOCK, shmem, s->stream>>>(
+			s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep, lb, words, s->dist2, s->wsum,
+			pick, key, s->pick_key, s->pick_row, stats);
+	LAUNCHED(pp_step_kernel);
+	s->labels_seeding = true;
+	s->pick_ready = pick;
+	s->pick_ready_key = key;
+	s->pick_parts = grid;
+	return PGGPU_OK;
+}
+
+pggpu_status
+gpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_key,
+			 pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int			d = ds->d;
+	bool		prune = mode == PGGPU_D2_MIN;
+
+	s->pick_ready = false;
+	seed_prep_kernel<<<(unsigned) (prune ? (c + 255) / 256 : 1), 256, sizeof(double) * d, s->stream>>>(
+		s->X, d, ds->log_b, s->x_rows, row, s->C, c, prune, s->sep);
+	LAUNCHED(seed_prep_kernel);
+	if (mode == PGGPU_D2_KEEP)
+		return PGGPU_OK;
+	return pp_launch_step(ds, c, mode == PGGPU_D2_SET, next_key != NULL,
+						  next_key ? *next_key : 0, NULL, err);
+}
+
+/* see pggpu_ops: pp_next_kernel and pp_step_kernel per step, one sync a batch */
+/* km_pp_steps' launches and its sync: the rows drawn into cnt_h, stats fetched */
+static pggpu_status
+pp_batch(pggpu_data *ds, int c0, int c1, const uint64_t *keys, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	dev_stats  *stalled = s->stats;
+	pggpu_status st;
+
+	CU(cudaMemsetAsync(&stalled->pp_stalled, 0, sizeof(stalled->pp_stalled), s->stream));
+	CU(cudaMemsetAsync(s->pp_rows + c0, 0xff, sizeof(long long) * (c1 - c0), s->stream));
+	for (int c = c0; c < c1; c++)
+	{
+		bool		pick = c + 1 < ds->k;
+
+		pp_next_kernel<<<(unsigned) ((c + 255) / 256), 256, sizeof(double) * ds->d, s->stream>>>(
+			s->pick_key, s->pick_row, s->pick_parts, s->dist2, ds->n, keys[c - c0], s->X, ds->d,
+			ds->log_b, s->x_rows, s->C, c, s->sep, s->pp_rows, stalled);
+		LAUNCHED(pp_next_kernel);
+		if ((st = pp_launch_step(ds, c, false, pick, pick ? keys[c - c0 + 1] : 0, stalled, err)) != PGGPU_OK)
+			return st;
+	}
+	CU(cudaMemcpyAsync(s->cnt_h, s->pp_rows + c0, sizeof(long long) * (c1 - c0),
+					   cudaMemcpyDeviceToHost, s->stream));
+	return fetch_stats(s, err);
+}
+
+pggpu_status
+gpu_km_pp_steps(pggpu_data *ds, int c0, int c1, const uint64_t *keys, int64_t *rows,
+				int *done, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	size_t		fetch;
+	pggpu_status st;
+
+	if ((st = x_layout(ds, true, err)) != PGGPU_OK)
+		return st;
+	if (!(s->pick_ready && s->pick_ready_key == keys[0]))
+	{
+		s->pick_parts = grid_for(s, ds->n);
+		pick_kernel<<<s->pick_parts, BLOCK, 0, s->stream>>>(s->dist2, ds->n, PGGPU_PICK_SAMPLE, keys[0],
+															s->pick_key, s->pick_row);
+		LAUNCHED(pick_kernel);
+	}
+	/*
+	 * The rows that pruning leaves are scattered: fetching 32 bytes from
+	 * memory, not the default 64, halves the bytes their reads move (3% to
+	 * 17% less time on an H100, d = 8 to 32).  Restored after the batch,
+	 * on errors too.
+	 */
+	CU(cudaDeviceGetLimit(&fetch, cudaLimitMaxL2FetchGranularity));
+	if (fetch != PP_L2_FETCH)
+		CU(cudaDeviceSetLimit(cudaLimitMaxL2FetchGranularity, PP_L2_FETCH));
+	st = pp_batch(ds, c0, c1, keys, err);
+	if (fetch != PP_L2_FETCH)
+	{
+		cudaError_t e = cudaDeviceSetLimit(cudaLimitMaxL2FetchGranularity, fetch);
+
+		if (e != cudaSuccess && st == PGGPU_OK)
+			return pggpu_cuda_fail(err, e, "cudaDeviceSetLimit");
+	}
+	if (st != PGGPU_OK)
+		return st;
+	*done = 0;
+	while (*done < c1 - c0 && (long long) s->cnt_h[*done] >= 0)
+	{
+		rows[*done] = (int64_t) s->cnt_h[*done];
+		(*done)++;
+	}
+	if (s->stats_h->pp_stalled)
+		s->pick_ready = false;	/* km_pick draws again from dist2 */
+	return PGGPU_OK;
+}
+
+pggpu_status
+gpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int			grid = grid_for(s, ds->n);
+	pggpu_status st;
+
+	if (s->pick_ready && mode == PGGPU_PICK_SAMPLE && key == s->pick_ready_key)
+		grid = s->pick_parts;	/* the first stage is done */
+	else
+	{
+		pick_kernel<<<grid, BLOCK, 0, s->stream>>>(s->dist2, ds->n, mode, key, s->pick_key, s->pick_row);
+		LAUNCHED(pick_kernel);
+	}
+	s->pick_ready = false;
+	pick_final_kernel<<<1, 1024, 0, s->stream>>>(s->pick_key, s->pick_row, grid, mode, key,
+												  s->dist2, ds->n, s->stats);
+	LAUNCHED(pick_final_kernel);
+	if ((st = fetch_stats(s, err)) != PGGPU_OK)
+		return st;
+	*row = (int64_t) s->stats_h->pick_row;
+	return PGGPU_OK;
+}
+
+

@@ -1,0 +1,191 @@
+/*
+ * step.cu - one Lloyd step on the GPU (gpu_km_step): the launches of the
+ * route that route.c planned (pggpu_plan_step, once per fit in
+ * gpu_km_begin: s->route).  Labels by lloyd_kernel or the tensor cores
+ * (tc_scan, tc_resident); sums in the same pass, or by owned_update_kernel
+ * or lloyd_kernel from the labels; then the partial sums become centroids
+ * (reduce_finalize_kernel, or finalize_kernel).  Three scalars come back to
+ * the host per iteration.
+ */
+#include <cuda_runtime.h>
+
+#include "common.cuh"
+#include "lloyd.cuh"
+#include "tc.cuh"
+
+/*
+ * A pass over more than RANGE_WORK squared differences (rows x centroids x
+ * columns: a few tenths of a second on lloyd's kernel in float64; the
+ * tensor cores, about 16 times as fast there, count a sixteenth) labels its
+ * rows in ranges of whole tiles (route.ranged), each at most that much work
+ * (or one tile), calling the caller's interrupt callback between them, so
+ * that a cancel is answered within about that; then the pass sums the rows
+ * by the labels given (as after the tensor cores), and the results are the
+ * same.
+ */
+#define RANGE_WORK ((double) (1LL << 39))
+
+double
+step_range_work(const pggpu_data *ds)
+{
+	return ds->interrupt == NULL ? 0 : ds->poll_work > 0 ? ds->poll_work : RANGE_WORK;
+}
+
+/* blocks of fn for rows (per rows_per_block), as many as fit the SMs, at most max_grid */
+static pggpu_status
+grid_of(gpu_state *s, const void *fn, size_t shmem, int64_t rows, int64_t rows_per_block,
+		int max_grid, int64_t *grid, pggpu_error *err)
+{
+	int			per_sm = 0;
+
+	CU(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) shmem));
+	CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, BLOCK, shmem));
+	*grid = (int64_t) (per_sm > 0 ? per_sm : 1) * s->sm_count;
+	if (*grid > max_grid)
+		*grid = max_grid;
+	if (*grid > (rows + rows_per_block - 1) / rows_per_block)
+		*grid = (rows + rows_per_block - 1) / rows_per_block;
+	if (*grid < 1)
+		*grid = 1;
+	return PGGPU_OK;
+}
+
+/*
+ * Labels, distances and changed (into the zeroed stats) of every row, range
+ * by range: with the tensor cores, else with lloyd's kernel (no update).
+ * May longjmp out of the interrupt callback: what is queued runs on, and
+ * free_km syncs the stream before it frees.
+ */
+static pggpu_status
+label_ranges(pggpu_data *ds, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	const pggpu_route *r = &s->route;
+	const bool	tc = r->label != PGGPU_LABEL_LLOYD;
+	int64_t		tile = TILE(ds);
+	double		per_tile = (double) tile * ds->k * ds->d / (tc ? 16 : 1);
+	double		work = step_range_work(ds);
+	int64_t		tiles = per_tile >= work ? 1 : (int64_t) (work / per_tile);
+	lloyd_fn	fn = lloyd_pick(r->tk, r->dr_label, UPD_NONE);
+	pggpu_status st;
+
+	CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
+	for (int64_t r0 = 0; r0 < ds->n; r0 += tiles * tile)
+	{
+		int64_t		rows = ds->n - r0 < tiles * tile ? ds->n - r0 : tiles * tile;
+		const double *X = s->X + (r0 >> ds->log_b) * tile * ds->d;
+		int64_t		grid;
+
+		if (r0 > 0)
+		{
+			CU(cudaStreamSynchronize(s->stream));
+			ds->interrupt(ds->interrupt_arg);
+		}
+		if (tc)
+		{
+			CU(pggpu_tc_assign(r, X, rows, ds->d, ds->log_b, s->C, ds->k, s->tc_ws, s->labels + r0,
+							   s->dist2 + r0, &s->stats->changed, s->stream));
+			continue;
+		}
+		if ((st = grid_of(s, (const void *) fn, r->label_smem, rows, BLOCK, s->max_grid, &grid, err)) != PGGPU_OK)
+			return st;
+		fn<<<(unsigned) grid, BLOCK, r->label_smem, s->stream>>>(X, rows, ds->d, ds->log_b, s->C, ds->k, 5,
+																   s->labels + r0, s->dist2 + r0, s->sums,
+																   s->cnt, s->part, s->block_part, s->stats);
+		LAUNCHED(lloyd_kernel);
+	}
+	return PGGPU_OK;
+}
+
+pggpu_status
+gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	const pggpu_route *r = &s->route;
+	const int	k = ds->k;
+	const int	d = ds->d;
+	const bool	tc = r->label != PGGPU_LABEL_LLOYD;
+	const bool	labels_given = tc || r->ranged;
+	/* the summing pass (an assignment: lloyd's with no update, for the stats) */
+	const pggpu_sum_route sum = update ? r->sum : labels_given ? PGGPU_SUM_LABELS_GIVEN : PGGPU_SUM_IN_PASS;
+	const int	mode = update ? r->mode : UPD_NONE;
+	const bool	owned = sum == PGGPU_SUM_OWNED;
+	const size_t shmem = update ? r->smem : labels_given ? 0 : r->label_smem;
+	const lloyd_fn fn = lloyd_pick(r->tk, labels_given ? PGGPU_LABELS_GIVEN : r->dr_label, mode);
+	int64_t		grid = 0;
+	int			fused = 0;
+	pggpu_status st;
+
+	s->pick_ready = false;
+	if ((st = x_layout(ds, false, err)) != PGGPU_OK)
+		return st;
+	if (s->labels_seeding)
+	{
+		/* the first pass counts every row as changed, as on the CPU */
+		CU(cudaMemsetAsync(s->labels, 0xff, sizeof(int32_t) * ds->n, s->stream));
+		s->labels_seeding = false;
+	}
+	if (r->ranged && (st = label_ranges(ds, err)) != PGGPU_OK)
+		return st;
+
+	/* the stats zeroed (with the tensor cores, by their first kernel; ranged, before the labels) */
+	if (!labels_given)
+		CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
+	if (mode == UPD_SHARED || mode == UPD_GLOBAL)
+	{
+		CU(cudaMemsetAsync(s->sums, 0, sizeof(double) * (size_t) k * d, s->stream));
+		CU(cudaMemsetAsync(s->cnt, 0, sizeof(unsigned long long) * k, s->stream));
+	}
+	/* the tensor cores label, and sum too where the plan fuses (then theirs is the whole pass) */
+	if (tc && !r->ranged)
+		CU(pggpu_tc_assign_update(r, s->X, ds->n, d, ds->log_b, s->C, k, s->tc_ws, s->labels, s->dist2,
+								  &s->stats->changed, update && sum == PGGPU_SUM_IN_PASS ? s->part : NULL,
+								  s->block_part, s->part_rows, &fused, s->stats, sizeof(dev_stats),
+								  s->stream));
+	if (fused)
+		grid = fused;
+	else if (owned)
+	{
+		owned_fn	ofn = owned_kernel(d);
+
+		if ((st = grid_of(s, (const void *) ofn, shmem, ds->n, (int64_t) 1 << pggpu_owned_lg_r(d),
+						  s->part_rows, &grid, err)) != PGGPU_OK)
+			return st;
+		ofn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(s->X, ds->n, d, ds->log_b, k, pggpu_owned_lg_r(d),
+														   s->labels, s->dist2, s->part, s->block_part);
+		LAUNCHED(owned_update_kernel);
+	}
+	else
+	{
+		if ((st = grid_of(s, (const void *) fn, shmem, ds->n, BLOCK, s->max_grid, &grid, err)) != PGGPU_OK)
+			return st;
+		fn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(s->X, ds->n, d, ds->log_b, s->C, k,
+														 update ? r->lg_lanes : 5, s->labels, s->dist2,
+														 s->sums, s->cnt, s->part, s->block_part, s->stats);
+		LAUNCHED(lloyd_kernel);
+	}
+	if (mode == UPD_PRIVATE)
+	{
+		/* after the fused pass, its dependent: it starts as the pass ends */
+		cudaLaunchAttribute at;
+		cudaLaunchConfig_t cfg = pggpu_launch_config(&at, (unsigned) ((k * d + k + 31) / 32),
+													 RF_BLOCK, 0, s->stream, fused != 0);
+
+		CU(cudaLaunchKernelEx(&cfg, reduce_finalize_kernel, (const double *) s->part,
+							  (int64_t) k * d + k, (int) grid, s->sums, s->C, k, d,
+							  (const double *) s->block_part, s->stats, s->stats_hd));
+	}
+	else
+	{
+		finalize_kernel<<<1, 1024, 0, s->stream>>>(s->C, s->sums, s->cnt, k, d, mode,
+												   s->block_part, (int) grid, s->stats);
+		LAUNCHED(finalize_kernel);
+	}
+	/* the reduction mirrors the stats into stats_h itself: no copy */
+	if ((st = fetch_stats(s, err, mode == UPD_PRIVATE)) != PGGPU_OK)
+		return st;
+	out->changed = (int64_t) s->stats_h->changed;
+	out->empty = (int64_t) s->stats_h->empty;
+	out->inertia = s->stats_h->inertia;
+	return PGGPU_OK;
+}

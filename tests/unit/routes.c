@@ -1,0 +1,212 @@
+#include "unit.h"
+
+#include "route.h"
+
+/* ---- the routes of a Lloyd step (route.c), as a table ---------------------- */
+
+/* an H100's shape: 132 SMs, 227 KB of shared memory a block */
+static const pggpu_gpu_shape h100 = {132, 232448};
+
+#define MAX_GRID 1056			/* 132 SMs x 8 blocks (gpu/dataset.cu) */
+#define RANGE_WORK 549755813888.0	/* 2^39 (gpu/step.cu) */
+
+typedef struct route_case
+{
+	int64_t		n;
+	int			k;
+	int			d;
+	pggpu_label_route force;
+	bool		no_fuse;
+	/* expected */
+	pggpu_label_route label;
+	pggpu_sum_route sum;
+	int			mode;			/* UPD_* */
+	bool		ranged;
+	bool		f16;
+	int			ks;
+	int			shape;			/* lloyd: dr_label; tc_scan: nw; tc_resident: nm */
+	const char *why;			/* the reason the row stands for */
+} route_case;
+
+static const route_case route_cases[] = {
+	/* few centroids: lloyd_kernel labels and sums in one pass, rows in registers */
+	{10000000, 8, 8, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, false, 0, 8, "k = 8"},
+	{10000000, 2, 2, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, false, 0, 4, "d = 2"},
+	{10000000, 63, 8, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, false, 0, 8, "k under 64"},
+	{10000000, 127, 2, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, false, 0, 4, "k under 128 at d = 2"},
+	/* d > 32: lloyd_kernel with centroid tiles, whatever k */
+	{10000000, 50, 40, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_SHARED, false, false, 0, 0, "d = 40"},
+	{1000000, 1024, 128, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_GLOBAL, false, false, 0, 0, "k d sums beyond shared memory"},
+	/* k <= 256, small d: tc_resident, fused with the update */
+	{10000000, 256, 8, 0, false, PGGPU_LABEL_TC_RESIDENT, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, true, 2, 16, "k = 256, d = 8: f16"},
+	{10000000, 128, 8, 0, false, PGGPU_LABEL_TC_RESIDENT, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, false, 3, 8, "k = 128, d = 8: tf32"},
+	{10000000, 256, 4, 0, false, PGGPU_LABEL_TC_RESIDENT, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, true, 1, 16, "d = 4: f16 at one k-step"},
+	{10000000, 128, 2, 0, false, PGGPU_LABEL_TC_RESIDENT, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, false, 1, 8, "d = 2 from k = 128"},
+	/* no fused kernel in the table (it spilled): labels, then owned_update_kernel */
+	{10000000, 256, 5, 0, false, PGGPU_LABEL_TC_RESIDENT, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, true, 1, 16, "d = 5: f16 at one k-step"},
+	{10000000, 256, 10, 0, false, PGGPU_LABEL_TC_RESIDENT, PGGPU_SUM_OWNED, UPD_PRIVATE, false, true, 2, 16, "f16 2 k-steps of 10 columns, 16 m-tiles"},
+	{10000000, 256, 8, 0, true, PGGPU_LABEL_TC_RESIDENT, PGGPU_SUM_OWNED, UPD_PRIVATE, false, true, 2, 16, "no_fuse"},
+	/* KS = 3 with 9..12 m-tiles: no row (spills), tc_scan */
+	{10000000, 160, 8, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_OWNED, UPD_PRIVATE, false, false, 3, 16, "k = 160, d = 8"},
+	/* 16 < d <= 32 and k <= 256: tc_scan, owned update */
+	{10000000, 256, 32, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_OWNED, UPD_PRIVATE, false, true, 6, 8, "d = 32"},
+	/* k > 256: tc_scan, then lloyd_kernel sums by the labels given */
+	{10000000, 1024, 8, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, false, true, 2, 16, "k = 1024, d = 8"},
+	{10000000, 1024, 2, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, false, false, 1, 16, "k = 1024, d = 2"},
+	{10000000, 65536, 32, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, true, true, 6, 8, "k = 65536: 1.3e12 / 16, ranged"},
+	/* more than 2^39 squared differences a pass: labelled in ranges first */
+	{100000000, 1024, 40, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, true, false, 0, 0, "4e12 on the CUDA cores"},
+	{100000000, 4096, 32, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, true, true, 6, 8, "1.3e13 / 16 on the tensor cores"},
+	{100000000, 200, 40, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, true, false, 0, 0, "d = 40, ranged"},
+	/* forced (tests): where the route can run */
+	{100000, 256, 8, PGGPU_LABEL_LLOYD, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_SHARED, false, false, 0, 8, "forced lloyd"},
+	{100000, 8, 2, PGGPU_LABEL_TC_SCAN, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_PRIVATE, false, false, 1, 16, "forced tc_scan, k = 8"},
+	{100000, 256, 8, PGGPU_LABEL_TC_SCAN, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_OWNED, UPD_PRIVATE, false, true, 2, 16, "forced tc_scan, k = 256"},
+	{100000, 40, 4, PGGPU_LABEL_TC_RESIDENT, false, PGGPU_LABEL_TC_RESIDENT, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, false, 2, 4, "forced tc_resident, k = 40"},
+	{100000, 1024, 8, PGGPU_LABEL_TC_RESIDENT, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, false, true, 2, 16, "forced tc_resident, k = 1024: cannot"},
+	{100000, 50, 40, PGGPU_LABEL_TC_SCAN, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_SHARED, false, false, 0, 0, "forced tc_scan, d = 40: cannot"},
+};
+
+static int
+route_shape(const pggpu_route *r)
+{
+	return r->label == PGGPU_LABEL_LLOYD ? r->dr_label : r->label == PGGPU_LABEL_TC_SCAN ? r->nw : r->nm;
+}
+
+void
+test_route_table(void)
+{
+	char		line[256];
+
+	for (size_t i = 0; i < sizeof(route_cases) / sizeof(route_cases[0]); i++)
+	{
+		const route_case *c = &route_cases[i];
+		pggpu_route_force f = {c->force, 0, 0, 0, c->no_fuse};
+		pggpu_route r;
+
+		pggpu_plan_step(c->n, c->k, c->d, &h100, RANGE_WORK, MAX_GRID, &f, &r);
+		pggpu_route_describe(&r, line, sizeof(line));
+		set_case("route n=%lld k=%d d=%d (%s)", (long long) c->n, c->k, c->d, c->why);
+		CHECK(r.label == c->label && r.sum == c->sum && r.mode == c->mode && r.ranged == c->ranged &&
+			  r.f16 == c->f16 && r.ks == c->ks && route_shape(&r) == c->shape,
+			  "planned %s; wanted %s, sums %d (mode %d), ranged %d, %s ks=%d shape %d", line,
+			  pggpu_label_route_name(c->label), (int) c->sum, c->mode, c->ranged,
+			  c->f16 ? "f16" : "tf32", c->ks, c->shape);
+		if (verbose)
+			printf("#   n=%lld k=%d d=%d: %s\n", (long long) c->n, c->k, c->d, line);
+	}
+
+	/*
+	 * Over a grid of shapes: the plan is self-consistent (shared memory
+	 * within the GPU's, the update's partial sums allocated where it
+	 * needs them, the tensor cores only for d <= 32, fused only on
+	 * tc_resident), and no interrupt callback means no ranges.
+	 */
+	set_case("route grid");
+	{
+		int			bad = 0;
+		char		first[300] = "";
+
+		for (int d = 1; d <= 64; d += d < 16 ? 1 : 8)
+			for (int k = 1; k <= 70000; k = k < 300 ? k + 1 : k * 2)
+			{
+				pggpu_route r;
+				bool		ok;
+
+				pggpu_plan_step(1000000, k, d, &h100, 0, MAX_GRID, NULL, &r);
+				ok = r.smem <= (size_t) h100.smem_optin && r.label_smem <= (size_t) h100.smem_optin &&
+					!r.ranged && (r.label == PGGPU_LABEL_LLOYD || d <= 32) &&
+					((r.mode != UPD_PRIVATE) || r.part_rows > 0) &&
+					(r.sum != PGGPU_SUM_IN_PASS || r.label != PGGPU_LABEL_TC_SCAN) &&
+					(r.label != PGGPU_LABEL_TC_RESIDENT || (k <= 256 && d <= 16 && r.nm * 16 >= k)) &&
+					r.why != NULL;
+				if (!ok && bad++ == 0)
+					snprintf(first, sizeof(first), "k=%d d=%d: %s", k, d,
+							 pggpu_route_describe(&r, line, sizeof(line)));
+			}
+		CHECK(bad == 0, "%d inconsistent plans, the first %s", bad, first);
+	}
+}
+
+/*
+ * Every route the planner can force, on the GPU, against the CPU
+ * reference: memberships and sizes identical, centroids and inertia within
+ * 1e-9 (the update's sums in another order), and the data set names the
+ * route that ran.
+ */
+void
+test_routes_gpu(void)
+{
+	static const int shapes[][2] = {{4, 256}, {8, 128}, {8, 1000}, {20, 64}, {40, 50}, {2, 40}};
+	static const struct
+	{
+		int			label;
+		bool		no_fuse;
+		const char *name;
+	}			forces[] = {{0, false, ""}, {PGGPU_LABEL_LLOYD, false, "lloyd"},
+		{PGGPU_LABEL_TC_SCAN, false, "tc_scan"}, {PGGPU_LABEL_TC_RESIDENT, false, "tc_resident"},
+		{PGGPU_LABEL_TC_RESIDENT, true, "tc_resident"}};
+
+	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
+	{
+		const int	d = shapes[si][0],
+					k = shapes[si][1];
+		const int64_t n = 30000;
+		dataset		D;
+		km_out		ref = {0};
+		pggpu_kmeans_params p = {0};
+
+		gen_blobs(&D, n, d, 30, 12.0, 700 + si);
+		p.k = k;
+		p.max_iter = 5;
+		p.tol = 0;
+		p.init = PGGPU_INIT_KMEANSPP;
+		p.seed = 11;
+		km_alloc(&ref, n, k, d);
+		set_case("routes d=%d k=%d: cpu reference", d, k);
+		if (!km_run(PGGPU_BACKEND_CPU, &D, n, &p, &ref))
+		{
+			km_free(&ref);
+			data_free(&D);
+			continue;
+		}
+		for (size_t fi = 0; fi < sizeof(forces) / sizeof(forces[0]); fi++)
+		{
+			km_out		o = {0};
+			pggpu_error err = {0};
+			pggpu_data *ds;
+			pggpu_route planned;
+			pggpu_route_force f = {(pggpu_label_route) forces[fi].label, 0, 0, 0, forces[fi].no_fuse};
+
+			set_case("routes d=%d k=%d forced %s%s", d, k, forces[fi].label ? forces[fi].name : "none",
+					 forces[fi].no_fuse ? " (no fuse)" : "");
+			if (!have_gpu)
+			{
+				gpu_skipped++;
+				continue;
+			}
+			ds = load(PGGPU_BACKEND_GPU, &D, n);
+			if (ds == NULL)
+				continue;
+			pggpu_data_force_route(ds, forces[fi].label, forces[fi].no_fuse);
+			km_alloc(&o, n, k, d);
+			fit_set(ds, &p, &o, &err);
+			if (CHECK(o.st == PGGPU_OK, "gpu k-means: %s", err.msg))
+			{
+				/* the route that ran is the one the planner gives for this forcing */
+				pggpu_plan_step(n, k, d, &h100, 0, MAX_GRID, &f, &planned);
+				CHECK(strncmp(pggpu_data_route(ds), "route ", 6) == 0 &&
+					  strstr(pggpu_data_route(ds), pggpu_label_route_name(planned.label)) != NULL,
+					  "ran \"%s\", planned %s", pggpu_data_route(ds),
+					  pggpu_label_route_name(planned.label));
+				cmp_km("forced route vs cpu", &ref, &o, n, k, d, 1e-9);
+				if (verbose)
+					printf("#   %s\n", pggpu_data_route(ds));
+			}
+			pggpu_data_close(ds);
+			km_free(&o);
+		}
+		km_free(&ref);
+		data_free(&D);
+	}
+}
