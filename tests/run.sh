@@ -26,7 +26,7 @@ ensure_deps || exit 1
 cpu_only_build() {
   local d
   d=$(mktemp -d)
-  cp -r Makefile cuda src extension "$d"/ &&
+  cp -r Makefile META.json cuda src extension "$d"/ &&
     make -s -C "$d" WITH_CUDA=0 PG_CONFIG="$PG_CONFIG" >/dev/null &&
     ! nm "$d/pg_gpu.so" | grep -q cudaGetDeviceCount
   local rc=$?
@@ -105,7 +105,7 @@ step "release archive (make dist) and META.json" dist_check
 pg18_build() {
   local d rc
   d=$(mktemp -d)
-  cp -r Makefile cuda src extension "$d"/ &&
+  cp -r Makefile META.json cuda src extension "$d"/ &&
     (cd "$d" && make -s clean >/dev/null 2>&1 && build_warning_free WITH_CUDA=0)
   rc=$?
   rm -rf "$d"

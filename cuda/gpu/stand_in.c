@@ -1,6 +1,6 @@
 /*
- * stand_in.c - stands in for the CUDA backend (cuda/gpu/*.cu) in builds without nvcc: the
- * same SQL interface, CPU only.
+ * stand_in.c - stands in for the CUDA backend (cuda/gpu/) in builds without
+ * nvcc: the same SQL interface, CPU only.
  */
 #include "compute_internal.h"
 
