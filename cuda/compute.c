@@ -144,6 +144,12 @@ pggpu_data_set_poll_work(pggpu_data *ds, double work)
 }
 
 void
+pggpu_data_set_metric(pggpu_data *ds, pggpu_metric metric)
+{
+	ds->metric = metric;
+}
+
+void
 pggpu_data_force_route(pggpu_data *ds, int label, bool no_fuse)
 {
 	ds->force.label = label >= PGGPU_LABEL_LLOYD && label <= PGGPU_LABEL_TC_RESIDENT ?
@@ -661,6 +667,9 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 			}
 			for (int64_t i = 0; i < (int64_t) k * d; i++)
 				given[i] = ldexp(p->init_centroids[i], e);
+			if (ds->metric == PGGPU_METRIC_COSINE)
+				for (int c = 0; c < k; c++)
+					pggpu_normalize(given + (int64_t) c * d, d, ldexp(1.0, e));
 			CHECK(ops->km_put_centroids(ds, given, err));
 			break;
 		case PGGPU_INIT_RANDOM:
@@ -688,6 +697,9 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 		r->iterations++;
 		if (sst.empty > 0)
 			CHECK(repair_empty(ds, p, counts, err));
+		/* spherical: the means back onto the sphere (the rows' norm, 2^e) */
+		if (ds->metric == PGGPU_METRIC_COSINE)
+			CHECK(ops->km_normalize(ds, ldexp(1.0, e), err));
 		if ((double) sst.changed <= p->tol * (double) ds->n)
 		{
 			r->converged = true;
@@ -705,6 +717,8 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 	for (int64_t i = 0; i < (int64_t) k * d; i++)
 		r->centroids[i] = ldexp(r->centroids[i], -e);
 	r->inertia = ldexp(sst.inertia, -2 * e);
+	if (ds->metric == PGGPU_METRIC_COSINE)
+		r->inertia /= 2;		/* |x - c|^2 = 2 (1 - cos) on the sphere */
 	if (r->labels)
 		CHECK(ops->km_fetch(ds, r->labels, NULL, err));
 	if (p->init != PGGPU_INIT_GIVEN)
@@ -738,12 +752,18 @@ pggpu_assign(pggpu_data *ds, const double *centroids, int k, int32_t *labels,
 	CHECK(prepare_scale(ds, centroids, (int64_t) k * d, &e, err));
 	for (int64_t i = 0; i < (int64_t) k * d; i++)
 		scaled[i] = ldexp(centroids[i], e);
+	if (ds->metric == PGGPU_METRIC_COSINE)
+		for (int c = 0; c < k; c++)
+			pggpu_normalize(scaled + (int64_t) c * d, d, ldexp(1.0, e));
 	CHECK(ds->ops->km_begin(ds, k, err));
 	ds->k = k;
 	CHECK(ds->ops->km_put_centroids(ds, scaled, err));
 	CHECK(ds->ops->km_step(ds, false, &sst, err));
 	CHECK(ds->ops->km_fetch(ds, labels, distances, err));
-	if (distances)
+	if (distances && ds->metric == PGGPU_METRIC_COSINE)
+		for (int64_t i = 0; i < ds->n; i++)
+			distances[i] = ldexp(distances[i], -2 * e) / 2;	/* 1 - cos */
+	else if (distances)
 		for (int64_t i = 0; i < ds->n; i++)
 			distances[i] = ldexp(sqrt(distances[i]), -e);
 done:

@@ -52,6 +52,7 @@ struct pggpu_data
 	double		poll_work;		/* pggpu_data_set_poll_work, 0: the backend's */
 	int			threads;		/* pggpu_data_set_threads */
 	pggpu_pending_fn pending;
+	pggpu_metric metric;		/* pggpu_data_set_metric */
 	pggpu_route_force force;	/* pggpu_data_force_route (tests), zeros: none */
 	char		route[256];		/* the GPU's plan of the last k-means or assignment (route.h), or "" */
 };
@@ -128,6 +129,9 @@ typedef struct pggpu_ops
 	pggpu_status (*km_pp_steps) (pggpu_data *ds, int c0, int c1,
 								 const uint64_t *keys, int64_t *rows,
 								 int *done, pggpu_error *err);
+
+	/* every centroid scaled to Euclidean norm `norm` (pggpu_normalize; cosine) */
+	pggpu_status (*km_normalize) (pggpu_data *ds, double norm, pggpu_error *err);
 } pggpu_ops;
 
 extern const pggpu_ops pggpu_cpu_ops;
@@ -251,6 +255,42 @@ pggpu_draw_weight(const double *dist2, int64_t i0, int64_t n)
 		for (int l = 0; l < h; l++)
 			s[l] = s[l] + s[l + h];
 	return s[0];
+}
+
+/*
+ * c (d values) scaled to Euclidean norm `norm` (spherical k-means: the
+ * centroids after each update, given centroids); a zero vector stays zero.
+ * The same roundings on the host and the GPU: |c| = m sqrt(sum (c_j / m)^2)
+ * over j in order (m = max |c_j|: no square overflows), each operation
+ * rounded on its own (no fused multiply-add).
+ */
+#ifdef __CUDA_ARCH__
+#define PGGPU_MUL(a, b) __dmul_rn((a), (b))
+#define PGGPU_ADD(a, b) __dadd_rn((a), (b))
+#else
+#define PGGPU_MUL(a, b) ((a) * (b))
+#define PGGPU_ADD(a, b) ((a) + (b))
+#endif
+PGGPU_HD void
+pggpu_normalize(double *c, int d, double norm)
+{
+	double		m = 0,
+				ss = 0,
+				f;
+
+	for (int j = 0; j < d; j++)
+		m = fmax(m, fabs(c[j]));
+	if (!(m > 0))
+		return;
+	for (int j = 0; j < d; j++)
+	{
+		double		q = c[j] / m;
+
+		ss = PGGPU_ADD(ss, PGGPU_MUL(q, q));
+	}
+	f = norm / PGGPU_MUL(m, sqrt(ss));
+	for (int j = 0; j < d; j++)
+		c[j] = PGGPU_MUL(c[j], f);
 }
 
 /* element (i, j) of tiled SoA storage */

@@ -187,6 +187,22 @@ PGGPU_TEST_HOOK void pggpu_data_force_route(pggpu_data *ds, int label, bool no_f
  */
 const char *pggpu_data_route(const pggpu_data *ds);
 
+/*
+ * How rows are compared.  COSINE is spherical k-means: the caller gives rows
+ * of unit length (it normalises them as it reads them and leaves out the
+ * zero ones); centroids are kept at unit length (the normalised means, and
+ * given centroids normalised), so the squared distance is 2 (1 - cos): the
+ * inertia and assignment distances reported are the cosine distances 1 - cos.
+ */
+typedef enum pggpu_metric
+{
+	PGGPU_METRIC_EUCLIDEAN = 0,
+	PGGPU_METRIC_COSINE
+} pggpu_metric;
+
+/* the metric of the next k-means or assignment on ds (default EUCLIDEAN) */
+void		pggpu_data_set_metric(pggpu_data *ds, pggpu_metric metric);
+
 typedef struct pggpu_kmeans_params
 {
 	int			k;
@@ -222,7 +238,8 @@ pggpu_status pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 
 /*
  * Nearest centroid (0-based, lowest index on ties) and the Euclidean distance
- * to it for every row of ds.  centroids is k x d row-major.  distances may be
+ * to it (cosine: the cosine distance, the centroids normalised first) for
+ * every row of ds.  centroids is k x d row-major.  distances may be
  * NULL.  Same single-use rule as pggpu_kmeans.
  */
 pggpu_status pggpu_assign(pggpu_data *ds, const double *centroids, int k,

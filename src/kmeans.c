@@ -31,7 +31,13 @@ PG_FUNCTION_INFO_V1(gpu_kmeans_assign);
 enum
 {
 	A_RELATION, A_K, A_COLUMNS, A_ID_COLUMN, A_MAX_ITER, A_TOL, A_INIT,
-	A_INIT_CENTROIDS, A_SEED
+	A_INIT_CENTROIDS, A_SEED, A_METRIC
+};
+
+/* gpu_kmeans_assign's */
+enum
+{
+	AA_RELATION, AA_CENTROIDS, AA_COLUMNS, AA_ID_COLUMN, AA_METRIC
 };
 
 static void
@@ -93,19 +99,66 @@ matrix_arg(ArrayType *a, const char *name, int rows, int cols, int *rows_out)
 	return m;
 }
 
+/*
+ * The metric argument at position n: 'euclidean' or 'cosine' (an extension
+ * script of 1.1 passes none: euclidean)
+ */
+static pggpu_metric
+metric_arg(FunctionCallInfo fcinfo, int n)
+{
+	char	   *m;
+
+	if (PG_NARGS() <= n)
+		return PGGPU_METRIC_EUCLIDEAN;
+	require_arg(fcinfo, n, "metric");
+	m = text_to_cstring(PG_GETARG_TEXT_PP(n));
+	if (pg_strcasecmp(m, "euclidean") == 0)
+		return PGGPU_METRIC_EUCLIDEAN;
+	if (pg_strcasecmp(m, "cosine") == 0)
+		return PGGPU_METRIC_COSINE;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown metric \"%s\"", m),
+			 errhint("Use 'euclidean' or 'cosine'.")));
+}
+
+/* metric cosine: ERROR on a zero row of a centroid matrix (it has no direction) */
+static void
+no_zero_rows(const double *m, int k, int d, const char *name)
+{
+	for (int c = 0; c < k; c++)
+	{
+		bool		zero = true;
+
+		for (int j = 0; j < d; j++)
+			zero &= m[(int64) c * d + j] == 0;
+		if (zero)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("row %d of %s is zero, which has no direction for metric cosine", c + 1, name)));
+	}
+}
+
 /* reads the relation; errors when nothing is usable; notes skipped rows */
 static PgGpuData *
-load(const PgGpuSource *src, bool want_ids, PgGpuRows *rows, const char *skipped)
+load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, PgGpuRows *rows,
+	 const char *skipped)
 {
 	PgGpuData  *data = pg_gpu_data_open(pg_gpu_choose_backend(), src->ncols,
 										(int64) src->expected_rows);
 
+	pggpu_data_set_metric(data->ds, metric);
 	pg_gpu_read_source(src, data->ds, want_ids, rows);
-	if (rows->ninvalid > 0)
+	if (rows->ninvalid > 0 && src->veckind != PG_GPU_VEC_NONE)
 		ereport(NOTICE,
-				(errmsg("%lld of %lld rows of \"%s\" have NULL, NaN or infinite values in the used columns; %s",
+				(errmsg("%lld of %lld rows of \"%s\" have a NULL vector, or NULL, NaN or infinite elements%s; %s",
 						(long long) rows->ninvalid, (long long) (rows->ninvalid + rows->nvalid),
-						src->relname, skipped)));
+						src->relname, src->normalize ? ", or a zero vector" : "", skipped)));
+	else if (rows->ninvalid > 0)
+		ereport(NOTICE,
+				(errmsg("%lld of %lld rows of \"%s\" have NULL, NaN or infinite values in the used columns%s; %s",
+						(long long) rows->ninvalid, (long long) (rows->ninvalid + rows->nvalid),
+						src->relname, src->normalize ? ", or are zero in all of them" : "", skipped)));
 	return data;
 }
 
@@ -170,6 +223,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 	double	   *given = NULL;
 	PgGpuData  *data;
 	TimestampTz start;
+	pggpu_metric metric = metric_arg(fcinfo, A_METRIC);
 
 	require_arg(fcinfo, A_RELATION, "relation");
 	require_arg(fcinfo, A_K, "k");
@@ -209,7 +263,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 	pg_gpu_resolve_source(PG_GETARG_OID(A_RELATION),
 						  PG_ARGISNULL(A_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(A_COLUMNS),
 						  PG_ARGISNULL(A_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(A_ID_COLUMN),
-						  want_labels, &out->src);
+						  want_labels, metric == PGGPU_METRIC_COSINE, &out->src);
 	if (!PG_ARGISNULL(A_INIT_CENTROIDS))
 	{
 		int			rows;
@@ -218,10 +272,12 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 						   p.k, out->src.ncols, &rows);
 		p.init = PGGPU_INIT_GIVEN;
 		p.init_centroids = given;
+		if (metric == PGGPU_METRIC_COSINE)
+			no_zero_rows(given, p.k, out->src.ncols, "init_centroids");
 	}
 
 	start = GetCurrentTimestamp();
-	data = load(&out->src, want_labels, &out->rows,
+	data = load(&out->src, metric, want_labels, &out->rows,
 				want_labels ? "they come back with cluster NULL" : "they take no part in the fit");
 	out->read_ms = ms_since(start);
 	out->push_ms = pggpu_data_push_seconds(data->ds) * 1e3;
@@ -362,26 +418,29 @@ gpu_kmeans_fit(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-/* gpu_kmeans_assign(relation, centroids, columns, id_column) */
+/* gpu_kmeans_assign(relation, centroids, columns, id_column, metric) */
 static void
 run_assign(FunctionCallInfo fcinfo, KmeansOut *o)
 {
 	pggpu_error err = {0};
 	PgGpuData  *data;
 	double	   *centroids;
+	pggpu_metric metric = metric_arg(fcinfo, AA_METRIC);
 
-	require_arg(fcinfo, 0, "relation");
-	require_arg(fcinfo, 1, "centroids");
-	pg_gpu_resolve_source(PG_GETARG_OID(0),
-						  PG_ARGISNULL(2) ? NULL : PG_GETARG_ARRAYTYPE_P(2),
-						  PG_ARGISNULL(3) ? NULL : PG_GETARG_TEXT_PP(3),
-						  true, &o->src);
-	centroids = matrix_arg(PG_GETARG_ARRAYTYPE_P(1), "centroids", -1, o->src.ncols, &o->k);
+	require_arg(fcinfo, AA_RELATION, "relation");
+	require_arg(fcinfo, AA_CENTROIDS, "centroids");
+	pg_gpu_resolve_source(PG_GETARG_OID(AA_RELATION),
+						  PG_ARGISNULL(AA_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(AA_COLUMNS),
+						  PG_ARGISNULL(AA_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(AA_ID_COLUMN),
+						  true, metric == PGGPU_METRIC_COSINE, &o->src);
+	centroids = matrix_arg(PG_GETARG_ARRAYTYPE_P(AA_CENTROIDS), "centroids", -1, o->src.ncols, &o->k);
 	if (o->k < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("centroids must have at least one row")));
-	data = load(&o->src, true, &o->rows, "they come back with cluster NULL");
+	if (metric == PGGPU_METRIC_COSINE)
+		no_zero_rows(centroids, o->k, o->src.ncols, "centroids");
+	data = load(&o->src, metric, true, &o->rows, "they come back with cluster NULL");
 	o->labels = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(o->rows.nvalid, 1));
 	o->distances = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(o->rows.nvalid, 1));
 	if (pggpu_assign(data->ds, centroids, o->k, o->labels, o->distances, &err) != PGGPU_OK)

@@ -87,13 +87,28 @@ extern double pg_gpu_matmul_others(const PgGpuMatmul *w, int which);
 
 /* ---- reading relations (read.c) ---- */
 
+/* a vector column's type (vector.c) */
+typedef enum PgGpuVecKind
+{
+	PG_GPU_VEC_NONE = 0,		/* scalar columns */
+	PG_GPU_VEC_FLOAT4,			/* real[] */
+	PG_GPU_VEC_FLOAT8,			/* double precision[] */
+	PG_GPU_VEC_PGVECTOR,		/* pgvector's vector (float4 values) */
+	PG_GPU_VEC_HALFVEC			/* pgvector's halfvec (binary16 values) */
+} PgGpuVecKind;
+
+#define PG_GPU_MAX_VECTOR_DIMS 16000	/* pgvector's vector allows as many */
+
 typedef struct PgGpuSource
 {
 	Oid			relid;
 	char	   *relname;		/* for messages */
 	char	   *qualname;		/* quoted, schema-qualified */
-	int			ncols;
-	char	  **colnames;
+	int			ncols;			/* values a row: the columns, or the vectors' length */
+	int			natts;			/* columns read: ncols, or 1 for a vector column */
+	PgGpuVecKind veckind;		/* the one vector column's type, or NONE */
+	bool		normalize;		/* rows scaled to unit length (metric cosine) */
+	char	  **colnames;		/* natts of them */
 	bool		defaulted;		/* columns => NULL: every numeric column */
 	Oid		   *coltypes;		/* base types */
 	int		   *colatts;		/* attribute indexes in the relation */
@@ -127,8 +142,12 @@ extern void pg_gpu_receiver_init(DestReceiver *dest,
  */
 extern void pg_gpu_run_select(const char *sql, DestReceiver *dest, bool read_only);
 
+/*
+ * The columns and id of a k-means call (normalize: metric cosine); a vector
+ * column's length is read from its first non-NULL row.
+ */
 extern void pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
-								  bool id_required, PgGpuSource *src);
+								  bool id_required, bool normalize, PgGpuSource *src);
 
 typedef struct PgGpuRows
 {
@@ -148,7 +167,8 @@ pg_noreturn extern void pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGp
 typedef enum PgGpuRowKind
 {
 	PG_GPU_ROWS_NUMERIC,		/* k-means: numeric columns, and maybe an id */
-	PG_GPU_ROWS_DENSE			/* gpu_matmul: (row id, float8[] or real[]) */
+	PG_GPU_ROWS_DENSE,			/* gpu_matmul: (row id, float8[] or real[]) */
+	PG_GPU_ROWS_VECTOR			/* k-means: one vector column, and maybe an id */
 } PgGpuRowKind;
 
 /*
@@ -167,6 +187,11 @@ typedef struct PgGpuRowSpec
 	/* DENSE: the first row's length and id, when known (else -1) */
 	int64		first_len;
 	int64		first_id;
+	/* VECTOR: its type and length, the column's name; NUMERIC, VECTOR: unit rows */
+	PgGpuVecKind veckind;
+	int64		veclen;
+	NameData	colname;
+	bool		normalize;
 	int16		pos[MaxHeapAttributeNumber];	/* the columns' positions */
 	Oid			types[MaxHeapAttributeNumber];	/* and base types (DENSE: the
 												 * element type) */
@@ -216,6 +241,18 @@ extern int64 pg_gpu_dense_row_len(const PgGpuRowSpec *spec, TupleTableSlot *slot
 /* ERROR: rows of a dense matrix table differ in length */
 pg_noreturn extern void pg_gpu_differ_in_length(const PgGpuRowSpec *spec, int64 id, int64 len,
 									int64 first_id, int64 first_len);
+/* the values a part holds for each row (-1: DENSE, not known before the first) */
+#define PG_GPU_SPEC_LEN(spec) \
+	((spec)->kind == PG_GPU_ROWS_NUMERIC ? (spec)->ncols : \
+	 (spec)->kind == PG_GPU_ROWS_VECTOR ? (spec)->veclen : -1)
+
+/* vector columns (vector.c) */
+extern PgGpuVecKind pg_gpu_vector_kind(Oid basetype);
+extern int	pg_gpu_vector_dims(const PgGpuSource *src);
+extern void pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part);
+/* scales a row (d values stride apart) to unit length; false for a zero row */
+extern bool pg_gpu_unit_row(double *x, int64 stride, int64 d);
+
 /* the value of an integer (smallint, integer, bigint) attribute */
 extern int64 pg_gpu_slot_int(TupleTableSlot *slot, int att, Oid type);
 

@@ -165,9 +165,19 @@ column_list(char **names, int n, bool literals)
 	return s.data;
 }
 
+/* ERROR: a vector column beside other columns (or a second one) */
+static void
+vector_alone(const PgGpuSource *src, const char *vecname)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("vector column \"%s\" cannot be combined with other columns", vecname),
+			 errhint("Pass columns => ARRAY['%s'] alone, or scalar columns only.", vecname)));
+}
+
 void
 pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
-					  bool id_required, PgGpuSource *src)
+					  bool id_required, bool normalize, PgGpuSource *src)
 {
 	Relation	rel;
 	TupleDesc	td;
@@ -254,12 +264,18 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 						(errcode(ERRCODE_UNDEFINED_COLUMN),
 						 errmsg("column \"%s\" of relation \"%s\" does not exist", name, src->relname)));
 			t = getBaseType(TupleDescAttr(td, a)->atttypid);
-			if (!pg_gpu_is_numeric_type(t))
+			if (pg_gpu_vector_kind(t) != PG_GPU_VEC_NONE)
+			{
+				if (n > 1)
+					vector_alone(src, name);
+				src->veckind = pg_gpu_vector_kind(t);
+			}
+			else if (!pg_gpu_is_numeric_type(t))
 				ereport(ERROR,
 						(errcode(ERRCODE_DATATYPE_MISMATCH),
-						 errmsg("column \"%s\" is of type %s, not a numeric type", name,
+						 errmsg("column \"%s\" is of type %s, not a numeric or vector type", name,
 								format_type_be(TupleDescAttr(td, a)->atttypid)),
-						 errhint("Use smallint, integer, bigint, real, double precision or numeric columns, or cast in a view.")));
+						 errhint("Use smallint, integer, bigint, real, double precision or numeric columns, or one real[], double precision[], vector or halfvec column, or cast in a view.")));
 			for (int j = 0; j < src->ncols; j++)
 				if (strcmp(src->colnames[j], name) == 0)
 					ereport(ERROR,
@@ -287,20 +303,50 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 			src->colatts[src->ncols] = a;
 			src->coltypes[src->ncols++] = t;
 		}
+		/* no numeric column: the one vector column, if there is exactly one */
+		for (int a = 0; a < td->natts && src->ncols == 0; a++)
+		{
+			Form_pg_attribute att = TupleDescAttr(td, a);
+			PgGpuVecKind kind;
+
+			if (att->attisdropped || (kind = pg_gpu_vector_kind(getBaseType(att->atttypid))) == PG_GPU_VEC_NONE)
+				continue;
+			for (int b = a + 1; b < td->natts; b++)
+				if (!TupleDescAttr(td, b)->attisdropped &&
+					pg_gpu_vector_kind(getBaseType(TupleDescAttr(td, b)->atttypid)) != PG_GPU_VEC_NONE)
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("relation \"%s\" has several vector columns (\"%s\", \"%s\") and no numeric ones",
+									src->relname, NameStr(att->attname),
+									NameStr(TupleDescAttr(td, b)->attname)),
+							 errhint("Pass columns => ARRAY['%s'] naming the one to use.", NameStr(att->attname))));
+			src->veckind = kind;
+			src->colnames[0] = pstrdup(NameStr(att->attname));
+			src->colatts[0] = a;
+			src->coltypes[src->ncols++] = getBaseType(att->atttypid);
+		}
 		if (src->ncols == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("relation \"%s\" has no numeric columns to use", src->relname),
+					 errmsg("relation \"%s\" has no numeric or vector columns to use", src->relname),
 					 errhint("Add numeric columns, or pass columns => ARRAY['...'] naming them.")));
 		src->defaulted = true;
 		/* the choice is the table's, not the caller's: make it visible */
 		ereport(NOTICE,
-				(errmsg_plural("pg_gpu: using the numeric column %s of \"%s\"",
+				(src->veckind != PG_GPU_VEC_NONE ?
+				 errmsg("pg_gpu: using the vector column %s of \"%s\"",
+						column_list(src->colnames, 1, false), src->relname) :
+				 errmsg_plural("pg_gpu: using the numeric column %s of \"%s\"",
 							   "pg_gpu: using the numeric columns %s of \"%s\"", src->ncols,
 							   column_list(src->colnames, src->ncols, false), src->relname),
 				 errhint("Pass columns => ARRAY[%s] to choose the columns yourself.",
 						 column_list(src->colnames, src->ncols, true))));
 	}
+	src->natts = src->ncols;
+	src->normalize = normalize;
+	/* a vector column: as many values a row as its first vector has */
+	if (src->veckind != PG_GPU_VEC_NONE)
+		src->ncols = pg_gpu_vector_dims(src);
 
 	src->expected_rows = pg_gpu_estimate_rows(rel);
 	/* before anything is allocated; the rows are counted again as they come */
@@ -342,7 +388,7 @@ pg_gpu_part_receiver_init(PgGpuPartReceiver *r, const PgGpuRowSpec *spec,
 	r->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu rows",
 									  ALLOCSET_DEFAULT_SIZES);
 	pg_gpu_part_init(&r->part, palloc(PG_GPU_PART_BYTES), PG_GPU_PART_BYTES,
-					 spec->kind == PG_GPU_ROWS_NUMERIC ? spec->ncols : -1, true);
+					 PG_GPU_SPEC_LEN(spec), true);
 }
 
 void
@@ -489,15 +535,19 @@ static void
 source_spec(const PgGpuSource *src, bool want_ids, bool table, PgGpuRowSpec *spec)
 {
 	memset(spec, 0, offsetof(PgGpuRowSpec, pos));
-	spec->kind = PG_GPU_ROWS_NUMERIC;
+	spec->kind = src->veckind != PG_GPU_VEC_NONE ? PG_GPU_ROWS_VECTOR : PG_GPU_ROWS_NUMERIC;
 	spec->first_len = spec->first_id = -1;
-	spec->ncols = src->ncols;
+	spec->ncols = src->natts;
+	spec->veckind = src->veckind;
+	spec->veclen = src->ncols;
+	spec->normalize = src->normalize;
+	namestrcpy(&spec->colname, src->colnames[0]);
 	spec->idpos = !want_ids ? -1 : table ? src->idatt : 0;
 	spec->idtype = src->idtype;
 	namestrcpy(&spec->relname, src->relname);
 	if (src->idname)
 		namestrcpy(&spec->idname, src->idname);
-	for (int j = 0; j < src->ncols; j++)
+	for (int j = 0; j < src->natts; j++)
 	{
 		spec->pos[j] = table ? src->colatts[j] : j + (want_ids ? 1 : 0);
 		spec->types[j] = src->coltypes[j];
@@ -554,7 +604,7 @@ source_select(const PgGpuSource *src, bool want_ids)
 	appendStringInfoString(&sql, "SELECT ");
 	if (want_ids)
 		appendStringInfo(&sql, "%s, ", quote_identifier(src->idname));
-	for (int j = 0; j < src->ncols; j++)
+	for (int j = 0; j < src->natts; j++)
 		appendStringInfo(&sql, "%s%s", j ? ", " : "", quote_identifier(src->colnames[j]));
 	appendStringInfo(&sql, " FROM %s", src->qualname);
 	return sql.data;
@@ -583,6 +633,20 @@ pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGpuRows *rows)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("relation \"%s\" has no usable rows", src->relname),
 				 errdetail("It has no rows.")));
+	if (src->veckind != PG_GPU_VEC_NONE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("relation \"%s\" has no usable rows", src->relname),
+				 errdetail("Every vector of column \"%s\" is NULL or has a NULL, NaN or infinite element%s.",
+						   src->colnames[0], src->normalize ? ", or is zero (no direction for metric cosine)" : ""),
+				 errhint("Rows with such vectors are skipped; filter or fill them in a view.")));
+	if (src->normalize)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("relation \"%s\" has no usable rows", src->relname),
+				 errdetail("Every row has a NULL, NaN or infinite value in the columns %s, or is zero in all of them (no direction for metric cosine).",
+						   column_list(src->colnames, src->natts, false)),
+				 errhint("Rows with NULL, NaN or infinite values, and with metric cosine zero rows, are skipped.")));
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

@@ -106,6 +106,8 @@ numeric_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
 			goto skip;
 		part->values[j * part->cap + i] = v;
 	}
+	if (spec->normalize && !pg_gpu_unit_row(part->values + i, part->cap, spec->ncols))
+		goto skip;				/* cosine: a zero row has no direction */
 	part->ids[i] = id;
 	part->nrows++;
 	return;
@@ -123,6 +125,8 @@ pg_gpu_row_to_part(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *pa
 	slot_getsomeattrs(slot, natts + 1);
 	if (spec->kind == PG_GPU_ROWS_NUMERIC)
 		numeric_row(spec, slot, part);
+	else if (spec->kind == PG_GPU_ROWS_VECTOR)
+		pg_gpu_vector_row(spec, slot, part);
 	else
 		pg_gpu_dense_row(spec, slot, part);
 }

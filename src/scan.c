@@ -140,7 +140,7 @@ static void
 part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
 {
 	ScanSlot   *slot;
-	int64		len = s->spec->kind == PG_GPU_ROWS_NUMERIC ? s->spec->ncols : s->len;
+	int64		len = s->spec->kind != PG_GPU_ROWS_DENSE ? PG_GPU_SPEC_LEN(s->spec) : s->len;
 
 	MemoryContextReset(s->rowcxt);
 	if (s->leader)

@@ -80,6 +80,29 @@ ensure_pg18() {
   echo "$prefix/bin/pg_config"
 }
 
+# pgvector (its vector and halfvec types, for the vector-column tests): not
+# in Debian 12's archive, so built once from ../shared/vendor into a cache
+# outside the checkout and installed into the PostgreSQL of PG_CONFIG (a
+# few seconds; 30 s to build the first time).  pg_gpu never links to it;
+# without it the tests take their other expected output.  PGVECTOR_TARBALL
+# and PG_CACHE override the paths.
+PGVECTOR_VERSION=0.8.6
+ensure_pgvector() {
+  local cache=${PG_CACHE:-/var/cache/pg_gpu-test}
+  local tarball=${PGVECTOR_TARBALL:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/../shared/vendor/pgvector-$PGVECTOR_VERSION.tar.gz}
+  local src=$cache/pgvector-$PGVECTOR_VERSION-$("$PG_CONFIG" --version | tr -dc '0-9.')
+  if [ -f "$("$PG_CONFIG" --sharedir)/extension/vector.control" ]; then
+    return 0
+  fi
+  if [ ! -f "$src/vector.so" ]; then
+    [ -f "$tarball" ] || { echo "no $tarball to build pgvector from" >&2; return 1; }
+    rm -rf "$src" && mkdir -p "$src" && tar -xzf "$tarball" -C "$src" --strip-components=1 &&
+      make -C "$src" -s PG_CONFIG="$PG_CONFIG" OPTFLAGS= >"$src.log" 2>&1 ||
+      { tail -20 "$src.log" >&2; return 1; }
+  fi
+  make -C "$src" -s install PG_CONFIG="$PG_CONFIG" >>"$src.log" 2>&1 || { tail -20 "$src.log" >&2; return 1; }
+}
+
 # Runs a command as the cluster's owner (postgres when we are root: initdb
 # refuses to run as root).
 as_owner() {

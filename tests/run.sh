@@ -57,6 +57,8 @@ step "fuzzing the compute layer (tests/fuzz/fuzz_compute, 40000 inputs)" fuzz
 # the GPU suite's client (make gpu-check) must at least build here
 step "GPU suite client builds (tests/gpu/gpu_resources)" make -s tests/gpu/gpu_resources PG_CONFIG="$PG_CONFIG"
 
+# pgvector for the vector-column tests (built once from ../shared/vendor)
+step "pgvector $PGVECTOR_VERSION installed for the tests" ensure_pgvector
 cluster_start || exit 1
 step "pg_regress, pg_gpu.device=cpu" tests/regress.sh --device cpu
 step "isolation tests, pg_gpu.device=cpu" tests/regress.sh --device cpu --isolation

@@ -332,6 +332,15 @@ cpu_get_centroids(pggpu_data *ds, double *C, pggpu_error *err)
 	return PGGPU_OK;
 }
 
+static pggpu_status
+cpu_km_normalize(pggpu_data *ds, double norm, pggpu_error *err)
+{
+	(void) err;
+	for (int c = 0; c < ds->k; c++)
+		pggpu_normalize(ST(ds)->C + (int64_t) c * ds->d, ds->d, norm);
+	return PGGPU_OK;
+}
+
 /* ---- blocks of rows --------------------------------------------------------- */
 
 
@@ -1000,4 +1009,5 @@ const pggpu_ops pggpu_cpu_ops = {
 	.km_point = cpu_km_point,
 	.km_pick = cpu_km_pick,
 	.km_fetch = cpu_km_fetch,
+	.km_normalize = cpu_km_normalize,
 };

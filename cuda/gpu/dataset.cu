@@ -408,6 +408,26 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	return PGGPU_OK;
 }
 
+/* a thread a centroid (k d work: small beside a pass over the rows) */
+__global__ void
+normalize_kernel(double *C, int k, int d, double norm)
+{
+	int			c = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (c < k)
+		pggpu_normalize(C + (int64_t) c * d, d, norm);
+}
+
+static pggpu_status
+gpu_km_normalize(pggpu_data *ds, double norm, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+
+	normalize_kernel<<<(unsigned) ((ds->k + 127) / 128), 128, 0, s->stream>>>(s->C, ds->k, ds->d, norm);
+	LAUNCHED(normalize_kernel);
+	return PGGPU_OK;
+}
+
 static pggpu_status
 gpu_put_centroids(pggpu_data *ds, const double *C, pggpu_error *err)
 {
@@ -475,6 +495,7 @@ static const pggpu_ops gpu_ops = {
 	gpu_km_pick,
 	gpu_km_fetch,
 	gpu_km_pp_steps,
+	gpu_km_normalize,
 };
 
 extern "C" const pggpu_ops *const pggpu_gpu_ops = &gpu_ops;

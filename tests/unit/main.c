@@ -142,6 +142,7 @@ main(int argc, char **argv)
 	section("threads", test_threads);
 	section("scaling", test_scaling);
 	section("mixed magnitudes", test_mixed_magnitudes);
+	section("cosine", test_cosine);
 	section("route table", test_route_table);
 	section("routes on the GPU", test_routes_gpu);
 	section("grid", test_grid);

@@ -223,6 +223,9 @@ void test_mm_pinned_cache(void);
 /* kernel_grid.c */
 void test_kernel_grid(void);
 
+/* cosine.c */
+void test_cosine(void);
+
 /* routes.c */
 void test_route_table(void);
 void test_routes_gpu(void);

@@ -1,0 +1,236 @@
+#include "unit.h"
+
+/* ---- cosine: spherical k-means and cosine assignment ------------------------ */
+
+/* the rows of D scaled to unit length (the caller's part: src/ does it as it reads) */
+static void
+unit_rows(dataset *D)
+{
+	for (int64_t i = 0; i < D->n; i++)
+	{
+		double	   *x = D->X + i * D->d;
+		double		ss = 0;
+
+		for (int j = 0; j < D->d; j++)
+			ss += x[j] * x[j];
+		for (int j = 0; j < D->d; j++)
+			x[j] /= sqrt(ss);
+	}
+}
+
+static double
+dot(const double *x, const double *y, int d)
+{
+	double		s = 0;
+
+	for (int j = 0; j < d; j++)
+		s += x[j] * y[j];
+	return s;
+}
+
+/*
+ * Spherical k-means the textbook way, from given centroids: each row to the
+ * centroid of largest cosine (lowest index on ties), each centroid the
+ * normalised mean of its rows; max_iter iterations, then the final
+ * assignment.  Returns the inertia, the sum of 1 - cos.
+ */
+static double
+spherical_reference(const dataset *D, const double *C0, int k, int iters, double *C, int32_t *lab)
+{
+	int			d = D->d;
+	double	   *sum = xmalloc(sizeof(double) * k * d);
+	int64_t    *cnt = xmalloc(sizeof(int64_t) * k);
+	double		inertia = 0;
+
+	memcpy(C, C0, sizeof(double) * k * d);
+	for (int c = 0; c < k; c++)
+	{
+		double		nrm = sqrt(dot(C + c * d, C + c * d, d));
+
+		for (int j = 0; j < d; j++)
+			C[c * d + j] /= nrm;
+	}
+	for (int it = 0; it <= iters; it++)
+	{
+		inertia = 0;
+		memset(sum, 0, sizeof(double) * k * d);
+		memset(cnt, 0, sizeof(int64_t) * k);
+		for (int64_t i = 0; i < D->n; i++)
+		{
+			const double *x = D->X + i * d;
+			int			best = 0;
+			double		bc = -INFINITY;
+
+			for (int c = 0; c < k; c++)
+			{
+				double		cs = dot(x, C + c * d, d);
+
+				if (cs > bc)
+					bc = cs, best = c;
+			}
+			lab[i] = best;
+			inertia += 1 - bc;
+			cnt[best]++;
+			for (int j = 0; j < d; j++)
+				sum[best * d + j] += x[j];
+		}
+		if (it == iters)
+			break;
+		for (int c = 0; c < k; c++)
+		{
+			double		nrm = sqrt(dot(sum + c * d, sum + c * d, d));
+
+			if (cnt[c] > 0 && nrm > 0)
+				for (int j = 0; j < d; j++)
+					C[c * d + j] = sum[c * d + j] / nrm;
+		}
+	}
+	free(sum);
+	free(cnt);
+	return inertia;
+}
+
+static bool
+fit_cosine(pggpu_backend be, const dataset *D, const pggpu_kmeans_params *p, km_out *o)
+{
+	pggpu_data *ds = load(be, D, D->n);
+	pggpu_error err = {0};
+
+	if (ds == NULL)
+		return false;
+	pggpu_data_set_metric(ds, PGGPU_METRIC_COSINE);
+	fit_set(ds, p, o, &err);
+	pggpu_data_close(ds);
+	return CHECK(o->st == PGGPU_OK, "%s cosine k-means: %s", be_name(be), err.msg);
+}
+
+void
+test_cosine(void)
+{
+	static const int shapes[][3] = {{5000, 8, 5}, {20000, 64, 300}, {3000, 300, 16}};
+
+	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
+	{
+		const int64_t n = shapes[si][0];
+		const int	d = shapes[si][1],
+					k = shapes[si][2];
+		dataset		D;
+		double	   *C0 = xmalloc(sizeof(double) * k * d),
+				   *Cref = xmalloc(sizeof(double) * k * d);
+		int32_t    *lref = xmalloc(sizeof(int32_t) * n);
+		km_out		o[2];
+		pggpu_kmeans_params p = {0};
+		double		iref;
+
+		/* k blobs of directions, the rows at lengths 0.5 to 50: cosine ignores them */
+		gen_blobs(&D, n, d, k, 6.0, 900 + si);
+		for (int64_t i = 0; i < n; i++)
+			for (int j = 0; j < d; j++)
+				D.X[i * d + j] *= 0.5 + (double) (i % 100) / 2;
+		/* given: the first row of each blob, at another length (no cluster goes empty) */
+		for (int c = 0; c < k; c++)
+			for (int64_t i = 0; i < n; i++)
+				if (D.group[i] == c)
+				{
+					for (int j = 0; j < d; j++)
+						C0[c * d + j] = 7.5 * D.X[i * d + j];
+					break;
+				}
+		unit_rows(&D);
+		iref = spherical_reference(&D, C0, k, 4, Cref, lref);
+
+		p.k = k;
+		p.max_iter = 4;
+		p.tol = 0;
+		p.init = PGGPU_INIT_GIVEN;
+		p.init_centroids = C0;
+		for (int b = 0; b < 2; b++)
+		{
+			pggpu_backend be = b ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU;
+			int64_t		diff = 0;
+			double		worst = 0;
+
+			set_case("cosine n=%lld d=%d k=%d, %s against the spherical reference", (long long) n, d, k,
+					 be_name(be));
+			km_alloc(&o[b], n, k, d);
+			if (b == 1 && !have_gpu)
+			{
+				gpu_skipped++;
+				continue;
+			}
+			if (!fit_cosine(be, &D, &p, &o[b]))
+				continue;
+			for (int64_t i = 0; i < n; i++)
+				diff += o[b].labels[i] != lref[i];
+			for (int64_t e = 0; e < (int64_t) k * d; e++)
+				worst = fmax(worst, fabs(o[b].C[e] - Cref[e]));
+			CHECK(diff == 0, "%lld labels differ from the reference", (long long) diff);
+			CHECK(worst < 1e-12, "centroids differ from the reference by %g", worst);
+			CHECK(fabs(o[b].inertia - iref) <= 1e-9 * fmax(1, iref), "inertia %.17g, reference %.17g",
+				  o[b].inertia, iref);
+			for (int c = 0; c < k; c++)
+			{
+				double		nrm = sqrt(dot(o[b].C + c * d, o[b].C + c * d, d));
+
+				if (o[b].sizes[c] > 0 && fabs(nrm - 1) > 1e-14)
+				{
+					CHECK(false, "centroid %d has norm %.17g", c, nrm);
+					break;
+				}
+			}
+		}
+		if (have_gpu && o[0].st == PGGPU_OK && o[1].st == PGGPU_OK)
+		{
+			set_case("cosine n=%lld d=%d k=%d, cpu vs gpu", (long long) n, d, k);
+			cmp_km("cosine", &o[0], &o[1], n, k, d, 1e-12);
+		}
+
+		/* assignment: the cosine distance to the nearest normalised centroid */
+		for (int b = 0; b < 2; b++)
+		{
+			pggpu_backend be = b ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU;
+			pggpu_data *ds;
+			pggpu_error err = {0};
+			int32_t    *lab = xmalloc(sizeof(int32_t) * n);
+			double	   *dist = xmalloc(sizeof(double) * n);
+
+			set_case("cosine assign n=%lld d=%d k=%d, %s", (long long) n, d, k, be_name(be));
+			if (b == 1 && !have_gpu)
+				gpu_skipped++;
+			else if ((ds = load(be, &D, n)) != NULL)
+			{
+				int64_t		diff = 0;
+				double		worst = 0;
+
+				pggpu_data_set_metric(ds, PGGPU_METRIC_COSINE);
+				/* C0: not of unit length, normalised by the call */
+				if (CHECK(pggpu_assign(ds, C0, k, lab, dist, &err) == PGGPU_OK, "assign: %s", err.msg))
+					for (int64_t i = 0; i < n; i++)
+					{
+						const double *x = D.X + i * d;
+						const double *c = C0 + (int64_t) lab[i] * d;
+						double		cosv = dot(x, c, d) / sqrt(dot(c, c, d));
+
+						for (int cc = 0; cc < k; cc++)
+						{
+							const double *y = C0 + (int64_t) cc * d;
+
+							diff += dot(x, y, d) / sqrt(dot(y, y, d)) > cosv + 1e-12;
+						}
+						worst = fmax(worst, fabs(dist[i] - (1 - cosv)));
+					}
+				CHECK(diff == 0, "%lld rows have a centroid of larger cosine", (long long) diff);
+				CHECK(worst < 1e-12, "distances differ from 1 - cos by %g", worst);
+				pggpu_data_close(ds);
+			}
+			free(lab);
+			free(dist);
+		}
+		for (int b = 0; b < 2; b++)
+			km_free(&o[b]);
+		free(C0);
+		free(Cref);
+		free(lref);
+		data_free(&D);
+	}
+}
