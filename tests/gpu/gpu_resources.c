@@ -336,7 +336,7 @@ static const char *const bad_calls[] = {
 	"SELECT count(*) FROM gpu_kmeans('res_pts', 3, id_column => 'x1')",
 	"SELECT count(*) FROM gpu_kmeans('res_pts', 3, id_column => 'nope')",
 	"SELECT count(*) FROM gpu_kmeans_assign('res_pts', ARRAY[[1,2]]::float8[])",
-	"SELECT * FROM gpu_kmeans_fit('res_ma', 2, columns => ARRAY['row_vec'])",
+	"SELECT * FROM gpu_kmeans_fit('res_ma', 2, columns => ARRAY['row_id', 'row_vec'])",
 	"SELECT gpu_matmul(ARRAY[[1,2]]::float8[], ARRAY[[1,2]]::float8[])",
 	"SELECT gpu_matmul(ARRAY[1,2]::float8[], ARRAY[[1],[2]]::float8[])",
 	"SELECT gpu_matmul(ARRAY[[1,NULL]]::float8[], ARRAY[[1],[2]]::float8[])",
