@@ -152,7 +152,7 @@ pggpu_data_set_metric(pggpu_data *ds, pggpu_metric metric)
 void
 pggpu_data_force_route(pggpu_data *ds, int label, bool no_fuse)
 {
-	ds->force.label = label >= PGGPU_LABEL_LLOYD && label <= PGGPU_LABEL_TC_RESIDENT ?
+	ds->force.label = label >= PGGPU_LABEL_LLOYD && label <= PGGPU_LABEL_GEMM ?
 		(pggpu_label_route) label : PGGPU_LABEL_AUTO;
 	ds->force.no_fuse = no_fuse;
 }

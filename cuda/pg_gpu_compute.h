@@ -175,7 +175,7 @@ PGGPU_TEST_HOOK void pggpu_data_set_poll_work(pggpu_data *ds, double work);
 
 /*
  * Tests: the GPU's labelling pass forced to one route (route.h: 1 lloyd,
- * 2 tc_scan, 3 tc_resident; 0: the planner's choice) where it can run, and
+ * 2 tc_scan, 3 tc_resident, 4 gemm; 0: the planner's choice) where it can run, and
  * no_fuse: tc_resident labels only, the update apart.  Results do not
  * depend on it.
  */

@@ -45,6 +45,12 @@ pggpu_owned_smem(int k, int d)
 }
 
 /*
+ * d > 32: the float64 product (cuBLAS DGEMM) labels from k = 64, like the
+ * tensor cores below
+ */
+#define GEMM_MIN_K 64
+
+/*
  * Against the float64 CUDA-core scan the tensor cores win from k = 64
  * (d >= 3) and k = 128 (d <= 2), up to d = TC_MAX_D (H100, N = 10^7,
  * tests/lab/tc_check --bench).
@@ -157,9 +163,15 @@ pggpu_plan_step(int64_t n, int k, int d, const pggpu_gpu_shape *dev, double rang
 
 	/* the labelling pass */
 	r->label = PGGPU_LABEL_LLOYD;
-	r->why = d > TC_MAX_D ? "d > 32: CUDA cores" : "few centroids: the CUDA cores' scan is faster";
-	if (force->label != PGGPU_LABEL_LLOYD && d <= TC_MAX_D &&
-		(tc_wanted(k, d) || force->label != PGGPU_LABEL_AUTO))
+	r->why = d > TC_MAX_D ? "d > 32, k < 64: CUDA cores" : "few centroids: the CUDA cores' scan is faster";
+	if (force->label == PGGPU_LABEL_GEMM ||
+		(force->label == PGGPU_LABEL_AUTO && d > TC_MAX_D && k >= GEMM_MIN_K))
+	{
+		r->label = PGGPU_LABEL_GEMM;
+		r->why = "d > 32, k >= 64: a float64 product (cuBLAS), near ties measured exactly";
+	}
+	else if (force->label != PGGPU_LABEL_LLOYD && d <= TC_MAX_D &&
+			 (tc_wanted(k, d) || force->label != PGGPU_LABEL_AUTO))
 	{
 		r->f16 = force->tc_prec ? force->tc_prec == 2 : use_f16(d, k);
 		r->ks = ks_of(d, r->f16);
@@ -182,8 +194,8 @@ pggpu_plan_step(int64_t n, int k, int d, const pggpu_gpu_shape *dev, double rang
 			r->ks = r->f16 = 0, r->mt = r->nw = 0;
 	}
 
-	/* a long pass labels in ranges first, then sums by the labels given */
-	r->ranged = range_work > 0 &&
+	/* a long pass labels in ranges first, then sums by the labels given (the product polls itself) */
+	r->ranged = range_work > 0 && r->label != PGGPU_LABEL_GEMM &&
 		(double) n * k * d / (r->label == PGGPU_LABEL_LLOYD ? 1 : 16) > range_work;
 
 	/* per-block partial sums: where private copies could fit, or for owned_update_kernel */
@@ -228,6 +240,8 @@ pggpu_label_route_name(pggpu_label_route label)
 			return "tc_scan";
 		case PGGPU_LABEL_TC_RESIDENT:
 			return "tc_resident";
+		case PGGPU_LABEL_GEMM:
+			return "gemm";
 		default:
 			return "auto";
 	}
@@ -245,6 +259,8 @@ pggpu_route_describe(const pggpu_route *r, char *buf, size_t len)
 	else if (r->label == PGGPU_LABEL_TC_RESIDENT)
 		snprintf(shape, sizeof(shape), " %s ks=%d nm=%d dw=%d nw=%d", r->f16 ? "f16" : "tf32", r->ks,
 				 r->nm, r->dw, r->sum == PGGPU_SUM_IN_PASS ? r->nw_fused : r->nw_res);
+	else if (r->label == PGGPU_LABEL_GEMM)
+		snprintf(shape, sizeof(shape), " float64");
 	else
 		snprintf(shape, sizeof(shape), " tk=%d dr=%d", r->tk, r->dr_label);
 	snprintf(buf, len, "route %s%s%s, sums %s (%s), because %s", pggpu_label_route_name(r->label), shape,

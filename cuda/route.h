@@ -28,7 +28,8 @@ typedef enum pggpu_label_route
 	PGGPU_LABEL_AUTO = 0,		/* (forcing: none) */
 	PGGPU_LABEL_LLOYD,			/* CUDA cores, float64, centroids in shared memory (gpu/lloyd.cu) */
 	PGGPU_LABEL_TC_SCAN,		/* tensor cores, centroid tiles through shared memory (gpu/tc_scan.cu) */
-	PGGPU_LABEL_TC_RESIDENT		/* tensor cores, centroids resident in registers (gpu/tc_resident.cu) */
+	PGGPU_LABEL_TC_RESIDENT,	/* tensor cores, centroids resident in registers (gpu/tc_resident.cu) */
+	PGGPU_LABEL_GEMM			/* float64 product (cuBLAS), near ties measured exactly (gpu/gemm_assign.cu) */
 } pggpu_label_route;
 
 /* the pass that sums the rows into their clusters (an update step) */

@@ -113,6 +113,9 @@ struct gpu_state
 	dev_stats  *stats_hd;		/* stats_h's device address (mapped) */
 	unsigned long long *cnt_h;	/* pinned, k */
 	pggpu_route route;			/* the fit's plan (gpu_km_begin) */
+	void	   *blas;			/* label gemm: its cuBLAS handle (blas.cuh) */
+	void	   *gemm_ws;		/* and its workspace */
+	size_t		gemm_ws_bytes;
 };
 
 #define ST(ds) ((gpu_state *) (ds)->impl)

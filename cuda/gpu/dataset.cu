@@ -13,7 +13,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "blas.cuh"
 #include "common.cuh"
+#include "gemm_assign.cuh"
 #include "tc.cuh"
 
 /* ---- kernels -------------------------------------------------------------- */
@@ -268,6 +270,10 @@ free_km(gpu_state *s)
 	cudaFree(s->pp_rows);
 	cudaFree(s->tc_ws);
 	s->tc_ws = NULL;
+	cudaFree(s->gemm_ws);
+	s->gemm_ws = NULL;
+	pggpu_blas_close((cublasHandle_t) s->blas);
+	s->blas = NULL;
 	cudaFreeHost(s->cnt_h);
 	s->C = s->dist2 = s->sums = s->block_part = s->part = s->pick_key = s->wsum = NULL;
 	s->sep = NULL;
@@ -387,8 +393,22 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 		s->max_grid = MAX_BLOCKS;
 	{
 		pggpu_gpu_shape shape = {s->sm_count, s->smem_optin};
+		pggpu_route_force lloyd = ds->force;
+		cublasHandle_t h;
+		pggpu_error berr = {};
 
 		pggpu_plan_step(ds->n, k, ds->d, &shape, step_range_work(ds), s->max_grid, &ds->force, &s->route);
+		/* the product needs cuBLAS: without it (not installed), lloyd_kernel */
+		if (s->route.label == PGGPU_LABEL_GEMM)
+		{
+			if (pggpu_blas_open(s->stream, &h, &berr) == PGGPU_OK)
+				s->blas = h;
+			else
+			{
+				lloyd.label = PGGPU_LABEL_LLOYD;
+				pggpu_plan_step(ds->n, k, ds->d, &shape, step_range_work(ds), s->max_grid, &lloyd, &s->route);
+			}
+		}
 		pggpu_route_describe(&s->route, ds->route, sizeof(ds->route));
 	}
 	s->part_rows = s->route.part_rows;
@@ -399,7 +419,12 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	CU(cudaMalloc((void **) &s->sep, sizeof(float) * k));
 	CU(cudaMalloc((void **) &s->wsum, sizeof(double) * ((n + PGGPU_DRAW_ROWS - 1) / PGGPU_DRAW_ROWS)));
 	CU(cudaMalloc((void **) &s->pp_rows, sizeof(long long) * k));
-	if (s->route.label != PGGPU_LABEL_LLOYD)
+	if (s->route.label == PGGPU_LABEL_GEMM)
+	{
+		s->gemm_ws_bytes = pggpu_gemm_workspace_bytes(n, k, ds->log_b);
+		CU(cudaMalloc(&s->gemm_ws, s->gemm_ws_bytes));
+	}
+	else if (s->route.label != PGGPU_LABEL_LLOYD)
 		CU(cudaMalloc(&s->tc_ws, pggpu_tc_workspace_bytes(n, k, ds->d)));
 	CU(cudaHostAlloc((void **) &s->cnt_h, sizeof(unsigned long long) * k, cudaHostAllocDefault));
 	CU(cudaMemsetAsync(s->labels, 0xff, sizeof(int32_t) * n, s->stream));

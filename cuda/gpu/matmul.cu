@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "blas.cuh"
 #include "common.cuh"
 
 /* GPU memory kept free for cuBLAS's workspace and other users */
@@ -48,6 +49,10 @@ typedef cublasStatus_t (*dgemm_fn) (cublasHandle_t, cublasOperation_t, cublasOpe
 typedef cublasStatus_t (*sgemm_fn) (cublasHandle_t, cublasOperation_t, cublasOperation_t,
 									int, int, int, const float *, const float *, int,
 									const float *, int, const float *, float *, int);
+typedef cublasStatus_t (*dgemm_batched_fn) (cublasHandle_t, cublasOperation_t, cublasOperation_t,
+											int, int, int, const double *, const double *, int,
+											long long, const double *, int, long long,
+											const double *, double *, int, long long, int);
 
 static struct
 {
@@ -61,6 +66,7 @@ static struct
 	status_string_fn status_string;
 	dgemm_fn	dgemm;
 	sgemm_fn	sgemm;
+	dgemm_batched_fn dgemm_batched;
 } blas;
 
 #define STR_(x) #x
@@ -92,14 +98,59 @@ load_cublas(void)
 	blas.status_string = (status_string_fn) dlsym(h, "cublasGetStatusString");
 	blas.dgemm = (dgemm_fn) dlsym(h, "cublasDgemm_v2");
 	blas.sgemm = (sgemm_fn) dlsym(h, "cublasSgemm_v2");
+	blas.dgemm_batched = (dgemm_batched_fn) dlsym(h, "cublasDgemmStridedBatched");
 	if (!blas.create || !blas.destroy || !blas.set_stream || !blas.set_math ||
-		!blas.status_string || !blas.dgemm || !blas.sgemm)
+		!blas.status_string || !blas.dgemm || !blas.sgemm || !blas.dgemm_batched)
 	{
 		snprintf(blas.why, sizeof(blas.why), "the cuBLAS library found lacks a needed function");
 		return false;
 	}
 	blas.ok = true;
 	return true;
+}
+
+/* ---- for k-means (blas.cuh) ---------------------------------------------- */
+
+pggpu_status
+pggpu_blas_open(cudaStream_t stream, cublasHandle_t *handle, pggpu_error *err)
+{
+	cublasStatus_t s;
+
+	if (!load_cublas())
+		return pggpu_fail(err, PGGPU_ERR_CUDA, "%s", blas.why);
+	if ((s = blas.create(handle)) != CUBLAS_STATUS_SUCCESS)
+		return pggpu_fail(err, s == CUBLAS_STATUS_ALLOC_FAILED ? PGGPU_ERR_GPU_MEMORY : PGGPU_ERR_CUDA,
+						  "cuBLAS error in cublasCreate: %s", blas.status_string(s));
+	if ((s = blas.set_stream(*handle, stream)) != CUBLAS_STATUS_SUCCESS ||
+		(s = blas.set_math(*handle, CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS)
+	{
+		blas.destroy(*handle);
+		return pggpu_fail(err, PGGPU_ERR_CUDA, "cuBLAS error in its setup: %s", blas.status_string(s));
+	}
+	return PGGPU_OK;
+}
+
+void
+pggpu_blas_close(cublasHandle_t handle)
+{
+	if (blas.ok && handle)
+		blas.destroy(handle);
+}
+
+pggpu_status
+pggpu_blas_dgemm_batched(cublasHandle_t h, int m, int n, int k, const double *A, int lda,
+						 long long stride_a, const double *B, int ldb, double *C, int ldc,
+						 long long stride_c, int batches, pggpu_error *err)
+{
+	const double one = 1.0,
+				zero = 0.0;
+	cublasStatus_t s = blas.dgemm_batched(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, A, lda, stride_a,
+										  B, ldb, 0, &zero, C, ldc, stride_c, batches);
+
+	if (s != CUBLAS_STATUS_SUCCESS)
+		return pggpu_fail(err, PGGPU_ERR_CUDA, "cuBLAS error in cublasDgemmStridedBatched: %s",
+						  blas.status_string(s));
+	return PGGPU_OK;
 }
 
 /* ---- the workspace's GPU state ------------------------------------------ */

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "common.cuh"
+#include "gemm_assign.cuh"
 #include "lloyd.cuh"
 #include "tc.cuh"
 
@@ -136,8 +137,15 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 		CU(cudaMemsetAsync(s->sums, 0, sizeof(double) * (size_t) k * d, s->stream));
 		CU(cudaMemsetAsync(s->cnt, 0, sizeof(unsigned long long) * k, s->stream));
 	}
-	/* the tensor cores label, and sum too where the plan fuses (then theirs is the whole pass) */
-	if (tc && !r->ranged)
+	/* the product labels; or the tensor cores, and sum too where the plan fuses (then theirs is the whole pass) */
+	if (r->label == PGGPU_LABEL_GEMM)
+	{
+		CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
+		if ((st = pggpu_gemm_label(ds, (cublasHandle_t) s->blas, s->C, s->gemm_ws, s->gemm_ws_bytes,
+								   s->labels, s->dist2, &s->stats->changed, s->stream, err)) != PGGPU_OK)
+			return st;
+	}
+	else if (tc && !r->ranged)
 		CU(pggpu_tc_assign_update(r, s->X, ds->n, d, ds->log_b, s->C, k, s->tc_ws, s->labels, s->dist2,
 								  &s->stats->changed, update && sum == PGGPU_SUM_IN_PASS ? s->part : NULL,
 								  s->block_part, s->part_rows, &fused, s->stats, sizeof(dev_stats),

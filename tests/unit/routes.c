@@ -36,7 +36,10 @@ static const route_case route_cases[] = {
 	{10000000, 127, 2, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, false, 0, 4, "k under 128 at d = 2"},
 	/* d > 32: lloyd_kernel with centroid tiles, whatever k */
 	{10000000, 50, 40, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_SHARED, false, false, 0, 0, "d = 40"},
-	{1000000, 1024, 128, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_GLOBAL, false, false, 0, 0, "k d sums beyond shared memory"},
+	/* d > 32 from k = 64: the float64 product, then lloyd_kernel sums by the labels */
+	{1000000, 1024, 128, 0, false, PGGPU_LABEL_GEMM, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, false, false, 0, 0, "d = 128, k = 1024"},
+	{1000000, 64, 768, 0, false, PGGPU_LABEL_GEMM, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, false, false, 0, 0, "d = 768, k = 64"},
+	{1000000, 63, 768, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_GLOBAL, false, false, 0, 0, "d = 768, k = 63"},
 	/* k <= 256, small d: tc_resident, fused with the update */
 	{10000000, 256, 8, 0, false, PGGPU_LABEL_TC_RESIDENT, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, true, 2, 16, "k = 256, d = 8: f16"},
 	{10000000, 128, 8, 0, false, PGGPU_LABEL_TC_RESIDENT, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, false, 3, 8, "k = 128, d = 8: tf32"},
@@ -55,22 +58,25 @@ static const route_case route_cases[] = {
 	{10000000, 1024, 2, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, false, false, 1, 16, "k = 1024, d = 2"},
 	{10000000, 65536, 32, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, true, true, 6, 8, "k = 65536: 1.3e12 / 16, ranged"},
 	/* more than 2^39 squared differences a pass: labelled in ranges first */
-	{100000000, 1024, 40, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, true, false, 0, 0, "4e12 on the CUDA cores"},
+	{1000000000, 50, 40, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, true, false, 0, 0, "2e12 on the CUDA cores"},
+	{100000000, 1024, 40, 0, false, PGGPU_LABEL_GEMM, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, false, false, 0, 0, "4e12 as a product: it polls between chunks"},
 	{100000000, 4096, 32, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, true, true, 6, 8, "1.3e13 / 16 on the tensor cores"},
-	{100000000, 200, 40, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, true, false, 0, 0, "d = 40, ranged"},
+	{100000000, 200, 40, 0, false, PGGPU_LABEL_GEMM, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, false, false, 0, 0, "d = 40, k = 200"},
 	/* forced (tests): where the route can run */
 	{100000, 256, 8, PGGPU_LABEL_LLOYD, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_SHARED, false, false, 0, 8, "forced lloyd"},
 	{100000, 8, 2, PGGPU_LABEL_TC_SCAN, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_PRIVATE, false, false, 1, 16, "forced tc_scan, k = 8"},
 	{100000, 256, 8, PGGPU_LABEL_TC_SCAN, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_OWNED, UPD_PRIVATE, false, true, 2, 16, "forced tc_scan, k = 256"},
 	{100000, 40, 4, PGGPU_LABEL_TC_RESIDENT, false, PGGPU_LABEL_TC_RESIDENT, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, false, 2, 4, "forced tc_resident, k = 40"},
 	{100000, 1024, 8, PGGPU_LABEL_TC_RESIDENT, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, false, true, 2, 16, "forced tc_resident, k = 1024: cannot"},
+	{100000, 256, 8, PGGPU_LABEL_GEMM, false, PGGPU_LABEL_GEMM, PGGPU_SUM_OWNED, UPD_PRIVATE, false, false, 0, 0, "forced gemm, d = 8"},
 	{100000, 50, 40, PGGPU_LABEL_TC_SCAN, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_SHARED, false, false, 0, 0, "forced tc_scan, d = 40: cannot"},
 };
 
 static int
 route_shape(const pggpu_route *r)
 {
-	return r->label == PGGPU_LABEL_LLOYD ? r->dr_label : r->label == PGGPU_LABEL_TC_SCAN ? r->nw : r->nm;
+	return r->label == PGGPU_LABEL_LLOYD ? r->dr_label : r->label == PGGPU_LABEL_TC_SCAN ? r->nw :
+		r->label == PGGPU_LABEL_TC_RESIDENT ? r->nm : 0;
 }
 
 void
@@ -115,7 +121,7 @@ test_route_table(void)
 
 				pggpu_plan_step(1000000, k, d, &h100, 0, MAX_GRID, NULL, &r);
 				ok = r.smem <= (size_t) h100.smem_optin && r.label_smem <= (size_t) h100.smem_optin &&
-					!r.ranged && (r.label == PGGPU_LABEL_LLOYD || d <= 32) &&
+					!r.ranged && (r.label == PGGPU_LABEL_LLOYD || (r.label == PGGPU_LABEL_GEMM) == (d > 32)) &&
 					((r.mode != UPD_PRIVATE) || r.part_rows > 0) &&
 					(r.sum != PGGPU_SUM_IN_PASS || r.label != PGGPU_LABEL_TC_SCAN) &&
 					(r.label != PGGPU_LABEL_TC_RESIDENT || (k <= 256 && d <= 16 && r.nm * 16 >= k)) &&
@@ -137,7 +143,7 @@ test_route_table(void)
 void
 test_routes_gpu(void)
 {
-	static const int shapes[][2] = {{4, 256}, {8, 128}, {8, 1000}, {20, 64}, {40, 50}, {2, 40}};
+	static const int shapes[][2] = {{4, 256}, {8, 128}, {8, 1000}, {20, 64}, {40, 50}, {2, 40}, {130, 300}};
 	static const struct
 	{
 		int			label;
@@ -145,7 +151,7 @@ test_routes_gpu(void)
 		const char *name;
 	}			forces[] = {{0, false, ""}, {PGGPU_LABEL_LLOYD, false, "lloyd"},
 		{PGGPU_LABEL_TC_SCAN, false, "tc_scan"}, {PGGPU_LABEL_TC_RESIDENT, false, "tc_resident"},
-		{PGGPU_LABEL_TC_RESIDENT, true, "tc_resident"}};
+		{PGGPU_LABEL_TC_RESIDENT, true, "tc_resident"}, {PGGPU_LABEL_GEMM, false, "gemm"}};
 
 	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
 	{
