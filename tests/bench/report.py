@@ -191,7 +191,9 @@ def e2e_section(data, meta):
     tables = sorted({(n, d) for n, d, k in data.shapes("e2e")} - {(n, 0) for n, d, k in data.shapes("e2e")})
     if not tables:
         return "Not measured."
-    made = {(r["n"], r["d"]): r for r in data.rows if r["section"] == "table"}
+    # the blob table's row (made or reused), not the row-array table's (create_rows)
+    made = {(r["n"], r["d"]): r for r in data.rows
+            if r["section"] == "table" and r["method"] in ("create", "reuse")}
     out = ["Tables of N rows (`id bigint` primary key, `x1..x8 float8`), made by COPY from the "
            "generator; pg_gpu.device = %s, pg_gpu.max_memory = -1. Statements: median of 3 after a "
            "warm-up unless the cell says otherwise; the plain-SQL Lloyd step and the export route "
