@@ -127,9 +127,8 @@ vector_parts(PgGpuVecKind kind, struct varlena *v, const char **data, bool *has_
 			ereport(ERROR,
 					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 					 errmsg("the %s of \"%s\" has a %d-dimensional array in column \"%s\"",
-							spec && slot ? row_name(spec, slot, id) : "first row",
-							spec ? NameStr(spec->relname) : "", ARR_NDIM(a),
-							spec ? NameStr(spec->colname) : ""),
+							slot ? row_name(spec, slot, id) : "first non-NULL row",
+							NameStr(spec->relname), ARR_NDIM(a), NameStr(spec->colname)),
 					 errhint("A vector column holds one-dimensional arrays.")));
 		*has_nulls = ARR_HASNULL(a) && array_contains_nulls(a);
 		*data = ARR_DATA_PTR(a);
@@ -179,9 +178,12 @@ pg_gpu_vector_dims(const PgGpuSource *src)
 		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 		const char *data;
 		bool		nulls;
+		PgGpuRowSpec *spec = palloc0(sizeof(PgGpuRowSpec));	/* for its messages */
 
+		namestrcpy(&spec->relname, src->relname);
+		namestrcpy(&spec->colname, src->colnames[0]);
 		if (!isnull)
-			len = vector_parts(src->veckind, PG_DETOAST_DATUM(d), &data, &nulls, NULL, NULL, 0);
+			len = vector_parts(src->veckind, PG_DETOAST_DATUM(d), &data, &nulls, spec, NULL, 0);
 	}
 	SPI_finish();
 	if (len < 0)
