@@ -39,6 +39,10 @@ DELETE FROM v_bad WHERE id = 9;
 INSERT INTO v_bad VALUES (10, '{{1,2},{3,4}}');
 SELECT * FROM gpu_kmeans_fit('v_bad', 2);
 DELETE FROM v_bad WHERE id = 10;
+-- ... also where the first vector is (its length is read there)
+CREATE TABLE v_2d (id int PRIMARY KEY, emb float8[]);
+INSERT INTO v_2d VALUES (1, '{{1,2},{3,4}}'), (2, '{1,2}');
+SELECT * FROM gpu_kmeans_fit('v_2d', 1, columns => ARRAY['emb']);
 -- every vector unusable
 CREATE TABLE v_none (id int PRIMARY KEY, emb float8[]);
 INSERT INTO v_none VALUES (1, NULL), (2, NULL);
