@@ -97,3 +97,23 @@ SELECT * FROM gpu_kmeans_fit('c_pts', 2, metric => 'cosine', init_centroids => A
 SELECT * FROM gpu_kmeans_assign('c_pts', ARRAY[[1, 0], [0, 0]], metric => 'cosine');
 DELETE FROM c_pts WHERE id <> 7;
 SELECT * FROM gpu_kmeans_fit('c_pts', 1, metric => 'cosine');
+-- limits and types: a domain over real[]; magnitudes far apart (cosine
+-- normalises each row by its largest element first); too long, empty and
+-- integer vectors
+CREATE DOMAIN v_emb2 AS real[] CHECK (array_length(VALUE, 1) = 2);
+CREATE TABLE v_dom (id int PRIMARY KEY, e v_emb2);
+INSERT INTO v_dom VALUES (1, '{1,2}'), (2, '{3,4}');
+SELECT centroids FROM gpu_kmeans_fit('v_dom', 1);
+CREATE TABLE v_far (id int PRIMARY KEY, e float8[]);
+INSERT INTO v_far VALUES (1, '{1e300, 1e300}'), (2, '{-1e300, 1e-300}'), (3, '{2e-300, 2e-300}');
+SELECT centroids, round(inertia::numeric, 12) AS inertia
+FROM gpu_kmeans_fit('v_far', 2, metric => 'cosine', init_centroids => ARRAY[[1, 0], [-1, 0]]);
+CREATE TABLE v_long (id int PRIMARY KEY, e real[]);
+INSERT INTO v_long SELECT 1, array_fill(1::real, ARRAY[16001]);
+SELECT * FROM gpu_kmeans_fit('v_long', 1);
+CREATE TABLE v_empty (id int PRIMARY KEY, e real[]);
+INSERT INTO v_empty VALUES (1, '{}'), (2, '{1}');
+SELECT * FROM gpu_kmeans_fit('v_empty', 1);
+CREATE TABLE v_int (id int PRIMARY KEY, e int[]);
+INSERT INTO v_int VALUES (1, '{1}');
+SELECT * FROM gpu_kmeans_fit('v_int', 1, columns => ARRAY['e']);
