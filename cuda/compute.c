@@ -668,8 +668,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 			for (int64_t i = 0; i < (int64_t) k * d; i++)
 				given[i] = ldexp(p->init_centroids[i], e);
 			if (ds->metric == PGGPU_METRIC_COSINE)
-				for (int c = 0; c < k; c++)
-					pggpu_normalize(given + (int64_t) c * d, d, ldexp(1.0, e));
+				pggpu_normalize_rows(given, k, d, ldexp(1.0, e));
 			CHECK(ops->km_put_centroids(ds, given, err));
 			break;
 		case PGGPU_INIT_RANDOM:
@@ -753,8 +752,7 @@ pggpu_assign(pggpu_data *ds, const double *centroids, int k, int32_t *labels,
 	for (int64_t i = 0; i < (int64_t) k * d; i++)
 		scaled[i] = ldexp(centroids[i], e);
 	if (ds->metric == PGGPU_METRIC_COSINE)
-		for (int c = 0; c < k; c++)
-			pggpu_normalize(scaled + (int64_t) c * d, d, ldexp(1.0, e));
+		pggpu_normalize_rows(scaled, k, d, ldexp(1.0, e));
 	CHECK(ds->ops->km_begin(ds, k, err));
 	ds->k = k;
 	CHECK(ds->ops->km_put_centroids(ds, scaled, err));

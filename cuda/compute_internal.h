@@ -293,6 +293,14 @@ pggpu_normalize(double *c, int d, double norm)
 		c[j] = PGGPU_MUL(c[j], f);
 }
 
+/* each of the k rows of C (k x d, row-major) scaled to norm `norm` */
+PGGPU_HD void
+pggpu_normalize_rows(double *C, int k, int d, double norm)
+{
+	for (int c = 0; c < k; c++)
+		pggpu_normalize(C + (int64_t) c * d, d, norm);
+}
+
 /* element (i, j) of tiled SoA storage */
 PGGPU_HD int64_t
 pggpu_at(int64_t i, int j, int d, int log_b)

@@ -253,6 +253,9 @@ extern void pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, Pg
 /* scales a row (d values stride apart) to unit length; false for a zero row */
 extern bool pg_gpu_unit_row(double *x, int64 stride, int64 d);
 
+/* the row's id (spec->idpos); ERROR when it is NULL */
+extern int64 pg_gpu_slot_id(const PgGpuRowSpec *spec, TupleTableSlot *slot);
+
 /* the value of an integer (smallint, integer, bigint) attribute */
 extern int64 pg_gpu_slot_int(TupleTableSlot *slot, int att, Oid type);
 

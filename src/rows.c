@@ -75,8 +75,8 @@ pg_gpu_datum_to_double(Datum d, Oid type)
 	}
 }
 
-static int64
-slot_id(const PgGpuRowSpec *spec, TupleTableSlot *slot)
+int64
+pg_gpu_slot_id(const PgGpuRowSpec *spec, TupleTableSlot *slot)
 {
 	if (slot->tts_isnull[spec->idpos])
 		ereport(ERROR,
@@ -92,7 +92,7 @@ static void
 numeric_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
 {
 	int64		i = part->nrows;
-	int64		id = spec->idpos >= 0 ? slot_id(spec, slot) : 0;
+	int64		id = spec->idpos >= 0 ? pg_gpu_slot_id(spec, slot) : 0;
 
 	for (int j = 0; j < spec->ncols; j++)
 	{

@@ -221,15 +221,7 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 	int64		len;
 
 	if (spec->idpos >= 0)
-	{
-		if (slot->tts_isnull[spec->idpos])
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("id column \"%s\" of relation \"%s\" contains NULL",
-							NameStr(spec->idname), NameStr(spec->relname)),
-					 errhint("Pass an id_column without NULLs, or read from a view that filters them.")));
-		id = pg_gpu_slot_int(slot, spec->idpos, spec->idtype);
-	}
+		id = pg_gpu_slot_id(spec, slot);
 	if (slot->tts_isnull[a])
 		goto skip;
 	raw = (struct varlena *) DatumGetPointer(slot->tts_values[a]);

@@ -336,8 +336,7 @@ static pggpu_status
 cpu_km_normalize(pggpu_data *ds, double norm, pggpu_error *err)
 {
 	(void) err;
-	for (int c = 0; c < ds->k; c++)
-		pggpu_normalize(ST(ds)->C + (int64_t) c * ds->d, ds->d, norm);
+	pggpu_normalize_rows(ST(ds)->C, ds->k, ds->d, norm);
 	return PGGPU_OK;
 }
 
