@@ -16,6 +16,7 @@
  * AVX2 and the baseline, one picked at load time (target_clones).
  */
 #include "compute_internal.h"
+#include "blocks.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -25,9 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RB 32					/* rows in a block; divides every tile */
-#define VW 8					/* doubles in a vector */
-#define NV (RB / VW)
 
 /*
  * Parts: a pass over the rows is cut into parts, contiguous ranges of rows,
@@ -343,16 +341,6 @@ cpu_km_normalize(pggpu_data *ds, double norm, pggpu_error *err)
 /* ---- blocks of rows --------------------------------------------------------- */
 
 
-typedef double vd __attribute__((vector_size(VW * sizeof(double))));
-typedef int64_t vl __attribute__((vector_size(VW * sizeof(int64_t))));
-
-/* -DPGGPU_NO_CLONES: one copy, for the -march given (tests of each copy) */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PGGPU_NO_CLONES)
-#define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define CLONES
-#endif
-
 /*
  * Interrupts are polled every POLL_ROWS rows of a pass at most, and at least
  * every POLL_WORK squared differences (x_j - c_j)^2, a few milliseconds:
@@ -361,9 +349,6 @@ typedef int64_t vl __attribute__((vector_size(VW * sizeof(int64_t))));
  */
 #define POLL_ROWS 4096
 #define POLL_WORK ((int64_t) 1 << 22)
-
-/* a vector from 8 doubles at any alignment (a macro: no vector-valued calls) */
-#define LOAD_VD(v, p) memcpy(&(v), (p), sizeof(vd))
 
 /* the block of rows i .. i + RB - 1: column j at x + j * tile */
 static inline const double *
@@ -388,99 +373,6 @@ prefetch_column(const double *col)
 	__builtin_prefetch(col + PREFETCH_BLOCKS * RB + 8);
 	__builtin_prefetch(col + PREFETCH_BLOCKS * RB + 16);
 	__builtin_prefetch(col + PREFETCH_BLOCKS * RB + 24);
-}
-
-/* lanewise m ? a : b, m all ones or all zeros per lane */
-#define SELECT(m, a, b) ((vd) (((vl) (a) & (m)) | ((vl) (b) & ~(m))))
-
-/*
- * acc[]: the squared distance of each row of a block to centroid cc, summed
- * over columns 0..d-1 from 0.0, each term rounded on its own.  Inlined into
- * each copy of its callers, built for that copy's instructions.
- */
-static inline __attribute__((always_inline)) void
-block_sqdist(vd *acc, const double *x, int64_t b, int d, const double *cc)
-{
-#pragma GCC unroll 4
-	for (int v = 0; v < NV; v++)
-		acc[v] = (vd) {0};
-	for (int j = 0; j < d; j++)
-	{
-		const double *xj = x + j * b;
-		double		cj = cc[j];
-
-#pragma GCC unroll 4
-		for (int v = 0; v < NV; v++)
-		{
-			vd			t;
-
-			LOAD_VD(t, xj + v * VW);
-			t -= cj;
-			acc[v] += t * t;
-		}
-	}
-}
-
-/*
- * Nearest of the k centroids (lowest index on ties) and its squared distance
- * for each row of a block: best[RB], lab[RB].
- */
-CLONES static void
-nearest_block(const double *x, int64_t b, int d, const double *C, int k,
-			  double *best_out, int32_t *lab_out)
-{
-	vd			best[NV];
-	vl			lab[NV];
-
-#pragma GCC unroll 4
-	for (int v = 0; v < NV; v++)
-	{
-		best[v] = (vd) {0} + INFINITY;
-		lab[v] = (vl) {0};
-	}
-	for (int c = 0; c < k; c++)
-	{
-		vd			acc[NV];
-
-		block_sqdist(acc, x, b, d, C + (int64_t) c * d);
-#pragma GCC unroll 4
-		for (int v = 0; v < NV; v++)
-		{
-			vl			m = (vl) (acc[v] < best[v]);
-
-			best[v] = SELECT(m, acc[v], best[v]);
-			lab[v] = (lab[v] & ~m) | (((vl) {0} + c) & m);
-		}
-	}
-	for (int v = 0; v < NV; v++)
-		for (int q = 0; q < VW; q++)
-		{
-			best_out[v * VW + q] = best[v][q];
-			lab_out[v * VW + q] = (int32_t) lab[v][q];
-		}
-}
-
-/*
- * The squared distance d of each row of a block to centroid cc, into the
- * block's w[RB]: w := d (set) or w := min(w, d).
- */
-CLONES static void
-point_block(const double *x, int64_t b, int d, const double *cc, double *w, bool set)
-{
-	vd			acc[NV];
-
-	block_sqdist(acc, x, b, d, cc);
-#pragma GCC unroll 4
-	for (int v = 0; v < NV; v++)
-	{
-		vd			old;
-		vl			m;
-
-		LOAD_VD(old, w + v * VW);
-		m = set ? (vl) {0} - 1 : (vl) (acc[v] < old);
-		acc[v] = SELECT(m, acc[v], old);
-		memcpy(w + v * VW, &acc[v], sizeof(vd));
-	}
 }
 
 /*

@@ -1,0 +1,29 @@
+/*
+ * blocks.h - the CPU backend's arithmetic on blocks of RB rows (blocks.c):
+ * a row a vector lane, every squared distance rounded as the plain loop
+ * over columns rounds it.  Plain C.
+ */
+#ifndef PG_GPU_CPU_BLOCKS_H
+#define PG_GPU_CPU_BLOCKS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RB 32					/* rows in a block; divides every tile */
+#define VW 8					/* doubles in a vector */
+#define NV (RB / VW)
+
+/*
+ * Nearest of the k centroids (lowest index on ties) and its squared distance
+ * for each row of a block (column j at x + j * b): best[RB], lab[RB].
+ */
+void		nearest_block(const double *x, int64_t b, int d, const double *C, int k,
+						  double *best_out, int32_t *lab_out);
+
+/*
+ * The squared distance d of each row of a block to centroid cc, into the
+ * block's w[RB]: w := d (set) or w := min(w, d).
+ */
+void		point_block(const double *x, int64_t b, int d, const double *cc, double *w, bool set);
+
+#endif							/* PG_GPU_CPU_BLOCKS_H */
