@@ -150,9 +150,15 @@ pggpu_data_set_metric(pggpu_data *ds, pggpu_metric metric)
 }
 
 void
+pggpu_data_set_double_only(pggpu_data *ds, bool double_only)
+{
+	ds->double_only = double_only;
+}
+
+void
 pggpu_data_force_route(pggpu_data *ds, int label, bool no_fuse)
 {
-	ds->force.label = label >= PGGPU_LABEL_LLOYD && label <= PGGPU_LABEL_GEMM ?
+	ds->force.label = label >= PGGPU_LABEL_LLOYD && label <= PGGPU_LABEL_GEMM_TF32 ?
 		(pggpu_label_route) label : PGGPU_LABEL_AUTO;
 	ds->force.no_fuse = no_fuse;
 }

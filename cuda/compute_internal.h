@@ -53,6 +53,7 @@ struct pggpu_data
 	int			threads;		/* pggpu_data_set_threads */
 	pggpu_pending_fn pending;
 	pggpu_metric metric;		/* pggpu_data_set_metric */
+	bool		double_only;	/* pggpu_data_set_double_only */
 	pggpu_route_force force;	/* pggpu_data_force_route (tests), zeros: none */
 	char		route[256];		/* the GPU's plan of the last k-means or assignment (route.h), or "" */
 };

@@ -203,6 +203,14 @@ typedef enum pggpu_metric
 /* the metric of the next k-means or assignment on ds (default EUCLIDEAN) */
 void		pggpu_data_set_metric(pggpu_data *ds, pggpu_metric metric);
 
+/*
+ * double_only: the GPU's product for d > 32 runs in float64, not TF32
+ * (default false).  The answers are the same either way (the TF32 route
+ * measures every row it cannot certify in float64); this is for timing and
+ * for users who want no reduced-precision arithmetic at all.
+ */
+void		pggpu_data_set_double_only(pggpu_data *ds, bool double_only);
+
 typedef struct pggpu_kmeans_params
 {
 	int			k;

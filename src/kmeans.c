@@ -148,6 +148,7 @@ load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, PgGpuRows *rows
 										(int64) src->expected_rows);
 
 	pggpu_data_set_metric(data->ds, metric);
+	pggpu_data_set_double_only(data->ds, pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
 	pg_gpu_read_source(src, data->ds, want_ids, rows);
 	if (rows->ninvalid > 0 && src->veckind != PG_GPU_VEC_NONE)
 		ereport(NOTICE,

@@ -28,6 +28,7 @@ int			pg_gpu_matmul_gpu_memory = 0;
 int			pg_gpu_max_memory = 8192 * 1024;
 int			pg_gpu_pinned_memory_cache = 512;
 int			pg_gpu_cpu_threads = 0;
+int			pg_gpu_kmeans_precision = PG_GPU_PRECISION_AUTO;
 
 /* no CUDA call unless cached buffers are to be freed, so safe in the postmaster */
 static void
@@ -40,6 +41,12 @@ static const struct config_enum_entry device_options[] = {
 	{"auto", PG_GPU_DEVICE_AUTO, false},
 	{"gpu", PG_GPU_DEVICE_GPU, false},
 	{"cpu", PG_GPU_DEVICE_CPU, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry precision_options[] = {
+	{"auto", PG_GPU_PRECISION_AUTO, false},
+	{"double", PG_GPU_PRECISION_DOUBLE, false},
 	{NULL, 0, false}
 };
 
@@ -64,6 +71,18 @@ _PG_init(void)
 							 "On: faster, with products rounded to 10-bit mantissas.",
 							 &pg_gpu_allow_tf32,
 							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+	DefineCustomEnumVariable("pg_gpu.kmeans_precision",
+							 "The arithmetic of k-means' distance products on the GPU for d > 32.",
+							 "auto: TF32 tensor cores, every label certified against the product's "
+							 "error bound and uncertain rows measured in float64, so the answers are "
+							 "float64's exactly; double: float64 products throughout (slower, the "
+							 "same answers).",
+							 &pg_gpu_kmeans_precision,
+							 PG_GPU_PRECISION_AUTO,
+							 precision_options,
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);

@@ -25,8 +25,15 @@ typedef enum PgGpuDeviceSetting
 	PG_GPU_DEVICE_CPU
 } PgGpuDeviceSetting;
 
+typedef enum PgGpuPrecisionSetting
+{
+	PG_GPU_PRECISION_AUTO,		/* TF32 products, certified */
+	PG_GPU_PRECISION_DOUBLE		/* float64 products */
+} PgGpuPrecisionSetting;
+
 extern int	pg_gpu_device;
 extern bool pg_gpu_allow_tf32;
+extern int	pg_gpu_kmeans_precision;	/* PG_GPU_PRECISION_* */
 extern int	pg_gpu_matmul_gpu_memory;	/* MB, 0 = what is free */
 extern int	pg_gpu_max_memory;	/* kB a call's data may take, -1 = no limit */
 extern int	pg_gpu_cpu_threads;	/* 0: 1 + max_parallel_workers_per_gather */

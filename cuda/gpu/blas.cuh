@@ -21,4 +21,9 @@ pggpu_status pggpu_blas_dgemm_batched(cublasHandle_t h, int m, int n, int k, con
 									  long long stride_a, const double *B, int ldb, double *C,
 									  int ldc, long long stride_c, int batches, pggpu_error *err);
 
+/* the same in float32 with TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32) */
+pggpu_status pggpu_blas_tf32_batched(cublasHandle_t h, int m, int n, int k, const float *A, int lda,
+									 long long stride_a, const float *B, int ldb, float *C, int ldc,
+									 long long stride_c, int batches, pggpu_error *err);
+
 #endif							/* PG_GPU_BLAS_CUH */

@@ -397,16 +397,31 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 		cublasHandle_t h;
 		pggpu_error berr = {};
 
-		pggpu_plan_step(ds->n, k, ds->d, &shape, step_range_work(ds), s->max_grid, &ds->force, &s->route);
+		pggpu_plan_step(ds->n, k, ds->d, &shape, step_range_work(ds), s->max_grid, !ds->double_only,
+						&ds->force, &s->route);
 		/* the product needs cuBLAS: without it (not installed), lloyd_kernel */
-		if (s->route.label == PGGPU_LABEL_GEMM)
+		if (PGGPU_LABEL_IS_GEMM(s->route.label))
 		{
 			if (pggpu_blas_open(s->stream, &h, &berr) == PGGPU_OK)
 				s->blas = h;
 			else
 			{
 				lloyd.label = PGGPU_LABEL_LLOYD;
-				pggpu_plan_step(ds->n, k, ds->d, &shape, step_range_work(ds), s->max_grid, &lloyd, &s->route);
+				pggpu_plan_step(ds->n, k, ds->d, &shape, step_range_work(ds), s->max_grid, false, &lloyd,
+								&s->route);
+			}
+		}
+		/* the TF32 product's copy of the rows (half their size): where it does not fit, float64 */
+		if (s->route.label == PGGPU_LABEL_GEMM_TF32)
+		{
+			s->gemm_ws_bytes = pggpu_gemm_workspace_bytes(n, k, ds->d, ds->log_b, true);
+			if (cudaMalloc(&s->gemm_ws, s->gemm_ws_bytes) != cudaSuccess)
+			{
+				(void) cudaGetLastError();
+				s->gemm_ws = NULL;
+				lloyd.label = PGGPU_LABEL_GEMM;
+				pggpu_plan_step(ds->n, k, ds->d, &shape, step_range_work(ds), s->max_grid, false, &lloyd,
+								&s->route);
 			}
 		}
 		pggpu_route_describe(&s->route, ds->route, sizeof(ds->route));
@@ -421,8 +436,16 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	CU(cudaMalloc((void **) &s->pp_rows, sizeof(long long) * k));
 	if (s->route.label == PGGPU_LABEL_GEMM)
 	{
-		s->gemm_ws_bytes = pggpu_gemm_workspace_bytes(n, k, ds->log_b);
+		s->gemm_ws_bytes = pggpu_gemm_workspace_bytes(n, k, ds->d, ds->log_b, false);
 		CU(cudaMalloc(&s->gemm_ws, s->gemm_ws_bytes));
+	}
+	else if (s->route.label == PGGPU_LABEL_GEMM_TF32)
+	{
+		pggpu_status st;
+
+		if ((st = x_layout(ds, false, err)) != PGGPU_OK ||
+			(st = pggpu_gemm_prepare(ds, k, s->X, s->gemm_ws, s->stream, err)) != PGGPU_OK)
+			return st;
 	}
 	else if (s->route.label != PGGPU_LABEL_LLOYD)
 		CU(cudaMalloc(&s->tc_ws, pggpu_tc_workspace_bytes(n, k, ds->d)));

@@ -1,6 +1,7 @@
 /*
  * gemm_assign.cu - nearest-centroid labels for many columns (d > 32) by a
- * float64 matrix product, exact.
+ * matrix product, exact: in float64 (route gemm), or in TF32 on centred
+ * copies (route gemm_tf32, below).
  *
  * |x - c|^2 = |x|^2 + |c|^2 - 2 x.c: cuBLAS DGEMM (float64 tensor cores on
  * Hopper) computes x.c for a chunk of rows against every centroid into S
@@ -25,7 +26,7 @@
 #include "common.cuh"
 #include "gemm_assign.cuh"
 
-#define GEMM_S_BYTES ((size_t) 256 << 20)	/* the products of a chunk */
+#define GEMM_S_BYTES ((size_t) 256 << 20)	/* the products of a chunk, at most */
 
 /* |c|^2 of every centroid, and the largest (bits of a non-negative double) */
 __global__ void
@@ -117,48 +118,355 @@ gemm_label_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d,
 		atomicAdd(changed, moved);
 }
 
-size_t
-pggpu_gemm_workspace_bytes(int64_t n, int k, int log_b)
+
+/*
+ * ---- gemm_tf32 ---------------------------------------------------------------
+ *
+ * The same, from a TF32 product (cuBLAS, CUBLAS_COMPUTE_32F_FAST_TF32:
+ * about five times DGEMM's rate on an H100).  Once per fit the rows are
+ * copied as x~ = tf32(2^f (x - mu)): mu the column means (so that |x - mu|,
+ * not |x|, sets the product's error), 2^f bringing the largest |x_j - mu_j|
+ * into [1, 2), each value rounded to TF32 (11 significant bits, so that
+ * cuBLAS's own conversion is exact).  Each step copies the centroids so,
+ * and a_c = |c - mu|^2 - 2 2^-2f (x~ . c~) = |x - c|^2 - |x - mu|^2 + err,
+ * with |err| <= A:
+ *   |x~ . c~ - 2^2f (x - mu).(c - mu)| <= 2^2f (2^-10 + 2^-20 + d 2^-23)
+ *     |x - mu| |c - mu| (each input within 2^-11 relative; the products
+ *     exact in float32; d additions truncated, 2^-23 each) + 2^-126
+ *     sqrt(d) (|x~| + |c~|) + d 2^-125 (values and products under float32's
+ *     normal range, flushed);
+ *   |c - mu|^2 in float64 within (d + 2) 2^-52 of it;
+ * all with 1 % to spare.  The reference distance (cpu/kmeans.c: rounded
+ * non-negative terms, summed) is within eps = 1.01 (d + 3) 2^-53 of
+ * |x - c|^2 relative.  So a centroid with a_c - a_best > 2 A + 2.05 eps
+ * (|a_c| + |x - mu|^2 + A) is farther than the best by the reference's
+ * measure too: a row whose second smallest passes that is certain, and is
+ * measured against its best the reference's way; any other row measures
+ * every centroid that does not pass it, lowest index on ties.  Labels and
+ * distances are the CPU's exactly.  NaN or overflow (given centroids far
+ * outside the data) fails every test: the row measures every centroid.
+ */
+
+/* round to TF32 (nearest, ties away), finite |v| < 2^127 */
+static __device__ __forceinline__ float
+tf32_round(float v)
 {
-	size_t		tile = sizeof(double) * ((size_t) k << log_b);
-	size_t		need = sizeof(double) * (size_t) k * (size_t) (n > 0 ? n : 1);
+	return __uint_as_float((__float_as_uint(v) + 0x1000u) & 0xffffe000u);
+}
+
+/* x(i, j) in the tiled layout (columns within a tile: gpu_state's X) */
+static __device__ __forceinline__ int64_t
+x_index(int64_t i, int j, int d, int log_b)
+{
+	return (i >> log_b) * ((int64_t) d << log_b) + ((int64_t) j << log_b) + (i & (((int64_t) 1 << log_b) - 1));
+}
+
+/* 2^f of the copy: the largest |x_j - mu_j| (bits of a double) into [1, 2) */
+static __device__ __forceinline__ double
+tf32_scale(const unsigned long long *maxabs_bits)
+{
+	double		m = __longlong_as_double((long long) *maxabs_bits);
+
+	return m > 0 && isfinite(m) ? ldexp(1.0, -ilogb(m)) : 1.0;
+}
+
+/* sums[j] += x(i, j) over rows i: block (j, g), rows g BLOCK + t, stepping gridDim.y BLOCK */
+__global__ void __launch_bounds__(BLOCK)
+column_sum_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, double *sums)
+{
+	__shared__ double part[BLOCK / 32];
+	int			j = blockIdx.x;
+	double		s = 0;
+
+	for (int64_t i = blockIdx.y * (int64_t) BLOCK + threadIdx.x; i < n; i += (int64_t) gridDim.y * BLOCK)
+		s += X[x_index(i, j, d, log_b)];
+	for (int o = 16; o > 0; o >>= 1)
+		s += __shfl_xor_sync(FULL, s, o);
+	if ((threadIdx.x & 31) == 0)
+		part[threadIdx.x >> 5] = s;
+	__syncthreads();
+	if (threadIdx.x == 0)
+	{
+		for (int w = 1; w < BLOCK / 32; w++)
+			s += part[w];
+		atomicAdd(&sums[j], s);
+	}
+}
+
+/* the sums become means; and the largest |x_j - mu_j| (mode 1), or the copy (mode 2) */
+__global__ void
+centre_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, double *mu,
+			  unsigned long long *maxabs_bits, float *Xf, int64_t len, int mode)
+{
+	double		scale = mode == 2 ? tf32_scale(maxabs_bits) : 1.0,
+				hi = 0;
+
+	if (mode == 0)
+	{
+		for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < d; j += gridDim.x * blockDim.x)
+			mu[j] /= (double) n;
+		return;
+	}
+	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < len;
+		 e += (int64_t) gridDim.x * blockDim.x)
+	{
+		int64_t		i = (e / ((int64_t) d << log_b) << log_b) + (e & (((int64_t) 1 << log_b) - 1));
+		int			j = (int) ((e >> log_b) % d);
+		double		v = i < n ? X[e] - mu[j] : 0.0;
+
+		if (mode == 1)
+			hi = fmax(hi, fabs(v));
+		else
+			Xf[e] = tf32_round((float) (v * scale));
+	}
+	if (mode == 1)
+	{
+		for (int o = 16; o > 0; o >>= 1)
+			hi = fmax(hi, __shfl_xor_sync(FULL, hi, o));
+		if ((threadIdx.x & 31) == 0)
+			atomicMax(maxabs_bits, (unsigned long long) __double_as_longlong(hi));
+	}
+}
+
+/* a warp a centroid: c~ (k x d, row-major), |c - mu|^2, and their largest (bits) */
+__global__ void
+centroid_tf32_kernel(const double *__restrict__ C, int k, int d, const double *__restrict__ mu,
+					 const unsigned long long *maxabs_bits, float *Cf, double *nc,
+					 unsigned long long *ncmax)
+{
+	int			c = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int			lane = threadIdx.x & 31;
+	double		scale = tf32_scale(maxabs_bits),
+				s = 0;
+	bool		wild = false;
+
+	if (c >= k)
+		return;
+	for (int j = lane; j < d; j += 32)
+	{
+		double		v = C[(int64_t) c * d + j] - mu[j];
+
+		s += v * v;
+		wild |= !(fabs(v * scale) < 0x1p100);	/* (NaN too) */
+		Cf[(int64_t) c * d + j] = wild ? 0.0f : tf32_round((float) (v * scale));
+	}
+	for (int o = 16; o > 0; o >>= 1)
+	{
+		s += __shfl_xor_sync(FULL, s, o);
+		wild |= __shfl_xor_sync(FULL, (int) wild, o);
+	}
+	if (lane == 0)
+	{
+		nc[c] = s;
+		/* a wild centroid makes the bound infinite: every row measured exactly */
+		atomicMax(ncmax, (unsigned long long) __double_as_longlong(wild ? INFINITY : s));
+	}
+}
+
+/* A thread a row, as gemm_label_kernel; S in float32, 2^2f times the product */
+__global__ void __launch_bounds__(BLOCK)
+gemm_tf32_label_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d, int log_b,
+					   const double *__restrict__ C, int k, const float *__restrict__ S, int R,
+					   const double *__restrict__ nc, const unsigned long long *ncmax_bits,
+					   const double *__restrict__ mu, const unsigned long long *maxabs_bits,
+					   int32_t *labels, double *dist2, unsigned long long *changed)
+{
+	int64_t		i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x;
+	unsigned long long moved = 0;
+
+	if (i < rows)
+	{
+		int64_t		g = g0 + i;
+		const float *s = S + (i / R) * R * (int64_t) k + i % R;
+		const double *x = X + x_index(g, 0, d, log_b);
+		const int64_t xs = (int64_t) 1 << log_b;	/* x_j at x[j xs] */
+		const double scale = tf32_scale(maxabs_bits);
+		const double inv2 = 1.0 / (scale * scale);	/* a power of two */
+		const double cmax2 = __longlong_as_double((long long) *ncmax_bits);
+		double		best = INFINITY,
+					second = INFINITY,
+					nxc = 0,
+					exact = 0;
+		int			bi = 0;
+
+		for (int c = 0; c < k; c++)
+		{
+			double		a = nc[c] - 2.0 * inv2 * (double) s[(int64_t) c * R];
+
+			if (a < best)
+				second = best, best = a, bi = c;
+			else if (a < second)
+				second = a;
+		}
+		for (int j = 0; j < d; j++)
+		{
+			double		v = x[j * xs],
+						w = v - mu[j];
+
+			nxc += w * w;
+			exact = sq_term(exact, v, C[(int64_t) bi * d + j]);
+		}
+
+		const double xn = sqrt(nxc),
+					cn = sqrt(cmax2);
+		const double A = (d + 2.0) * 0x1p-52 * cmax2 +
+			2.02 * ((0x1p-10 + 0x1p-20 + d * 0x1p-23) * xn * cn +
+					0x1p-126 * sqrt((double) d) * (xn + cn) / scale + d * 0x1p-125 * inv2);
+		const double eps = 1.01 * (d + 3.0) * 0x1p-53;
+		int			label = bi;
+
+#define FARTHER(a) ((a) - best > 2 * A + 2.05 * eps * (fabs(a) + nxc + A))
+		if (!FARTHER(second))
+		{
+			/* uncertain: every centroid not surely farther, measured exactly */
+			label = -1;
+			for (int c = 0; c < k; c++)
+			{
+				double		a = nc[c] - 2.0 * inv2 * (double) s[(int64_t) c * R];
+
+				if (!FARTHER(a))
+				{
+					double		dc = 0;
+
+					for (int j = 0; j < d; j++)
+						dc = sq_term(dc, x[j * xs], C[(int64_t) c * d + j]);
+					if (label < 0 || dc < exact)
+						exact = dc, label = c;
+				}
+			}
+		}
+#undef FARTHER
+		moved = labels[g] != label;
+		labels[g] = label;
+		dist2[g] = exact;
+	}
+	moved = __reduce_add_sync(0xffffffffu, (unsigned) moved);
+	if ((threadIdx.x & 31) == 0 && moved)
+		atomicAdd(changed, moved);
+}
+
+/* ---- the workspace and the passes ----------------------------------------- */
+
+/*
+ * The workspace: the products of a chunk of rows (S: float64, or float32
+ * with tf32), |c|^2 (k) and their largest; then with tf32 the centroids'
+ * copy (k x d float32), mu (d), the largest |x_j - mu_j| and the rows' copy
+ * (the tiles of X, float32).
+ */
+typedef struct gemm_layout
+{
+	size_t		s_bytes,
+				nc,
+				ncmax,
+				cf,
+				mu,
+				maxabs,
+				xf,
+				total;
+} gemm_layout;
+
+static gemm_layout
+layout_of(int64_t n, int k, int d, int log_b, bool tf32)
+{
+	const size_t es = tf32 ? sizeof(float) : sizeof(double);
+	const int64_t tiles = (n + ((int64_t) 1 << log_b) - 1) >> log_b;
+	size_t		tile = es * ((size_t) k << log_b);
+	size_t		need = es * (size_t) k * (size_t) (n > 0 ? n : 1);
 	size_t		s = need < GEMM_S_BYTES ? need : GEMM_S_BYTES;
+	gemm_layout l;
 
 	if (s < tile && s < need)
-		s = s / (sizeof(double) * 32 * k) * (sizeof(double) * 32 * k);	/* whole blocks of 32 rows */
-	if (s < sizeof(double) * 32 * (size_t) k)
-		s = sizeof(double) * 32 * (size_t) k;
-	/* then |c|^2 (k) and their largest */
-	return s + sizeof(double) * (size_t) k + 64;
+		s = s / (es * 32 * k) * (es * 32 * k);	/* whole blocks of 32 rows */
+	if (s < es * 32 * (size_t) k)
+		s = es * 32 * (size_t) k;
+	s = (s + 255) / 256 * 256;
+	l.s_bytes = s;
+	l.nc = s;
+	l.ncmax = l.nc + sizeof(double) * (size_t) k;
+	l.cf = l.ncmax + 256;
+	l.mu = l.cf + (tf32 ? (sizeof(float) * (size_t) k * d + 255) / 256 * 256 : 0);
+	l.maxabs = l.mu + (tf32 ? (sizeof(double) * (size_t) d + 255) / 256 * 256 : 0);
+	l.xf = l.maxabs + (tf32 ? 256 : 0);
+	l.total = l.xf + (tf32 ? sizeof(float) * (size_t) (tiles > 0 ? tiles : 1) * ((size_t) d << log_b) : 0);
+	return l;
+}
+
+size_t
+pggpu_gemm_workspace_bytes(int64_t n, int k, int d, int log_b, bool tf32)
+{
+	return layout_of(n, k, d, log_b, tf32).total;
 }
 
 pggpu_status
-pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *C, void *ws, size_t ws_bytes,
-				 int32_t *labels, double *dist2, unsigned long long *changed, cudaStream_t stream,
-				 pggpu_error *err)
+pggpu_gemm_prepare(pggpu_data *ds, int k, const double *X, void *ws, cudaStream_t stream,
+				   pggpu_error *err)
+{
+	const gemm_layout l = layout_of(ds->n, k, ds->d, ds->log_b, true);
+	char	   *w = (char *) ws;
+	double	   *mu = (double *) (w + l.mu);
+	unsigned long long *maxabs = (unsigned long long *) (w + l.maxabs);
+	const int64_t tiles = (ds->n + ((int64_t) 1 << ds->log_b) - 1) >> ds->log_b;
+	const int64_t len = tiles * ((int64_t) ds->d << ds->log_b);
+	int64_t		g = (ds->n + BLOCK - 1) / BLOCK;
+	const unsigned grid = (unsigned) (len / BLOCK < 4096 ? len / BLOCK + 1 : 4096);
+
+	CU(cudaMemsetAsync(mu, 0, sizeof(double) * ds->d, stream));
+	CU(cudaMemsetAsync(maxabs, 0, sizeof(*maxabs), stream));
+	if (ds->n == 0)
+		return PGGPU_OK;
+	/* d column blocks, each over enough row slabs to fill the GPU */
+	g = g < 4096 / ds->d + 1 ? g : 4096 / ds->d + 1;
+	column_sum_kernel<<<dim3((unsigned) ds->d, (unsigned) g), BLOCK, 0, stream>>>(X, ds->n, ds->d, ds->log_b, mu);
+	LAUNCHED(column_sum_kernel);
+	for (int mode = 0; mode < 3; mode++)
+	{
+		centre_kernel<<<mode == 0 ? 1 : grid, BLOCK, 0, stream>>>(X, ds->n, ds->d, ds->log_b, mu, maxabs,
+																  (float *) (w + l.xf), len, mode);
+		LAUNCHED(centre_kernel);
+	}
+	return PGGPU_OK;
+}
+
+pggpu_status
+pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *X, const double *C, bool tf32,
+				 void *ws, int32_t *labels, double *dist2, unsigned long long *changed,
+				 cudaStream_t stream, pggpu_error *err)
 {
 	const int	k = ds->k,
 				d = ds->d;
 	const int64_t B = (int64_t) 1 << ds->log_b;
 	const int64_t n = ds->n;
-	const size_t s_bytes = ws_bytes - sizeof(double) * (size_t) k - 64;
-	double	   *S = (double *) ws;
-	double	   *nc = (double *) ((char *) ws + s_bytes);
-	unsigned long long *ncmax = (unsigned long long *) (nc + k);
-	const gpu_state *st = ST(ds);
+	const gemm_layout l = layout_of(n, k, d, ds->log_b, tf32);
+	char	   *w = (char *) ws;
+	double	   *nc = (double *) (w + l.nc);
+	unsigned long long *ncmax = (unsigned long long *) (w + l.ncmax);
+	float	   *Cf = (float *) (w + l.cf);
+	const double *mu = (const double *) (w + l.mu);
+	const unsigned long long *maxabs = (const unsigned long long *) (w + l.maxabs);
+	const float *Xf = (const float *) (w + l.xf);
+	const size_t es = tf32 ? sizeof(float) : sizeof(double);
 	/* whole tiles a chunk where one fits, else blocks of R rows of a tile */
 	const int64_t tile_s = (int64_t) k * B;
-	const int64_t per = (int64_t) (s_bytes / sizeof(double));
+	const int64_t per = (int64_t) (l.s_bytes / es);
 	const bool	whole = per >= tile_s;
 	const int	R = whole ? (int) B : (int) (per / k / 32 * 32);
 	const int64_t chunk_rows = whole ? per / tile_s * B : R;
 	int64_t		rows;
 
 	CU(cudaMemsetAsync(ncmax, 0, sizeof(*ncmax), stream));
-	centroid_norms_kernel<<<(unsigned) ((k + 127) / 128), 128, 0, stream>>>(C, k, d, nc, ncmax);
-	LAUNCHED(centroid_norms_kernel);
+	if (tf32)
+	{
+		centroid_tf32_kernel<<<(unsigned) ((k + 3) / 4), 128, 0, stream>>>(C, k, d, mu, maxabs, Cf, nc, ncmax);
+		LAUNCHED(centroid_tf32_kernel);
+	}
+	else
+	{
+		centroid_norms_kernel<<<(unsigned) ((k + 127) / 128), 128, 0, stream>>>(C, k, d, nc, ncmax);
+		LAUNCHED(centroid_norms_kernel);
+	}
 	for (int64_t g0 = 0; g0 < n; g0 += rows)
 	{
+		const int64_t at = (g0 >> ds->log_b) * B * d + (g0 & (B - 1));	/* the chunk's first x */
 		pggpu_status ps;
 
 		/* whole tiles; or R rows, not past the tile's end */
@@ -171,18 +479,23 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *C, void *ws, si
 			CU(cudaStreamSynchronize(stream));
 			ds->interrupt(ds->interrupt_arg);
 		}
-		if (whole)
-			ps = pggpu_blas_dgemm_batched(h, (int) B, k, d, st->X + (g0 >> ds->log_b) * B * d, (int) B,
-										  B * d, C, d, S, (int) B, tile_s,
-										  (int) ((rows + B - 1) / B), err);
+		if (tf32)
+			ps = pggpu_blas_tf32_batched(h, whole ? (int) B : (int) rows, k, d, Xf + at, (int) B,
+										 whole ? B * d : 0, Cf, d, (float *) ws, whole ? (int) B : R,
+										 whole ? tile_s : 0, whole ? (int) ((rows + B - 1) / B) : 1, err);
 		else
-			ps = pggpu_blas_dgemm_batched(h, (int) rows, k, d,
-										  st->X + (g0 >> ds->log_b) * B * d + (g0 & (B - 1)), (int) B,
-										  0, C, d, S, R, 0, 1, err);
+			ps = pggpu_blas_dgemm_batched(h, whole ? (int) B : (int) rows, k, d, X + at, (int) B,
+										  whole ? B * d : 0, C, d, (double *) ws, whole ? (int) B : R,
+										  whole ? tile_s : 0, whole ? (int) ((rows + B - 1) / B) : 1, err);
 		if (ps != PGGPU_OK)
 			return ps;
-		gemm_label_kernel<<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
-			st->X, g0, rows, d, ds->log_b, C, k, S, R, nc, ncmax, labels, dist2, changed);
+		if (tf32)
+			gemm_tf32_label_kernel<<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
+				X, g0, rows, d, ds->log_b, C, k, (const float *) ws, R, nc, ncmax, mu, maxabs,
+				labels, dist2, changed);
+		else
+			gemm_label_kernel<<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
+				X, g0, rows, d, ds->log_b, C, k, (const double *) ws, R, nc, ncmax, labels, dist2, changed);
 		LAUNCHED(gemm_label_kernel);
 	}
 	return PGGPU_OK;

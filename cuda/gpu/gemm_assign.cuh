@@ -1,6 +1,7 @@
 /*
- * gemm_assign.cuh - the labels of a data set's rows by a float64 matrix
- * product, exact (gemm_assign.cu).  CUDA C++ only.
+ * gemm_assign.cuh - the labels of a data set's rows by a matrix product,
+ * exact (gemm_assign.cu): float64 (route gemm) or TF32 on centred copies
+ * (route gemm_tf32).  CUDA C++ only.
  */
 #ifndef PG_GPU_GEMM_ASSIGN_CUH
 #define PG_GPU_GEMM_ASSIGN_CUH
@@ -9,8 +10,16 @@
 
 #include "common.cuh"
 
-/* device workspace bytes of pggpu_gemm_label for n rows, k centroids, tiles of 2^log_b rows */
-size_t		pggpu_gemm_workspace_bytes(int64_t n, int k, int log_b);
+/* device workspace bytes of the passes on n rows, k centroids, d columns, tiles of 2^log_b rows */
+size_t		pggpu_gemm_workspace_bytes(int64_t n, int k, int d, int log_b, bool tf32);
+
+/*
+ * tf32: the rows' centred TF32 copy into ws (sized for k centroids), from
+ * the tiled rows X (device, by columns) of ds; once per fit, after the rows
+ * are final.
+ */
+pggpu_status pggpu_gemm_prepare(pggpu_data *ds, int k, const double *X, void *ws, cudaStream_t stream,
+								pggpu_error *err);
 
 /*
  * labels[i], dist2[i] of every row of ds against the k x d centroids C
@@ -18,8 +27,8 @@ size_t		pggpu_gemm_workspace_bytes(int64_t n, int k, int log_b);
  * whose label changed.  Async on stream (h's), but for a sync before each
  * call of ds's interrupt callback between chunks of rows.
  */
-pggpu_status pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *C, void *ws,
-							  size_t ws_bytes, int32_t *labels, double *dist2,
+pggpu_status pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *X, const double *C,
+							  bool tf32, void *ws, int32_t *labels, double *dist2,
 							  unsigned long long *changed, cudaStream_t stream, pggpu_error *err);
 
 #endif							/* PG_GPU_GEMM_ASSIGN_CUH */

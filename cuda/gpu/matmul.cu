@@ -53,6 +53,11 @@ typedef cublasStatus_t (*dgemm_batched_fn) (cublasHandle_t, cublasOperation_t, c
 											int, int, int, const double *, const double *, int,
 											long long, const double *, int, long long,
 											const double *, double *, int, long long, int);
+typedef cublasStatus_t (*gemm_batched_ex_fn) (cublasHandle_t, cublasOperation_t, cublasOperation_t,
+											  int, int, int, const void *, const void *, cudaDataType,
+											  int, long long, const void *, cudaDataType, int, long long,
+											  const void *, void *, cudaDataType, int, long long, int,
+											  cublasComputeType_t, cublasGemmAlgo_t);
 
 static struct
 {
@@ -67,6 +72,7 @@ static struct
 	dgemm_fn	dgemm;
 	sgemm_fn	sgemm;
 	dgemm_batched_fn dgemm_batched;
+	gemm_batched_ex_fn gemm_batched_ex;
 } blas;
 
 #define STR_(x) #x
@@ -99,8 +105,10 @@ load_cublas(void)
 	blas.dgemm = (dgemm_fn) dlsym(h, "cublasDgemm_v2");
 	blas.sgemm = (sgemm_fn) dlsym(h, "cublasSgemm_v2");
 	blas.dgemm_batched = (dgemm_batched_fn) dlsym(h, "cublasDgemmStridedBatched");
+	blas.gemm_batched_ex = (gemm_batched_ex_fn) dlsym(h, "cublasGemmStridedBatchedEx");
 	if (!blas.create || !blas.destroy || !blas.set_stream || !blas.set_math ||
-		!blas.status_string || !blas.dgemm || !blas.sgemm || !blas.dgemm_batched)
+		!blas.status_string || !blas.dgemm || !blas.sgemm || !blas.dgemm_batched ||
+		!blas.gemm_batched_ex)
 	{
 		snprintf(blas.why, sizeof(blas.why), "the cuBLAS library found lacks a needed function");
 		return false;
@@ -149,6 +157,24 @@ pggpu_blas_dgemm_batched(cublasHandle_t h, int m, int n, int k, const double *A,
 
 	if (s != CUBLAS_STATUS_SUCCESS)
 		return pggpu_fail(err, PGGPU_ERR_CUDA, "cuBLAS error in cublasDgemmStridedBatched: %s",
+						  blas.status_string(s));
+	return PGGPU_OK;
+}
+
+pggpu_status
+pggpu_blas_tf32_batched(cublasHandle_t h, int m, int n, int k, const float *A, int lda,
+						long long stride_a, const float *B, int ldb, float *C, int ldc,
+						long long stride_c, int batches, pggpu_error *err)
+{
+	const float one = 1.0f,
+				zero = 0.0f;
+	cublasStatus_t s = blas.gemm_batched_ex(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one,
+											A, CUDA_R_32F, lda, stride_a, B, CUDA_R_32F, ldb, 0,
+											&zero, C, CUDA_R_32F, ldc, stride_c, batches,
+											CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
+
+	if (s != CUBLAS_STATUS_SUCCESS)
+		return pggpu_fail(err, PGGPU_ERR_CUDA, "cuBLAS error in cublasGemmStridedBatchedEx: %s",
 						  blas.status_string(s));
 	return PGGPU_OK;
 }

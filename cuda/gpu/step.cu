@@ -138,11 +138,12 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 		CU(cudaMemsetAsync(s->cnt, 0, sizeof(unsigned long long) * k, s->stream));
 	}
 	/* the product labels; or the tensor cores, and sum too where the plan fuses (then theirs is the whole pass) */
-	if (r->label == PGGPU_LABEL_GEMM)
+	if (PGGPU_LABEL_IS_GEMM(r->label))
 	{
 		CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
-		if ((st = pggpu_gemm_label(ds, (cublasHandle_t) s->blas, s->C, s->gemm_ws, s->gemm_ws_bytes,
-								   s->labels, s->dist2, &s->stats->changed, s->stream, err)) != PGGPU_OK)
+		if ((st = pggpu_gemm_label(ds, (cublasHandle_t) s->blas, s->X, s->C,
+								   r->label == PGGPU_LABEL_GEMM_TF32, s->gemm_ws, s->labels, s->dist2,
+								   &s->stats->changed, s->stream, err)) != PGGPU_OK)
 			return st;
 	}
 	else if (tc && !r->ranged)

@@ -4,6 +4,12 @@
         a straightforward PyTorch Lloyd on the GPU (torch.cdist + argmin,
         index_add_ for the sums), float64, from the first k rows as
         centroids, like bench_kernel: seconds per iteration
+    compare.py --tsv F [--iters M] [--budget S] [--cap S] torch32 N,d,k ...
+        float32 on the GPU, the rows of the same data rounded: PyTorch's
+        Lloyd in matmul form (|c|^2 - 2 x.c by torch.addmm, argmin,
+        index_add_), with TF32 off (torch32) and on (torch32_tf32); and
+        the floor, cuBLAS alone computing the same N x d x k products in
+        the same chunks (cublas_fp32, cublas_tf32)
     compare.py --tsv F [--iters M] [--budget S] [--cap S] sklearn N,d,k ...
         scikit-learn's KMeans(algorithm='lloyd', n_init=1, init=the first k
         rows, tol=0): seconds per iteration from the fits of 2 and of
@@ -79,6 +85,64 @@ def torch_lloyd(X, C, iters):
         counts = torch.bincount(labels, minlength=k).to(X.dtype)[:, None]
         C = torch.where(counts > 0, sums / counts.clamp(min=1), C)
     return C
+
+
+def torch_lloyd_mm(X, C, iters, product_only=False):
+    """iters Lloyd iterations in matmul form, chunks of at most 2^28 products"""
+    import torch
+    n, k = X.shape[0], C.shape[0]
+    chunk = max(1, (1 << 28) // k)
+    labels = torch.empty(n, dtype=torch.int64, device=X.device)
+    for _ in range(iters):
+        if product_only:
+            for r in range(0, n, chunk):
+                torch.mm(X[r:r + chunk], C.T)
+            continue
+        cc = (C * C).sum(1)
+        for r in range(0, n, chunk):
+            labels[r:r + chunk] = torch.addmm(cc[None, :], X[r:r + chunk], C.T, alpha=-2).argmin(dim=1)
+        sums = torch.zeros_like(C).index_add_(0, labels, X)
+        counts = torch.bincount(labels, minlength=k).to(X.dtype)[:, None]
+        C = torch.where(counts > 0, sums / counts.clamp(min=1), C)
+    return C
+
+
+def run_torch32(args, out):
+    import torch
+    if not torch.cuda.is_available():
+        for n, d, k in cases(args):
+            out.emit("embed", "torch32", n, d, k, None, "n/a (torch sees no GPU)")
+        return True
+    X = None
+    for n, d, k in cases(args):
+        if X is None or X.shape != (n, d):
+            X = None
+            torch.cuda.empty_cache()
+            X = blobs.torch_rows(n, d, "cuda").float()
+        C = X[:k].clone()
+        for method, tf32, product in (("cublas_fp32", False, True), ("cublas_tf32", True, True),
+                                      ("torch32", False, False), ("torch32_tf32", True, False)):
+            key = (method, d, k)
+            why = out.skip(key, n)
+            if why:
+                out.emit("embed", method, n, d, k, None, why)
+                continue
+            t0 = time.monotonic()
+            try:
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+                torch_lloyd_mm(X, C, 1, product)        # warm-up
+                torch.cuda.synchronize()
+                t1 = time.monotonic()
+                torch_lloyd_mm(X, C, args.iters, product)
+                torch.cuda.synchronize()
+                out.emit("embed", method, n, d, k, (time.monotonic() - t1) / args.iters,
+                         "iterations=%d float32 tf32=%s torch %s" % (args.iters, tf32, torch.__version__))
+            except Exception as e:                      # out of memory, mostly
+                out.emit("embed", method, n, d, k, None, "failed: %s" % str(e).splitlines()[0])
+                torch.cuda.empty_cache()
+            out.record(key, n, time.monotonic() - t0)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return True
 
 
 def run_torch(args, out):
@@ -218,11 +282,11 @@ def main():
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--budget", type=float, default=1e12)
     p.add_argument("--cap", type=float, default=1e12)
-    p.add_argument("what", choices=["torch", "sklearn", "export"])
+    p.add_argument("what", choices=["torch", "torch32", "sklearn", "export"])
     p.add_argument("cases", nargs="*")
     args = p.parse_args()
     out = Rows(args.tsv, args.budget, args.cap)
-    run = {"torch": run_torch, "sklearn": run_sklearn, "export": run_export}[args.what]
+    run = {"torch": run_torch, "torch32": run_torch32, "sklearn": run_sklearn, "export": run_export}[args.what]
     sys.exit(0 if run(args, out) else 1)
 
 

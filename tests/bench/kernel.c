@@ -2,7 +2,7 @@
  * kernel.c - bench_kernel: k-means through the compute layer, without a
  * database, on the suite's blobs (blobs.h).
  *
- *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] N,d,k ...
+ *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] N,d,k ...
  *   bench_kernel bandwidth [-t TSV]
  *   bench_kernel print D ROWS          (the generator's first rows, %a)
  *
@@ -16,7 +16,8 @@
  * On the GPU a warm-up fit on the first 65536 rows (k-means++, 2 iterations)
  * comes first: the CUDA runtime loads each kernel on its first launch.
  * -T: the CPU backend's threads (pggpu_data_set_threads; method pg_gpu_<T>t
- * when more than 1).  A case whose time, predicted from the last case of the same d and k at a
+ * when more than 1).  -D: float64 products only (pggpu_data_set_double_only,
+ * method pg_gpu_f64).  The route that ran is in the note.  A case whose time, predicted from the last case of the same d and k at a
  * smaller N (scaled by N), exceeds CAP_S or what is left of BUDGET_S is
  * skipped, and says so.
  *
@@ -40,6 +41,8 @@
 static int	threads = 1;		/* -T */
 #define WARM_ROWS 65536			/* rows of the GPU's warm-up fit */
 static char method[32] = "pg_gpu";
+static bool double_only = false;	/* -D */
+static char route[256];			/* the last fit's route (pggpu_data_route) */
 
 /*
  * One fit over the first n rows of X (d columns, column j at X + j * stride).
@@ -57,6 +60,7 @@ fit(pggpu_backend be, int64_t n, int64_t stride, int d, const double *X,
 	if (pggpu_data_open(&ds, be, -1, d, n, err) != PGGPU_OK)
 		return false;
 	pggpu_data_set_threads(ds, threads, NULL);
+	pggpu_data_set_double_only(ds, double_only);
 	for (int64_t done = 0; done < n;)
 	{
 		int64_t		b = pggpu_data_batch_rows(ds);
@@ -74,6 +78,7 @@ fit(pggpu_backend be, int64_t n, int64_t stride, int d, const double *X,
 	}
 	*load_s = bench_now() - t0;
 	ok = pggpu_kmeans(ds, p, r, err) == PGGPU_OK;
+	snprintf(route, sizeof(route), "%s", pggpu_data_route(ds));
 	pggpu_data_close(ds);
 	return ok;
 }
@@ -121,8 +126,8 @@ run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
 	if (ok)
 	{
 		bench_emit(gpu ? "kernel" : "cpu", method, n, d, k,
-				   r.iterate_seconds / r.iterations, "iterations=%d threads=%s",
-				   r.iterations, gpu ? "gpu" : thr);
+				   r.iterate_seconds / r.iterations, "iterations=%d threads=%s %s",
+				   r.iterations, gpu ? "gpu" : thr, route);
 		bench_emit("load", gpu ? "pg_gpu" : "pg_gpu_cpu", n, d, k, load_s,
 				   "pushing N x d float64 through the staging buffers");
 		p.init = PGGPU_INIT_KMEANSPP;
@@ -213,15 +218,20 @@ main(int argc, char **argv)
 	if (argc < 2 || (strcmp(argv[1], "gpu") && strcmp(argv[1], "cpu") &&
 					 strcmp(argv[1], "bandwidth")))
 	{
-		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] N,d,k ...\n"
+		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] N,d,k ...\n"
 				"       %s bandwidth [-t TSV]\n       %s print D ROWS\n",
 				argv[0], argv[0], argv[0]);
 		return 2;
 	}
 	optind = 2;
-	while ((opt = getopt(argc, argv, "t:i:b:c:T:")) != -1)
+	while ((opt = getopt(argc, argv, "t:i:b:c:T:D")) != -1)
 	{
-		if (opt == 't')
+		if (opt == 'D')
+		{
+			double_only = true;
+			snprintf(method, sizeof(method), "pg_gpu_f64");
+		}
+		else if (opt == 't')
 			bench_open_tsv(optarg);
 		else if (opt == 'i')
 			iters = atoi(optarg);

@@ -54,7 +54,7 @@ lab_route(int64_t n, int k, int d)
 		cudaDeviceGetAttribute(&shape.sm_count, cudaDevAttrMultiProcessorCount, 0);
 		cudaDeviceGetAttribute(&shape.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
 	}
-	pggpu_plan_step(n, k, d, &shape, 0, 1, &lab_force, &r);
+	pggpu_plan_step(n, k, d, &shape, 0, 1, true, &lab_force, &r);
 	return &r;
 }
 
@@ -66,7 +66,7 @@ tc_wanted(int k, int d)
 	pggpu_gpu_shape shape = {132, 232448};
 	pggpu_route r;
 
-	pggpu_plan_step(1000000, k, d, &shape, 0, 1, &none, &r);
+	pggpu_plan_step(1000000, k, d, &shape, 0, 1, true, &none, &r);
 	return r.label != PGGPU_LABEL_LLOYD;
 }
 

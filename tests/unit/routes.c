@@ -36,9 +36,9 @@ static const route_case route_cases[] = {
 	{10000000, 127, 2, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, false, 0, 4, "k under 128 at d = 2"},
 	/* d > 32: lloyd_kernel with centroid tiles, whatever k */
 	{10000000, 50, 40, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_SHARED, false, false, 0, 0, "d = 40"},
-	/* d > 32 from k = 64: the float64 product, then lloyd_kernel sums by the labels */
-	{1000000, 1024, 128, 0, false, PGGPU_LABEL_GEMM, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, false, false, 0, 0, "d = 128, k = 1024"},
-	{1000000, 64, 768, 0, false, PGGPU_LABEL_GEMM, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, false, false, 0, 0, "d = 768, k = 64"},
+	/* d > 32 from k = 64: the TF32 product, then lloyd_kernel sums by the labels */
+	{1000000, 1024, 128, 0, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, false, false, 0, 0, "d = 128, k = 1024"},
+	{1000000, 64, 768, 0, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, false, false, 0, 0, "d = 768, k = 64"},
 	{1000000, 63, 768, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_GLOBAL, false, false, 0, 0, "d = 768, k = 63"},
 	/* k <= 256, small d: tc_resident, fused with the update */
 	{10000000, 256, 8, 0, false, PGGPU_LABEL_TC_RESIDENT, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, true, 2, 16, "k = 256, d = 8: f16"},
@@ -59,9 +59,9 @@ static const route_case route_cases[] = {
 	{10000000, 65536, 32, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, true, true, 6, 8, "k = 65536: 1.3e12 / 16, ranged"},
 	/* more than 2^39 squared differences a pass: labelled in ranges first */
 	{1000000000, 50, 40, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, true, false, 0, 0, "2e12 on the CUDA cores"},
-	{100000000, 1024, 40, 0, false, PGGPU_LABEL_GEMM, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, false, false, 0, 0, "4e12 as a product: it polls between chunks"},
+	{100000000, 1024, 40, 0, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, false, false, 0, 0, "4e12 as a product: it polls between chunks"},
 	{100000000, 4096, 32, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, true, true, 6, 8, "1.3e13 / 16 on the tensor cores"},
-	{100000000, 200, 40, 0, false, PGGPU_LABEL_GEMM, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, false, false, 0, 0, "d = 40, k = 200"},
+	{100000000, 200, 40, 0, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, false, false, 0, 0, "d = 40, k = 200"},
 	/* forced (tests): where the route can run */
 	{100000, 256, 8, PGGPU_LABEL_LLOYD, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_SHARED, false, false, 0, 8, "forced lloyd"},
 	{100000, 8, 2, PGGPU_LABEL_TC_SCAN, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_PRIVATE, false, false, 1, 16, "forced tc_scan, k = 8"},
@@ -69,6 +69,8 @@ static const route_case route_cases[] = {
 	{100000, 40, 4, PGGPU_LABEL_TC_RESIDENT, false, PGGPU_LABEL_TC_RESIDENT, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, false, 2, 4, "forced tc_resident, k = 40"},
 	{100000, 1024, 8, PGGPU_LABEL_TC_RESIDENT, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, false, true, 2, 16, "forced tc_resident, k = 1024: cannot"},
 	{100000, 256, 8, PGGPU_LABEL_GEMM, false, PGGPU_LABEL_GEMM, PGGPU_SUM_OWNED, UPD_PRIVATE, false, false, 0, 0, "forced gemm, d = 8"},
+	{100000, 256, 8, PGGPU_LABEL_GEMM_TF32, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_OWNED, UPD_PRIVATE, false, false, 0, 0, "forced gemm_tf32, d = 8"},
+	{1000000, 1024, 768, PGGPU_LABEL_GEMM, false, PGGPU_LABEL_GEMM, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, false, false, 0, 0, "forced gemm, d = 768"},
 	{100000, 50, 40, PGGPU_LABEL_TC_SCAN, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_SHARED, false, false, 0, 0, "forced tc_scan, d = 40: cannot"},
 };
 
@@ -90,7 +92,7 @@ test_route_table(void)
 		pggpu_route_force f = {c->force, 0, 0, 0, c->no_fuse};
 		pggpu_route r;
 
-		pggpu_plan_step(c->n, c->k, c->d, &h100, RANGE_WORK, MAX_GRID, &f, &r);
+		pggpu_plan_step(c->n, c->k, c->d, &h100, RANGE_WORK, MAX_GRID, true, &f, &r);
 		pggpu_route_describe(&r, line, sizeof(line));
 		set_case("route n=%lld k=%d d=%d (%s)", (long long) c->n, c->k, c->d, c->why);
 		CHECK(r.label == c->label && r.sum == c->sum && r.mode == c->mode && r.ranged == c->ranged &&
@@ -100,6 +102,16 @@ test_route_table(void)
 			  c->f16 ? "f16" : "tf32", c->ks, c->shape);
 		if (verbose)
 			printf("#   n=%lld k=%d d=%d: %s\n", (long long) c->n, c->k, c->d, line);
+	}
+
+	/* the user's precision double: the float64 product where TF32 would run */
+	set_case("route n=1000000 k=1024 d=768, double only");
+	{
+		pggpu_route r;
+
+		pggpu_plan_step(1000000, 1024, 768, &h100, RANGE_WORK, MAX_GRID, false, NULL, &r);
+		CHECK(r.label == PGGPU_LABEL_GEMM && r.sum == PGGPU_SUM_LABELS_GIVEN, "planned %s",
+			  pggpu_route_describe(&r, line, sizeof(line)));
 	}
 
 	/*
@@ -119,9 +131,9 @@ test_route_table(void)
 				pggpu_route r;
 				bool		ok;
 
-				pggpu_plan_step(1000000, k, d, &h100, 0, MAX_GRID, NULL, &r);
+				pggpu_plan_step(1000000, k, d, &h100, 0, MAX_GRID, true, NULL, &r);
 				ok = r.smem <= (size_t) h100.smem_optin && r.label_smem <= (size_t) h100.smem_optin &&
-					!r.ranged && (r.label == PGGPU_LABEL_LLOYD || (r.label == PGGPU_LABEL_GEMM) == (d > 32)) &&
+					!r.ranged && (r.label == PGGPU_LABEL_LLOYD || (r.label == PGGPU_LABEL_GEMM_TF32) == (d > 32)) &&
 					((r.mode != UPD_PRIVATE) || r.part_rows > 0) &&
 					(r.sum != PGGPU_SUM_IN_PASS || r.label != PGGPU_LABEL_TC_SCAN) &&
 					(r.label != PGGPU_LABEL_TC_RESIDENT || (k <= 256 && d <= 16 && r.nm * 16 >= k)) &&
@@ -138,12 +150,17 @@ test_route_table(void)
  * Every route the planner can force, on the GPU, against the CPU
  * reference: memberships and sizes identical, centroids and inertia within
  * 1e-9 (the update's sums in another order), and the data set names the
- * route that ran.
+ * route that ran.  Blobs for every shape; for the products (d > 32) also
+ * rows of a few integer points (exact ties everywhere) and blobs shifted
+ * 10^6 from the origin, where the product's bound leaves the most rows
+ * uncertain.
  */
 void
 test_routes_gpu(void)
 {
-	static const int shapes[][2] = {{4, 256}, {8, 128}, {8, 1000}, {20, 64}, {40, 50}, {2, 40}, {130, 300}};
+	static const int shapes[][3] = {{4, 256, 0}, {8, 128, 0}, {8, 1000, 0}, {20, 64, 0}, {40, 50, 0},
+	{2, 40, 0}, {130, 300, 0}, {40, 200, 0}, {130, 300, 1}, {96, 64, 2}};
+	static const char *const kinds[] = {"blobs", "few points", "shifted blobs"};
 	static const struct
 	{
 		int			label;
@@ -151,25 +168,33 @@ test_routes_gpu(void)
 		const char *name;
 	}			forces[] = {{0, false, ""}, {PGGPU_LABEL_LLOYD, false, "lloyd"},
 		{PGGPU_LABEL_TC_SCAN, false, "tc_scan"}, {PGGPU_LABEL_TC_RESIDENT, false, "tc_resident"},
-		{PGGPU_LABEL_TC_RESIDENT, true, "tc_resident"}, {PGGPU_LABEL_GEMM, false, "gemm"}};
+		{PGGPU_LABEL_TC_RESIDENT, true, "tc_resident"}, {PGGPU_LABEL_GEMM, false, "gemm"},
+		{PGGPU_LABEL_GEMM_TF32, false, "gemm_tf32"}};
 
 	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
 	{
 		const int	d = shapes[si][0],
-					k = shapes[si][1];
+					k = shapes[si][1],
+					kind = shapes[si][2];
 		const int64_t n = 30000;
 		dataset		D;
 		km_out		ref = {0};
 		pggpu_kmeans_params p = {0};
 
-		gen_blobs(&D, n, d, 30, 12.0, 700 + si);
+		if (kind == 1)
+			gen_few(&D, n, d, 500, 700 + si);
+		else
+			gen_blobs(&D, n, d, 30, 12.0, 700 + si);
+		if (kind == 2)
+			for (int64_t e = 0; e < n * d; e++)
+				D.X[e] += 1e6;
 		p.k = k;
 		p.max_iter = 5;
 		p.tol = 0;
 		p.init = PGGPU_INIT_KMEANSPP;
 		p.seed = 11;
 		km_alloc(&ref, n, k, d);
-		set_case("routes d=%d k=%d: cpu reference", d, k);
+		set_case("routes d=%d k=%d %s: cpu reference", d, k, kinds[kind]);
 		if (!km_run(PGGPU_BACKEND_CPU, &D, n, &p, &ref))
 		{
 			km_free(&ref);
@@ -183,9 +208,10 @@ test_routes_gpu(void)
 			pggpu_data *ds;
 			pggpu_route planned;
 			pggpu_route_force f = {(pggpu_label_route) forces[fi].label, 0, 0, 0, forces[fi].no_fuse};
+			char		want[64];
 
-			set_case("routes d=%d k=%d forced %s%s", d, k, forces[fi].label ? forces[fi].name : "none",
-					 forces[fi].no_fuse ? " (no fuse)" : "");
+			set_case("routes d=%d k=%d %s forced %s%s", d, k, kinds[kind],
+					 forces[fi].label ? forces[fi].name : "none", forces[fi].no_fuse ? " (no fuse)" : "");
 			if (!have_gpu)
 			{
 				gpu_skipped++;
@@ -200,12 +226,11 @@ test_routes_gpu(void)
 			if (CHECK(o.st == PGGPU_OK, "gpu k-means: %s", err.msg))
 			{
 				/* the route that ran is the one the planner gives for this forcing */
-				pggpu_plan_step(n, k, d, &h100, 0, MAX_GRID, &f, &planned);
-				CHECK(strncmp(pggpu_data_route(ds), "route ", 6) == 0 &&
-					  strstr(pggpu_data_route(ds), pggpu_label_route_name(planned.label)) != NULL,
-					  "ran \"%s\", planned %s", pggpu_data_route(ds),
-					  pggpu_label_route_name(planned.label));
-				cmp_km("forced route vs cpu", &ref, &o, n, k, d, 1e-9);
+				pggpu_plan_step(n, k, d, &h100, 0, MAX_GRID, true, &f, &planned);
+				snprintf(want, sizeof(want), "route %s ", pggpu_label_route_name(planned.label));
+				CHECK(strncmp(pggpu_data_route(ds), want, strlen(want)) == 0,
+					  "ran \"%s\", planned %s", pggpu_data_route(ds), want);
+				cmp_km("forced route vs cpu", &ref, &o, n, k, d, kind == 2 ? 1e-9 * 1e6 : 1e-9);
 				if (verbose)
 					printf("#   %s\n", pggpu_data_route(ds));
 			}
