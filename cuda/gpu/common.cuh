@@ -116,6 +116,7 @@ struct gpu_state
 	void	   *blas;			/* label gemm: its cuBLAS handle (blas.cuh) */
 	void	   *gemm_ws;		/* and its workspace */
 	size_t		gemm_ws_bytes;
+	bool		gemm_tf32;		/* label gemm_tf32: the product is still the TF32 one */
 };
 
 #define ST(ds) ((gpu_state *) (ds)->impl)

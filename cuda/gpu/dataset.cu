@@ -446,6 +446,7 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 		if ((st = x_layout(ds, false, err)) != PGGPU_OK ||
 			(st = pggpu_gemm_prepare(ds, k, s->X, s->gemm_ws, s->stream, err)) != PGGPU_OK)
 			return st;
+		s->gemm_tf32 = true;
 	}
 	else if (s->route.label != PGGPU_LABEL_LLOYD)
 		CU(cudaMalloc(&s->tc_ws, pggpu_tc_workspace_bytes(n, k, ds->d)));

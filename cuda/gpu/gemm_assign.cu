@@ -48,10 +48,13 @@ centroid_norms_kernel(const double *__restrict__ C, int k, int d, double *nc,
 
 /*
  * A thread a row: rows g0 .. g0 + rows - 1 of X, their products in S in
- * blocks of R rows (block b: k columns of R, column-major).
+ * blocks of R rows (block b: k columns of R, column-major); or (list not
+ * NULL) rows list[0 .. rows - 1], gathered by columns into X (x_j of the
+ * i-th at X[i + j rows]), their products in S (R = rows).
  */
 __global__ void __launch_bounds__(BLOCK)
 gemm_label_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d, int log_b,
+				  const int64_t *__restrict__ list,
 				  const double *__restrict__ C, int k, const double *__restrict__ S, int R,
 				  const double *__restrict__ nc, const unsigned long long *ncmax_bits,
 				  int32_t *labels, double *dist2, unsigned long long *changed)
@@ -61,10 +64,11 @@ gemm_label_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d,
 
 	if (i < rows)
 	{
-		int64_t		g = g0 + i;
+		int64_t		g = list ? list[i] : g0 + i;
 		const double *s = S + (i / R) * R * (int64_t) k + i % R;
-		const double *x = X + (g >> log_b) * ((int64_t) d << log_b) + (g & (((int64_t) 1 << log_b) - 1));
-		const int64_t xs = (int64_t) 1 << log_b;	/* x_j at x[j xs] */
+		const double *x = list ? X + i :
+			X + (g >> log_b) * ((int64_t) d << log_b) + (g & (((int64_t) 1 << log_b) - 1));
+		const int64_t xs = list ? rows : (int64_t) 1 << log_b;	/* x_j at x[j xs] */
 		double		best = INFINITY,
 					second = INFINITY,
 					nx = 0,
@@ -99,7 +103,7 @@ gemm_label_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d,
 
 			label = -1;
 			for (int c = 0; c < k; c++)
-				if (__dsub_rn(nc[c], __dmul_rn(2.0, s[(int64_t) c * R])) <= lim)
+				if (!(__dsub_rn(nc[c], __dmul_rn(2.0, s[(int64_t) c * R])) > lim))
 				{
 					double		dc = 0;
 
@@ -117,7 +121,6 @@ gemm_label_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d,
 	if ((threadIdx.x & 31) == 0 && moved)
 		atomicAdd(changed, moved);
 }
-
 
 /*
  * ---- gemm_tf32 ---------------------------------------------------------------
@@ -141,10 +144,16 @@ gemm_label_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d,
  * |x - c|^2 relative.  So a centroid with a_c - a_best > 2 A + 2.05 eps
  * (|a_c| + |x - mu|^2 + A) is farther than the best by the reference's
  * measure too: a row whose second smallest passes that is certain, and is
- * measured against its best the reference's way; any other row measures
- * every centroid that does not pass it, lowest index on ties.  Labels and
- * distances are the CPU's exactly.  NaN or overflow (given centroids far
- * outside the data) fails every test: the row measures every centroid.
+ * measured against its best the reference's way.  The other rows are
+ * listed, gathered and labelled by the float64 product (gemm_label_kernel,
+ * its own bound and near ties).  Labels and distances are the CPU's
+ * exactly.  NaN or overflow (given centroids far outside the data) fails
+ * the test: every row is listed.
+ *
+ * Where the data leave too many rows uncertain (float32 cannot tell their
+ * centroids apart: tight clusters far from the data's mean), a pass that
+ * lists more than half of its rows makes the fit's later passes use the
+ * float64 product alone (*tf32 = false): the answers are the same.
  */
 
 /* round to TF32 (nearest, ties away), finite |v| < 2^127 */
@@ -263,13 +272,17 @@ centroid_tf32_kernel(const double *__restrict__ C, int k, int d, const double *_
 	}
 }
 
-/* A thread a row, as gemm_label_kernel; S in float32, 2^2f times the product */
+/*
+ * A thread a row, as gemm_label_kernel; S in float32, 2^2f times the
+ * product.  A row it cannot certify goes to list (*listed of them).
+ */
 __global__ void __launch_bounds__(BLOCK)
 gemm_tf32_label_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d, int log_b,
 					   const double *__restrict__ C, int k, const float *__restrict__ S, int R,
 					   const double *__restrict__ nc, const unsigned long long *ncmax_bits,
 					   const double *__restrict__ mu, const unsigned long long *maxabs_bits,
-					   int32_t *labels, double *dist2, unsigned long long *changed)
+					   int32_t *labels, double *dist2, unsigned long long *changed,
+					   int64_t *list, unsigned int *listed)
 {
 	int64_t		i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x;
 	unsigned long long moved = 0;
@@ -300,11 +313,9 @@ gemm_tf32_label_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, i
 		}
 		for (int j = 0; j < d; j++)
 		{
-			double		v = x[j * xs],
-						w = v - mu[j];
+			double		w = x[j * xs] - mu[j];
 
 			nxc += w * w;
-			exact = sq_term(exact, v, C[(int64_t) bi * d + j]);
 		}
 
 		const double xn = sqrt(nxc),
@@ -313,80 +324,118 @@ gemm_tf32_label_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, i
 			2.02 * ((0x1p-10 + 0x1p-20 + d * 0x1p-23) * xn * cn +
 					0x1p-126 * sqrt((double) d) * (xn + cn) / scale + d * 0x1p-125 * inv2);
 		const double eps = 1.01 * (d + 3.0) * 0x1p-53;
-		int			label = bi;
 
-#define FARTHER(a) ((a) - best > 2 * A + 2.05 * eps * (fabs(a) + nxc + A))
-		if (!FARTHER(second))
+		if (second - best > 2 * A + 2.05 * eps * (fabs(second) + nxc + A))
 		{
-			/* uncertain: every centroid not surely farther, measured exactly */
-			label = -1;
-			for (int c = 0; c < k; c++)
-			{
-				double		a = nc[c] - 2.0 * inv2 * (double) s[(int64_t) c * R];
-
-				if (!FARTHER(a))
-				{
-					double		dc = 0;
-
-					for (int j = 0; j < d; j++)
-						dc = sq_term(dc, x[j * xs], C[(int64_t) c * d + j]);
-					if (label < 0 || dc < exact)
-						exact = dc, label = c;
-				}
-			}
+			for (int j = 0; j < d; j++)
+				exact = sq_term(exact, x[j * xs], C[(int64_t) bi * d + j]);
+			moved = labels[g] != bi;
+			labels[g] = bi;
+			dist2[g] = exact;
 		}
-#undef FARTHER
-		moved = labels[g] != label;
-		labels[g] = label;
-		dist2[g] = exact;
+		else
+			list[atomicAdd(listed, 1u)] = g;
 	}
 	moved = __reduce_add_sync(0xffffffffu, (unsigned) moved);
 	if ((threadIdx.x & 31) == 0 && moved)
 		atomicAdd(changed, moved);
 }
 
+/* U (rows x d, by columns) = the rows list[0 .. rows - 1] of X */
+__global__ void
+gather_kernel(const double *__restrict__ X, int d, int log_b, const int64_t *__restrict__ list,
+			  int64_t rows, double *U)
+{
+	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < rows * d;
+		 e += (int64_t) gridDim.x * blockDim.x)
+	{
+		int64_t		t = e % rows;
+		int			j = (int) (e / rows);
+
+		U[e] = X[x_index(list[t], j, d, log_b)];
+	}
+}
+
 /* ---- the workspace and the passes ----------------------------------------- */
 
 /*
  * The workspace: the products of a chunk of rows (S: float64, or float32
- * with tf32), |c|^2 (k) and their largest; then with tf32 the centroids'
- * copy (k x d float32), mu (d), the largest |x_j - mu_j| and the rows' copy
- * (the tiles of X, float32).
+ * with tf32), |c|^2 (k) and their largest; then with tf32 |c - mu|^2 and
+ * their largest, the centroids' copy (k x d float32), mu (d), the largest
+ * |x_j - mu_j|, the list of uncertain rows of a chunk and their count, the
+ * gathered rows (as many as S holds in float64), and the rows' copy (the
+ * tiles of X, float32).
  */
 typedef struct gemm_layout
 {
 	size_t		s_bytes,
 				nc,
 				ncmax,
+				nc32,
+				ncmax32,
 				cf,
 				mu,
 				maxabs,
+				list,
+				listed,
+				u,
 				xf,
 				total;
+	int64_t		chunk_rows;		/* rows of a chunk (whole tiles, or R) */
+	int			R;				/* rows of a block of S */
+	bool		whole;			/* chunks of whole tiles */
+	int64_t		u_rows;			/* gathered rows at once */
 } gemm_layout;
 
-static gemm_layout
-layout_of(int64_t n, int k, int d, int log_b, bool tf32)
+static size_t
+up256(size_t b)
 {
-	const size_t es = tf32 ? sizeof(float) : sizeof(double);
-	const int64_t tiles = (n + ((int64_t) 1 << log_b) - 1) >> log_b;
-	size_t		tile = es * ((size_t) k << log_b);
-	size_t		need = es * (size_t) k * (size_t) (n > 0 ? n : 1);
+	return (b + 255) / 256 * 256;
+}
+
+/* es: the product's element size (float64 chunks in a tf32 workspace: half the rows) */
+static gemm_layout
+layout_of(int64_t n, int k, int d, int log_b, bool tf32, size_t es)
+{
+	const size_t ws_es = tf32 ? sizeof(float) : sizeof(double);
+	const int64_t B = (int64_t) 1 << log_b;
+	const int64_t tiles = (n + B - 1) >> log_b;
+	size_t		tile = ws_es * ((size_t) k << log_b);
+	size_t		need = ws_es * (size_t) k * (size_t) (n > 0 ? n : 1);
 	size_t		s = need < GEMM_S_BYTES ? need : GEMM_S_BYTES;
 	gemm_layout l;
+	int64_t		per,
+				cap_rows;
 
 	if (s < tile && s < need)
-		s = s / (es * 32 * k) * (es * 32 * k);	/* whole blocks of 32 rows */
-	if (s < es * 32 * (size_t) k)
-		s = es * 32 * (size_t) k;
-	s = (s + 255) / 256 * 256;
-	l.s_bytes = s;
-	l.nc = s;
-	l.ncmax = l.nc + sizeof(double) * (size_t) k;
-	l.cf = l.ncmax + 256;
-	l.mu = l.cf + (tf32 ? (sizeof(float) * (size_t) k * d + 255) / 256 * 256 : 0);
-	l.maxabs = l.mu + (tf32 ? (sizeof(double) * (size_t) d + 255) / 256 * 256 : 0);
-	l.xf = l.maxabs + (tf32 ? 256 : 0);
+		s = s / (ws_es * 32 * k) * (ws_es * 32 * k);	/* whole blocks of 32 rows */
+	if (s < sizeof(double) * 32 * (size_t) k)
+		s = sizeof(double) * 32 * (size_t) k;
+	l.s_bytes = up256(s);
+	/* the chunks of the product (es), and the most rows a chunk of the workspace's own has (ws_es) */
+	per = (int64_t) (l.s_bytes / es);
+	l.whole = per >= (int64_t) k * B;
+	l.R = l.whole ? (int) B : (int) (per / k / 32 * 32);
+	l.chunk_rows = l.whole ? per / ((int64_t) k * B) * B : l.R;
+	per = (int64_t) (l.s_bytes / ws_es);
+	cap_rows = per >= (int64_t) k * B ? per / ((int64_t) k * B) * B : per / k / 32 * 32;
+	/* gathered rows: their products fill S, their values at most GEMM_S_BYTES */
+	l.u_rows = (int64_t) (l.s_bytes / (sizeof(double) * k));
+	if (l.u_rows > (int64_t) (GEMM_S_BYTES / (sizeof(double) * d)))
+		l.u_rows = (int64_t) (GEMM_S_BYTES / (sizeof(double) * d));
+	if (l.u_rows < 1)
+		l.u_rows = 1;
+	l.nc = l.s_bytes;
+	l.ncmax = l.nc + up256(sizeof(double) * (size_t) k);
+	l.nc32 = l.ncmax + 256;
+	l.ncmax32 = l.nc32 + (tf32 ? up256(sizeof(double) * (size_t) k) : 0);
+	l.cf = l.ncmax32 + (tf32 ? 256 : 0);
+	l.mu = l.cf + (tf32 ? up256(sizeof(float) * (size_t) k * d) : 0);
+	l.maxabs = l.mu + (tf32 ? up256(sizeof(double) * (size_t) d) : 0);
+	l.list = l.maxabs + (tf32 ? 256 : 0);
+	l.listed = l.list + (tf32 ? up256(sizeof(int64_t) * (size_t) (cap_rows > 0 ? cap_rows : 1)) : 0);
+	l.u = l.listed + (tf32 ? 256 : 0);
+	l.xf = l.u + (tf32 ? up256(sizeof(double) * (size_t) l.u_rows * d) : 0);
 	l.total = l.xf + (tf32 ? sizeof(float) * (size_t) (tiles > 0 ? tiles : 1) * ((size_t) d << log_b) : 0);
 	return l;
 }
@@ -394,14 +443,14 @@ layout_of(int64_t n, int k, int d, int log_b, bool tf32)
 size_t
 pggpu_gemm_workspace_bytes(int64_t n, int k, int d, int log_b, bool tf32)
 {
-	return layout_of(n, k, d, log_b, tf32).total;
+	return layout_of(n, k, d, log_b, tf32, tf32 ? sizeof(float) : sizeof(double)).total;
 }
 
 pggpu_status
 pggpu_gemm_prepare(pggpu_data *ds, int k, const double *X, void *ws, cudaStream_t stream,
 				   pggpu_error *err)
 {
-	const gemm_layout l = layout_of(ds->n, k, ds->d, ds->log_b, true);
+	const gemm_layout l = layout_of(ds->n, k, ds->d, ds->log_b, true, sizeof(float));
 	char	   *w = (char *) ws;
 	double	   *mu = (double *) (w + l.mu);
 	unsigned long long *maxabs = (unsigned long long *) (w + l.maxabs);
@@ -427,51 +476,75 @@ pggpu_gemm_prepare(pggpu_data *ds, int k, const double *X, void *ws, cudaStream_
 	return PGGPU_OK;
 }
 
+/* the listed rows (on the device, *listed of them) by the float64 product */
+static pggpu_status
+label_listed(pggpu_data *ds, cublasHandle_t h, const double *X, const double *C, const gemm_layout *l,
+			 char *w, int64_t m, int32_t *labels, double *dist2, unsigned long long *changed,
+			 cudaStream_t stream, pggpu_error *err)
+{
+	const int64_t *list = (const int64_t *) (w + l->list);
+	double	   *U = (double *) (w + l->u);
+
+	for (int64_t t0 = 0; t0 < m; t0 += l->u_rows)
+	{
+		int64_t		rows = m - t0 < l->u_rows ? m - t0 : l->u_rows;
+		pggpu_status ps;
+
+		gather_kernel<<<(unsigned) ((rows * ds->d + BLOCK - 1) / BLOCK < 8192 ?
+									(rows * ds->d + BLOCK - 1) / BLOCK : 8192), BLOCK, 0, stream>>>(
+			X, ds->d, ds->log_b, list + t0, rows, U);
+		LAUNCHED(gather_kernel);
+		ps = pggpu_blas_dgemm_batched(h, (int) rows, ds->k, ds->d, U, (int) rows, 0, C, ds->d, (double *) w,
+									  (int) rows, 0, 1, err);
+		if (ps != PGGPU_OK)
+			return ps;
+		gemm_label_kernel<<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
+			U, 0, rows, ds->d, ds->log_b, list + t0, C, ds->k, (const double *) w, (int) rows,
+			(const double *) (w + l->nc), (const unsigned long long *) (w + l->ncmax), labels, dist2, changed);
+		LAUNCHED(gemm_label_kernel);
+	}
+	return PGGPU_OK;
+}
+
 pggpu_status
-pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *X, const double *C, bool tf32,
-				 void *ws, int32_t *labels, double *dist2, unsigned long long *changed,
+pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *X, const double *C, bool tf32_ws,
+				 bool *tf32, void *ws, int32_t *labels, double *dist2, unsigned long long *changed,
 				 cudaStream_t stream, pggpu_error *err)
 {
 	const int	k = ds->k,
 				d = ds->d;
 	const int64_t B = (int64_t) 1 << ds->log_b;
 	const int64_t n = ds->n;
-	const gemm_layout l = layout_of(n, k, d, ds->log_b, tf32);
+	const bool	t32 = tf32_ws && *tf32;
+	const gemm_layout l = layout_of(n, k, d, ds->log_b, tf32_ws, t32 ? sizeof(float) : sizeof(double));
 	char	   *w = (char *) ws;
-	double	   *nc = (double *) (w + l.nc);
-	unsigned long long *ncmax = (unsigned long long *) (w + l.ncmax);
-	float	   *Cf = (float *) (w + l.cf);
-	const double *mu = (const double *) (w + l.mu);
-	const unsigned long long *maxabs = (const unsigned long long *) (w + l.maxabs);
-	const float *Xf = (const float *) (w + l.xf);
-	const size_t es = tf32 ? sizeof(float) : sizeof(double);
-	/* whole tiles a chunk where one fits, else blocks of R rows of a tile */
-	const int64_t tile_s = (int64_t) k * B;
-	const int64_t per = (int64_t) (l.s_bytes / es);
-	const bool	whole = per >= tile_s;
-	const int	R = whole ? (int) B : (int) (per / k / 32 * 32);
-	const int64_t chunk_rows = whole ? per / tile_s * B : R;
-	int64_t		rows;
+	unsigned int *listed = (unsigned int *) (w + l.listed);
+	int64_t		rows,
+				uncertain = 0;
 
-	CU(cudaMemsetAsync(ncmax, 0, sizeof(*ncmax), stream));
-	if (tf32)
+	CU(cudaMemsetAsync(w + l.ncmax, 0, sizeof(unsigned long long), stream));
+	centroid_norms_kernel<<<(unsigned) ((k + 127) / 128), 128, 0, stream>>>(
+		C, k, d, (double *) (w + l.nc), (unsigned long long *) (w + l.ncmax));
+	LAUNCHED(centroid_norms_kernel);
+	if (t32)
 	{
-		centroid_tf32_kernel<<<(unsigned) ((k + 3) / 4), 128, 0, stream>>>(C, k, d, mu, maxabs, Cf, nc, ncmax);
+		CU(cudaMemsetAsync(w + l.ncmax32, 0, sizeof(unsigned long long), stream));
+		centroid_tf32_kernel<<<(unsigned) ((k + 3) / 4), 128, 0, stream>>>(
+			C, k, d, (const double *) (w + l.mu), (const unsigned long long *) (w + l.maxabs),
+			(float *) (w + l.cf), (double *) (w + l.nc32), (unsigned long long *) (w + l.ncmax32));
 		LAUNCHED(centroid_tf32_kernel);
-	}
-	else
-	{
-		centroid_norms_kernel<<<(unsigned) ((k + 127) / 128), 128, 0, stream>>>(C, k, d, nc, ncmax);
-		LAUNCHED(centroid_norms_kernel);
 	}
 	for (int64_t g0 = 0; g0 < n; g0 += rows)
 	{
 		const int64_t at = (g0 >> ds->log_b) * B * d + (g0 & (B - 1));	/* the chunk's first x */
+		const int	m = l.whole ? (int) B : 0;	/* (set below for blocks of a tile) */
+		const int	batches = l.whole ? 0 : 1;
 		pggpu_status ps;
+		unsigned int m_listed = 0;
 
 		/* whole tiles; or R rows, not past the tile's end */
-		rows = n - g0 < chunk_rows ? n - g0 : chunk_rows;
-		if (!whole && rows > B - (g0 & (B - 1)))
+		rows = n - g0 < l.chunk_rows ? n - g0 : l.chunk_rows;
+		if (!l.whole && rows > B - (g0 & (B - 1)))
 			rows = B - (g0 & (B - 1));
 		if (g0 > 0 && ds->interrupt)
 		{
@@ -479,24 +552,41 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *X, const double
 			CU(cudaStreamSynchronize(stream));
 			ds->interrupt(ds->interrupt_arg);
 		}
-		if (tf32)
-			ps = pggpu_blas_tf32_batched(h, whole ? (int) B : (int) rows, k, d, Xf + at, (int) B,
-										 whole ? B * d : 0, Cf, d, (float *) ws, whole ? (int) B : R,
-										 whole ? tile_s : 0, whole ? (int) ((rows + B - 1) / B) : 1, err);
+		if (t32)
+			ps = pggpu_blas_tf32_batched(h, l.whole ? m : (int) rows, k, d, (const float *) (w + l.xf) + at,
+										 (int) B, l.whole ? B * d : 0, (const float *) (w + l.cf), d,
+										 (float *) w, l.R, l.whole ? (int64_t) k * B : 0,
+										 l.whole ? (int) ((rows + B - 1) / B) : batches, err);
 		else
-			ps = pggpu_blas_dgemm_batched(h, whole ? (int) B : (int) rows, k, d, X + at, (int) B,
-										  whole ? B * d : 0, C, d, (double *) ws, whole ? (int) B : R,
-										  whole ? tile_s : 0, whole ? (int) ((rows + B - 1) / B) : 1, err);
+			ps = pggpu_blas_dgemm_batched(h, l.whole ? m : (int) rows, k, d, X + at, (int) B,
+										  l.whole ? B * d : 0, C, d, (double *) w, l.R,
+										  l.whole ? (int64_t) k * B : 0,
+										  l.whole ? (int) ((rows + B - 1) / B) : batches, err);
 		if (ps != PGGPU_OK)
 			return ps;
-		if (tf32)
-			gemm_tf32_label_kernel<<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
-				X, g0, rows, d, ds->log_b, C, k, (const float *) ws, R, nc, ncmax, mu, maxabs,
-				labels, dist2, changed);
-		else
+		if (!t32)
+		{
 			gemm_label_kernel<<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
-				X, g0, rows, d, ds->log_b, C, k, (const double *) ws, R, nc, ncmax, labels, dist2, changed);
-		LAUNCHED(gemm_label_kernel);
+				X, g0, rows, d, ds->log_b, NULL, C, k, (const double *) w, l.R, (const double *) (w + l.nc),
+				(const unsigned long long *) (w + l.ncmax), labels, dist2, changed);
+			LAUNCHED(gemm_label_kernel);
+			continue;
+		}
+		CU(cudaMemsetAsync(listed, 0, sizeof(*listed), stream));
+		gemm_tf32_label_kernel<<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
+			X, g0, rows, d, ds->log_b, C, k, (const float *) w, l.R, (const double *) (w + l.nc32),
+			(const unsigned long long *) (w + l.ncmax32), (const double *) (w + l.mu),
+			(const unsigned long long *) (w + l.maxabs), labels, dist2, changed, (int64_t *) (w + l.list),
+			listed);
+		LAUNCHED(gemm_tf32_label_kernel);
+		/* how many to gather (the products in S are spent: it holds theirs next) */
+		CU(cudaMemcpyAsync(&m_listed, listed, sizeof(m_listed), cudaMemcpyDeviceToHost, stream));
+		CU(cudaStreamSynchronize(stream));
+		uncertain += m_listed;
+		if ((ps = label_listed(ds, h, X, C, &l, w, m_listed, labels, dist2, changed, stream, err)) != PGGPU_OK)
+			return ps;
 	}
+	if (t32 && 2 * uncertain > n)
+		*tf32 = false;
 	return PGGPU_OK;
 }

@@ -24,11 +24,14 @@ pggpu_status pggpu_gemm_prepare(pggpu_data *ds, int k, const double *X, void *ws
 /*
  * labels[i], dist2[i] of every row of ds against the k x d centroids C
  * (device, row-major), exactly as the CPU reference; *changed += the rows
- * whose label changed.  Async on stream (h's), but for a sync before each
- * call of ds's interrupt callback between chunks of rows.
+ * whose label changed.  tf32_ws: ws is a tf32 one (prepared); then *tf32
+ * says whether the product is the TF32 one, and a pass that finds more
+ * than half the rows uncertain sets it false.  Async on stream (h's), but
+ * for a sync after each chunk of rows with tf32 and before each call of
+ * ds's interrupt callback.
  */
 pggpu_status pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *X, const double *C,
-							  bool tf32, void *ws, int32_t *labels, double *dist2,
+							  bool tf32_ws, bool *tf32, void *ws, int32_t *labels, double *dist2,
 							  unsigned long long *changed, cudaStream_t stream, pggpu_error *err);
 
 #endif							/* PG_GPU_GEMM_ASSIGN_CUH */

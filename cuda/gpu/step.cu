@@ -9,6 +9,9 @@
  */
 #include <cuda_runtime.h>
 
+#include <cstdio>
+#include <cstring>
+
 #include "common.cuh"
 #include "gemm_assign.cuh"
 #include "lloyd.cuh"
@@ -141,10 +144,15 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 	if (PGGPU_LABEL_IS_GEMM(r->label))
 	{
 		CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
+		bool		was = s->gemm_tf32;
+
 		if ((st = pggpu_gemm_label(ds, (cublasHandle_t) s->blas, s->X, s->C,
-								   r->label == PGGPU_LABEL_GEMM_TF32, s->gemm_ws, s->labels, s->dist2,
-								   &s->stats->changed, s->stream, err)) != PGGPU_OK)
+								   r->label == PGGPU_LABEL_GEMM_TF32, &s->gemm_tf32, s->gemm_ws, s->labels,
+								   s->dist2, &s->stats->changed, s->stream, err)) != PGGPU_OK)
 			return st;
+		if (was && !s->gemm_tf32)
+			snprintf(ds->route + strlen(ds->route), sizeof(ds->route) - strlen(ds->route),
+					 "; then float64 alone: over half the rows uncertain in TF32");
 	}
 	else if (tc && !r->ranged)
 		CU(pggpu_tc_assign_update(r, s->X, ds->n, d, ds->log_b, s->C, k, s->tc_ws, s->labels, s->dist2,

@@ -2,7 +2,7 @@
  * kernel.c - bench_kernel: k-means through the compute layer, without a
  * database, on the suite's blobs (blobs.h).
  *
- *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] N,d,k ...
+ *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] N,d,k ...
  *   bench_kernel bandwidth [-t TSV]
  *   bench_kernel print D ROWS          (the generator's first rows, %a)
  *
@@ -17,7 +17,9 @@
  * comes first: the CUDA runtime loads each kernel on its first launch.
  * -T: the CPU backend's threads (pggpu_data_set_threads; method pg_gpu_<T>t
  * when more than 1).  -D: float64 products only (pggpu_data_set_double_only,
- * method pg_gpu_f64).  The route that ran is in the note.  A case whose time, predicted from the last case of the same d and k at a
+ * method pg_gpu_f64).  -E: embedding-like rows instead of the blobs, with
+ * metric cosine (method suffix _emb; see embedding_fill).  The route that
+ * ran is in the note.  A case whose time, predicted from the last case of the same d and k at a
  * smaller N (scaled by N), exceeds CAP_S or what is left of BUDGET_S is
  * skipped, and says so.
  *
@@ -27,6 +29,7 @@
  * One TSV row a measurement: section, method, N, d, k, seconds, note.
  */
 #include <getopt.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +45,7 @@ static int	threads = 1;		/* -T */
 #define WARM_ROWS 65536			/* rows of the GPU's warm-up fit */
 static char method[32] = "pg_gpu";
 static bool double_only = false;	/* -D */
+static bool embeddings = false;	/* -E */
 static char route[256];			/* the last fit's route (pggpu_data_route) */
 
 /*
@@ -61,6 +65,7 @@ fit(pggpu_backend be, int64_t n, int64_t stride, int d, const double *X,
 		return false;
 	pggpu_data_set_threads(ds, threads, NULL);
 	pggpu_data_set_double_only(ds, double_only);
+	pggpu_data_set_metric(ds, embeddings ? PGGPU_METRIC_COSINE : PGGPU_METRIC_EUCLIDEAN);
 	for (int64_t done = 0; done < n;)
 	{
 		int64_t		b = pggpu_data_batch_rows(ds);
@@ -81,6 +86,59 @@ fit(pggpu_backend be, int64_t n, int64_t stride, int d, const double *X,
 	snprintf(route, sizeof(route), "%s", pggpu_data_route(ds));
 	pggpu_data_close(ds);
 	return ok;
+}
+
+/*
+ * Embedding-like rows (column j of row i at X[j stride + i]): 1000 topics,
+ * random directions; a row is its topic's direction plus Gaussian noise of
+ * the same length, normalised (cosine about 0.7 to its topic, about 0.5 to
+ * another row of it, about 0 across topics), as sentence embeddings
+ * roughly are.  Deterministic (splitmix64 from a fixed seed).
+ */
+static uint64_t
+mix(uint64_t *s)
+{
+	uint64_t	z = (*s += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static double
+gauss(uint64_t *s)
+{
+	double		u = ((mix(s) >> 11) + 0.5) * 0x1p-53,
+				v = ((mix(s) >> 11) + 0.5) * 0x1p-53;
+
+	return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
+}
+
+static void
+embedding_fill(int64_t n, int d, double *X, int64_t stride)
+{
+	const int	topics = 1000;
+	double	   *T = malloc(sizeof(double) * topics * d),
+			   *row = malloc(sizeof(double) * d);
+	uint64_t	s = 20261124;
+
+	for (int64_t e = 0; e < (int64_t) topics * d; e++)
+		T[e] = gauss(&s) / sqrt((double) d);
+	for (int64_t i = 0; i < n; i++)
+	{
+		const double *t = T + (mix(&s) % topics) * d;
+		double		nn = 0;
+
+		for (int j = 0; j < d; j++)
+		{
+			row[j] = t[j] + gauss(&s) / sqrt((double) d);
+			nn += row[j] * row[j];
+		}
+		for (int j = 0; j < d; j++)
+			X[j * stride + i] = row[j] / sqrt(nn);
+	}
+	free(T);
+	free(row);
 }
 
 /* one case: per-iteration, seeding and load times; false when it failed */
@@ -218,19 +276,18 @@ main(int argc, char **argv)
 	if (argc < 2 || (strcmp(argv[1], "gpu") && strcmp(argv[1], "cpu") &&
 					 strcmp(argv[1], "bandwidth")))
 	{
-		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] N,d,k ...\n"
+		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] N,d,k ...\n"
 				"       %s bandwidth [-t TSV]\n       %s print D ROWS\n",
 				argv[0], argv[0], argv[0]);
 		return 2;
 	}
 	optind = 2;
-	while ((opt = getopt(argc, argv, "t:i:b:c:T:D")) != -1)
+	while ((opt = getopt(argc, argv, "t:i:b:c:T:DE")) != -1)
 	{
 		if (opt == 'D')
-		{
 			double_only = true;
-			snprintf(method, sizeof(method), "pg_gpu_f64");
-		}
+		else if (opt == 'E')
+			embeddings = true;
 		else if (opt == 't')
 			bench_open_tsv(optarg);
 		else if (opt == 'i')
@@ -248,6 +305,9 @@ main(int argc, char **argv)
 		else
 			return 2;
 	}
+	if (double_only || embeddings)
+		snprintf(method + strlen(method), sizeof(method) - strlen(method), "%s%s",
+				 double_only ? "_f64" : "", embeddings ? "_emb" : "");
 	bench_set_budget(budget, cap);
 	if (strcmp(argv[1], "bandwidth") == 0)
 		return bandwidth();
@@ -286,7 +346,9 @@ main(int argc, char **argv)
 			X = malloc(sizeof(double) * n * d);
 			xn = X ? n : 0;
 			xd = d;
-			if (X)
+			if (X && embeddings)
+				embedding_fill(n, d, X, n);
+			else if (X)
 				blobs_fill(BLOBS_SEED, 0, n, d, X, n);
 		}
 		if (!X)

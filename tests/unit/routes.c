@@ -151,16 +151,17 @@ test_route_table(void)
  * reference: memberships and sizes identical, centroids and inertia within
  * 1e-9 (the update's sums in another order), and the data set names the
  * route that ran.  Blobs for every shape; for the products (d > 32) also
- * rows of a few integer points (exact ties everywhere) and blobs shifted
- * 10^6 from the origin, where the product's bound leaves the most rows
- * uncertain.
+ * rows of a few integer points (exact ties everywhere), blobs shifted 10^6
+ * from the origin, and uniform rows.  Tight blobs leave the TF32 product
+ * most rows uncertain (it hands the fit to the float64 product, and says
+ * so); on uniform rows it must certify most rows itself.
  */
 void
 test_routes_gpu(void)
 {
 	static const int shapes[][3] = {{4, 256, 0}, {8, 128, 0}, {8, 1000, 0}, {20, 64, 0}, {40, 50, 0},
-	{2, 40, 0}, {130, 300, 0}, {40, 200, 0}, {130, 300, 1}, {96, 64, 2}};
-	static const char *const kinds[] = {"blobs", "few points", "shifted blobs"};
+	{2, 40, 0}, {130, 300, 0}, {40, 200, 0}, {130, 300, 1}, {96, 64, 2}, {64, 256, 3}};
+	static const char *const kinds[] = {"blobs", "few points", "shifted blobs", "uniform"};
 	static const struct
 	{
 		int			label;
@@ -183,6 +184,8 @@ test_routes_gpu(void)
 
 		if (kind == 1)
 			gen_few(&D, n, d, 500, 700 + si);
+		else if (kind == 3)
+			gen_uniform(&D, n, d, -1, 1, 700 + si);
 		else
 			gen_blobs(&D, n, d, 30, 12.0, 700 + si);
 		if (kind == 2)
@@ -230,6 +233,9 @@ test_routes_gpu(void)
 				snprintf(want, sizeof(want), "route %s ", pggpu_label_route_name(planned.label));
 				CHECK(strncmp(pggpu_data_route(ds), want, strlen(want)) == 0,
 					  "ran \"%s\", planned %s", pggpu_data_route(ds), want);
+				if (kind == 3 && planned.label == PGGPU_LABEL_GEMM_TF32)
+					CHECK(strstr(pggpu_data_route(ds), "float64 alone") == NULL,
+						  "uniform rows: the TF32 product gave up: \"%s\"", pggpu_data_route(ds));
 				cmp_km("forced route vs cpu", &ref, &o, n, k, d, kind == 2 ? 1e-9 * 1e6 : 1e-9);
 				if (verbose)
 					printf("#   %s\n", pggpu_data_route(ds));
