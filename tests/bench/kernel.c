@@ -90,7 +90,7 @@ fit(pggpu_backend be, int64_t n, int64_t stride, int d, const double *X,
 
 /*
  * Embedding-like rows (column j of row i at X[j stride + i]): 1000 topics,
- * random directions; a row is its topic's direction plus Gaussian noise of
+ * random directions; a row is its topic's direction plus uniform noise of
  * the same length, normalised (cosine about 0.7 to its topic, about 0.5 to
  * another row of it, about 0 across topics), as sentence embeddings
  * roughly are.  Deterministic (splitmix64 from a fixed seed).
@@ -131,7 +131,7 @@ embedding_fill(int64_t n, int d, double *X, int64_t stride)
 
 		for (int j = 0; j < d; j++)
 		{
-			row[j] = t[j] + gauss(&s) / sqrt((double) d);
+			row[j] = t[j] + (((mix(&s) >> 11) * 0x1p-53) * 2 - 1) * sqrt(3.0 / d);
 			nn += row[j] * row[j];
 		}
 		for (int j = 0; j < d; j++)
