@@ -234,33 +234,7 @@ pggpu_plan_step(int64_t n, int k, int d, const pggpu_gpu_shape *dev, double rang
 	{
 		r->sum = labels_given ? PGGPU_SUM_LABELS_GIVEN : PGGPU_SUM_IN_PASS;
 		lloyd_update_mode(r, k, d, tile_bytes, r->part_rows > 0);
-		if (PGGPU_LABEL_IS_GEMM(r->label) && r->mode == UPD_GLOBAL &&
-			(r->cw = pggpu_column_width(k, d, dev->smem_optin)) > 0)
-		{
-			r->sum = PGGPU_SUM_COLUMNS;
-			r->smem = sizeof(double) * (size_t) k * (r->cw + 1);
-		}
 	}
-}
-
-/*
- * The products (d > 32) at large k x d: lloyd_kernel's update would add
- * every value to global memory atomically (H100, N = 10^6, d = 768, k =
- * 1024: 7.7e8 atomics an iteration).  column_update_kernel gives each block
- * cw columns of every centroid in shared memory instead (and reads its rows'
- * columns coalesced); a block adds its k x cw sums to global memory once.
- */
-#define COLUMN_SMEM_LIMIT (128 * 1024)
-
-int
-pggpu_column_width(int k, int d, int smem_optin)
-{
-	size_t		limit = COLUMN_SMEM_LIMIT < smem_optin ? COLUMN_SMEM_LIMIT : (size_t) smem_optin;
-	int64_t		cw = (int64_t) (limit / (sizeof(double) * (size_t) k)) - 1;	/* and the counts */
-
-	cw = cw < 32 ? cw : 32;
-	cw = cw < d ? cw : d;
-	return cw > 0 ? (int) cw : 0;
 }
 
 const char *
@@ -301,11 +275,7 @@ pggpu_route_describe(const pggpu_route *r, char *buf, size_t len)
 		snprintf(shape, sizeof(shape), " tf32, certified");
 	else
 		snprintf(shape, sizeof(shape), " tk=%d dr=%d", r->tk, r->dr_label);
-	if (r->sum == PGGPU_SUM_COLUMNS)
-		snprintf(buf, len, "route %s%s, sums by columns (cw=%d), because %s", pggpu_label_route_name(r->label),
-				 shape, r->cw, r->why);
-	else
-		snprintf(buf, len, "route %s%s%s, sums %s (%s), because %s", pggpu_label_route_name(r->label), shape,
-				 r->ranged ? ", labelled in ranges" : "", sums[r->sum], modes[r->mode], r->why);
+	snprintf(buf, len, "route %s%s%s, sums %s (%s), because %s", pggpu_label_route_name(r->label), shape,
+			 r->ranged ? ", labelled in ranges" : "", sums[r->sum], modes[r->mode], r->why);
 	return buf;
 }

@@ -38,8 +38,7 @@ typedef enum pggpu_sum_route
 {
 	PGGPU_SUM_IN_PASS = 1,		/* the labelling pass sums too (lloyd_kernel, or tc_resident's fused kernel) */
 	PGGPU_SUM_OWNED,			/* owned_update_kernel from the labels (gpu/owned_update.cu) */
-	PGGPU_SUM_LABELS_GIVEN,		/* lloyd_kernel with the labels given, sums as `mode` */
-	PGGPU_SUM_COLUMNS			/* column_update_kernel: blocks of columns, sums in shared memory (gpu/column_update.cu) */
+	PGGPU_SUM_LABELS_GIVEN		/* lloyd_kernel with the labels given, sums as `mode` */
 } pggpu_sum_route;
 
 /* how lloyd_kernel adds rows to their clusters' sums (gpu/lloyd.cu) */
@@ -86,7 +85,6 @@ typedef struct pggpu_route
 	int			lg_lanes;		/* UPD_PRIVATE: log2 of a lane group */
 	size_t		smem;			/* the summing pass's dynamic shared memory */
 	size_t		label_smem;		/* lloyd_kernel labelling only (assignment, ranged) */
-	int			cw;				/* sum COLUMNS: columns a block sums (smem: their k x cw sums, k counts) */
 
 	/* the tensor cores */
 	bool		f16;			/* m16n8k16 on halves, else m16n8k8 on tf32 (3xTF32 both) */
@@ -118,9 +116,6 @@ void		pggpu_plan_step(int64_t n, int k, int d, const pggpu_gpu_shape *dev, doubl
 
 /* a product labels (gemm, gemm_tf32) */
 #define PGGPU_LABEL_IS_GEMM(l) ((l) == PGGPU_LABEL_GEMM || (l) == PGGPU_LABEL_GEMM_TF32)
-
-/* column_update_kernel's columns a block (0: k too large for it) */
-int			pggpu_column_width(int k, int d, int smem_optin);
 
 /* owned_update_kernel's chunk (2^lg rows) and dynamic shared memory */
 int			pggpu_owned_lg_r(int d);

@@ -8,9 +8,8 @@
  * The backend's files: device.cu (the GPUs), dataset.cu (staging, layout,
  * the k-means state, the ops table), step.cu (one Lloyd step: the route that
  * route.c planned), lloyd.cu (the CUDA-core pass and the finalize kernels),
- * owned_update.cu and column_update.cu (the update from given labels),
- * seed.cu (k-means++), the tensor-core assignment (tc.cuh: tc_scan.cu,
- * tc_resident.cu, tc_assign.cu), the products' assignment (gemm_assign.cu),
+ * owned_update.cu (the update from given labels), seed.cu (k-means++), the
+ * tensor-core assignment (tc.cuh: tc_scan.cu, tc_resident.cu, tc_assign.cu),
  * matmul.cu (cuBLAS).
  *
  * Arithmetic matches cpu/kmeans.c: squared distances summed over columns in

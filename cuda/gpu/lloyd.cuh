@@ -1,6 +1,6 @@
 /*
  * lloyd.cuh - the CUDA-core passes a step launches (lloyd.cu,
- * owned_update.cu, column_update.cu): their instances for a plan's shapes, and the kernels
+ * owned_update.cu): their instances for a plan's shapes, and the kernels
  * that turn partial sums into centroids.  CUDA C++ only.
  */
 #ifndef PG_GPU_LLOYD_CUH
@@ -19,17 +19,6 @@ lloyd_fn	lloyd_pick(int tk, int dr, int mode);
 
 /* owned_update_kernel for d <= 32 (route.c: pggpu_owned_lg_r, pggpu_owned_smem) */
 owned_fn	owned_kernel(int d);
-
-/*
- * column_update_kernel (column_update.cu): the sums (k x d) and counts of
- * the rows by their labels, cw columns a block (route.c), into zeroed sums
- * and cnt; block_part[0 .. *slabs) the rows' distances (finalize_kernel's
- * parts).  At most max_grid slabs.
- */
-pggpu_status pggpu_column_update(const double *X, int64_t n, int d, int log_b, int k, int cw, size_t smem,
-								 int sm_count, int max_grid, const int32_t *labels, const double *dist2,
-								 double *sums, unsigned long long *cnt, double *block_part, int *slabs,
-								 cudaStream_t stream, pggpu_error *err);
 
 #define RF_BLOCK 256			/* reduce_finalize_kernel: 8 warps, 32 elements a block */
 

@@ -161,16 +161,6 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 								  s->stream));
 	if (fused)
 		grid = fused;
-	else if (sum == PGGPU_SUM_COLUMNS)
-	{
-		int			slabs;
-
-		if ((st = pggpu_column_update(s->X, ds->n, d, ds->log_b, k, r->cw, r->smem, s->sm_count, s->max_grid,
-									  s->labels, s->dist2, s->sums, s->cnt, s->block_part, &slabs, s->stream,
-									  err)) != PGGPU_OK)
-			return st;
-		grid = slabs;
-	}
 	else if (owned)
 	{
 		owned_fn	ofn = owned_kernel(d);
