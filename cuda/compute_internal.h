@@ -55,7 +55,7 @@ struct pggpu_data
 	pggpu_metric metric;		/* pggpu_data_set_metric */
 	bool		double_only;	/* pggpu_data_set_double_only */
 	pggpu_route_force force;	/* pggpu_data_force_route (tests), zeros: none */
-	char		route[256];		/* the GPU's plan of the last k-means or assignment (route.h), or "" */
+	char		route[384];		/* the GPU's plan of the last k-means or assignment (route.h), or "" */
 };
 
 /* what one assignment pass reports */

@@ -117,6 +117,7 @@ struct gpu_state
 	void	   *gemm_ws;		/* and its workspace */
 	size_t		gemm_ws_bytes;
 	bool		gemm_tf32;		/* label gemm_tf32: the product is still the TF32 one */
+	size_t		route_len;		/* strlen of the plan's line in ds->route (then the product's figures) */
 };
 
 #define ST(ds) ((gpu_state *) (ds)->impl)

@@ -425,6 +425,7 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 			}
 		}
 		pggpu_route_describe(&s->route, ds->route, sizeof(ds->route));
+		s->route_len = strlen(ds->route);
 	}
 	s->part_rows = s->route.part_rows;
 	if (s->part_rows > 0)

@@ -311,11 +311,14 @@ gemm_tf32_label_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, i
 			else if (a < second)
 				second = a;
 		}
+		/* |x - mu|^2 and the exact distance to the best in one read of the row */
 		for (int j = 0; j < d; j++)
 		{
-			double		w = x[j * xs] - mu[j];
+			double		v = x[j * xs],
+						w = v - mu[j];
 
 			nxc += w * w;
+			exact = sq_term(exact, v, C[(int64_t) bi * d + j]);
 		}
 
 		const double xn = sqrt(nxc),
@@ -327,8 +330,6 @@ gemm_tf32_label_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, i
 
 		if (second - best > 2 * A + 2.05 * eps * (fabs(second) + nxc + A))
 		{
-			for (int j = 0; j < d; j++)
-				exact = sq_term(exact, x[j * xs], C[(int64_t) bi * d + j]);
 			moved = labels[g] != bi;
 			labels[g] = bi;
 			dist2[g] = exact;
@@ -509,7 +510,7 @@ label_listed(pggpu_data *ds, cublasHandle_t h, const double *X, const double *C,
 pggpu_status
 pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *X, const double *C, bool tf32_ws,
 				 bool *tf32, void *ws, int32_t *labels, double *dist2, unsigned long long *changed,
-				 cudaStream_t stream, pggpu_error *err)
+				 int64_t *uncertain_out, cudaStream_t stream, pggpu_error *err)
 {
 	const int	k = ds->k,
 				d = ds->d;
@@ -588,5 +589,6 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *X, const double
 	}
 	if (t32 && 2 * uncertain > n)
 		*tf32 = false;
+	*uncertain_out = t32 ? uncertain : -1;
 	return PGGPU_OK;
 }

@@ -26,12 +26,14 @@ pggpu_status pggpu_gemm_prepare(pggpu_data *ds, int k, const double *X, void *ws
  * (device, row-major), exactly as the CPU reference; *changed += the rows
  * whose label changed.  tf32_ws: ws is a tf32 one (prepared); then *tf32
  * says whether the product is the TF32 one, and a pass that finds more
- * than half the rows uncertain sets it false.  Async on stream (h's), but
+ * than half the rows uncertain sets it false; *uncertain: the rows it
+ * could not certify (-1: the float64 product ran).  Async on stream (h's), but
  * for a sync after each chunk of rows with tf32 and before each call of
  * ds's interrupt callback.
  */
 pggpu_status pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *X, const double *C,
 							  bool tf32_ws, bool *tf32, void *ws, int32_t *labels, double *dist2,
-							  unsigned long long *changed, cudaStream_t stream, pggpu_error *err);
+							  unsigned long long *changed, int64_t *uncertain, cudaStream_t stream,
+							  pggpu_error *err);
 
 #endif							/* PG_GPU_GEMM_ASSIGN_CUH */

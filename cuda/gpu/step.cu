@@ -145,14 +145,17 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 	{
 		CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
 		bool		was = s->gemm_tf32;
+		int64_t		uncertain;
 
 		if ((st = pggpu_gemm_label(ds, (cublasHandle_t) s->blas, s->X, s->C,
 								   r->label == PGGPU_LABEL_GEMM_TF32, &s->gemm_tf32, s->gemm_ws, s->labels,
-								   s->dist2, &s->stats->changed, s->stream, err)) != PGGPU_OK)
+								   s->dist2, &s->stats->changed, &uncertain, s->stream, err)) != PGGPU_OK)
 			return st;
-		if (was && !s->gemm_tf32)
-			snprintf(ds->route + strlen(ds->route), sizeof(ds->route) - strlen(ds->route),
-					 "; then float64 alone: over half the rows uncertain in TF32");
+		/* the plan's line says how the TF32 product fares (DEBUG2, and the benchmarks' notes) */
+		if (was)
+			snprintf(ds->route + s->route_len, sizeof(ds->route) - s->route_len,
+					 "; %.1f%% of rows uncertain in TF32%s", ds->n ? 100.0 * uncertain / ds->n : 0.0,
+					 s->gemm_tf32 ? "" : ", then float64 alone (over half)");
 	}
 	else if (tc && !r->ranged)
 		CU(pggpu_tc_assign_update(r, s->X, ds->n, d, ds->log_b, s->C, k, s->tc_ws, s->labels, s->dist2,
