@@ -117,3 +117,16 @@ SELECT * FROM gpu_kmeans_fit('v_empty', 1);
 CREATE TABLE v_int (id int PRIMARY KEY, e int[]);
 INSERT INTO v_int VALUES (1, '{1}');
 SELECT * FROM gpu_kmeans_fit('v_int', 1, columns => ARRAY['e']);
+-- pg_gpu.kmeans_precision: on the GPU d > 32 and k >= 64 take the TF32
+-- product (auto) or the float64 one (double); both give float64's answers
+CREATE TABLE v_wide (id int PRIMARY KEY, e real[]);
+INSERT INTO v_wide
+SELECT i, array_agg(sin(i * 0.37 + j * 1.3 + (i % 7) * j)::real ORDER BY j)
+FROM generate_series(1, 3000) i, generate_series(1, 40) j GROUP BY i;
+CREATE TEMP TABLE v_wide_auto AS
+SELECT * FROM gpu_kmeans('v_wide', 64, max_iter => 4, tol => 0, seed => 5);
+SET pg_gpu.kmeans_precision = double;
+SELECT count(*) AS rows, count(*) FILTER (WHERE a.cluster IS DISTINCT FROM d.cluster) AS moved
+FROM v_wide_auto a JOIN gpu_kmeans('v_wide', 64, max_iter => 4, tol => 0, seed => 5) d USING (id);
+RESET pg_gpu.kmeans_precision;
+SET pg_gpu.kmeans_precision = single;
