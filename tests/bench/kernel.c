@@ -2,7 +2,7 @@
  * kernel.c - bench_kernel: k-means through the compute layer, without a
  * database, on the suite's blobs (blobs.h).
  *
- *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] N,d,k ...
+ *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-S] N,d,k ...
  *   bench_kernel bandwidth [-t TSV]
  *   bench_kernel print D ROWS          (the generator's first rows, %a)
  *
@@ -18,7 +18,8 @@
  * -T: the CPU backend's threads (pggpu_data_set_threads; method pg_gpu_<T>t
  * when more than 1).  -D: float64 products only (pggpu_data_set_double_only,
  * method pg_gpu_f64).  -E: embedding-like rows instead of the blobs, with
- * metric cosine (method suffix _emb; see embedding_fill).  The route that
+ * metric cosine (method suffix _emb; see embedding_fill).  -S: no seeding
+ * fit (k-means++ at large k takes k passes).  The route that
  * ran is in the note.  A case whose time, predicted from the last case of the same d and k at a
  * smaller N (scaled by N), exceeds CAP_S or what is left of BUDGET_S is
  * skipped, and says so.
@@ -46,6 +47,7 @@ static int	threads = 1;		/* -T */
 static char method[32] = "pg_gpu";
 static bool double_only = false;	/* -D */
 static bool embeddings = false;	/* -E */
+static bool no_seed = false;	/* -S */
 static char route[256];			/* the last fit's route (pggpu_data_route) */
 
 /*
@@ -191,8 +193,8 @@ run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
 		p.init = PGGPU_INIT_KMEANSPP;
 		p.init_centroids = NULL;
 		p.max_iter = 1;
-		ok = fit(be, n, n, d, X, &p, &r, &load_s, &err);
-		if (ok)
+		ok = no_seed || fit(be, n, n, d, X, &p, &r, &load_s, &err);
+		if (ok && !no_seed)
 			bench_emit(gpu ? "seed" : "cpu_seed", method, n, d, k,
 					   r.seed_seconds, "k-means++");
 	}
@@ -276,18 +278,20 @@ main(int argc, char **argv)
 	if (argc < 2 || (strcmp(argv[1], "gpu") && strcmp(argv[1], "cpu") &&
 					 strcmp(argv[1], "bandwidth")))
 	{
-		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] N,d,k ...\n"
+		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-S] N,d,k ...\n"
 				"       %s bandwidth [-t TSV]\n       %s print D ROWS\n",
 				argv[0], argv[0], argv[0]);
 		return 2;
 	}
 	optind = 2;
-	while ((opt = getopt(argc, argv, "t:i:b:c:T:DE")) != -1)
+	while ((opt = getopt(argc, argv, "t:i:b:c:T:DES")) != -1)
 	{
 		if (opt == 'D')
 			double_only = true;
 		else if (opt == 'E')
 			embeddings = true;
+		else if (opt == 'S')
+			no_seed = true;
 		else if (opt == 't')
 			bench_open_tsv(optarg);
 		else if (opt == 'i')
