@@ -14,16 +14,13 @@ pggpu_status pggpu_blas_open(cudaStream_t stream, cublasHandle_t *handle, pggpu_
 void		pggpu_blas_close(cublasHandle_t handle);
 
 /*
- * C_b = A_b B for b < batches, column-major float64 (A_b = A + b stride_a,
- * m x k; B, k x n, the same for every b; C_b = C + b stride_c, m x n)
+ * The products of rows with centroids, a row's adjacent: for b < batches,
+ * S_b[t k + c] = sum_j C[c d + j] X_b[t + j ld], t < rows (X_b = X + b
+ * stride_x, by columns; S_b = S + b stride_s).  float64 (tf32 false: C, X,
+ * S double), or TF32 tensor cores on float32 (CUBLAS_COMPUTE_32F_FAST_TF32).
  */
-pggpu_status pggpu_blas_dgemm_batched(cublasHandle_t h, int m, int n, int k, const double *A, int lda,
-									  long long stride_a, const double *B, int ldb, double *C,
-									  int ldc, long long stride_c, int batches, pggpu_error *err);
-
-/* the same in float32 with TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32) */
-pggpu_status pggpu_blas_tf32_batched(cublasHandle_t h, int m, int n, int k, const float *A, int lda,
-									 long long stride_a, const float *B, int ldb, float *C, int ldc,
-									 long long stride_c, int batches, pggpu_error *err);
+pggpu_status pggpu_blas_row_products(cublasHandle_t h, bool tf32, const void *C, int k, int d,
+									 const void *X, int ld, long long stride_x, int rows, void *S,
+									 long long stride_s, int batches, pggpu_error *err);
 
 #endif							/* PG_GPU_BLAS_CUH */

@@ -5,8 +5,10 @@
  *
  * |x - c|^2 = |x|^2 + |c|^2 - 2 x.c: cuBLAS DGEMM (float64 tensor cores on
  * Hopper) computes x.c for a chunk of rows against every centroid into S
- * (rows x k, at most GEMM_S_BYTES), then gemm_label_kernel takes each row's
- * smallest a_c = |c|^2 - 2 S_c and its second smallest.  The product's
+ * (a row's k products adjacent, at most GEMM_S_BYTES), top2_kernel takes
+ * each row's smallest a_c = |c|^2 - 2 S_c and its second smallest (a warp
+ * a row, so that large k keeps the GPU busy), and certify_kernel decides
+ * (a thread a row, the row's values read coalesced).  The product's
  * rounding is bounded: every a_c is within E of the reference's distance
  * (cpu/kmeans.c: sum over j in order of (x_j - c_j)^2, each operation
  * rounded) less |x|^2, with E = 1.01 (4 d + 8) 2^-53 (|x|^2 + max |c|^2)
@@ -46,44 +48,99 @@ centroid_norms_kernel(const double *__restrict__ C, int k, int d, double *nc,
 	}
 }
 
+
 /*
- * A thread a row: rows g0 .. g0 + rows - 1 of X, their products in S in
- * blocks of R rows (block b: k columns of R, column-major); or (list not
- * NULL) rows list[0 .. rows - 1], gathered by columns into X (x_j of the
- * i-th at X[i + j rows]), their products in S (R = rows).
+ * A warp a row: the row's smallest a_c = nc[c] - 2 f S_c (f = 1, or the
+ * TF32 copies' 2^-2f), its centroid (the lowest on ties) and the second
+ * smallest, of rows t < rows (row t's products at S + t k).  NaN never wins.
+ */
+template <typename T>
+__device__ __forceinline__ void
+top2_rows(const T *__restrict__ S, int64_t rows, int k, const double *__restrict__ nc, double f,
+		  double *top_a, double *top_b, int32_t *top_c)
+{
+	const int64_t t = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5;
+	const int	lane = threadIdx.x & 31;
+	const T    *s = S + t * k;
+	double		best = INFINITY,
+				second = INFINITY;
+	int			bi = 0;
+
+	if (t >= rows)
+		return;
+	for (int c = lane; c < k; c += 32)
+	{
+		double		a = __dsub_rn(nc[c], __dmul_rn(2.0 * f, (double) s[c]));
+
+		if (a < best)
+			second = best, best = a, bi = c;
+		else if (a < second)
+			second = a;
+	}
+	for (int o = 16; o > 0; o >>= 1)
+	{
+		double		ob = __shfl_xor_sync(FULL, best, o),
+					os = __shfl_xor_sync(FULL, second, o);
+		int			oi = __shfl_xor_sync(FULL, bi, o);
+
+		if (ob < best || (ob == best && oi < bi))
+			second = fmin(best, os), best = ob, bi = oi;
+		else
+			second = fmin(second, ob);
+	}
+	if (lane == 0)
+	{
+		top_a[t] = best;
+		top_b[t] = second;
+		top_c[t] = bi;
+	}
+}
+
+template <typename T>
+__global__ void __launch_bounds__(BLOCK)
+top2_kernel(const T *__restrict__ S, int64_t rows, int k, const double *__restrict__ nc, double f,
+			double *top_a, double *top_b, int32_t *top_c)
+{
+	top2_rows(S, rows, k, nc, f, top_a, top_b, top_c);
+}
+
+/* rows t < rows of a pass: 32 threads a row (top2_kernel's grid) */
+static unsigned
+warps_grid(int64_t rows)
+{
+	return (unsigned) ((rows * 32 + BLOCK - 1) / BLOCK);
+}
+
+/*
+ * A thread a row, after top2_kernel on the float64 products: rows g0 ..
+ * g0 + rows - 1 of X (row t = g - g0); or (list not NULL) rows list[0 ..
+ * rows - 1], gathered by columns into X (x_j of the t-th at X[t + j rows]).
+ * Row t's products at S + t k.
  */
 __global__ void __launch_bounds__(BLOCK)
-gemm_label_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d, int log_b,
-				  const int64_t *__restrict__ list,
-				  const double *__restrict__ C, int k, const double *__restrict__ S, int R,
-				  const double *__restrict__ nc, const unsigned long long *ncmax_bits,
-				  int32_t *labels, double *dist2, unsigned long long *changed)
+certify_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d, int log_b,
+			   const int64_t *__restrict__ list,
+			   const double *__restrict__ C, int k, const double *__restrict__ S,
+			   const double *__restrict__ nc, const unsigned long long *ncmax_bits,
+			   const double *__restrict__ top_a, const double *__restrict__ top_b,
+			   const int32_t *__restrict__ top_c,
+			   int32_t *labels, double *dist2, unsigned long long *changed)
 {
-	int64_t		i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x;
+	int64_t		t = blockIdx.x * (int64_t) blockDim.x + threadIdx.x;
 	unsigned long long moved = 0;
 
-	if (i < rows)
+	if (t < rows)
 	{
-		int64_t		g = list ? list[i] : g0 + i;
-		const double *s = S + (i / R) * R * (int64_t) k + i % R;
-		const double *x = list ? X + i :
+		const int64_t g = list ? list[t] : g0 + t;
+		const double *x = list ? X + t :
 			X + (g >> log_b) * ((int64_t) d << log_b) + (g & (((int64_t) 1 << log_b) - 1));
 		const int64_t xs = list ? rows : (int64_t) 1 << log_b;	/* x_j at x[j xs] */
-		double		best = INFINITY,
-					second = INFINITY,
-					nx = 0,
+		const double best = top_a[t],
+					second = top_b[t];
+		const int	bi = top_c[t];
+		double		nx = 0,
 					exact = 0;
-		int			bi = 0;
 
-		for (int c = 0; c < k; c++)
-		{
-			double		a = __dsub_rn(nc[c], __dmul_rn(2.0, s[(int64_t) c * R]));
-
-			if (a < best)
-				second = best, best = a, bi = c;
-			else if (a < second)
-				second = a;
-		}
 		for (int j = 0; j < d; j++)
 		{
 			double		v = x[j * xs];
@@ -99,11 +156,12 @@ gemm_label_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d,
 		if (!(second - best > 2 * e))
 		{
 			/* a near tie: every centroid within 2 E, measured exactly */
+			const double *s = S + t * k;
 			double		lim = best + 2 * e;
 
 			label = -1;
 			for (int c = 0; c < k; c++)
-				if (!(__dsub_rn(nc[c], __dmul_rn(2.0, s[(int64_t) c * R])) > lim))
+				if (!(__dsub_rn(nc[c], __dmul_rn(2.0, s[c])) > lim))
 				{
 					double		dc = 0;
 
@@ -272,45 +330,47 @@ centroid_tf32_kernel(const double *__restrict__ C, int k, int d, const double *_
 	}
 }
 
+/* top2_kernel on the TF32 products: f = 2^-2f of the copies, from maxabs */
+__global__ void __launch_bounds__(BLOCK)
+top2_tf32_kernel(const float *__restrict__ S, int64_t rows, int k, const double *__restrict__ nc,
+				 const unsigned long long *maxabs_bits, double *top_a, double *top_b, int32_t *top_c)
+{
+	const double scale = tf32_scale(maxabs_bits);
+
+	top2_rows(S, rows, k, nc, 1.0 / (scale * scale), top_a, top_b, top_c);
+}
+
 /*
- * A thread a row, as gemm_label_kernel; S in float32, 2^2f times the
- * product.  A row it cannot certify goes to list (*listed of them).
+ * A thread a row, after top2_kernel on the TF32 products of rows g0 .. g0 +
+ * rows - 1: certain rows get their label and distance; the others go to
+ * list (*listed of them).
  */
 __global__ void __launch_bounds__(BLOCK)
-gemm_tf32_label_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d, int log_b,
-					   const double *__restrict__ C, int k, const float *__restrict__ S, int R,
-					   const double *__restrict__ nc, const unsigned long long *ncmax_bits,
-					   const double *__restrict__ mu, const unsigned long long *maxabs_bits,
-					   int32_t *labels, double *dist2, unsigned long long *changed,
-					   int64_t *list, unsigned int *listed)
+tf32_certify_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d, int log_b,
+					const double *__restrict__ C, const unsigned long long *ncmax_bits,
+					const double *__restrict__ mu, const unsigned long long *maxabs_bits,
+					const double *__restrict__ top_a, const double *__restrict__ top_b,
+					const int32_t *__restrict__ top_c,
+					int32_t *labels, double *dist2, unsigned long long *changed,
+					int64_t *list, unsigned int *listed)
 {
-	int64_t		i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x;
+	int64_t		t = blockIdx.x * (int64_t) blockDim.x + threadIdx.x;
 	unsigned long long moved = 0;
 
-	if (i < rows)
+	if (t < rows)
 	{
-		int64_t		g = g0 + i;
-		const float *s = S + (i / R) * R * (int64_t) k + i % R;
+		const int64_t g = g0 + t;
 		const double *x = X + x_index(g, 0, d, log_b);
 		const int64_t xs = (int64_t) 1 << log_b;	/* x_j at x[j xs] */
 		const double scale = tf32_scale(maxabs_bits);
 		const double inv2 = 1.0 / (scale * scale);	/* a power of two */
 		const double cmax2 = __longlong_as_double((long long) *ncmax_bits);
-		double		best = INFINITY,
-					second = INFINITY,
-					nxc = 0,
+		const double best = top_a[t],
+					second = top_b[t];
+		const int	bi = top_c[t];
+		double		nxc = 0,
 					exact = 0;
-		int			bi = 0;
 
-		for (int c = 0; c < k; c++)
-		{
-			double		a = nc[c] - 2.0 * inv2 * (double) s[(int64_t) c * R];
-
-			if (a < best)
-				second = best, best = a, bi = c;
-			else if (a < second)
-				second = a;
-		}
 		/* |x - mu|^2 and the exact distance to the best in one read of the row */
 		for (int j = 0; j < d; j++)
 		{
@@ -361,8 +421,9 @@ gather_kernel(const double *__restrict__ X, int d, int log_b, const int64_t *__r
 
 /*
  * The workspace: the products of a chunk of rows (S: float64, or float32
- * with tf32), |c|^2 (k) and their largest; then with tf32 |c - mu|^2 and
- * their largest, the centroids' copy (k x d float32), mu (d), the largest
+ * with tf32; a row's k adjacent), each row's two smallest and the best's
+ * index, |c|^2 (k) and their largest; then with tf32 |c - mu|^2 and their
+ * largest, the centroids' copy (k x d float32), mu (d), the largest
  * |x_j - mu_j|, the list of uncertain rows of a chunk and their count, the
  * gathered rows (as many as S holds in float64), and the rows' copy (the
  * tiles of X, float32).
@@ -370,6 +431,7 @@ gather_kernel(const double *__restrict__ X, int d, int log_b, const int64_t *__r
 typedef struct gemm_layout
 {
 	size_t		s_bytes,
+				top,
 				nc,
 				ncmax,
 				nc32,
@@ -383,7 +445,7 @@ typedef struct gemm_layout
 				xf,
 				total;
 	int64_t		chunk_rows;		/* rows of a chunk (whole tiles, or R) */
-	int			R;				/* rows of a block of S */
+	int64_t		cap_rows;		/* the most rows a chunk of this workspace has */
 	bool		whole;			/* chunks of whole tiles */
 	int64_t		u_rows;			/* gathered rows at once */
 } gemm_layout;
@@ -394,6 +456,16 @@ up256(size_t b)
 	return (b + 255) / 256 * 256;
 }
 
+/* rows of a chunk of S bytes of es-byte products: whole tiles where one fits, else multiples of 32 */
+static int64_t
+chunk_of(size_t s_bytes, size_t es, int k, int64_t B, bool *whole)
+{
+	int64_t		per = (int64_t) (s_bytes / es);
+
+	*whole = per >= (int64_t) k * B;
+	return *whole ? per / ((int64_t) k * B) * B : per / k / 32 * 32;
+}
+
 /* es: the product's element size (float64 chunks in a tf32 workspace: half the rows) */
 static gemm_layout
 layout_of(int64_t n, int k, int d, int log_b, bool tf32, size_t es)
@@ -401,32 +473,24 @@ layout_of(int64_t n, int k, int d, int log_b, bool tf32, size_t es)
 	const size_t ws_es = tf32 ? sizeof(float) : sizeof(double);
 	const int64_t B = (int64_t) 1 << log_b;
 	const int64_t tiles = (n + B - 1) >> log_b;
-	size_t		tile = ws_es * ((size_t) k << log_b);
 	size_t		need = ws_es * (size_t) k * (size_t) (n > 0 ? n : 1);
 	size_t		s = need < GEMM_S_BYTES ? need : GEMM_S_BYTES;
 	gemm_layout l;
-	int64_t		per,
-				cap_rows;
+	bool		w;
 
-	if (s < tile && s < need)
-		s = s / (ws_es * 32 * k) * (ws_es * 32 * k);	/* whole blocks of 32 rows */
 	if (s < sizeof(double) * 32 * (size_t) k)
 		s = sizeof(double) * 32 * (size_t) k;
 	l.s_bytes = up256(s);
-	/* the chunks of the product (es), and the most rows a chunk of the workspace's own has (ws_es) */
-	per = (int64_t) (l.s_bytes / es);
-	l.whole = per >= (int64_t) k * B;
-	l.R = l.whole ? (int) B : (int) (per / k / 32 * 32);
-	l.chunk_rows = l.whole ? per / ((int64_t) k * B) * B : l.R;
-	per = (int64_t) (l.s_bytes / ws_es);
-	cap_rows = per >= (int64_t) k * B ? per / ((int64_t) k * B) * B : per / k / 32 * 32;
+	l.chunk_rows = chunk_of(l.s_bytes, es, k, B, &l.whole);
+	l.cap_rows = chunk_of(l.s_bytes, ws_es, k, B, &w);
 	/* gathered rows: their products fill S, their values at most GEMM_S_BYTES */
 	l.u_rows = (int64_t) (l.s_bytes / (sizeof(double) * k));
 	if (l.u_rows > (int64_t) (GEMM_S_BYTES / (sizeof(double) * d)))
 		l.u_rows = (int64_t) (GEMM_S_BYTES / (sizeof(double) * d));
 	if (l.u_rows < 1)
 		l.u_rows = 1;
-	l.nc = l.s_bytes;
+	l.top = l.s_bytes;
+	l.nc = l.top + up256((2 * sizeof(double) + sizeof(int32_t)) * (size_t) l.cap_rows);
 	l.ncmax = l.nc + up256(sizeof(double) * (size_t) k);
 	l.nc32 = l.ncmax + 256;
 	l.ncmax32 = l.nc32 + (tf32 ? up256(sizeof(double) * (size_t) k) : 0);
@@ -434,7 +498,7 @@ layout_of(int64_t n, int k, int d, int log_b, bool tf32, size_t es)
 	l.mu = l.cf + (tf32 ? up256(sizeof(float) * (size_t) k * d) : 0);
 	l.maxabs = l.mu + (tf32 ? up256(sizeof(double) * (size_t) d) : 0);
 	l.list = l.maxabs + (tf32 ? 256 : 0);
-	l.listed = l.list + (tf32 ? up256(sizeof(int64_t) * (size_t) (cap_rows > 0 ? cap_rows : 1)) : 0);
+	l.listed = l.list + (tf32 ? up256(sizeof(int64_t) * (size_t) l.cap_rows) : 0);
 	l.u = l.listed + (tf32 ? 256 : 0);
 	l.xf = l.u + (tf32 ? up256(sizeof(double) * (size_t) l.u_rows * d) : 0);
 	l.total = l.xf + (tf32 ? sizeof(float) * (size_t) (tiles > 0 ? tiles : 1) * ((size_t) d << log_b) : 0);
@@ -477,7 +541,12 @@ pggpu_gemm_prepare(pggpu_data *ds, int k, const double *X, void *ws, cudaStream_
 	return PGGPU_OK;
 }
 
-/* the listed rows (on the device, *listed of them) by the float64 product */
+/* the top-2 arrays of a workspace */
+#define TOP_A(w, l) ((double *) ((w) + (l).top))
+#define TOP_B(w, l) (TOP_A(w, l) + (l).cap_rows)
+#define TOP_C(w, l) ((int32_t *) (TOP_B(w, l) + (l).cap_rows))
+
+/* the listed rows (on the device, m of them) by the float64 product */
 static pggpu_status
 label_listed(pggpu_data *ds, cublasHandle_t h, const double *X, const double *C, const gemm_layout *l,
 			 char *w, int64_t m, int32_t *labels, double *dist2, unsigned long long *changed,
@@ -485,6 +554,7 @@ label_listed(pggpu_data *ds, cublasHandle_t h, const double *X, const double *C,
 {
 	const int64_t *list = (const int64_t *) (w + l->list);
 	double	   *U = (double *) (w + l->u);
+	const double *nc = (const double *) (w + l->nc);
 
 	for (int64_t t0 = 0; t0 < m; t0 += l->u_rows)
 	{
@@ -495,14 +565,18 @@ label_listed(pggpu_data *ds, cublasHandle_t h, const double *X, const double *C,
 									(rows * ds->d + BLOCK - 1) / BLOCK : 8192), BLOCK, 0, stream>>>(
 			X, ds->d, ds->log_b, list + t0, rows, U);
 		LAUNCHED(gather_kernel);
-		ps = pggpu_blas_dgemm_batched(h, (int) rows, ds->k, ds->d, U, (int) rows, 0, C, ds->d, (double *) w,
-									  (int) rows, 0, 1, err);
-		if (ps != PGGPU_OK)
+		if ((ps = pggpu_blas_row_products(h, false, C, ds->k, ds->d, U, (int) rows, 0, (int) rows, w, 0, 1,
+										  err)) != PGGPU_OK)
 			return ps;
-		gemm_label_kernel<<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
-			U, 0, rows, ds->d, ds->log_b, list + t0, C, ds->k, (const double *) w, (int) rows,
-			(const double *) (w + l->nc), (const unsigned long long *) (w + l->ncmax), labels, dist2, changed);
-		LAUNCHED(gemm_label_kernel);
+		top2_kernel<double><<<warps_grid(rows), BLOCK, 0, stream>>>((const double *) w, rows, ds->k, nc, 1.0,
+																	TOP_A(w, *l), TOP_B(w, *l),
+																	TOP_C(w, *l));
+		LAUNCHED(top2_kernel);
+		certify_kernel<<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
+			U, 0, rows, ds->d, ds->log_b, list + t0, C, ds->k, (const double *) w, nc,
+			(const unsigned long long *) (w + l->ncmax), TOP_A(w, *l), TOP_B(w, *l), TOP_C(w, *l),
+			labels, dist2, changed);
+		LAUNCHED(certify_kernel);
 	}
 	return PGGPU_OK;
 }
@@ -538,12 +612,10 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *X, const double
 	for (int64_t g0 = 0; g0 < n; g0 += rows)
 	{
 		const int64_t at = (g0 >> ds->log_b) * B * d + (g0 & (B - 1));	/* the chunk's first x */
-		const int	m = l.whole ? (int) B : 0;	/* (set below for blocks of a tile) */
-		const int	batches = l.whole ? 0 : 1;
 		pggpu_status ps;
 		unsigned int m_listed = 0;
 
-		/* whole tiles; or R rows, not past the tile's end */
+		/* whole tiles; or up to chunk_rows rows, not past the tile's end */
 		rows = n - g0 < l.chunk_rows ? n - g0 : l.chunk_rows;
 		if (!l.whole && rows > B - (g0 & (B - 1)))
 			rows = B - (g0 & (B - 1));
@@ -553,33 +625,37 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *X, const double
 			CU(cudaStreamSynchronize(stream));
 			ds->interrupt(ds->interrupt_arg);
 		}
-		if (t32)
-			ps = pggpu_blas_tf32_batched(h, l.whole ? m : (int) rows, k, d, (const float *) (w + l.xf) + at,
-										 (int) B, l.whole ? B * d : 0, (const float *) (w + l.cf), d,
-										 (float *) w, l.R, l.whole ? (int64_t) k * B : 0,
-										 l.whole ? (int) ((rows + B - 1) / B) : batches, err);
-		else
-			ps = pggpu_blas_dgemm_batched(h, l.whole ? m : (int) rows, k, d, X + at, (int) B,
-										  l.whole ? B * d : 0, C, d, (double *) w, l.R,
-										  l.whole ? (int64_t) k * B : 0,
-										  l.whole ? (int) ((rows + B - 1) / B) : batches, err);
+		/* whole tiles: a batch a tile (its B rows' products B k apart); else one batch */
+		ps = pggpu_blas_row_products(h, t32, t32 ? (const void *) (w + l.cf) : (const void *) C, k, d,
+									 t32 ? (const void *) ((const float *) (w + l.xf) + at) :
+									 (const void *) (X + at), (int) B, l.whole ? B * d : 0,
+									 l.whole ? (int) B : (int) rows, w, l.whole ? (int64_t) k * B : 0,
+									 l.whole ? (int) ((rows + B - 1) / B) : 1, err);
 		if (ps != PGGPU_OK)
 			return ps;
 		if (!t32)
 		{
-			gemm_label_kernel<<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
-				X, g0, rows, d, ds->log_b, NULL, C, k, (const double *) w, l.R, (const double *) (w + l.nc),
-				(const unsigned long long *) (w + l.ncmax), labels, dist2, changed);
-			LAUNCHED(gemm_label_kernel);
+			top2_kernel<double><<<warps_grid(rows), BLOCK, 0, stream>>>(
+				(const double *) w, rows, k, (const double *) (w + l.nc), 1.0, TOP_A(w, l), TOP_B(w, l),
+				TOP_C(w, l));
+			LAUNCHED(top2_kernel);
+			certify_kernel<<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
+				X, g0, rows, d, ds->log_b, NULL, C, k, (const double *) w, (const double *) (w + l.nc),
+				(const unsigned long long *) (w + l.ncmax), TOP_A(w, l), TOP_B(w, l), TOP_C(w, l),
+				labels, dist2, changed);
+			LAUNCHED(certify_kernel);
 			continue;
 		}
 		CU(cudaMemsetAsync(listed, 0, sizeof(*listed), stream));
-		gemm_tf32_label_kernel<<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
-			X, g0, rows, d, ds->log_b, C, k, (const float *) w, l.R, (const double *) (w + l.nc32),
-			(const unsigned long long *) (w + l.ncmax32), (const double *) (w + l.mu),
-			(const unsigned long long *) (w + l.maxabs), labels, dist2, changed, (int64_t *) (w + l.list),
-			listed);
-		LAUNCHED(gemm_tf32_label_kernel);
+		top2_tf32_kernel<<<warps_grid(rows), BLOCK, 0, stream>>>(
+			(const float *) w, rows, k, (const double *) (w + l.nc32),
+			(const unsigned long long *) (w + l.maxabs), TOP_A(w, l), TOP_B(w, l), TOP_C(w, l));
+		LAUNCHED(top2_tf32_kernel);
+		tf32_certify_kernel<<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
+			X, g0, rows, d, ds->log_b, C, (const unsigned long long *) (w + l.ncmax32),
+			(const double *) (w + l.mu), (const unsigned long long *) (w + l.maxabs), TOP_A(w, l),
+			TOP_B(w, l), TOP_C(w, l), labels, dist2, changed, (int64_t *) (w + l.list), listed);
+		LAUNCHED(tf32_certify_kernel);
 		/* how many to gather (the products in S are spent: it holds theirs next) */
 		CU(cudaMemcpyAsync(&m_listed, listed, sizeof(m_listed), cudaMemcpyDeviceToHost, stream));
 		CU(cudaStreamSynchronize(stream));

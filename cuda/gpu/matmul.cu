@@ -49,10 +49,6 @@ typedef cublasStatus_t (*dgemm_fn) (cublasHandle_t, cublasOperation_t, cublasOpe
 typedef cublasStatus_t (*sgemm_fn) (cublasHandle_t, cublasOperation_t, cublasOperation_t,
 									int, int, int, const float *, const float *, int,
 									const float *, int, const float *, float *, int);
-typedef cublasStatus_t (*dgemm_batched_fn) (cublasHandle_t, cublasOperation_t, cublasOperation_t,
-											int, int, int, const double *, const double *, int,
-											long long, const double *, int, long long,
-											const double *, double *, int, long long, int);
 typedef cublasStatus_t (*gemm_batched_ex_fn) (cublasHandle_t, cublasOperation_t, cublasOperation_t,
 											  int, int, int, const void *, const void *, cudaDataType,
 											  int, long long, const void *, cudaDataType, int, long long,
@@ -71,7 +67,6 @@ static struct
 	status_string_fn status_string;
 	dgemm_fn	dgemm;
 	sgemm_fn	sgemm;
-	dgemm_batched_fn dgemm_batched;
 	gemm_batched_ex_fn gemm_batched_ex;
 } blas;
 
@@ -104,11 +99,9 @@ load_cublas(void)
 	blas.status_string = (status_string_fn) dlsym(h, "cublasGetStatusString");
 	blas.dgemm = (dgemm_fn) dlsym(h, "cublasDgemm_v2");
 	blas.sgemm = (sgemm_fn) dlsym(h, "cublasSgemm_v2");
-	blas.dgemm_batched = (dgemm_batched_fn) dlsym(h, "cublasDgemmStridedBatched");
 	blas.gemm_batched_ex = (gemm_batched_ex_fn) dlsym(h, "cublasGemmStridedBatchedEx");
 	if (!blas.create || !blas.destroy || !blas.set_stream || !blas.set_math ||
-		!blas.status_string || !blas.dgemm || !blas.sgemm || !blas.dgemm_batched ||
-		!blas.gemm_batched_ex)
+		!blas.status_string || !blas.dgemm || !blas.sgemm || !blas.gemm_batched_ex)
 	{
 		snprintf(blas.why, sizeof(blas.why), "the cuBLAS library found lacks a needed function");
 		return false;
@@ -146,32 +139,24 @@ pggpu_blas_close(cublasHandle_t handle)
 }
 
 pggpu_status
-pggpu_blas_dgemm_batched(cublasHandle_t h, int m, int n, int k, const double *A, int lda,
-						 long long stride_a, const double *B, int ldb, double *C, int ldc,
-						 long long stride_c, int batches, pggpu_error *err)
+pggpu_blas_row_products(cublasHandle_t h, bool tf32, const void *C, int k, int d, const void *X, int ld,
+						long long stride_x, int rows, void *S, long long stride_s, int batches,
+						pggpu_error *err)
 {
 	const double one = 1.0,
 				zero = 0.0;
-	cublasStatus_t s = blas.dgemm_batched(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, A, lda, stride_a,
-										  B, ldb, 0, &zero, C, ldc, stride_c, batches);
+	const float one_f = 1.0f,
+				zero_f = 0.0f;
+	const cudaDataType t = tf32 ? CUDA_R_32F : CUDA_R_64F;
 
-	if (s != CUBLAS_STATUS_SUCCESS)
-		return pggpu_fail(err, PGGPU_ERR_CUDA, "cuBLAS error in cublasDgemmStridedBatched: %s",
-						  blas.status_string(s));
-	return PGGPU_OK;
-}
-
-pggpu_status
-pggpu_blas_tf32_batched(cublasHandle_t h, int m, int n, int k, const float *A, int lda,
-						long long stride_a, const float *B, int ldb, float *C, int ldc,
-						long long stride_c, int batches, pggpu_error *err)
-{
-	const float one = 1.0f,
-				zero = 0.0f;
-	cublasStatus_t s = blas.gemm_batched_ex(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one,
-											A, CUDA_R_32F, lda, stride_a, B, CUDA_R_32F, ldb, 0,
-											&zero, C, CUDA_R_32F, ldc, stride_c, batches,
-											CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
+	/* S^T (k x rows, by columns) = C (k x d: d x k by columns, transposed) X^T (X: rows x d, ld) */
+	cublasStatus_t s = blas.gemm_batched_ex(h, CUBLAS_OP_T, CUBLAS_OP_T, k, rows, d,
+											tf32 ? (const void *) &one_f : (const void *) &one,
+											C, t, d, 0, X, t, ld, stride_x,
+											tf32 ? (const void *) &zero_f : (const void *) &zero,
+											S, t, k, stride_s, batches,
+											tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_64F,
+											CUBLAS_GEMM_DEFAULT);
 
 	if (s != CUBLAS_STATUS_SUCCESS)
 		return pggpu_fail(err, PGGPU_ERR_CUDA, "cuBLAS error in cublasGemmStridedBatchedEx: %s",
