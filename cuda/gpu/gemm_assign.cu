@@ -203,7 +203,7 @@ certify_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d, in
  * (|a_c| + |x - mu|^2 + A) is farther than the best by the reference's
  * measure too: a row whose second smallest passes that is certain, and is
  * measured against its best the reference's way.  The other rows are
- * listed, gathered and labelled by the float64 product (gemm_label_kernel,
+ * listed, gathered and labelled by the float64 product (certify_kernel,
  * its own bound and near ties).  Labels and distances are the CPU's
  * exactly.  NaN or overflow (given centroids far outside the data) fails
  * the test: every row is listed.
