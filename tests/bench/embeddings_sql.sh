@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# tests/bench/embeddings_sql.sh [OUT.tsv] - k-means of embeddings in SQL
+# (BENCHMARKS.md section 5): N rows of d-dimensional embedding-like vectors
+# (1000 random topic directions plus as much noise) as pgvector `vector`
+# and as `real[]`; the read floor (sum(vector_dims(e)) / sum(array_length(e,
+# 1)) with the same parallel workers), gpu_kmeans_fit(..., K) on every row
+# on the GPU (stages from DEBUG2) and on the CPU (3 iterations: the CPU's
+# per-iteration cost), and pgvector's CREATE INDEX ... USING ivfflat (lists
+# = K), which clusters a sample.  Needs a server with pg_gpu and pgvector
+# (PGHOST etc. set: the bundle's start-server.sh); N, D, K, WORKERS from the
+# environment (10^6, 768, 1000, 8).
+set -eu
+N=${N:-1000000} D=${D:-768} K=${K:-1000} WORKERS=${WORKERS:-8} GEN=${GEN:-16}
+out=${1:-embeddings-sql.tsv}
+db=pg_gpu_emb
+psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
+q() { psql -X -q -v ON_ERROR_STOP=1 -d $db "$@"; }
+q -c "CREATE EXTENSION pg_gpu" -c "CREATE EXTENSION vector" \
+  -c "CREATE TABLE topics AS SELECT t AS id, array(SELECT (random() - 0.5)::real FROM generate_series(1, $D) WHERE t >= 0)::vector AS e FROM generate_series(0, 999) t" \
+  -c "CREATE UNLOGGED TABLE emb_v (id bigint PRIMARY KEY, e vector($D))"
+t0=$(date +%s.%N)
+for s in $(seq 0 $((GEN - 1))); do
+  q -c "INSERT INTO emb_v SELECT i, t.e + array(SELECT (random() - 0.5)::real FROM generate_series(1, $D) WHERE i > 0)::vector FROM generate_series($((s * N / GEN + 1)), $(((s + 1) * N / GEN))) i JOIN topics t ON t.id = i % 1000" &
+done
+wait
+q -c "CREATE UNLOGGED TABLE emb_r AS SELECT id, e::real[] AS e FROM emb_v" -c "ALTER TABLE emb_r ADD PRIMARY KEY (id)" \
+  -c "VACUUM ANALYZE emb_v" -c "VACUUM ANALYZE emb_r"
+echo "made the tables in $(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{printf "%.1f", a - b}') s: $(q -At -c "SELECT pg_size_pretty(pg_total_relation_size('emb_v')) || ' (vector), ' || pg_size_pretty(pg_total_relation_size('emb_r')) || ' (real[])'")"
+
+# run LABEL SETTINGS SQL: one timed statement (wall, psql's), its DEBUG2 stages in the note
+run() {
+  local label=$1 sets=$2 sql=$3 t1 t2 log
+  log=$(mktemp)
+  t1=$(date +%s.%N)
+  if psql -X -q -v ON_ERROR_STOP=1 -d $db -c "SET max_parallel_workers_per_gather = $WORKERS" \
+       -c "SET max_parallel_maintenance_workers = $WORKERS" -c "SET maintenance_work_mem = '16GB'" \
+       -c "SET pg_gpu.max_memory = -1" -c "SET client_min_messages = debug2" ${sets:+-c "$sets"} \
+       -c "$sql" >"$log" 2>&1; then
+    t2=$(date +%s.%N)
+    note=$(grep -E 'stages|route|workers|result' "$log" | grep -v 'DEBUG:  .*parallel' | tr '\n' ' ' | tr '\t' ' ' | cut -c1-600)
+    printf 'sql\t%s\t%s\t%s\t%s\t%s\t%s %s\n' "$label" "$N" "$D" "$K" "$(awk -v a="$t2" -v b="$t1" 'BEGIN{printf "%.3f", a - b}')" "$(grep -v DEBUG "$log" | tr '\n' ' ' | cut -c1-200)" "$note" >>"$out"
+  else
+    printf 'sql\t%s\t%s\t%s\t%s\t\tfailed: %s\n' "$label" "$N" "$D" "$K" "$(tail -3 "$log" | tr '\n\t' '  ')" >>"$out"
+  fi
+  tail -1 "$out" | cut -c1-300
+  rm -f "$log"
+}
+[ -s "$out" ] || printf 'section\tmethod\tn\td\tk\tseconds\tnote\n' >"$out"
+run read_vector "" "SELECT sum(vector_dims(e)) FROM emb_v"
+run read_real "" "SELECT sum(array_length(e, 1)) FROM emb_r"
+run read_vector "" "SELECT sum(vector_dims(e)) FROM emb_v"
+run fit_gpu_vector "SET pg_gpu.device = gpu" "SELECT iterations, converged, round(inertia) FROM gpu_kmeans_fit('emb_v', $K, seed => 1)"
+run fit_gpu_real "SET pg_gpu.device = gpu" "SELECT iterations, converged, round(inertia) FROM gpu_kmeans_fit('emb_r', $K, seed => 1)"
+run fit_gpu_vector_cosine "SET pg_gpu.device = gpu" "SELECT iterations, converged, round(inertia::numeric, 1) FROM gpu_kmeans_fit('emb_v', $K, seed => 1, metric => 'cosine')"
+run fit_gpu_vector_3it "SET pg_gpu.device = gpu" "SELECT iterations FROM gpu_kmeans_fit('emb_v', $K, seed => 1, max_iter => 3, tol => 0)"
+run fit_cpu_vector_3it "SET pg_gpu.device = cpu" "SELECT iterations FROM gpu_kmeans_fit('emb_v', $K, seed => 1, max_iter => 3, tol => 0)"
+run ivfflat_vector "" "CREATE INDEX ON emb_v USING ivfflat (e vector_l2_ops) WITH (lists = $K)"
