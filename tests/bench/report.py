@@ -470,9 +470,40 @@ def embeddings_section(path, base="."):
         ""] + targets)
 
 
-def newest_embeddings(results):
+def embeddings_sql_section(path, base="."):
+    """tests/bench/embeddings_sql.sh's TSV: the read floor, the fits' stages, ivfflat"""
+    import re
+    if path is None:
+        return ""
+    rows = []
+    floor = None
+    for r in load(path):
+        if r["section"] != "sql":
+            continue
+        st = re.search(r"stages \(ms\): read ([\d.]+), transfer [\d.]+, seed ([\d.]+), iterate ([\d.]+), "
+                       r"iterations (\d+)", r["note"])
+        if r["method"].startswith("read_") and r["sec"] is not None:
+            floor = r["sec"] if floor is None else min(floor, r["sec"])
+        rows.append([r["method"], "%.2f s" % r["sec"] if r["sec"] is not None else r["note"][:80],
+                     "%.2f s" % (float(st.group(1)) / 1e3) if st else "",
+                     "%.1fx" % (float(st.group(1)) / 1e3 / floor) if st and floor else "",
+                     "%.2f s" % (float(st.group(2)) / 1e3) if st else "",
+                     "%.2f s (%s)" % (float(st.group(3)) / 1e3, st.group(4)) if st else ""])
+    return "\n".join([
+        "In SQL, from [`%s`](%s) (`tests/bench/embeddings_sql.sh`: N = %d rows of d = %d, k = %d, "
+        "1000 topics plus noise, as pgvector `vector` and as `real[]`, %s parallel workers; k-means++ "
+        "seeding, default tol):" % (os.path.basename(path), os.path.relpath(path, base),
+                                    rows and load(path)[0]["n"] or 0, rows and load(path)[0]["d"] or 0,
+                                    rows and load(path)[0]["k"] or 0, "8"),
+        "",
+        table(["statement", "whole call", "read", "read / floor", "seed", "iterate (iterations)"], rows),
+        ""])
+
+
+def newest_embeddings(results, sql=False):
     import glob
-    found = sorted(glob.glob(os.path.join(results, "embeddings-*.tsv")), key=os.path.getmtime)
+    found = sorted((f for f in glob.glob(os.path.join(results, "embeddings-*.tsv"))
+                    if ("embeddings-sql-" in f) == sql), key=os.path.getmtime)
     return found[-1] if found else None
 
 
@@ -485,7 +516,8 @@ def main():
     p.add_argument("--results")
     args = p.parse_args()
     if args.embeddings:
-        print(embeddings_section(args.embeddings))
+        sql = "embeddings-sql-" in os.path.basename(args.embeddings)
+        print((embeddings_sql_section if sql else embeddings_section)(args.embeddings))
         return
     if not (args.tsv and args.meta and args.out and args.results):
         p.error("--tsv, --meta, --out and --results are required")
@@ -516,6 +548,7 @@ def main():
           "## 3. k-means in SQL, end to end", "", e2e_section(data, meta), "",
           "## 4. Matrix products", "", matmul_section(data, meta), "",
           "## 5. Embeddings", "", embeddings_section(newest_embeddings(args.results), args.out), "",
+          embeddings_sql_section(newest_embeddings(args.results, sql=True), args.out), "",
           "## Plot", "",
           plot_error or "![time against N](%s)" % os.path.relpath(png, args.out), "",
           "## Skipped, failed, not available", "", notes_section(data), "",
