@@ -132,8 +132,7 @@ certify_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d, in
 	if (t < rows)
 	{
 		const int64_t g = list ? list[t] : g0 + t;
-		const double *x = list ? X + t :
-			X + (g >> log_b) * ((int64_t) d << log_b) + (g & (((int64_t) 1 << log_b) - 1));
+		const double *x = list ? X + t : X + pggpu_at(g, 0, d, log_b);
 		const int64_t xs = list ? rows : (int64_t) 1 << log_b;	/* x_j at x[j xs] */
 		const double best = top_a[t],
 					second = top_b[t];
@@ -221,13 +220,6 @@ tf32_round(float v)
 	return __uint_as_float((__float_as_uint(v) + 0x1000u) & 0xffffe000u);
 }
 
-/* x(i, j) in the tiled layout (columns within a tile: gpu_state's X) */
-static __device__ __forceinline__ int64_t
-x_index(int64_t i, int j, int d, int log_b)
-{
-	return (i >> log_b) * ((int64_t) d << log_b) + ((int64_t) j << log_b) + (i & (((int64_t) 1 << log_b) - 1));
-}
-
 /* 2^f of the copy: the largest |x_j - mu_j| (bits of a double) into [1, 2) */
 static __device__ __forceinline__ double
 tf32_scale(const unsigned long long *maxabs_bits)
@@ -246,7 +238,7 @@ column_sum_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, dou
 	double		s = 0;
 
 	for (int64_t i = blockIdx.y * (int64_t) BLOCK + threadIdx.x; i < n; i += (int64_t) gridDim.y * BLOCK)
-		s += X[x_index(i, j, d, log_b)];
+		s += X[pggpu_at(i, j, d, log_b)];
 	for (int o = 16; o > 0; o >>= 1)
 		s += __shfl_xor_sync(FULL, s, o);
 	if ((threadIdx.x & 31) == 0)
@@ -360,7 +352,7 @@ tf32_certify_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int 
 	if (t < rows)
 	{
 		const int64_t g = g0 + t;
-		const double *x = X + x_index(g, 0, d, log_b);
+		const double *x = X + pggpu_at(g, 0, d, log_b);
 		const int64_t xs = (int64_t) 1 << log_b;	/* x_j at x[j xs] */
 		const double scale = tf32_scale(maxabs_bits);
 		const double inv2 = 1.0 / (scale * scale);	/* a power of two */
@@ -413,7 +405,7 @@ gather_kernel(const double *__restrict__ X, int d, int log_b, const int64_t *__r
 		int64_t		t = e % rows;
 		int			j = (int) (e / rows);
 
-		U[e] = X[x_index(list[t], j, d, log_b)];
+		U[e] = X[pggpu_at(list[t], j, d, log_b)];
 	}
 }
 

@@ -475,11 +475,10 @@ def embeddings_sql_section(path, base="."):
     import re
     if path is None:
         return ""
+    recs = [r for r in load(path) if r["section"] == "sql"]
     rows = []
     floor = None
-    for r in load(path):
-        if r["section"] != "sql":
-            continue
+    for r in recs:
         st = re.search(r"stages \(ms\): read ([\d.]+), transfer [\d.]+, seed ([\d.]+), iterate ([\d.]+), "
                        r"iterations (\d+)", r["note"])
         if r["method"].startswith("read_") and r["sec"] is not None:
@@ -493,8 +492,8 @@ def embeddings_sql_section(path, base="."):
         "In SQL, from [`%s`](%s) (`tests/bench/embeddings_sql.sh`: N = %d rows of d = %d, k = %d, "
         "1000 topics plus noise, as pgvector `vector` and as `real[]`, %s parallel workers; k-means++ "
         "seeding, default tol):" % (os.path.basename(path), os.path.relpath(path, base),
-                                    rows and load(path)[0]["n"] or 0, rows and load(path)[0]["d"] or 0,
-                                    rows and load(path)[0]["k"] or 0, "8"),
+                                    recs[0]["n"] if recs else 0, recs[0]["d"] if recs else 0,
+                                    recs[0]["k"] if recs else 0, "8"),
         "",
         table(["statement", "whole call", "read", "read / floor", "seed", "iterate (iterations)"], rows),
         ""])
