@@ -25,8 +25,6 @@ pggpu_seconds(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void scratch_free_all(pggpu_data *ds);
-
 pggpu_status
 pggpu_fail(pggpu_error *err, pggpu_status code, const char *fmt,...)
 {
@@ -116,6 +114,7 @@ pggpu_data_open(pggpu_data **out, pggpu_backend backend, int gpu_index, int d,
 	ds->ops = ops;
 	ds->backend = backend;
 	ds->d = d;
+	ds->gpu_index = gpu_index;
 	ds->log_b = choose_log_b(d, expected_rows);
 	ds->threads = 1;
 	strcpy(ds->device_name, "cpu");
@@ -238,16 +237,17 @@ pggpu_data_close(pggpu_data *ds)
 {
 	if (ds == NULL)
 		return;
+	pggpu_data_close(ds->aux);
 	ds->ops->close(ds);
-	scratch_free_all(ds);
+	pggpu_scratch_free_all(ds);
 	free(ds);
 }
 
 /* ---- scratch memory ------------------------------------------------------- */
 
 /* malloc, remembered in ds->scratch so that close frees it after a longjmp */
-static void *
-scratch_alloc(pggpu_data *ds, size_t bytes)
+void *
+pggpu_scratch_alloc(pggpu_data *ds, size_t bytes)
 {
 	for (int i = 0; i < (int) (sizeof(ds->scratch) / sizeof(ds->scratch[0])); i++)
 		if (ds->scratch[i] == NULL)
@@ -255,8 +255,24 @@ scratch_alloc(pggpu_data *ds, size_t bytes)
 	return NULL;
 }
 
-static void
-scratch_free_all(pggpu_data *ds)
+/* old (from pggpu_scratch_alloc, or NULL) grown to bytes; NULL: old stays */
+void *
+pggpu_scratch_realloc(pggpu_data *ds, void *old, size_t bytes)
+{
+	for (int i = 0; i < (int) (sizeof(ds->scratch) / sizeof(ds->scratch[0])); i++)
+		if (ds->scratch[i] == old)
+		{
+			void	   *p = realloc(old, bytes ? bytes : 1);
+
+			if (p != NULL)
+				ds->scratch[i] = p;
+			return p;
+		}
+	return NULL;
+}
+
+void
+pggpu_scratch_free_all(pggpu_data *ds)
 {
 	for (int i = 0; i < (int) (sizeof(ds->scratch) / sizeof(ds->scratch[0])); i++)
 	{
@@ -349,60 +365,8 @@ prepare_scale(pggpu_data *ds, const double *extra, int64_t nextra, int *e,
 	return ds->ops->scale(ds, ldexp(1.0, *e), err);
 }
 
-/* ---- a small set of row numbers (open addressing) ------------------------- */
 
-typedef struct rowset
-{
-	int64_t    *slot;			/* -1 = empty */
-	uint64_t	mask;
-} rowset;
-
-static bool
-rowset_init(pggpu_data *ds, rowset *s, int64_t expected)
-{
-	uint64_t	cap = 16;
-
-	while (cap < (uint64_t) expected * 2)
-		cap <<= 1;
-	s->slot = (int64_t *) scratch_alloc(ds, cap * sizeof(int64_t));
-	if (s->slot == NULL)
-		return false;
-	memset(s->slot, 0xff, cap * sizeof(int64_t));
-	s->mask = cap - 1;
-	return true;
-}
-
-/* true if added, false if it was there */
-static bool
-rowset_add(rowset *s, int64_t row)
-{
-	uint64_t	h = pggpu_mix64((uint64_t) row) & s->mask;
-
-	while (s->slot[h] != -1)
-	{
-		if (s->slot[h] == row)
-			return false;
-		h = (h + 1) & s->mask;
-	}
-	s->slot[h] = row;
-	return true;
-}
-
-static bool
-rowset_has(const rowset *s, int64_t row)
-{
-	uint64_t	h = pggpu_mix64((uint64_t) row) & s->mask;
-
-	while (s->slot[h] != -1)
-	{
-		if (s->slot[h] == row)
-			return true;
-		h = (h + 1) & s->mask;
-	}
-	return false;
-}
-
-/* ---- seeding -------------------------------------------------------------- */
+/* ---- empty clusters ------------------------------------------------------- */
 
 #define CHECK(expr) do { if ((st = (expr)) != PGGPU_OK) goto done; } while (0)
 
@@ -411,114 +375,6 @@ interrupts(const pggpu_kmeans_params *p)
 {
 	if (p->check_interrupts)
 		p->check_interrupts(p->interrupt_arg);
-}
-
-/* k distinct rows of n, seeded (Floyd's algorithm) */
-static pggpu_status
-seed_random(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
-{
-	rowset		set;
-	int			c = 0;
-	pggpu_status st = PGGPU_OK;
-
-	if (!rowset_init(ds, &set, p->k))
-		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
-	for (int64_t j = ds->n - p->k; j < ds->n; j++)
-	{
-		int64_t		t = (int64_t) (pggpu_mix64(p->seed ^ pggpu_mix64((uint64_t) j)) %
-								   (uint64_t) (j + 1));
-		int64_t		row = rowset_add(&set, t) ? t : j;
-
-		if (row == j)
-			rowset_add(&set, j);
-		if ((c & 1023) == 0)
-			interrupts(p);
-		CHECK(ds->ops->km_point(ds, row, c++, PGGPU_D2_KEEP, NULL, err));
-	}
-done:
-	return st;
-}
-
-/*
- * k-means++ (Arthur & Vassilvitskii): the first centre uniformly, each next
- * one drawn with probability proportional to the squared distance to the
- * nearest centre so far.  The draw is two exponential races (a block of
- * rows by the sum of its D_i^2, then a row of that block by its D_i^2; see
- * PGGPU_DRAW_ROWS in compute_internal.h), each key -log(u) / weight with u
- * from a counter-based hash of the seed, the step and the block or row, so
- * it needs one reduction and comes out the same on every backend.  When every distance is 0 (fewer distinct rows than k), the
- * next unchosen row is taken.
- */
-/* the key of the draw of centre c */
-static uint64_t
-step_key(const pggpu_kmeans_params *p, int c)
-{
-	return pggpu_mix64(p->seed + 0x632be59bd9b4e019ULL * (uint64_t) c);
-}
-
-/*
- * k-means++ steps a backend's km_pp_steps makes between interrupt checks:
- * PP_BATCH, fewer where they would measure more than PP_WORK squared
- * differences (a step measures at most every row once, about 0.2 s at
- * the GPU's memory bandwidth)
- */
-#define PP_BATCH 64
-#define PP_WORK ((double) (1LL << 36))
-
-static pggpu_status
-seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
-{
-	uint64_t	key;
-	rowset		chosen;
-	int64_t		next_free = 0;
-	int64_t		row = (int64_t) (pggpu_mix64(p->seed) % (uint64_t) ds->n);
-	pggpu_status st = PGGPU_OK;
-
-	/* fewer steps a batch where one step's pass is long (PP_WORK) */
-	int			batch = PP_BATCH;
-
-	while (batch > 1 && (double) batch * ds->n * ds->d > (ds->poll_work > 0 ? ds->poll_work : PP_WORK))
-		batch >>= 1;
-	if (!rowset_init(ds, &chosen, p->k))
-		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
-	rowset_add(&chosen, row);
-	key = step_key(p, 1);
-	CHECK(ds->ops->km_point(ds, row, 0, PGGPU_D2_SET, p->k > 1 ? &key : NULL, err));
-	for (int c = 1; c < p->k;)
-	{
-		interrupts(p);
-		if (ds->ops->km_pp_steps)
-		{
-			/* a batch of steps on the backend */
-			uint64_t	keys[PP_BATCH + 1];
-			int64_t		rows[PP_BATCH];
-			int			c1 = p->k - c < batch ? p->k : c + batch;
-			int			done;
-
-			for (int j = 0; j <= c1 - c; j++)
-				keys[j] = step_key(p, c + j);
-			CHECK(ds->ops->km_pp_steps(ds, c, c1, keys, rows, &done, err));
-			for (int j = 0; j < done; j++)
-				rowset_add(&chosen, rows[j]);
-			c += done;
-			if (c == c1)
-				continue;
-			/* the draw of step c found no row: that step is made here */
-		}
-		CHECK(ds->ops->km_pick(ds, PGGPU_PICK_SAMPLE, step_key(p, c), &row, err));
-		if (row < 0 || rowset_has(&chosen, row))
-		{
-			while (rowset_has(&chosen, next_free))
-				next_free++;
-			row = next_free;
-		}
-		rowset_add(&chosen, row);
-		key = step_key(p, c + 1);
-		CHECK(ds->ops->km_point(ds, row, c, PGGPU_D2_MIN, c + 1 < p->k ? &key : NULL, err));
-		c++;
-	}
-done:
-	return st;
 }
 
 /*
@@ -642,12 +498,12 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 						  k, (long long) ds->n);
 	if (p->max_iter < 1 || !(p->tol >= 0))
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "max_iter or tol out of range");
-	if ((unsigned) p->init > PGGPU_INIT_GIVEN)
+	if ((unsigned) p->init > PGGPU_INIT_PARALLEL)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "unknown init %d", (int) p->init);
 	if (p->init == PGGPU_INIT_GIVEN && p->init_centroids == NULL)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no initial centroids given");
 
-	counts = (int64_t *) scratch_alloc(ds, sizeof(int64_t) * k);
+	counts = (int64_t *) pggpu_scratch_alloc(ds, sizeof(int64_t) * k);
 	if (counts == NULL)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 
@@ -665,7 +521,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 	switch (p->init)
 	{
 		case PGGPU_INIT_GIVEN:
-			given = (double *) scratch_alloc(ds, sizeof(double) * k * d);
+			given = (double *) pggpu_scratch_alloc(ds, sizeof(double) * k * d);
 			if (given == NULL)
 			{
 				st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
@@ -678,10 +534,13 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 			CHECK(ops->km_put_centroids(ds, given, err));
 			break;
 		case PGGPU_INIT_RANDOM:
-			CHECK(seed_random(ds, p, err));
+			CHECK(pggpu_seed_random(ds, p, err));
+			break;
+		case PGGPU_INIT_PARALLEL:
+			CHECK(pggpu_seed_parallel(ds, p, err));
 			break;
 		default:
-			CHECK(seed_kmeanspp(ds, p, err));
+			CHECK(pggpu_seed_kmeanspp(ds, p, pggpu_seed_first(p, ds->n), err));
 			break;
 	}
 
@@ -732,7 +591,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 done:
 	ds->interrupt = saved_interrupt;
 	ds->interrupt_arg = saved_arg;
-	scratch_free_all(ds);
+	pggpu_scratch_free_all(ds);
 	return st;
 }
 
@@ -751,7 +610,7 @@ pggpu_assign(pggpu_data *ds, const double *centroids, int k, int32_t *labels,
 	if (ds->n == 0)
 		return PGGPU_OK;
 	/* scratch: the CPU pass may call the callback, which may longjmp */
-	scaled = (double *) scratch_alloc(ds, sizeof(double) * k * d);
+	scaled = (double *) pggpu_scratch_alloc(ds, sizeof(double) * k * d);
 	if (scaled == NULL)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	CHECK(prepare_scale(ds, centroids, (int64_t) k * d, &e, err));
@@ -771,6 +630,6 @@ pggpu_assign(pggpu_data *ds, const double *centroids, int k, int32_t *labels,
 		for (int64_t i = 0; i < ds->n; i++)
 			distances[i] = ldexp(sqrt(distances[i]), -e);
 done:
-	scratch_free_all(ds);
+	pggpu_scratch_free_all(ds);
 	return st;
 }

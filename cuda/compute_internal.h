@@ -39,10 +39,14 @@ struct pggpu_data
 	int			k;				/* centroids in the k-means state */
 	double		push_seconds;	/* time spent in pushes */
 	char		device_name[256];
+	int			gpu_index;		/* pggpu_data_open's */
 	void	   *impl;			/* the backend's own state */
 	/* the driver's scratch memory: freed on close too, since the interrupt
 	 * callback may longjmp out of an algorithm */
-	void	   *scratch[4];
+	void	   *scratch[12];
+	/* a data set the driver made for this one's algorithm (k-means||'s
+	 * candidates), closed with it for the same reason; NULL: none */
+	pggpu_data *aux;
 	/* the caller's interrupt callback (pggpu_data_set_interrupts, or
 	 * pggpu_kmeans's while it runs), else NULL: a backend may call it inside
 	 * long passes over the rows (it may longjmp, so nothing may be held then
@@ -133,6 +137,16 @@ typedef struct pggpu_ops
 
 	/* every centroid scaled to Euclidean norm `norm` (pggpu_normalize; cosine) */
 	pggpu_status (*km_normalize) (pggpu_data *ds, double norm, pggpu_error *err);
+
+	/*
+	 * Row weights of the PGGPU_PICK_SAMPLE draw from now on (n values > 0;
+	 * NULL: all 1): row i is drawn with probability w_i dist2[i] / sum (k-means||
+	 * reclusters its weighted candidates).  Kept across km_begin.
+	 */
+	pggpu_status (*km_weights) (pggpu_data *ds, const double *w, pggpu_error *err);
+
+	/* C[j] := row rows[j] for j < m (m <= k of km_begin) */
+	pggpu_status (*km_gather) (pggpu_data *ds, const int64_t *rows, int m, pggpu_error *err);
 } pggpu_ops;
 
 extern const pggpu_ops pggpu_cpu_ops;
@@ -163,6 +177,24 @@ pggpu_status pggpu_gpu_mm_run(pggpu_matmul *mm, const pggpu_matmul_params *p,
 							  pggpu_matmul_info *info, pggpu_error *err);
 void		pggpu_gpu_mm_close(pggpu_matmul *mm);
 
+/* ---- the driver's own (compute.c, seed.c) --------------------------------- */
+
+/* malloc, freed by pggpu_scratch_free_all or close (NULL: out of memory or slots) */
+void	   *pggpu_scratch_alloc(pggpu_data *ds, size_t bytes);
+void	   *pggpu_scratch_realloc(pggpu_data *ds, void *old, size_t bytes);
+void		pggpu_scratch_free_all(pggpu_data *ds);
+
+/*
+ * seed.c: the initial centroids of k = ds->k after km_begin (ds scaled
+ * already); k-means++ from row `first` (pggpu_seed_first: the seed's uniform
+ * row)
+ */
+int64_t		pggpu_seed_first(const pggpu_kmeans_params *p, int64_t n);
+pggpu_status pggpu_seed_random(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err);
+pggpu_status pggpu_seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, int64_t first,
+								 pggpu_error *err);
+pggpu_status pggpu_seed_parallel(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err);
+
 /* error helper: fills err, returns code */
 pggpu_status pggpu_fail(pggpu_error *err, pggpu_status code, const char *fmt,...)
 #ifdef __GNUC__
@@ -171,6 +203,15 @@ pggpu_status pggpu_fail(pggpu_error *err, pggpu_status code, const char *fmt,...
 			;
 
 /* ---- shared arithmetic: identical on host and device ------------------- */
+
+/* one rounding per operation on both sides (no fused multiply-add) */
+#ifdef __CUDA_ARCH__
+#define PGGPU_MUL(a, b) __dmul_rn((a), (b))
+#define PGGPU_ADD(a, b) __dadd_rn((a), (b))
+#else
+#define PGGPU_MUL(a, b) ((a) * (b))
+#define PGGPU_ADD(a, b) ((a) + (b))
+#endif
 
 /* SplitMix64 finaliser: a good 64-bit mix, used as a counter-based RNG */
 PGGPU_HD uint64_t
@@ -193,7 +234,8 @@ pggpu_uniform(uint64_t key, int64_t i)
 
 /*
  * The PGGPU_PICK_SAMPLE draw (k-means++): row i with probability w_i / sum w,
- * w_i = dist2[i] where it is > 0, else 0, in two exponential races, so that
+ * w_i = dist2[i] where it is > 0, else 0 (times the row's weight where the
+ * set has km_weights: pggpu_draw_wt), in two exponential races, so that
  * a pass needs one hash and one logarithm per block of rows, not per row:
  *
  *  1. Blocks of PGGPU_DRAW_ROWS consecutive rows (block b: rows 256 b ..,
@@ -228,6 +270,15 @@ pggpu_draw_w(double d2)
 	return d2 > 0 ? d2 : 0.0;
 }
 
+/* w_i of row i with row weights rw (km_weights; NULL: 1): rw[i] dist2[i] */
+PGGPU_HD double
+pggpu_draw_wt(const double *dist2, const double *rw, int64_t i)
+{
+	double		w = pggpu_draw_w(dist2[i]);
+
+	return rw ? PGGPU_MUL(w, rw[i]) : w;
+}
+
 /* the key of the race for item i (block or row) of weight w under key */
 PGGPU_HD double
 pggpu_draw_key(uint64_t key, int64_t i, double w)
@@ -237,7 +288,7 @@ pggpu_draw_key(uint64_t key, int64_t i, double w)
 
 /* S_b of the block at rows i0 .. (i0 a multiple of PGGPU_DRAW_ROWS), rows < n */
 PGGPU_HD double
-pggpu_draw_weight(const double *dist2, int64_t i0, int64_t n)
+pggpu_draw_weight(const double *dist2, const double *rw, int64_t i0, int64_t n)
 {
 	double		s[PGGPU_DRAW_LANES];
 
@@ -249,7 +300,7 @@ pggpu_draw_weight(const double *dist2, int64_t i0, int64_t n)
 			int64_t		i = i0 + r * PGGPU_DRAW_LANES + l;
 
 			if (i < n)
-				s[l] = s[l] + pggpu_draw_w(dist2[i]);
+				s[l] = PGGPU_ADD(s[l], pggpu_draw_wt(dist2, rw, i));
 		}
 	}
 	for (int h = PGGPU_DRAW_LANES / 2; h > 0; h >>= 1)
@@ -265,13 +316,6 @@ pggpu_draw_weight(const double *dist2, int64_t i0, int64_t n)
  * over j in order (m = max |c_j|: no square overflows), each operation
  * rounded on its own (no fused multiply-add).
  */
-#ifdef __CUDA_ARCH__
-#define PGGPU_MUL(a, b) __dmul_rn((a), (b))
-#define PGGPU_ADD(a, b) __dadd_rn((a), (b))
-#else
-#define PGGPU_MUL(a, b) ((a) * (b))
-#define PGGPU_ADD(a, b) ((a) + (b))
-#endif
 PGGPU_HD void
 pggpu_normalize(double *c, int d, double norm)
 {

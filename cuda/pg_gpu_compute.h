@@ -133,7 +133,8 @@ typedef enum pggpu_init
 {
 	PGGPU_INIT_KMEANSPP = 0,	/* k-means++ seeding, seeded */
 	PGGPU_INIT_RANDOM,			/* k distinct rows, seeded */
-	PGGPU_INIT_GIVEN			/* init_centroids */
+	PGGPU_INIT_GIVEN,			/* init_centroids */
+	PGGPU_INIT_PARALLEL			/* k-means|| (scalable k-means++), seeded: see seed.c */
 } pggpu_init;
 
 /*

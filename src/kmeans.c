@@ -255,11 +255,13 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 		p.init = PGGPU_INIT_KMEANSPP;
 	else if (pg_strcasecmp(init, "random") == 0)
 		p.init = PGGPU_INIT_RANDOM;
+	else if (pg_strcasecmp(init, "k-means||") == 0)
+		p.init = PGGPU_INIT_PARALLEL;
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown init \"%s\"", init),
-				 errhint("Use 'k-means++' or 'random', or pass init_centroids.")));
+				 errhint("Use 'k-means++', 'k-means||' or 'random', or pass init_centroids.")));
 
 	pg_gpu_resolve_source(PG_GETARG_OID(A_RELATION),
 						  PG_ARGISNULL(A_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(A_COLUMNS),

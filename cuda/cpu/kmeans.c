@@ -74,6 +74,7 @@ typedef struct cpu_state
 	bool		drawn;
 	uint64_t	drawn_key;
 	int64_t		drawn_row;
+	double	   *rw;				/* km_weights, or NULL */
 } cpu_state;
 
 #define ST(ds) ((cpu_state *) (ds)->impl)
@@ -165,6 +166,7 @@ cpu_close(pggpu_data *ds)
 		return;
 	cpu_km_free(s);
 	free(s->X);
+	free(s->rw);
 	free(s);
 	ds->impl = NULL;
 }
@@ -323,6 +325,18 @@ cpu_put_centroids(pggpu_data *ds, const double *C, pggpu_error *err)
 }
 
 static pggpu_status
+cpu_km_gather(pggpu_data *ds, const int64_t *rows, int m, pggpu_error *err)
+{
+	cpu_state  *s = ST(ds);
+
+	(void) err;
+	for (int c = 0; c < m; c++)
+		for (int j = 0; j < ds->d; j++)
+			s->C[(int64_t) c * ds->d + j] = s->X[pggpu_at(rows[c], j, ds->d, ds->log_b)];
+	return PGGPU_OK;
+}
+
+static pggpu_status
 cpu_get_centroids(pggpu_data *ds, double *C, pggpu_error *err)
 {
 	(void) err;
@@ -385,11 +399,11 @@ prefetch_column(const double *col)
 
 /* stage 1 of the draw for the block at rows i0 ..: on from (*best, *blk) */
 static void
-race_block(const double *dist2, int64_t i0, int64_t n, uint64_t key, double *best,
-		   int64_t *blk)
+race_block(const double *dist2, const double *rw, int64_t i0, int64_t n, uint64_t key,
+		   double *best, int64_t *blk)
 {
 	int64_t		b = i0 / PGGPU_DRAW_ROWS;
-	double		kv = pggpu_draw_key(key, b, pggpu_draw_weight(dist2, i0, n));
+	double		kv = pggpu_draw_key(key, b, pggpu_draw_weight(dist2, rw, i0, n));
 
 	if (kv < *best)
 	{
@@ -400,7 +414,7 @@ race_block(const double *dist2, int64_t i0, int64_t n, uint64_t key, double *bes
 
 /* stage 2: the row drawn in block blk (-1: none) */
 static int64_t
-race_rows(const double *dist2, int64_t blk, int64_t n, uint64_t key)
+race_rows(const double *dist2, const double *rw, int64_t blk, int64_t n, uint64_t key)
 {
 	uint64_t	k2 = pggpu_draw_row_key(key);
 	double		best = INFINITY;
@@ -408,7 +422,7 @@ race_rows(const double *dist2, int64_t blk, int64_t n, uint64_t key)
 
 	for (int64_t i = blk * PGGPU_DRAW_ROWS; blk >= 0 && i < n && i < (blk + 1) * PGGPU_DRAW_ROWS; i++)
 	{
-		double		kv = pggpu_draw_key(k2, i, dist2[i]);
+		double		kv = pggpu_draw_key(k2, i, pggpu_draw_wt(dist2, rw, i));
 
 		if (kv < best)
 		{
@@ -612,7 +626,7 @@ point_rows(pass *ps, part *pt, int t, bool caller)
 		point_block(block_at(ds, i0), TILE(ds), ds->d, ps->cc, s->dist2 + i0, ps->set);
 		/* a block of the draw is complete (parts hold whole ones, but the last) */
 		if (ps->key && ((i0 + RB) % PGGPU_DRAW_ROWS == 0 || i0 + rows == ds->n))
-			race_block(s->dist2, i0 / PGGPU_DRAW_ROWS * PGGPU_DRAW_ROWS, ds->n, *ps->key,
+			race_block(s->dist2, s->rw, i0 / PGGPU_DRAW_ROWS * PGGPU_DRAW_ROWS, ds->n, *ps->key,
 					   &pt->best, &pt->row);
 	}
 	pt->pos = pt->end;
@@ -829,7 +843,7 @@ cpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_
 			}
 		s->drawn = true;
 		s->drawn_key = *next_key;
-		s->drawn_row = race_rows(s->dist2, br, ds->n, *next_key);
+		s->drawn_row = race_rows(s->dist2, s->rw, br, ds->n, *next_key);
 	}
 	return PGGPU_OK;
 }
@@ -849,8 +863,8 @@ cpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *e
 		else
 		{
 			for (int64_t i0 = 0; i0 < ds->n; i0 += PGGPU_DRAW_ROWS)
-				race_block(s->dist2, i0, ds->n, key, &best, &br);
-			br = race_rows(s->dist2, br, ds->n, key);
+				race_block(s->dist2, s->rw, i0, ds->n, key, &best, &br);
+			br = race_rows(s->dist2, s->rw, br, ds->n, key);
 		}
 		*row = br;
 		return PGGPU_OK;
@@ -871,6 +885,22 @@ cpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *e
 		s->drawn = false;
 	}
 	*row = br;
+	return PGGPU_OK;
+}
+
+static pggpu_status
+cpu_km_weights(pggpu_data *ds, const double *w, pggpu_error *err)
+{
+	cpu_state  *s = ST(ds);
+
+	free(s->rw);
+	s->rw = NULL;
+	s->drawn = false;
+	if (w == NULL)
+		return PGGPU_OK;
+	if ((s->rw = (double *) malloc(sizeof(double) * (ds->n > 0 ? ds->n : 1))) == NULL)
+		return oom(err, sizeof(double) * ds->n);
+	memcpy(s->rw, w, sizeof(double) * ds->n);
 	return PGGPU_OK;
 }
 
@@ -901,4 +931,6 @@ const pggpu_ops pggpu_cpu_ops = {
 	.km_pick = cpu_km_pick,
 	.km_fetch = cpu_km_fetch,
 	.km_normalize = cpu_km_normalize,
+	.km_weights = cpu_km_weights,
+	.km_gather = cpu_km_gather,
 };

@@ -103,6 +103,7 @@ struct gpu_state
 	int			pick_parts;		/* blocks whose partial picks it left */
 	float	   *sep;			/* k: separations from the newest centre (rounded down) */
 	double	   *wsum;			/* the blocks' weights in the draw, while seeding */
+	double	   *rw;				/* the rows' weights in the draw (km_weights), or NULL */
 	long long  *pp_rows;		/* k: the rows km_pp_steps drew */
 	int			pp_blocks_per_sm;	/* pp_step_kernel's occupancy, 0: not known yet */
 	void	   *tc_ws;			/* the tensor cores' workspace, when they label */
@@ -247,5 +248,6 @@ pggpu_status gpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const ui
 pggpu_status gpu_km_pp_steps(pggpu_data *ds, int c0, int c1, const uint64_t *keys, int64_t *rows,
 							 int *done, pggpu_error *err);
 pggpu_status gpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *err);
+pggpu_status gpu_km_gather(pggpu_data *ds, const int64_t *rows, int m, pggpu_error *err);
 
 #endif							/* PG_GPU_GPU_COMMON_CUH */

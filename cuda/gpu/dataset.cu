@@ -293,6 +293,7 @@ gpu_close(pggpu_data *ds)
 		cudaStreamSynchronize(s->stream);
 	free_km(s);
 	cudaFree(s->X);
+	cudaFree(s->rw);
 	cudaFree(s->stats);
 	cudaFreeHost(s->stats_h);
 	for (int b = 0; b < 2; b++)
@@ -306,6 +307,24 @@ gpu_close(pggpu_data *ds)
 	(void) cudaGetLastError();
 	free(s);
 	ds->impl = NULL;
+}
+
+/* see pggpu_ops */
+static pggpu_status
+gpu_km_weights(pggpu_data *ds, const double *w, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+
+	if (s->stream_ok)
+		CU(cudaStreamSynchronize(s->stream));
+	cudaFree(s->rw);
+	s->rw = NULL;
+	s->pick_ready = false;
+	if (w == NULL || ds->n == 0)
+		return PGGPU_OK;
+	CU(cudaMalloc((void **) &s->rw, sizeof(double) * ds->n));
+	CU(cudaMemcpy(s->rw, w, sizeof(double) * ds->n, cudaMemcpyHostToDevice));
+	return PGGPU_OK;
 }
 
 int
@@ -546,6 +565,8 @@ static const pggpu_ops gpu_ops = {
 	gpu_km_fetch,
 	gpu_km_pp_steps,
 	gpu_km_normalize,
+	gpu_km_weights,
+	gpu_km_gather,
 };
 
 extern "C" const pggpu_ops *const pggpu_gpu_ops = &gpu_ops;

@@ -38,7 +38,7 @@ warp_draw_weight(const double (&d2)[PGGPU_DRAW_ROWS / 32])
  * the row drawn in block blk of the draw (-1: none), in thread 0.
  */
 __device__ long long
-block_draw_row(const double *dist2, int64_t n, long long blk, uint64_t key)
+block_draw_row(const double *dist2, const double *rw, int64_t n, long long blk, uint64_t key)
 {
 	uint64_t	k2 = pggpu_draw_row_key(key);
 	double		bk = INFINITY;
@@ -47,7 +47,7 @@ block_draw_row(const double *dist2, int64_t n, long long blk, uint64_t key)
 	for (int q = threadIdx.x; blk >= 0 && q < PGGPU_DRAW_ROWS; q += blockDim.x)
 	{
 		int64_t		i = blk * PGGPU_DRAW_ROWS + q;
-		double		kv = i < n ? pggpu_draw_key(k2, i, dist2[i]) : INFINITY;
+		double		kv = i < n ? pggpu_draw_key(k2, i, pggpu_draw_wt(dist2, rw, i)) : INFINITY;
 
 		if (pick_better(kv, i, bk, br))
 			bk = kv, br = i;
@@ -188,7 +188,7 @@ template <bool SET>
 __global__ void __launch_bounds__(BLOCK, PP_MIN_BLOCKS)
 pp_step_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, bool rows,
 			   const double *__restrict__ C, int c, const float *__restrict__ sep, int lb,
-			   uint32_t *words, double *dist2, double *wsum, bool pick, uint64_t key,
+			   uint32_t *words, double *dist2, const double *rw, double *wsum, bool pick, uint64_t key,
 			   double *part_key, long long *part_row, const dev_stats *stats)
 {
 	extern __shared__ double sh[];
@@ -337,6 +337,8 @@ pp_step_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, bool r
 					int64_t		i = i0 + r * 32 + lane;
 
 					wt[r] = SET ? wD[r * 32 + lane] : i < n ? __ldcg(dist2 + i) : 0.0;
+					if (rw && i < n)
+						wt[r] = PGGPU_MUL(pggpu_draw_w(wt[r]), rw[i]);
 				}
 				S = warp_draw_weight(wt);
 				if (lane == 0)
@@ -383,7 +385,7 @@ pp_step_smem(int d, int c, bool set)
  */
 __global__ void
 pp_next_kernel(const double *part_key, const long long *part_row, int nparts,
-			   const double *dist2, int64_t n, uint64_t key,
+			   const double *dist2, const double *rw, int64_t n, uint64_t key,
 			   const double *__restrict__ X, int d, int log_b, bool x_rows, double *C, int c,
 			   float *sep, long long *rows, dev_stats *stats)
 {
@@ -405,7 +407,7 @@ pp_next_kernel(const double *part_key, const long long *part_row, int nparts,
 	if (threadIdx.x == 0)
 		s_row = bk == INFINITY ? -1 : br;	/* the block of the draw */
 	__syncthreads();
-	br = block_draw_row(dist2, n, s_row, key);
+	br = block_draw_row(dist2, rw, n, s_row, key);
 	if (threadIdx.x == 0)
 		s_row = br;
 	__syncthreads();
@@ -434,7 +436,7 @@ pp_next_kernel(const double *part_key, const long long *part_row, int nparts,
  * per block of the draw.  See cpu/kmeans.c.
  */
 __global__ void
-pick_kernel(const double *dist2, int64_t n, int mode, uint64_t key,
+pick_kernel(const double *dist2, const double *rw, int64_t n, int mode, uint64_t key,
 			double *part_key, long long *part_row)
 {
 	double		bk = INFINITY;
@@ -455,7 +457,7 @@ pick_kernel(const double *dist2, int64_t n, int mode, uint64_t key,
 			{
 				int64_t		i = blk * PGGPU_DRAW_ROWS + r * 32 + lane;
 
-				w[r] = i < n ? dist2[i] : 0.0;
+				w[r] = i < n ? pggpu_draw_wt(dist2, rw, i) : 0.0;
 			}
 
 			double		kv = pggpu_draw_key(key, blk, warp_draw_weight(w));
@@ -485,7 +487,8 @@ pick_kernel(const double *dist2, int64_t n, int mode, uint64_t key,
 /* second stage, one block: the minimum of the per-block bests; SAMPLE: stage 2 in its block */
 __global__ void
 pick_final_kernel(const double *part_key, const long long *part_row, int nparts,
-				  int mode, uint64_t key, double *dist2, int64_t n, dev_stats *stats)
+				  int mode, uint64_t key, double *dist2, const double *rw, int64_t n,
+				  dev_stats *stats)
 {
 	__shared__ long long s_blk;
 	double		bk = INFINITY;
@@ -502,7 +505,7 @@ pick_final_kernel(const double *part_key, const long long *part_row, int nparts,
 		if (threadIdx.x == 0)
 			s_blk = br;
 		__syncthreads();
-		br = block_draw_row(dist2, n, s_blk, key);
+		br = block_draw_row(dist2, rw, n, s_blk, key);
 	}
 	if (threadIdx.x != 0)
 		return;
@@ -546,11 +549,11 @@ pp_launch_step(pggpu_data *ds, int c, bool set, bool pick, uint64_t key, const d
 
 	if (set)
 		pp_step_kernel<true><<<(unsigned) grid, BLOCK, shmem, s->stream>>>(
-			s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep, lb, words, s->dist2, s->wsum,
+			s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep, lb, words, s->dist2, s->rw, s->wsum,
 			pick, key, s->pick_key, s->pick_row, stats);
 	else
 		pp_step_kernel<false><<<(unsigned) grid, BLOCK, shmem, s->stream>>>(
-			s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep, lb, words, s->dist2, s->wsum,
+			s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep, lb, words, s->dist2, s->rw, s->wsum,
 			pick, key, s->pick_key, s->pick_row, stats);
 	LAUNCHED(pp_step_kernel);
 	s->labels_seeding = true;
@@ -578,6 +581,34 @@ gpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_
 						  next_key ? *next_key : 0, NULL, err);
 }
 
+/* C[c] := X[rows[c]], a block a centre (km_gather) */
+__global__ void
+gather_centres_kernel(const double *__restrict__ X, int d, int log_b, bool x_rows,
+					  const long long *rows, double *C)
+{
+	int			c = blockIdx.x;
+
+	for (int j = threadIdx.x; j < d; j += blockDim.x)
+		C[(int64_t) c * d + j] = X[x_at(rows[c], j, d, log_b, x_rows)];
+}
+
+pggpu_status
+gpu_km_gather(pggpu_data *ds, const int64_t *rows, int m, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+
+	if (m < 1)
+		return PGGPU_OK;
+	static_assert(sizeof(long long) == sizeof(int64_t), "the rows as pp_rows holds them");
+	s->pick_ready = false;
+	CU(cudaMemcpyAsync(s->pp_rows, rows, sizeof(long long) * m, cudaMemcpyHostToDevice, s->stream));
+	gather_centres_kernel<<<(unsigned) m, 128, 0, s->stream>>>(s->X, ds->d, ds->log_b, s->x_rows,
+															   s->pp_rows, s->C);
+	LAUNCHED(gather_centres_kernel);
+	CU(cudaStreamSynchronize(s->stream));	/* rows may be pageable memory the caller reuses */
+	return PGGPU_OK;
+}
+
 /* see pggpu_ops: pp_next_kernel and pp_step_kernel per step, one sync a batch */
 /* km_pp_steps' launches and its sync: the rows drawn into cnt_h, stats fetched */
 static pggpu_status
@@ -594,7 +625,7 @@ pp_batch(pggpu_data *ds, int c0, int c1, const uint64_t *keys, pggpu_error *err)
 		bool		pick = c + 1 < ds->k;
 
 		pp_next_kernel<<<(unsigned) ((c + 255) / 256), 256, sizeof(double) * ds->d, s->stream>>>(
-			s->pick_key, s->pick_row, s->pick_parts, s->dist2, ds->n, keys[c - c0], s->X, ds->d,
+			s->pick_key, s->pick_row, s->pick_parts, s->dist2, s->rw, ds->n, keys[c - c0], s->X, ds->d,
 			ds->log_b, s->x_rows, s->C, c, s->sep, s->pp_rows, stalled);
 		LAUNCHED(pp_next_kernel);
 		if ((st = pp_launch_step(ds, c, false, pick, pick ? keys[c - c0 + 1] : 0, stalled, err)) != PGGPU_OK)
@@ -618,8 +649,8 @@ gpu_km_pp_steps(pggpu_data *ds, int c0, int c1, const uint64_t *keys, int64_t *r
 	if (!(s->pick_ready && s->pick_ready_key == keys[0]))
 	{
 		s->pick_parts = grid_for(s, ds->n);
-		pick_kernel<<<s->pick_parts, BLOCK, 0, s->stream>>>(s->dist2, ds->n, PGGPU_PICK_SAMPLE, keys[0],
-															s->pick_key, s->pick_row);
+		pick_kernel<<<s->pick_parts, BLOCK, 0, s->stream>>>(s->dist2, s->rw, ds->n, PGGPU_PICK_SAMPLE,
+															keys[0], s->pick_key, s->pick_row);
 		LAUNCHED(pick_kernel);
 	}
 	/*
@@ -663,12 +694,13 @@ gpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *e
 		grid = s->pick_parts;	/* the first stage is done */
 	else
 	{
-		pick_kernel<<<grid, BLOCK, 0, s->stream>>>(s->dist2, ds->n, mode, key, s->pick_key, s->pick_row);
+		pick_kernel<<<grid, BLOCK, 0, s->stream>>>(s->dist2, s->rw, ds->n, mode, key, s->pick_key,
+												   s->pick_row);
 		LAUNCHED(pick_kernel);
 	}
 	s->pick_ready = false;
 	pick_final_kernel<<<1, 1024, 0, s->stream>>>(s->pick_key, s->pick_row, grid, mode, key,
-												  s->dist2, ds->n, s->stats);
+												  s->dist2, s->rw, ds->n, s->stats);
 	LAUNCHED(pick_final_kernel);
 	if ((st = fetch_stats(s, err)) != PGGPU_OK)
 		return st;

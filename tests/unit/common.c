@@ -76,7 +76,8 @@ const char *
 init_name(pggpu_init init)
 {
 	return init == PGGPU_INIT_GIVEN ? "given" :
-		init == PGGPU_INIT_RANDOM ? "random" : "k-means++";
+		init == PGGPU_INIT_RANDOM ? "random" :
+		init == PGGPU_INIT_PARALLEL ? "k-means||" : "k-means++";
 }
 
 /* ---- random numbers (independent of the library's hash) ------------------ */

@@ -1,4 +1,5 @@
 #include "unit.h"
+#include "compute_internal.h"
 
 /* ---- the k-means++ draw ----------------------------------------------------------- */
 
@@ -187,4 +188,112 @@ test_draw(void)
 	}
 	km_free(&o);
 	data_free(&D);
+}
+
+/* ---- the weighted draw (k-means||'s recluster) ------------------------------------- */
+
+/*
+ * The draw with row weights (km_weights) must treat a weight as a
+ * multiplicity: the rows of test_draw, one of each value, weighted by its
+ * count, k-means++ from the row of 0: every ordered pair (b, c) of the next
+ * two centres with the probability it has in test_draw given a = 0.  The
+ * frequencies over DRAW_SEEDS seeds on the CPU within 5 standard deviations
+ * (plus 1); the GPU the same centres seed for seed.
+ */
+static bool
+weighted_seed(pggpu_backend be, const double *vals, const double *w, uint64_t seed,
+			  double *C)
+{
+	pggpu_data *ds;
+	pggpu_error err = {0};
+	pggpu_kmeans_params p = {0};
+	bool		ok;
+
+	if (!CHECK(pggpu_data_open(&ds, be, 0, 1, DRAW_VALUES, &err) == PGGPU_OK, "open: %s", err.msg))
+		return false;
+	memcpy(pggpu_data_batch(ds), vals, sizeof(double) * DRAW_VALUES);
+	p.k = 3;
+	p.seed = seed;
+	ok = pggpu_data_push(ds, DRAW_VALUES, &err) == PGGPU_OK &&
+		ds->ops->km_begin(ds, 3, &err) == PGGPU_OK &&
+		(ds->k = 3, ds->ops->km_weights(ds, w, &err) == PGGPU_OK) &&
+		pggpu_seed_kmeanspp(ds, &p, 0, &err) == PGGPU_OK &&
+		ds->ops->km_get_centroids(ds, C, &err) == PGGPU_OK;
+	CHECK(ok, "%s weighted k-means++: %s", be_name(be), err.msg);
+	pggpu_data_close(ds);
+	return ok;
+}
+
+void
+test_weighted_draw(void)
+{
+	static const double vals[DRAW_VALUES] = {0, 1, 5, 20, 50};
+	static const double w[DRAW_VALUES] = {500, 300, 100, 70, 30};
+	int			seen[DRAW_VALUES][DRAW_VALUES] = {{0}};
+	double		w2 = 0,
+				C[3];
+
+	for (int v = 0; v < DRAW_VALUES; v++)
+		w2 += w[v] * vals[v] * vals[v];
+	set_case("weighted draw cpu");
+	for (int sd = 0; sd < DRAW_SEEDS; sd++)
+	{
+		int			b = -1,
+					c = -1;
+
+		if (!weighted_seed(PGGPU_BACKEND_CPU, vals, w, 5000 + sd, C))
+			return;
+		for (int v = 0; v < DRAW_VALUES; v++)
+		{
+			if (C[1] == vals[v])
+				b = v;
+			if (C[2] == vals[v])
+				c = v;
+		}
+		if (!CHECK(C[0] == 0 && b > 0 && c > 0 && b != c, "seed %d: centres %g %g %g",
+				   5000 + sd, C[0], C[1], C[2]))
+			return;
+		seen[b][c]++;
+	}
+	for (int b = 1; b < DRAW_VALUES; b++)
+	{
+		double		w3 = 0;
+
+		for (int v = 0; v < DRAW_VALUES; v++)
+		{
+			double		da = vals[v] * vals[v],
+						db = (vals[v] - vals[b]) * (vals[v] - vals[b]);
+
+			w3 += w[v] * (da < db ? da : db);
+		}
+		for (int c = 1; c < DRAW_VALUES; c++)
+		{
+			double		da = vals[c] * vals[c],
+						db = (vals[c] - vals[b]) * (vals[c] - vals[b]);
+			double		pr = c == b ? 0 : w[b] * vals[b] * vals[b] / w2 * (w[c] * (da < db ? da : db) / w3);
+			double		mu = DRAW_SEEDS * pr,
+						sdv = sqrt(mu * (1 - pr));
+
+			CHECK(fabs(seen[b][c] - mu) <= 5 * sdv + 1, "centres 0, %g, %g: %d of %d draws, expected %.1f (sd %.1f)",
+				  vals[b], vals[c], seen[b][c], DRAW_SEEDS, mu, sdv);
+		}
+	}
+
+	set_case("weighted draw gpu vs cpu");
+	if (!have_gpu)
+	{
+		gpu_skipped++;
+		return;
+	}
+	for (int sd = 0; sd < DRAW_GPU_SEEDS; sd++)
+	{
+		double		G[3];
+
+		if (!weighted_seed(PGGPU_BACKEND_CPU, vals, w, 5000 + sd, C) ||
+			!weighted_seed(PGGPU_BACKEND_GPU, vals, w, 5000 + sd, G))
+			return;
+		if (!CHECK(memcmp(C, G, sizeof(C)) == 0, "seed %d: gpu %g %g %g, cpu %g %g %g",
+				   5000 + sd, G[0], G[1], G[2], C[0], C[1], C[2]))
+			return;
+	}
 }

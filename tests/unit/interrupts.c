@@ -92,11 +92,27 @@ test_interrupts_on(pggpu_backend be)
 		CHECK(fit_jumps(be, &D, &p, 1, NULL), "no longjmp out of k-means at callback %d", at);
 		interrupt_jump_at = 0;
 	}
+	/* k-means||: out at every callback (its rounds, the recluster's data set) */
+	set_case("interrupts %s k-means||", be_name(be));
+	p.init = PGGPU_INIT_PARALLEL;
+	interrupt_calls = 0;
+	km_alloc(&o, D.n, k, D.d);
+	if (km_run(be, &D, 0, &p, &o))
+		check_blobs("k-means||", &D, k, PGGPU_INIT_PARALLEL, &o);
+	km_free(&o);
+	total = interrupt_calls;
+	for (int at = 1; at <= total; at++)
+	{
+		interrupt_jump_at = at;
+		if (!CHECK(fit_jumps(be, &D, &p, 1, NULL), "no longjmp out of k-means|| at callback %d", at))
+			break;
+	}
+	interrupt_jump_at = 0;
 	/* still works afterwards */
 	p.check_interrupts = NULL;
 	km_alloc(&o, D.n, k, D.d);
 	if (km_run(be, &D, 0, &p, &o))
-		check_blobs("after interrupts", &D, k, PGGPU_INIT_KMEANSPP, &o);
+		check_blobs("after interrupts", &D, k, PGGPU_INIT_PARALLEL, &o);
 	km_free(&o);
 	data_free(&D);
 }
@@ -281,7 +297,7 @@ test_threads(void)
 		gen_blobs(&D, n, d, k < 20 ? k : 20, 4.0, 500 + t);
 		for (int i = 0; i < k * d; i++)
 			given[i] = D.X[(int64_t) (i / d) * 13 % n * d + i % d];
-		for (int init = PGGPU_INIT_KMEANSPP; init <= PGGPU_INIT_GIVEN; init++)
+		for (int init = PGGPU_INIT_KMEANSPP; init <= PGGPU_INIT_PARALLEL; init++)
 		{
 			pggpu_kmeans_params p = {0};
 			km_out		one;

@@ -20,12 +20,12 @@ static const grid_case grid[] = {
 	{"k=1", 1000, 1, 1, DATA_BLOBS, 0, 0, I_ALL, 10, -1},
 	/* large N, small k * d */
 	{"blobs", 1000000, 1, 3, DATA_BLOBS, 0, 0, I_GIVEN, 50, 1},
-	{"blobs", 1000000, 2, 4, DATA_BLOBS, 0, 0, I_PP, 50, 0},
+	{"blobs", 1000000, 2, 4, DATA_BLOBS, 0, 0, I_PP | I_PAR, 50, 0},
 	{"uniform", 200000, 5, 8, DATA_UNIFORM, 0, 0, I_GIVEN, 30, 1},
 	/* wide rows, many centroids */
 	{"blobs", 20000, 128, 4, DATA_BLOBS, 0, 0, I_GIVEN | I_PP, 50, 1},
-	{"blobs", 20000, 8, 1024, DATA_BLOBS, 0, 0, I_GIVEN | I_PP, 20, 1},
-	{"uniform", 3000, 128, 100, DATA_UNIFORM, 0, 0, I_PP, 10, -1},
+	{"blobs", 20000, 8, 1024, DATA_BLOBS, 0, 0, I_GIVEN | I_PP | I_PAR, 20, 1},
+	{"uniform", 3000, 128, 100, DATA_UNIFORM, 0, 0, I_PP | I_PAR, 10, -1},
 	{"blobs", 5000, 33, 33, DATA_BLOBS, 0, 0, I_ALL, 50, 1},
 	{"uniform", 5000, 31, 9, DATA_UNIFORM, 0, 0, I_GIVEN | I_RAND, 50, 1},
 	{"uniform", 5000, 32, 16, DATA_UNIFORM, 0, 0, I_PP, 50, 0},
@@ -33,8 +33,8 @@ static const grid_case grid[] = {
 	{"blobs", 4096, 2, 5, DATA_BLOBS, 0, 0, I_ALL, 50, 1},
 	{"uniform", 4097, 2, 32, DATA_UNIFORM, 0, 0, I_GIVEN, 200, 1},
 	/* k-means++ must find every blob when they are far apart */
-	{"far blobs", 20000, 5, 10, DATA_BLOBS, 0, 1000, I_PP, 50, 1},
-	{"far blobs", 20000, 3, 100, DATA_BLOBS, 0, 1000, I_PP, 50, 1},
+	{"far blobs", 20000, 5, 10, DATA_BLOBS, 0, 1000, I_PP | I_PAR, 50, 1},
+	{"far blobs", 20000, 3, 100, DATA_BLOBS, 0, 1000, I_PP | I_PAR, 50, 1},
 	/* duplicates */
 	{"all same", 1000, 5, 3, DATA_SAME, 0, 0, I_ALL, 20, -1},
 	{"all same", 1, 3, 1, DATA_SAME, 0, 0, I_ALL, 20, -1},
@@ -62,9 +62,9 @@ static const grid_case grid[] = {
 	 * the CPU)
 	 */
 	{"big blobs", 1000000, 128, 256, DATA_BLOBS, 0, 0, I_GIVEN, 20, 0, false, MODE_FULL_GPU},
-	{"big blobs", 1000000, 128, 1024, DATA_BLOBS, 0, 0, I_GIVEN | I_PP, 10, 1, false, MODE_FULL_GPU},
+	{"big blobs", 1000000, 128, 1024, DATA_BLOBS, 0, 0, I_GIVEN | I_PP | I_PAR, 10, 1, false, MODE_FULL_GPU},
 	{"big blobs", 1000000, 32, 1024, DATA_BLOBS, 0, 0, I_GIVEN | I_RAND, 10, -1, false, MODE_FULL_GPU},
-	{"big uniform", 1000000, 1, 1024, DATA_UNIFORM, 0, 0, I_PP, 20, 0, false, MODE_FULL_GPU},
+	{"big uniform", 1000000, 1, 1024, DATA_UNIFORM, 0, 0, I_PP | I_PAR, 20, 0, false, MODE_FULL_GPU},
 	{"big far centroid", 1000000, 16, 64, DATA_FAR, 1, 0, I_GIVEN, 20, 1, false, MODE_FULL_GPU},
 };
 
@@ -137,7 +137,8 @@ run_case(const grid_case *gc, pggpu_init init)
 		p.init_centroids = C0 = make_init(gc, &D);
 	/* clusters = blobs: given one row per blob, or k-means++ on far blobs */
 	blobs_known = gc->kind == DATA_BLOBS && D.ngroups == k &&
-		(init == PGGPU_INIT_GIVEN || (init == PGGPU_INIT_KMEANSPP && gc->value >= 1000));
+		(init == PGGPU_INIT_GIVEN ||
+		 ((init == PGGPU_INIT_KMEANSPP || init == PGGPU_INIT_PARALLEL) && gc->value >= 1000));
 
 	if (gc->mode != MODE_FULL_GPU)
 	{
@@ -199,6 +200,8 @@ test_grid(void)
 			run_case(gc, PGGPU_INIT_KMEANSPP);
 		if (gc->inits & I_RAND)
 			run_case(gc, PGGPU_INIT_RANDOM);
+		if (gc->inits & I_PAR)
+			run_case(gc, PGGPU_INIT_PARALLEL);
 	}
 }
 

@@ -138,6 +138,7 @@ main(int argc, char **argv)
 	section("reference", test_reference);
 	section("fit only", test_fit_only);
 	section("draw", test_draw);
+	section("weighted draw", test_weighted_draw);
 	section("interrupts", test_interrupts);
 	section("threads", test_threads);
 	section("scaling", test_scaling);

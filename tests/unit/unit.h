@@ -28,7 +28,8 @@
 #define I_GIVEN 1
 #define I_PP    2
 #define I_RAND  4
-#define I_ALL   7
+#define I_PAR   8			/* k-means|| */
+#define I_ALL   15
 
 /* matrix products' element types (matmul.c; the kernel grid's too) */
 #define F64 PGGPU_FLOAT64
@@ -204,6 +205,7 @@ void test_interrupts(void);
 
 /* draw.c */
 void test_draw(void);
+void test_weighted_draw(void);
 
 /* matmul.c */
 pggpu_matmul *mm_open(pggpu_backend be);
