@@ -40,7 +40,7 @@ FROM m;
 -- canonical numbering: the same partition gets the same numbers whatever the seed or init
 SELECT count(DISTINCT (SELECT string_agg(cluster::text, ',' ORDER BY id)
                        FROM gpu_kmeans('points', 3, seed => s, init => i)))
-FROM generate_series(1, 5) s, unnest(ARRAY['k-means++', 'random']) i;
+FROM generate_series(1, 5) s, unnest(ARRAY['k-means++', 'random', 'k-means||', 'K-Means||']) i;
 
 -- the same seed gives the same answer
 SELECT (SELECT rounded(centroids) FROM gpu_kmeans_fit('points', 3, init => 'random', seed => 7))

@@ -130,3 +130,15 @@ SELECT count(*) AS rows, count(*) FILTER (WHERE a.cluster IS DISTINCT FROM d.clu
 FROM v_wide_auto a JOIN gpu_kmeans('v_wide', 64, max_iter => 4, tol => 0, seed => 5) d USING (id);
 RESET pg_gpu.kmeans_precision;
 SET pg_gpu.kmeans_precision = single;
+-- init => 'k-means||' (scalable k-means++): each of 12 separated blobs one cluster,
+-- an inertia like k-means++'s, the same answer for the same seed
+CREATE TABLE v_blobs (id int PRIMARY KEY, blob int, e real[]);
+INSERT INTO v_blobs
+SELECT i, i % 12, array_agg(((i % 12) * (j % 3 + 1) * 10 + sin(i * 1.7 + j))::real ORDER BY j)
+FROM generate_series(1, 2400) i, generate_series(1, 24) j GROUP BY i;
+SELECT count(DISTINCT cluster) AS clusters, count(DISTINCT (blob, cluster)) AS pairs
+FROM gpu_kmeans('v_blobs', 12, columns => ARRAY['e'], init => 'k-means||', seed => 3) JOIN v_blobs USING (id);
+SELECT round(((SELECT inertia FROM gpu_kmeans_fit('v_wide', 64, init => 'k-means||', seed => 5)) /
+              (SELECT inertia FROM gpu_kmeans_fit('v_wide', 64, seed => 5)))::numeric, 1) AS ratio_to_kmeanspp;
+SELECT (SELECT centroids FROM gpu_kmeans_fit('v_wide', 64, init => 'k-means||', seed => 9)) =
+       (SELECT centroids FROM gpu_kmeans_fit('v_wide', 64, init => 'k-means||', seed => 9)) AS reproducible;

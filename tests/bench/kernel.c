@@ -2,7 +2,7 @@
  * kernel.c - bench_kernel: k-means through the compute layer, without a
  * database, on the suite's blobs (blobs.h).
  *
- *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-S] N,d,k ...
+ *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-S] [-P] N,d,k ...
  *   bench_kernel bandwidth [-t TSV]
  *   bench_kernel print D ROWS          (the generator's first rows, %a)
  *
@@ -19,7 +19,10 @@
  * when more than 1).  -D: float64 products only (pggpu_data_set_double_only,
  * method pg_gpu_f64).  -E: embedding-like rows instead of the blobs, with
  * metric cosine (method suffix _emb; see embedding_fill).  -S: no seeding
- * fit (k-means++ at large k takes k passes).  The route that
+ * fit (k-means++ at large k takes k passes).  -P: also k-means||, its
+ * seeding (section seed, note k-means||) and a whole fit with it and ITERS
+ * iterations (section whole: pggpu_kmeans's time, the load apart; its
+ * inertia in the note), and k-means++'s fit (unless -S) with ITERS too.  The route that
  * ran is in the note.  A case whose time, predicted from the last case of the same d and k at a
  * smaller N (scaled by N), exceeds CAP_S or what is left of BUDGET_S is
  * skipped, and says so.
@@ -48,6 +51,7 @@ static char method[32] = "pg_gpu";
 static bool double_only = false;	/* -D */
 static bool embeddings = false;	/* -E */
 static bool no_seed = false;	/* -S */
+static bool parallel = false;	/* -P */
 static char route[256];			/* the last fit's route (pggpu_data_route) */
 
 /*
@@ -57,7 +61,7 @@ static char route[256];			/* the last fit's route (pggpu_data_route) */
 static bool
 fit(pggpu_backend be, int64_t n, int64_t stride, int d, const double *X,
 	const pggpu_kmeans_params *p, pggpu_kmeans_result *r, double *load_s,
-	pggpu_error *err)
+	double *fit_s, pggpu_error *err)
 {
 	pggpu_data *ds;
 	bool		ok;
@@ -84,7 +88,9 @@ fit(pggpu_backend be, int64_t n, int64_t stride, int d, const double *X,
 		done += m;
 	}
 	*load_s = bench_now() - t0;
+	t0 = bench_now();
 	ok = pggpu_kmeans(ds, p, r, err) == PGGPU_OK;
+	*fit_s = bench_now() - t0;
 	snprintf(route, sizeof(route), "%s", pggpu_data_route(ds));
 	pggpu_data_close(ds);
 	return ok;
@@ -152,7 +158,8 @@ run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
 	pggpu_kmeans_result r = {0};
 	pggpu_error err = {0};
 	double	   *C = malloc(sizeof(double) * k * d);
-	double		load_s;
+	double		load_s,
+				fit_s;
 	bool		ok;
 	char		thr[16];
 
@@ -175,14 +182,14 @@ run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
 	{
 		p.init = PGGPU_INIT_KMEANSPP;
 		p.max_iter = 2;
-		ok = fit(be, n < WARM_ROWS ? n : WARM_ROWS, n, d, X, &p, &r, &load_s, &err);
+		ok = fit(be, n < WARM_ROWS ? n : WARM_ROWS, n, d, X, &p, &r, &load_s, &fit_s, &err);
 		if (!ok)
 			goto done;
 	}
 	p.max_iter = iters;
 	p.init = PGGPU_INIT_GIVEN;
 	p.init_centroids = C;
-	ok = fit(be, n, n, d, X, &p, &r, &load_s, &err);
+	ok = fit(be, n, n, d, X, &p, &r, &load_s, &fit_s, &err);
 	if (ok)
 	{
 		bench_emit(gpu ? "kernel" : "cpu", method, n, d, k,
@@ -192,11 +199,27 @@ run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
 				   "pushing N x d float64 through the staging buffers");
 		p.init = PGGPU_INIT_KMEANSPP;
 		p.init_centroids = NULL;
-		p.max_iter = 1;
-		ok = no_seed || fit(be, n, n, d, X, &p, &r, &load_s, &err);
+		p.max_iter = parallel ? iters : 1;
+		ok = no_seed || fit(be, n, n, d, X, &p, &r, &load_s, &fit_s, &err);
 		if (ok && !no_seed)
 			bench_emit(gpu ? "seed" : "cpu_seed", method, n, d, k,
 					   r.seed_seconds, "k-means++");
+		if (ok && !no_seed && parallel)
+			bench_emit(gpu ? "whole" : "cpu_whole", method, n, d, k, fit_s,
+					   "k-means++ and %d iterations, inertia %.9g", r.iterations, r.inertia);
+	}
+	if (ok && parallel)
+	{
+		p.init = PGGPU_INIT_PARALLEL;
+		p.init_centroids = NULL;
+		p.max_iter = iters;
+		ok = fit(be, n, n, d, X, &p, &r, &load_s, &fit_s, &err);
+		if (ok)
+		{
+			bench_emit(gpu ? "seed" : "cpu_seed", method, n, d, k, r.seed_seconds, "k-means||");
+			bench_emit(gpu ? "whole" : "cpu_whole", method, n, d, k, fit_s,
+					   "k-means|| and %d iterations, inertia %.9g", r.iterations, r.inertia);
+		}
 	}
 done:
 	if (!ok)
@@ -278,13 +301,13 @@ main(int argc, char **argv)
 	if (argc < 2 || (strcmp(argv[1], "gpu") && strcmp(argv[1], "cpu") &&
 					 strcmp(argv[1], "bandwidth")))
 	{
-		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-S] N,d,k ...\n"
+		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-S] [-P] N,d,k ...\n"
 				"       %s bandwidth [-t TSV]\n       %s print D ROWS\n",
 				argv[0], argv[0], argv[0]);
 		return 2;
 	}
 	optind = 2;
-	while ((opt = getopt(argc, argv, "t:i:b:c:T:DES")) != -1)
+	while ((opt = getopt(argc, argv, "t:i:b:c:T:DESP")) != -1)
 	{
 		if (opt == 'D')
 			double_only = true;
@@ -292,6 +315,8 @@ main(int argc, char **argv)
 			embeddings = true;
 		else if (opt == 'S')
 			no_seed = true;
+		else if (opt == 'P')
+			parallel = true;
 		else if (opt == 't')
 			bench_open_tsv(optarg);
 		else if (opt == 'i')
