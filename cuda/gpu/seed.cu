@@ -58,18 +58,43 @@ block_draw_row(const double *dist2, const double *rw, int64_t n, long long blk, 
 }
 
 
-/* |x_i - c|^2 with the Lloyd pass's arithmetic */
-__device__ __forceinline__ double
-row_dist(const double *__restrict__ xi, int d, int log_b, const double *c)
+/*
+ * sep[a] := |C[a] - cn|^2 for a < c, rounded down to float32, a warp a
+ * centre (lanes over the columns: C's rows read coalesced, where a thread a
+ * centre read d scattered doubles one after another: at d = 768 that was
+ * most of a step).  The order of the sum does not matter to the pruning
+ * (see PRUNE_MARGIN_F).
+ */
+__device__ void
+grid_separations(const double *C, int c, int d, const double *cn, float *sep)
 {
-	double		acc = 0.0;
+	int			lane = threadIdx.x & 31;
+	int			warps = gridDim.x * (blockDim.x >> 5);
 
-	for (int j = 0; j < d; j++)
-		acc = sq_term(acc, xi[(int64_t) j << log_b], c[j]);
-	return acc;
+	for (int a = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); a < c; a += warps)
+	{
+		double		acc = 0.0;
+
+		for (int j = lane; j < d; j += 32)
+			acc = sq_term(acc, C[(int64_t) a * d + j], cn[j]);
+		for (int o = 16; o > 0; o >>= 1)
+			acc = __dadd_rn(acc, __shfl_xor_sync(FULL, acc, o));
+		if (lane == 0)
+			sep[a] = __double2float_rd(acc);
+	}
 }
 
+/* blocks of SEP_THREADS for grid_separations over c centres */
+#define SEP_THREADS 256
 
+static unsigned
+sep_grid(const gpu_state *s, int c)
+{
+	int64_t		g = ((int64_t) c + SEP_THREADS / 32 - 1) / (SEP_THREADS / 32);
+	int64_t		cap = (int64_t) s->sm_count * 8;
+
+	return (unsigned) (g < 1 ? 1 : g > cap ? cap : g);
+}
 
 /*
  * Triangle-inequality pruning of a k-means++ step: a row whose nearest
@@ -128,7 +153,6 @@ seed_prep_kernel(const double *__restrict__ X, int d, int log_b, bool rows, int6
 				 double *C, int c, bool prune, float *sep)
 {
 	extern __shared__ double cn[];
-	int			a = blockIdx.x * blockDim.x + threadIdx.x;
 
 	for (int j = threadIdx.x; j < d; j += blockDim.x)
 	{
@@ -137,8 +161,8 @@ seed_prep_kernel(const double *__restrict__ X, int d, int log_b, bool rows, int6
 			C[(int64_t) c * d + j] = cn[j];
 	}
 	__syncthreads();
-	if (prune && a < c)
-		sep[a] = __double2float_rd(row_dist(C + (int64_t) a * d, d, 0, cn));
+	if (prune)
+		grid_separations(C, c, d, cn, sep);
 }
 
 /*
@@ -393,7 +417,6 @@ pp_next_kernel(const double *part_key, const long long *part_row, int nparts,
 	__shared__ long long s_row;
 	double		bk = INFINITY;
 	long long	br = LLONG_MAX;
-	int			a = blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (threadIdx.x == 0)
 		s_row = stats->pp_stalled ? -2 : 0;
@@ -426,8 +449,7 @@ pp_next_kernel(const double *part_key, const long long *part_row, int nparts,
 			C[(int64_t) c * d + j] = cn[j];
 	}
 	__syncthreads();
-	if (a < c)
-		sep[a] = __double2float_rd(row_dist(C + (int64_t) a * d, d, 0, cn));
+	grid_separations(C, c, d, cn, sep);
 }
 
 /*
@@ -572,7 +594,7 @@ gpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_
 	bool		prune = mode == PGGPU_D2_MIN;
 
 	s->pick_ready = false;
-	seed_prep_kernel<<<(unsigned) (prune ? (c + 255) / 256 : 1), 256, sizeof(double) * d, s->stream>>>(
+	seed_prep_kernel<<<prune ? sep_grid(s, c) : 1, SEP_THREADS, sizeof(double) * d, s->stream>>>(
 		s->X, d, ds->log_b, s->x_rows, row, s->C, c, prune, s->sep);
 	LAUNCHED(seed_prep_kernel);
 	if (mode == PGGPU_D2_KEEP)
@@ -624,7 +646,7 @@ pp_batch(pggpu_data *ds, int c0, int c1, const uint64_t *keys, pggpu_error *err)
 	{
 		bool		pick = c + 1 < ds->k;
 
-		pp_next_kernel<<<(unsigned) ((c + 255) / 256), 256, sizeof(double) * ds->d, s->stream>>>(
+		pp_next_kernel<<<sep_grid(s, c), SEP_THREADS, sizeof(double) * ds->d, s->stream>>>(
 			s->pick_key, s->pick_row, s->pick_parts, s->dist2, s->rw, ds->n, keys[c - c0], s->X, ds->d,
 			ds->log_b, s->x_rows, s->C, c, s->sep, s->pp_rows, stalled);
 		LAUNCHED(pp_next_kernel);
