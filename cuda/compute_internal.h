@@ -168,6 +168,29 @@ struct pggpu_matmul
 	void	   *impl;			/* the GPU backend's state */
 };
 
+/*
+ * OpenBLAS, loaded on first use (cpu/matmul.c): NULL and *why when it
+ * cannot be.  cblas.h's functions, its enums as the ints they are (no
+ * cblas.h here: the GPU's files include this too).
+ */
+#define PGGPU_CBLAS_ROW_MAJOR 101
+#define PGGPU_CBLAS_NO_TRANS 111
+#define PGGPU_CBLAS_TRANS 112
+
+typedef struct pggpu_openblas
+{
+	void		(*dgemm) (int order, int ta, int tb, int m, int n, int k, double alpha,
+						  const double *a, int lda, const double *b, int ldb, double beta,
+						  double *c, int ldc);
+	void		(*sgemm) (int order, int ta, int tb, int m, int n, int k, float alpha,
+						  const float *a, int lda, const float *b, int ldb, float beta,
+						  float *c, int ldc);
+	void		(*set_threads) (int);	/* openblas_set_num_threads, or NULL */
+} pggpu_openblas;
+
+const pggpu_openblas *pggpu_openblas_load(const char **why);
+void		pggpu_openblas_threads(const pggpu_openblas *ob, int threads);
+
 /* the GPU side (gpu/stand_in.c stubs these in builds without CUDA) */
 pggpu_status pggpu_gpu_mm_open(pggpu_matmul *mm, int gpu_index, pggpu_error *err);
 void	   *pggpu_gpu_host_alloc(size_t bytes, size_t *got);

@@ -17,6 +17,7 @@
  */
 #include "compute_internal.h"
 #include "blocks.h"
+#include "gemm.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -33,11 +34,13 @@
  * combined in part order at the end.  The cut depends only on n, k and d,
  * never on the number of threads, so every thread count gives the same
  * result to the last bit; up to PART_ROWS rows are one part, summed exactly
- * as one loop over the rows sums them.
+ * as one loop over the rows sums them.  (PART_ROWS was 65536 until November
+ * 2026: 10^5 rows were 2 parts, so 2 threads at most; 2048 lets 16 threads
+ * share them, at up to MAX_PARTS k (d + 1) additions to combine the parts.)
  */
-#define PART_ROWS 65536			/* ceil(n / PART_ROWS) parts, capped below */
+#define PART_ROWS 2048			/* ceil(n / PART_ROWS) parts, capped below */
 #define MAX_PARTS 64
-#define PART_SUMS_BYTES ((int64_t) 32 << 20)	/* all parts' sums, at most */
+#define PART_SUMS_BYTES ((int64_t) 128 << 20)	/* all parts' sums, at most */
 
 typedef struct __attribute__((aligned(64))) part
 {
@@ -75,6 +78,8 @@ typedef struct cpu_state
 	uint64_t	drawn_key;
 	int64_t		drawn_row;
 	double	   *rw;				/* km_weights, or NULL */
+	cpu_gemm	gemm;			/* the GEMM route (gemm.ob NULL: off) */
+	bool		gemm_tried;		/* since km_begin */
 } cpu_state;
 
 #define ST(ds) ((cpu_state *) (ds)->impl)
@@ -150,6 +155,8 @@ cpu_km_free(cpu_state *s)
 {
 	free(s->C), free(s->labels), free(s->dist2), free(s->sums), free(s->cnt);
 	free(s->xb), free(s->parts), free(s->part_sums), free(s->part_cnt);
+	cpu_gemm_close(&s->gemm);
+	s->gemm_tried = false;
 	s->part_cnt = NULL;
 	s->C = s->dist2 = s->sums = s->xb = s->part_sums = NULL;
 	s->parts = NULL;
@@ -529,6 +536,35 @@ nearest_block_polled(pass *ps, bool caller, const double *x, int d, const double
 	return true;
 }
 
+/*
+ * Rows i0 .. i0 + rows - 1 labelled (lab, best): into labels and dist2,
+ * counted, and with update summed by label in row order (element j of row
+ * q at x[q * xq + j * xj]).
+ */
+static inline void
+take_rows(cpu_state *s, bool update, int d, int64_t i0, int rows, const double *best,
+		  const int32_t *lab, const double *x, int64_t xq, int64_t xj, double *sums,
+		  int64_t *cnt, int64_t *changed, double *inertia)
+{
+	for (int q = 0; q < rows; q++)
+	{
+		*changed += s->labels[i0 + q] != lab[q];
+		s->labels[i0 + q] = lab[q];
+		s->dist2[i0 + q] = best[q];
+		*inertia += best[q];
+	}
+	/* each cluster's sums in row order, as a loop over rows adds them */
+	if (update)
+		for (int q = 0; q < rows; q++)
+		{
+			double	   *sum = sums + (int64_t) lab[q] * d;
+
+			cnt[lab[q]]++;
+			for (int j = 0; j < d; j++)
+				sum[j] += x[q * xq + j * xj];
+		}
+}
+
 /* a Lloyd pass over the rest of a part */
 static void
 step_rows(pass *ps, part *pt, int t, bool caller)
@@ -557,7 +593,22 @@ step_rows(pass *ps, part *pt, int t, bool caller)
 	}
 	changed = pt->changed;
 	inertia = pt->inertia;
-	for (i0 = pt->pos; i0 < pt->end; i0 += RB)
+	/* the GEMM route: panels (aligned, so within a tile), a poll each */
+	i0 = pt->pos;
+	for (; s->gemm.ob && i0 < pt->end; i0 += s->gemm.panel)
+	{
+		int			rows = pt->end - i0 < s->gemm.panel ? (int) (pt->end - i0) : s->gemm.panel;
+		double		best[GEMM_PANEL];
+		int32_t		lab[GEMM_PANEL];
+		const double *xo;
+
+		if (!poll_pass(ps, caller))
+			break;
+		cpu_gemm_label(&s->gemm, t, s->X, d, ds->log_b, i0, rows, s->C, k, best, lab, &xo);
+		take_rows(s, ps->update, d, i0, rows, best, lab, xo, d, 1, sums, cnt, &changed, &inertia);
+	}
+	/* else blocks of RB rows */
+	for (; !s->gemm.ob && i0 < pt->end; i0 += RB)
 	{
 		const double *src = block_at(ds, i0);
 		int			rows = pt->end - i0 < RB ? (int) (pt->end - i0) : RB;
@@ -578,23 +629,7 @@ step_rows(pass *ps, part *pt, int t, bool caller)
 		}
 		if (!nearest_block_polled(ps, caller, x, d, s->C, k, best, lab))
 			break;
-		for (int q = 0; q < rows; q++)
-		{
-			changed += s->labels[i0 + q] != lab[q];
-			s->labels[i0 + q] = lab[q];
-			s->dist2[i0 + q] = best[q];
-			inertia += best[q];
-		}
-		/* each cluster's sums in row order, as a loop over rows adds them */
-		if (ps->update)
-			for (int q = 0; q < rows; q++)
-			{
-				double	   *sum = sums + (int64_t) lab[q] * d;
-
-				cnt[lab[q]]++;
-				for (int j = 0; j < d; j++)
-					sum[j] += x[j * RB + q];
-			}
+		take_rows(s, ps->update, d, i0, rows, best, lab, x, 1, RB, sums, cnt, &changed, &inertia);
 	}
 	pt->pos = i0 < pt->end ? i0 : pt->end;
 	pt->changed = changed;
@@ -761,6 +796,20 @@ cpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 
 	(void) err;
 	s->drawn = false;
+	if (!s->gemm_tried)
+	{
+		int			panel = cpu_gemm_panel_rows(d, k, ds->poll_work > 0 ? ds->poll_work : (double) POLL_WORK);
+
+		s->gemm_tried = true;
+		if (cpu_gemm_wanted(d, k, ds->force.label) && panel > 0)
+			cpu_gemm_open(&s->gemm, s->X, ds->n, d, ds->log_b, k, s->nthreads, panel);
+	}
+	if (s->gemm.ob)
+	{
+		/* a product a thread: ours are the threads */
+		pggpu_openblas_threads(s->gemm.ob, 1);
+		cpu_gemm_centroids(&s->gemm, s->C, k, d);
+	}
 	pass_run(&ps);
 	/* the parts in order */
 	if (update && s->nparts > 1)

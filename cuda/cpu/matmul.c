@@ -9,7 +9,7 @@
  * every process that loads the extension (parallel workers too) would
  * otherwise pay for.
  */
-#include <cblas.h>
+#include <cblas.h>				/* only to check the enums' values below */
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -147,37 +147,54 @@ pggpu_matmul_close(pggpu_matmul *mm)
 static struct
 {
 	bool		tried;
-	bool		ok;
 	char		why[256];
-	__typeof__(&cblas_dgemm) dgemm;
-	__typeof__(&cblas_sgemm) sgemm;
+	int			threads;		/* OpenBLAS's own count when loaded */
+	pggpu_openblas fns;
 }			openblas;
 
-static bool
-load_openblas(void)
+const pggpu_openblas *
+pggpu_openblas_load(const char **why)
 {
 	static const char *const names[] = {"libopenblas.so.0", "libopenblas.so"};
 	void	   *h = NULL;
 
+	*why = openblas.why;
 	if (openblas.tried)
-		return openblas.ok;
+		return openblas.fns.dgemm ? &openblas.fns : NULL;
 	openblas.tried = true;
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && h == NULL; i++)
 		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
 	if (h == NULL)
 	{
 		snprintf(openblas.why, sizeof(openblas.why), "OpenBLAS could not be loaded (%s)", dlerror());
-		return false;
+		return NULL;
 	}
-	openblas.dgemm = (__typeof__(&cblas_dgemm)) dlsym(h, "cblas_dgemm");
-	openblas.sgemm = (__typeof__(&cblas_sgemm)) dlsym(h, "cblas_sgemm");
-	if (!openblas.dgemm || !openblas.sgemm)
+	openblas.fns.dgemm = (__typeof__(openblas.fns.dgemm)) dlsym(h, "cblas_dgemm");
+	openblas.fns.sgemm = (__typeof__(openblas.fns.sgemm)) dlsym(h, "cblas_sgemm");
+	openblas.fns.set_threads = (void (*) (int)) dlsym(h, "openblas_set_num_threads");
+	if (!openblas.fns.dgemm || !openblas.fns.sgemm)
 	{
+		openblas.fns.dgemm = NULL;
 		snprintf(openblas.why, sizeof(openblas.why), "the OpenBLAS library found lacks cblas_dgemm or cblas_sgemm");
-		return false;
+		return NULL;
 	}
-	openblas.ok = true;
-	return true;
+	{
+		int			(*get) (void) = (int (*) (void)) dlsym(h, "openblas_get_num_threads");
+
+		openblas.threads = get ? get() : 0;
+	}
+	return &openblas.fns;
+}
+
+_Static_assert(CblasRowMajor == PGGPU_CBLAS_ROW_MAJOR && CblasNoTrans == PGGPU_CBLAS_NO_TRANS &&
+			   CblasTrans == PGGPU_CBLAS_TRANS, "cblas.h's enums");
+
+/* the product's own threads (OpenBLAS's count as loaded: k-means sets 1) */
+void
+pggpu_openblas_threads(const pggpu_openblas *ob, int threads)
+{
+	if (ob->set_threads && threads > 0)
+		ob->set_threads(threads);
 }
 
 static pggpu_status
@@ -187,8 +204,12 @@ cpu_run(const pggpu_matmul_params *p, const void *a, const void *b, void *c,
 	int64_t		es = p->dtype == PGGPU_FLOAT64 ? 8 : 4;
 	int64_t		mb = CPU_BLOCK_WORK / (p->n * p->k);
 
-	if (!load_openblas())
-		return pggpu_fail(err, PGGPU_ERR_LIBRARY, "%s", openblas.why);
+	const pggpu_openblas *ob;
+	const char *why;
+
+	if ((ob = pggpu_openblas_load(&why)) == NULL)
+		return pggpu_fail(err, PGGPU_ERR_LIBRARY, "%s", why);
+	pggpu_openblas_threads(ob, openblas.threads);
 	if (mb < CPU_BLOCK_MIN_ROWS)
 		mb = CPU_BLOCK_MIN_ROWS;
 	if (mb > p->m)
@@ -207,11 +228,11 @@ cpu_run(const pggpu_matmul_params *p, const void *a, const void *b, void *c,
 		if (p->check_interrupts)
 			p->check_interrupts(p->interrupt_arg);
 		if (p->dtype == PGGPU_FLOAT64)
-			openblas.dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, (int) p->n, (int) p->k,
+			ob->dgemm(PGGPU_CBLAS_ROW_MAJOR, PGGPU_CBLAS_NO_TRANS, PGGPU_CBLAS_NO_TRANS, rows, (int) p->n, (int) p->k,
 						1.0, (const double *) ai, (int) p->k, (const double *) b, (int) p->n,
 						0.0, (double *) ci, (int) p->n);
 		else
-			openblas.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, (int) p->n, (int) p->k,
+			ob->sgemm(PGGPU_CBLAS_ROW_MAJOR, PGGPU_CBLAS_NO_TRANS, PGGPU_CBLAS_NO_TRANS, rows, (int) p->n, (int) p->k,
 						1.0f, (const float *) ai, (int) p->k, (const float *) b, (int) p->n,
 						0.0f, (float *) ci, (int) p->n);
 		info->products++;

@@ -2,7 +2,7 @@
  * kernel.c - bench_kernel: k-means through the compute layer, without a
  * database, on the suite's blobs (blobs.h).
  *
- *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-S] [-P] N,d,k ...
+ *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-S] [-P] [-R LABEL] N,d,k ...
  *   bench_kernel bandwidth [-t TSV]
  *   bench_kernel print D ROWS          (the generator's first rows, %a)
  *
@@ -22,7 +22,9 @@
  * fit (k-means++ at large k takes k passes).  -P: also k-means||, its
  * seeding (section seed, note k-means||) and a whole fit with it and ITERS
  * iterations (section whole: pggpu_kmeans's time, the load apart; its
- * inertia in the note), and k-means++'s fit (unless -S) with ITERS too.  The route that
+ * inertia in the note), and k-means++'s fit (unless -S) with ITERS too.
+ * -R: the labelling route forced (pggpu_data_force_route: 1 the plain
+ * loop, 4 GEMM on either backend; method suffix _r1, _r4).  The route that
  * ran is in the note.  A case whose time, predicted from the last case of the same d and k at a
  * smaller N (scaled by N), exceeds CAP_S or what is left of BUDGET_S is
  * skipped, and says so.
@@ -52,6 +54,7 @@ static bool double_only = false;	/* -D */
 static bool embeddings = false;	/* -E */
 static bool no_seed = false;	/* -S */
 static bool parallel = false;	/* -P */
+static int	force_label = 0;	/* -R */
 static char route[256];			/* the last fit's route (pggpu_data_route) */
 
 /*
@@ -71,6 +74,7 @@ fit(pggpu_backend be, int64_t n, int64_t stride, int d, const double *X,
 		return false;
 	pggpu_data_set_threads(ds, threads, NULL);
 	pggpu_data_set_double_only(ds, double_only);
+	pggpu_data_force_route(ds, force_label, false);
 	pggpu_data_set_metric(ds, embeddings ? PGGPU_METRIC_COSINE : PGGPU_METRIC_EUCLIDEAN);
 	for (int64_t done = 0; done < n;)
 	{
@@ -301,13 +305,13 @@ main(int argc, char **argv)
 	if (argc < 2 || (strcmp(argv[1], "gpu") && strcmp(argv[1], "cpu") &&
 					 strcmp(argv[1], "bandwidth")))
 	{
-		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-S] [-P] N,d,k ...\n"
+		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-S] [-P] [-R LABEL] N,d,k ...\n"
 				"       %s bandwidth [-t TSV]\n       %s print D ROWS\n",
 				argv[0], argv[0], argv[0]);
 		return 2;
 	}
 	optind = 2;
-	while ((opt = getopt(argc, argv, "t:i:b:c:T:DESP")) != -1)
+	while ((opt = getopt(argc, argv, "t:i:b:c:T:DESPR:")) != -1)
 	{
 		if (opt == 'D')
 			double_only = true;
@@ -317,6 +321,8 @@ main(int argc, char **argv)
 			no_seed = true;
 		else if (opt == 'P')
 			parallel = true;
+		else if (opt == 'R')
+			force_label = atoi(optarg);
 		else if (opt == 't')
 			bench_open_tsv(optarg);
 		else if (opt == 'i')
@@ -337,6 +343,8 @@ main(int argc, char **argv)
 	if (double_only || embeddings)
 		snprintf(method + strlen(method), sizeof(method) - strlen(method), "%s%s",
 				 double_only ? "_f64" : "", embeddings ? "_emb" : "");
+	if (force_label)
+		snprintf(method + strlen(method), sizeof(method) - strlen(method), "_r%d", force_label);
 	bench_set_budget(budget, cap);
 	if (strcmp(argv[1], "bandwidth") == 0)
 		return bandwidth();

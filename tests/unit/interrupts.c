@@ -231,7 +231,7 @@ fit_threads(const dataset *D, const pggpu_kmeans_params *p, int threads,
 }
 
 /* bit for bit: centroids, inertia, sizes, labels, iterations */
-static void
+void
 cmp_exact(const char *what, const km_out *a, const km_out *b, int64_t n, int k, int d)
 {
 	CHECK(memcmp(a->C, b->C, sizeof(double) * k * d) == 0 &&

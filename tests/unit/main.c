@@ -139,6 +139,7 @@ main(int argc, char **argv)
 	section("fit only", test_fit_only);
 	section("draw", test_draw);
 	section("weighted draw", test_weighted_draw);
+	section("cpu gemm", test_cpu_gemm);
 	section("interrupts", test_interrupts);
 	section("threads", test_threads);
 	section("scaling", test_scaling);

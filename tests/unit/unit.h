@@ -206,6 +206,8 @@ void test_interrupts(void);
 /* draw.c */
 void test_draw(void);
 void test_weighted_draw(void);
+void test_cpu_gemm(void);
+void cmp_exact(const char *what, const km_out *a, const km_out *b, int64_t n, int k, int d);
 
 /* matmul.c */
 pggpu_matmul *mm_open(pggpu_backend be);

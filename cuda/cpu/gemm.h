@@ -1,0 +1,56 @@
+/*
+ * gemm.h - the CPU backend's labelling through OpenBLAS's GEMM (gemm.c):
+ * |x - c|^2 = |x|^2 - 2 x.c + |c|^2 over panels of rows, each row's label
+ * certified by a rigorous bound or its near-tied centroids measured by the
+ * plain loop, so that labels and distances are the plain loop's exactly.
+ */
+#ifndef PG_GPU_CPU_GEMM_H
+#define PG_GPU_CPU_GEMM_H
+
+#include "compute_internal.h"
+
+#define GEMM_PANEL 256			/* rows of a product at most */
+
+typedef struct cpu_gemm
+{
+	const pggpu_openblas *ob;	/* NULL: the route is off */
+	int			panel;			/* rows of a product (a power of 2, 32 .. GEMM_PANEL) */
+	int			threads;		/* workspaces */
+	double	   *mu;				/* d: the rows' column means */
+	double	   *Cc;				/* k x d: the centroids less mu */
+	double	   *cn;				/* k: |Cc|^2 */
+	double		cmax;			/* max |Cc| */
+	double	   *ws;				/* per thread, ws_doubles each: see gemm.c */
+	int64_t		ws_doubles;
+} cpu_gemm;
+
+/*
+ * Whether the GEMM route should label a pass of k centroids over d columns
+ * (force: route.h's label forced by the tests, 0: none), and its panel rows
+ * given the most work between two polls (squared differences).
+ */
+bool		cpu_gemm_wanted(int d, int k, int force);
+int			cpu_gemm_panel_rows(int d, int k, double poll_budget);
+
+/*
+ * Workspaces for `threads` threads, panels of `panel` rows, and mu from the
+ * rows (tiled storage X, n rows); false when out of memory or OpenBLAS is
+ * missing (g->ob NULL: the plain loop labels instead).
+ */
+bool		cpu_gemm_open(cpu_gemm *g, const double *X, int64_t n, int d, int log_b, int k,
+						  int threads, int panel);
+void		cpu_gemm_close(cpu_gemm *g);
+
+/* before a pass: the centroids C (k x d) less mu, their norms */
+void		cpu_gemm_centroids(cpu_gemm *g, const double *C, int k, int d);
+
+/*
+ * Labels rows i0 .. i0 + rows - 1 (rows <= panel, within one tile) on
+ * thread t's workspace: best[q] and lab[q] as nearest_block gives them; *xo
+ * gets the rows themselves, row-major (row q at *xo + q d).
+ */
+void		cpu_gemm_label(const cpu_gemm *g, int t, const double *X, int d, int log_b,
+						   int64_t i0, int rows, const double *C, int k, double *best,
+						   int32_t *lab, const double **xo);
+
+#endif							/* PG_GPU_CPU_GEMM_H */

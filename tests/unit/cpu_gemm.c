@@ -1,0 +1,128 @@
+#include "unit.h"
+#include "route.h"
+
+/* ---- the CPU's GEMM route against its plain loop ----------------------------------- */
+
+/*
+ * The CPU backend labels through OpenBLAS's GEMM where d and k make it pay
+ * (cpu/gemm.c), certifying each label or measuring its near ties by the
+ * plain loop: the fit must be the plain loop's bit for bit (centroids,
+ * inertia, sizes, labels, iterations), on data built to defeat the bound:
+ * integer points with exact ties, rows a million away from the origin,
+ * identical rows; on several threads; with panels cut short by a small poll
+ * budget; and assignment distances too.
+ */
+static bool
+fit_forced(const dataset *D, const pggpu_kmeans_params *p, int label, int threads,
+		   double poll_work, km_out *o)
+{
+	pggpu_data *ds = load(PGGPU_BACKEND_CPU, D, 0);
+	pggpu_error err = {0};
+
+	if (ds == NULL)
+		return false;
+	pggpu_data_force_route(ds, label, false);
+	pggpu_data_set_threads(ds, threads, NULL);
+	if (poll_work > 0)
+		pggpu_data_set_poll_work(ds, poll_work);
+	fit_set(ds, p, o, &err);
+	pggpu_data_close(ds);
+	return CHECK(o->st == PGGPU_OK, "%s, %d threads: %s", label == PGGPU_LABEL_GEMM ? "gemm" : "plain",
+				 threads, err.msg);
+}
+
+static bool
+assign_forced(const dataset *D, const double *C, int k, int label, int32_t *lab, double *dist)
+{
+	pggpu_data *ds = load(PGGPU_BACKEND_CPU, D, 0);
+	pggpu_error err = {0};
+	bool		ok;
+
+	if (ds == NULL)
+		return false;
+	pggpu_data_force_route(ds, label, false);
+	ok = pggpu_assign(ds, C, k, lab, dist, &err) == PGGPU_OK;
+	pggpu_data_close(ds);
+	return CHECK(ok, "assign: %s", err.msg);
+}
+
+void
+test_cpu_gemm(void)
+{
+	static const struct
+	{
+		const char *name;
+		int64_t		n;
+		int			d,
+					k;
+		int			kind;		/* 0 blobs, 1 integer grid, 2 blobs + 1e6, 3 identical rows */
+		pggpu_init	init;
+	}			cases[] = {
+		{"blobs", 20000, 32, 64, 0, PGGPU_INIT_KMEANSPP},
+		{"blobs", 6000, 128, 100, 0, PGGPU_INIT_RANDOM},
+		{"blobs", 3000, 5, 7, 0, PGGPU_INIT_KMEANSPP},
+		{"integer grid", 5000, 16, 40, 1, PGGPU_INIT_KMEANSPP},
+		{"integer grid", 4000, 3, 64, 1, PGGPU_INIT_RANDOM},
+		{"far from the origin", 8000, 24, 40, 2, PGGPU_INIT_KMEANSPP},
+		{"identical rows", 1000, 20, 5, 3, PGGPU_INIT_KMEANSPP},
+	};
+
+	for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
+	{
+		int64_t		n = cases[ci].n;
+		int			d = cases[ci].d,
+					k = cases[ci].k;
+		dataset		D;
+		pggpu_kmeans_params p = {0};
+		km_out		plain,
+					o;
+		rng			r = rng_make(900 + ci);
+
+		set_case("cpu gemm: %s n=%lld d=%d k=%d", cases[ci].name, (long long) n, d, k);
+		if (cases[ci].kind == 0 || cases[ci].kind == 2)
+			gen_blobs(&D, n, d, 12, 3.0, 40 + ci);
+		else
+			data_alloc(&D, n, d, false);
+		for (int64_t e = 0; e < n * d; e++)
+			if (cases[ci].kind == 1)
+				D.X[e] = (double) (rng_u64(&r) % 4);
+			else if (cases[ci].kind == 2)
+				D.X[e] += 1e6;
+			else if (cases[ci].kind == 3)
+				D.X[e] = 0.1 * (e % d);
+		p.k = k;
+		p.max_iter = 30;
+		p.tol = 0;
+		p.init = cases[ci].init;
+		p.seed = 11;
+		km_alloc(&plain, n, k, d);
+		km_alloc(&o, n, k, d);
+		if (fit_forced(&D, &p, PGGPU_LABEL_LLOYD, 1, 0, &plain))
+		{
+			if (fit_forced(&D, &p, PGGPU_LABEL_GEMM, 1, 0, &o))
+				cmp_exact("gemm vs plain", &plain, &o, n, k, d);
+			if (fit_forced(&D, &p, PGGPU_LABEL_GEMM, 3, 0, &o))
+				cmp_exact("gemm on 3 threads vs plain", &plain, &o, n, k, d);
+			if (fit_forced(&D, &p, PGGPU_LABEL_GEMM, 2, 32.0 * k * d, &o))
+				cmp_exact("gemm, short panels, vs plain", &plain, &o, n, k, d);
+			if (fit_forced(&D, &p, 0, 1, 0, &o))
+				cmp_exact("the default route vs plain", &plain, &o, n, k, d);
+		}
+		{
+			int32_t    *l1 = (int32_t *) xmalloc(sizeof(int32_t) * n),
+					   *l2 = (int32_t *) xmalloc(sizeof(int32_t) * n);
+			double	   *d1 = (double *) xmalloc(sizeof(double) * n),
+					   *d2 = (double *) xmalloc(sizeof(double) * n);
+
+			/* given centroids: rows themselves, so that some rows sit on one */
+			if (assign_forced(&D, D.X, k, PGGPU_LABEL_LLOYD, l1, d1) &&
+				assign_forced(&D, D.X, k, PGGPU_LABEL_GEMM, l2, d2))
+				CHECK(memcmp(l1, l2, sizeof(int32_t) * n) == 0 && memcmp(d1, d2, sizeof(double) * n) == 0,
+					  "assign: gemm's labels or distances differ from the plain loop's");
+			free(l1), free(l2), free(d1), free(d2);
+		}
+		km_free(&plain);
+		km_free(&o);
+		data_free(&D);
+	}
+}
