@@ -174,6 +174,7 @@ struct pggpu_matmul
  * cblas.h here: the GPU's files include this too).
  */
 #define PGGPU_CBLAS_ROW_MAJOR 101
+#define PGGPU_CBLAS_COL_MAJOR 102
 #define PGGPU_CBLAS_NO_TRANS 111
 #define PGGPU_CBLAS_TRANS 112
 

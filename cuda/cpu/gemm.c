@@ -66,11 +66,15 @@ cpu_gemm_panel_rows(int d, int k, double poll_budget)
 	return p;
 }
 
-/* a thread's workspace: xo, xc (panel x d each), G (panel x k), xn (panel), cand (k ints) */
+/*
+ * A thread's workspace: xc (panel x d) and G (panel x k), column-major with
+ * leading dimension panel; xn, m1, m2 (panel each); c1 (panel ints) and
+ * cand (k ints), as doubles' room.
+ */
 static int64_t
 ws_doubles(int d, int k, int panel)
 {
-	return 2 * (int64_t) panel * d + (int64_t) panel * k + panel + (k + 1) / 2 + 8;
+	return (int64_t) panel * d + (int64_t) panel * k + 3 * panel + (panel + k + 1) / 2 + 8;
 }
 
 bool
@@ -136,96 +140,136 @@ cpu_gemm_centroids(cpu_gemm *g, const double *C, int k, int d)
 	}
 }
 
-/* the plain loop's |x - c|^2: over columns in order, each term rounded on its own */
-static inline double
-plain_dist(const double *x, const double *c, int d)
+/*
+ * The plain loop's |x - c|^2 (over columns in order, each term rounded on
+ * its own) for rows q[0..3] of a tile (x: row 0's column 0, columns b
+ * apart) and centroids cc[0..3]: four chains at once, each in its own order.
+ */
+static inline void
+plain_dist4(const double *x, int64_t b, const int *q, const double *const *cc, int d,
+			double *out)
 {
-	double		acc = 0.0;
+	double		a0 = 0.0,
+				a1 = 0.0,
+				a2 = 0.0,
+				a3 = 0.0;
 
 	for (int j = 0; j < d; j++)
 	{
-		double		t = x[j] - c[j];
+		const double *xj = x + j * b;
+		double		t0 = xj[q[0]] - cc[0][j],
+					t1 = xj[q[1]] - cc[1][j],
+					t2 = xj[q[2]] - cc[2][j],
+					t3 = xj[q[3]] - cc[3][j];
 
-		acc += t * t;
+		a0 += t0 * t0;
+		a1 += t1 * t1;
+		a2 += t2 * t2;
+		a3 += t3 * t3;
 	}
-	return acc;
+	out[0] = a0, out[1] = a1, out[2] = a2, out[3] = a3;
+}
+
+/* one row's plain_dist4 */
+static double
+plain_dist(const double *x, int64_t b, int q, const double *cc, int d)
+{
+	int			qs[4] = {q, q, q, q};
+	const double *cs[4] = {cc, cc, cc, cc};
+	double		out[4];
+
+	plain_dist4(x, b, qs, cs, d, out);
+	return out[0];
 }
 
 void
 cpu_gemm_label(const cpu_gemm *g, int t, const double *X, int d, int log_b,
 			   int64_t i0, int rows, const double *C, int k, double *best,
-			   int32_t *lab, const double **xo_out)
+			   int32_t *lab)
 {
 	int64_t		b = (int64_t) 1 << log_b;
+	int			P = g->panel;
 	const double *src = X + pggpu_at(i0, 0, d, log_b);
-	double	   *xo = g->ws + g->ws_doubles * t;
-	double	   *xc = xo + (int64_t) g->panel * d;
-	double	   *G = xc + (int64_t) g->panel * d;
-	double	   *xn = G + (int64_t) g->panel * k;
-	int		   *cand = (int *) (xn + g->panel);
+	double	   *xc = g->ws + g->ws_doubles * t;
+	double	   *G = xc + (int64_t) P * d;
+	double	   *xn = G + (int64_t) P * k;
+	double	   *m1 = xn + P;
+	double	   *m2 = m1 + P;
+	int		   *c1 = (int *) (m2 + P);
+	int		   *cand = c1 + P;
 
+	/* the rows less mu, column-major as the tile holds them: contiguous */
 	for (int q = 0; q < rows; q++)
-	{
-		double		s = 0;
-
-		for (int j = 0; j < d; j++)
+		xn[q] = 0;
+	for (int j = 0; j < d; j++)
+		for (int q = 0; q < rows; q++)
 		{
-			double		v = src[j * b + q];
+			double		v = src[j * b + q] - g->mu[j];
 
-			xo[(int64_t) q * d + j] = v;
-			xc[(int64_t) q * d + j] = v - g->mu[j];
-			s += xc[(int64_t) q * d + j] * xc[(int64_t) q * d + j];
+			xc[(int64_t) j * P + q] = v;
+			xn[q] += v * v;
 		}
-		xn[q] = s;
+	/* G = xc Cc^T: Cc row-major k x d is Cc^T column-major (d x k, ld d) */
+	g->ob->dgemm(PGGPU_CBLAS_COL_MAJOR, PGGPU_CBLAS_NO_TRANS, PGGPU_CBLAS_NO_TRANS, rows, k, d,
+				 1.0, xc, P, g->Cc, d, 0.0, G, P);
+	/* the two least |c|^2 - 2 x.c of each row, a centroid at a time (vectorised over rows) */
+	for (int q = 0; q < rows; q++)
+		m1[q] = m2[q] = INFINITY, c1[q] = 0;
+	for (int c = 0; c < k; c++)
+	{
+		const double *gc = G + (int64_t) c * P;
+		double		cn = g->cn[c];
+
+		for (int q = 0; q < rows; q++)
+		{
+			double		a = cn - 2 * gc[q];
+			bool		lt1 = a < m1[q];
+
+			m2[q] = lt1 ? m1[q] : (a < m2[q] ? a : m2[q]);
+			c1[q] = lt1 ? c : c1[q];
+			m1[q] = lt1 ? a : m1[q];
+		}
 	}
-	g->ob->dgemm(PGGPU_CBLAS_ROW_MAJOR, PGGPU_CBLAS_NO_TRANS, PGGPU_CBLAS_TRANS, rows, k, d,
-				 1.0, xc, d, g->Cc, d, 0.0, G, k);
 	for (int q = 0; q < rows; q++)
 	{
-		const double *gq = G + (int64_t) q * k;
-		const double *x = xo + (int64_t) q * d;
-		double		m1 = INFINITY,
-					m2 = INFINITY,
-					s = sqrt(xn[q]) + g->cmax,
+		double		s = sqrt(xn[q]) + g->cmax,
 					e2 = 2 * (d + 4) * 0x1p-51 * s * s;	/* 2E */
-		int			c1 = 0,
-					nc = 0;
+		int			nc = 0;
+		double		bv = INFINITY;
 
-		for (int c = 0; c < k; c++)
-		{
-			double		a = g->cn[c] - 2 * gq[c];
-
-			if (a < m1)
-			{
-				m2 = m1;
-				m1 = a;
-				c1 = c;
-			}
-			else if (a < m2)
-				m2 = a;
-		}
-		if (m2 - m1 > e2)
-		{
-			lab[q] = c1;
-			best[q] = plain_dist(x, C + (int64_t) c1 * d, d);
+		lab[q] = c1[q];
+		if (m2[q] - m1[q] > e2)
 			continue;
-		}
-		/* near-tied (or not finite): measure every centroid within 2E of the least */
+		/* near-tied (or not finite): every centroid within 2E of the least, measured */
 		for (int c = 0; c < k; c++)
-			if (!(g->cn[c] - 2 * gq[c] > m1 + e2))
+			if (!(g->cn[c] - 2 * G[(int64_t) c * P + q] > m1[q] + e2))
 				cand[nc++] = c;
-		best[q] = INFINITY;
 		lab[q] = 0;
 		for (int i = 0; i < nc; i++)
 		{
-			double		v = plain_dist(x, C + (int64_t) cand[i] * d, d);
+			double		v = plain_dist(src, b, q, C + (int64_t) cand[i] * d, d);
 
-			if (v < best[q])
+			if (v < bv)
 			{
-				best[q] = v;
+				bv = v;
 				lab[q] = cand[i];
 			}
 		}
 	}
-	*xo_out = xo;
+	/* the winners' distances, the plain loop's, four rows at a time */
+	for (int q0 = 0; q0 < rows; q0 += 4)
+	{
+		int			qs[4];
+		const double *cs[4];
+		double		out[4];
+
+		for (int i = 0; i < 4; i++)
+		{
+			qs[i] = q0 + i < rows ? q0 + i : q0;
+			cs[i] = C + (int64_t) lab[qs[i]] * d;
+		}
+		plain_dist4(src, b, qs, cs, d, out);
+		for (int i = 0; i < 4 && q0 + i < rows; i++)
+			best[q0 + i] = out[i];
+	}
 }

@@ -46,11 +46,10 @@ void		cpu_gemm_centroids(cpu_gemm *g, const double *C, int k, int d);
 
 /*
  * Labels rows i0 .. i0 + rows - 1 (rows <= panel, within one tile) on
- * thread t's workspace: best[q] and lab[q] as nearest_block gives them; *xo
- * gets the rows themselves, row-major (row q at *xo + q d).
+ * thread t's workspace: best[q] and lab[q] as nearest_block gives them.
  */
 void		cpu_gemm_label(const cpu_gemm *g, int t, const double *X, int d, int log_b,
 						   int64_t i0, int rows, const double *C, int k, double *best,
-						   int32_t *lab, const double **xo);
+						   int32_t *lab);
 
 #endif							/* PG_GPU_CPU_GEMM_H */

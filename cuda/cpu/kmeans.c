@@ -600,12 +600,12 @@ step_rows(pass *ps, part *pt, int t, bool caller)
 		int			rows = pt->end - i0 < s->gemm.panel ? (int) (pt->end - i0) : s->gemm.panel;
 		double		best[GEMM_PANEL];
 		int32_t		lab[GEMM_PANEL];
-		const double *xo;
 
 		if (!poll_pass(ps, caller))
 			break;
-		cpu_gemm_label(&s->gemm, t, s->X, d, ds->log_b, i0, rows, s->C, k, best, lab, &xo);
-		take_rows(s, ps->update, d, i0, rows, best, lab, xo, d, 1, sums, cnt, &changed, &inertia);
+		cpu_gemm_label(&s->gemm, t, s->X, d, ds->log_b, i0, rows, s->C, k, best, lab);
+		take_rows(s, ps->update, d, i0, rows, best, lab, block_at(ds, i0), 1, b, sums, cnt, &changed,
+				  &inertia);
 	}
 	/* else blocks of RB rows */
 	for (; !s->gemm.ob && i0 < pt->end; i0 += RB)

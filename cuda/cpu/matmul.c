@@ -186,7 +186,7 @@ pggpu_openblas_load(const char **why)
 	return &openblas.fns;
 }
 
-_Static_assert(CblasRowMajor == PGGPU_CBLAS_ROW_MAJOR && CblasNoTrans == PGGPU_CBLAS_NO_TRANS &&
+_Static_assert(CblasRowMajor == PGGPU_CBLAS_ROW_MAJOR && CblasColMajor == PGGPU_CBLAS_COL_MAJOR && CblasNoTrans == PGGPU_CBLAS_NO_TRANS &&
 			   CblasTrans == PGGPU_CBLAS_TRANS, "cblas.h's enums");
 
 /* the product's own threads (OpenBLAS's count as loaded: k-means sets 1) */
