@@ -68,13 +68,13 @@ cpu_gemm_panel_rows(int d, int k, double poll_budget)
 
 /*
  * A thread's workspace: xc (panel x d) and G (panel x k), column-major with
- * leading dimension panel; xn, m1, m2 (panel each); c1 (panel ints) and
- * cand (k ints), as doubles' room.
+ * leading dimension panel; xn, m1, m2 (panel each); c1 (panel ints), then
+ * cand (k ints) or the winners' pointers (panel), as doubles' room.
  */
 static int64_t
 ws_doubles(int d, int k, int panel)
 {
-	return (int64_t) panel * d + (int64_t) panel * k + 3 * panel + (panel + k + 1) / 2 + 8;
+	return (int64_t) panel * d + (int64_t) panel * k + 4 * panel + (panel + k + 1) / 2 + 8;
 }
 
 bool
@@ -140,46 +140,82 @@ cpu_gemm_centroids(cpu_gemm *g, const double *C, int k, int d)
 	}
 }
 
+/* 8 doubles, a row a lane (as blocks.c) */
+typedef double vd __attribute__((vector_size(8 * sizeof(double))));
+
+#define LOAD_VD(v, p) memcpy(&(v), (p), sizeof(vd))
+#define STORE_VD(p, v) memcpy((p), &(v), sizeof(vd))
+
+/* -DPGGPU_NO_CLONES: one copy (blocks.c's rule) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PGGPU_NO_CLONES)
+#define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CLONES
+#endif
+
 /*
  * The plain loop's |x - c|^2 (over columns in order, each term rounded on
- * its own) for rows q[0..3] of a tile (x: row 0's column 0, columns b
- * apart) and centroids cc[0..3]: four chains at once, each in its own order.
+ * its own) for rows 0 .. rows8 - 1 of a tile (x: column j at x + j b; rows8
+ * a multiple of 8) to centroids cc[q], into out[q]: a row a lane, each its
+ * own chain in the plain order, a column of all the rows at a time (the
+ * tile's columns are read contiguously).
  */
-static inline void
-plain_dist4(const double *x, int64_t b, const int *q, const double *const *cc, int d,
+CLONES static void
+plain_dists(const double *x, int64_t b, int rows8, const double *const *cc, int d,
 			double *out)
 {
-	double		a0 = 0.0,
-				a1 = 0.0,
-				a2 = 0.0,
-				a3 = 0.0;
-
+	for (int q = 0; q < rows8; q++)
+		out[q] = 0.0;
 	for (int j = 0; j < d; j++)
-	{
-		const double *xj = x + j * b;
-		double		t0 = xj[q[0]] - cc[0][j],
-					t1 = xj[q[1]] - cc[1][j],
-					t2 = xj[q[2]] - cc[2][j],
-					t3 = xj[q[3]] - cc[3][j];
+		for (int q = 0; q < rows8; q += 8)
+		{
+			const double *const *c8 = cc + q;
+			vd			t,
+						acc,
+						c = {c8[0][j], c8[1][j], c8[2][j], c8[3][j], c8[4][j], c8[5][j], c8[6][j], c8[7][j]};
 
-		a0 += t0 * t0;
-		a1 += t1 * t1;
-		a2 += t2 * t2;
-		a3 += t3 * t3;
-	}
-	out[0] = a0, out[1] = a1, out[2] = a2, out[3] = a3;
+			LOAD_VD(t, x + j * b + q);
+			LOAD_VD(acc, out + q);
+			t -= c;
+			acc += t * t;
+			STORE_VD(out + q, acc);
+		}
 }
 
-/* one row's plain_dist4 */
+/* row q's plain_dists to cc (the 8 rows around it measured) */
 static double
 plain_dist(const double *x, int64_t b, int q, const double *cc, int d)
 {
-	int			qs[4] = {q, q, q, q};
-	const double *cs[4] = {cc, cc, cc, cc};
-	double		out[4];
+	const double *cs[8] = {cc, cc, cc, cc, cc, cc, cc, cc};
+	double		out[8];
 
-	plain_dist4(x, b, qs, cs, d, out);
-	return out[0];
+	plain_dists(x + (q & ~7), b, 8, cs, d, out);
+	return out[q & 7];
+}
+
+/*
+ * xc (column-major, leading dimension P) := the rows8 rows at src (a
+ * multiple of 8, within the tile) less mu, and xn their squared norms
+ */
+CLONES static void
+centre_rows(const double *src, int64_t b, int d, int rows8, const double *mu, double *xc,
+			int P, double *xn)
+{
+	for (int q = 0; q < rows8; q++)
+		xn[q] = 0.0;
+	for (int j = 0; j < d; j++)
+		for (int q = 0; q < rows8; q += 8)
+		{
+			vd			v,
+						s;
+
+			LOAD_VD(v, src + j * b + q);
+			LOAD_VD(s, xn + q);
+			v -= mu[j];
+			STORE_VD(xc + (int64_t) j * P + q, v);
+			s += v * v;
+			STORE_VD(xn + q, s);
+		}
 }
 
 void
@@ -198,17 +234,8 @@ cpu_gemm_label(const cpu_gemm *g, int t, const double *X, int d, int log_b,
 	int		   *c1 = (int *) (m2 + P);
 	int		   *cand = c1 + P;
 
-	/* the rows less mu, column-major as the tile holds them: contiguous */
-	for (int q = 0; q < rows; q++)
-		xn[q] = 0;
-	for (int j = 0; j < d; j++)
-		for (int q = 0; q < rows; q++)
-		{
-			double		v = src[j * b + q] - g->mu[j];
-
-			xc[(int64_t) j * P + q] = v;
-			xn[q] += v * v;
-		}
+	/* the rows less mu, column-major as the tile holds them (whole vectors: the tile goes on) */
+	centre_rows(src, b, d, (rows + 7) & ~7, g->mu, xc, P, xn);
 	/* G = xc Cc^T: Cc row-major k x d is Cc^T column-major (d x k, ld d) */
 	g->ob->dgemm(PGGPU_CBLAS_COL_MAJOR, PGGPU_CBLAS_NO_TRANS, PGGPU_CBLAS_NO_TRANS, rows, k, d,
 				 1.0, xc, P, g->Cc, d, 0.0, G, P);
@@ -256,20 +283,15 @@ cpu_gemm_label(const cpu_gemm *g, int t, const double *X, int d, int log_b,
 			}
 		}
 	}
-	/* the winners' distances, the plain loop's, four rows at a time */
-	for (int q0 = 0; q0 < rows; q0 += 4)
+	/* the winners' distances, the plain loop's (past rows: any centroid, unused) */
 	{
-		int			qs[4];
-		const double *cs[4];
-		double		out[4];
+		const double **cs = (const double **) (c1 + P);
+		double	   *out = m1;
 
-		for (int i = 0; i < 4; i++)
-		{
-			qs[i] = q0 + i < rows ? q0 + i : q0;
-			cs[i] = C + (int64_t) lab[qs[i]] * d;
-		}
-		plain_dist4(src, b, qs, cs, d, out);
-		for (int i = 0; i < 4 && q0 + i < rows; i++)
-			best[q0 + i] = out[i];
+		for (int q = 0; q < ((rows + 7) & ~7); q++)
+			cs[q] = C + (int64_t) lab[q < rows ? q : 0] * d;
+		plain_dists(src, b, (rows + 7) & ~7, cs, d, out);
+		for (int q = 0; q < rows; q++)
+			best[q] = out[q];
 	}
 }

@@ -152,6 +152,32 @@ static struct
 	pggpu_openblas fns;
 }			openblas;
 
+/*
+ * OpenBLAS built with DYNAMIC_ARCH picks its kernels by the CPU's model
+ * number, and a release older than the CPU falls back to its generic
+ * "Prescott" kernels: Debian 12's 0.3.21 on a 2024 Xeon (family 6, model
+ * 207) ran dgemm at 9 GFlop/s on a core where its SkylakeX kernels run at
+ * 43-50 (measured on the H100 machine's host, 256 x 256 x 768).  So unless
+ * the user chose (OPENBLAS_CORETYPE, read when the library loads), the
+ * kernels are chosen here by the instructions the CPU has: AVX-512 the
+ * SkylakeX ones (what OpenBLAS itself takes for every AVX-512 CPU it
+ * knows, for double precision), AVX2 with FMA the Haswell ones.
+ */
+static void
+choose_coretype(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (getenv("OPENBLAS_CORETYPE") != NULL)
+		return;
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+		setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
+	else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		setenv("OPENBLAS_CORETYPE", "Haswell", 0);
+#endif
+}
+
 const pggpu_openblas *
 pggpu_openblas_load(const char **why)
 {
@@ -162,6 +188,7 @@ pggpu_openblas_load(const char **why)
 	if (openblas.tried)
 		return openblas.fns.dgemm ? &openblas.fns : NULL;
 	openblas.tried = true;
+	choose_coretype();
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && h == NULL; i++)
 		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
 	if (h == NULL)
