@@ -52,7 +52,7 @@ mkdir -p "$top/suite/tests/unit" "$top/suite/tests/gpu"
 cp tests/*.sh "$top/suite/tests/"
 cp tests/unit/unit_compute "$top/suite/tests/unit/"
 cp tests/gpu/gpu-check.sh tests/gpu/gpu_resources tests/gpu/gpu_hog "$top/suite/tests/gpu/"
-cp tests/bench/run.sh tests/bench/*.py tests/bench/bench_kernel tests/bench/bench_sql tests/bench/bench_matmul "$top/suite/tests/bench/"
+cp tests/bench/*.sh tests/bench/*.py tests/bench/bench_kernel tests/bench/bench_sql tests/bench/bench_matmul "$top/suite/tests/bench/"
 git describe --always --dirty >"$top/suite/COMMIT" 2>/dev/null || echo unknown >"$top/suite/COMMIT"
 
 # the shared libraries all of it loads, but for glibc, libstdc++/libgcc and

@@ -65,6 +65,7 @@ test_cpu_gemm(void)
 		{"integer grid", 4000, 3, 64, 1, PGGPU_INIT_RANDOM},
 		{"far from the origin", 8000, 24, 40, 2, PGGPU_INIT_KMEANSPP},
 		{"identical rows", 1000, 20, 5, 3, PGGPU_INIT_KMEANSPP},
+		{"blobs, the default route GEMM", 3000, 300, 40, 0, PGGPU_INIT_KMEANSPP},
 	};
 
 	for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
