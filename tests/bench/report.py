@@ -498,7 +498,25 @@ def embeddings_sql_section(path, base="."):
                                     recs[0]["k"] if recs else 0, "8"),
         "",
         table(["statement", "whole call", "read", "read / floor", "seed", "iterate (iterations)"], rows),
-        ""])
+        "",
+        reads_sentence(recs, floor)])
+
+
+def reads_sentence(recs, floor):
+    """what the SQL table says about the read, from its own figures"""
+    reads = []
+    for r in recs:
+        st = re.search(r"stages \(ms\): read ([\d.]+)", r["note"])
+        if st and r["method"].startswith("fit_gpu"):
+            reads.append(float(st.group(1)) / 1e3)
+    if not reads or not floor:
+        return ""
+    ivf = [r for r in recs if "ivfflat" in r["method"] and r["sec"] is not None]
+    return ("On the GPU the read is most of the call: %.1f-%.1f s for rows whose parallel scan takes %.1f s "
+            "(%.1f-%.1fx its floor). %s" % (
+                min(reads), max(reads), floor, min(reads) / floor, max(reads) / floor,
+                "pgvector's ivfflat build took %.1f s." % ivf[0]["sec"] if ivf else
+                "pgvector's `CREATE INDEX ... USING ivfflat` was not reached within the run's time limit."))
 
 
 def embeddings_kind(path):
@@ -628,6 +646,9 @@ def main():
           embeddings_seed_section(newest_embeddings(args.results, "seed"), args.out), "",
           embeddings_sql_section(newest_embeddings(args.results, "sql"), args.out), "",
           embeddings_cpu_section(newest_embeddings(args.results, "cpu"), args.out), "",
+          "This section was measured apart from the rest of this report, on the GPU machine, by the "
+          "scripts it names (their TSVs are the newest `results/embeddings-*.tsv`); the run above did not "
+          "include it.", "",
           "## Plot", "",
           plot_error or "![time against N](%s)" % os.path.relpath(png, args.out), "",
           "## Skipped, failed, not available", "", notes_section(data), "",
