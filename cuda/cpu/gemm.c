@@ -42,6 +42,8 @@
 #define GEMM_MIN_K 32
 /* most doubles of a panel's products (per thread) */
 #define GEMM_PANEL_DOUBLES ((int64_t) 1 << 20)
+/* rows whose column means centre the product */
+#define MU_ROWS 65536
 /* a panel's work at most, in polls' budgets (GEMM is that much faster) */
 #define GEMM_POLL_FACTOR 64
 
@@ -101,7 +103,13 @@ cpu_gemm_open(cpu_gemm *g, const double *X, int64_t n, int d, int log_b, int k,
 		cpu_gemm_close(g);
 		return false;
 	}
-	/* mu: any value keeps the answers exact; the column means make E small */
+	/*
+	 * mu: any value keeps the answers exact; the column means make E small.
+	 * Those of the first MU_ROWS rows: no pass over all of them (it would
+	 * need interrupt checks of its own at 10^8 rows).
+	 */
+	if (n > MU_ROWS)
+		n = MU_ROWS;
 	for (int j = 0; j < d; j++)
 	{
 		double		s = 0;

@@ -6,7 +6,8 @@
 # 1)) with the same parallel workers), gpu_kmeans_fit(..., K) on every row
 # on the GPU (stages from DEBUG2), pgvector's CREATE INDEX ... USING ivfflat
 # (lists = K), which clusters a sample, and on the CPU (3 iterations, after
-# k-means++: minutes at 10^6 x 768 x 1000).  Needs a server with pg_gpu and pgvector
+# k-means|| and after k-means++: minutes at 10^6 x 768 x 1000); the GPU fit
+# with k-means|| too.  Needs a server with pg_gpu and pgvector
 # (PGHOST etc. set: the bundle's start-server.sh); N, D, K, WORKERS from the
 # environment (10^6, 768, 1000, 8).
 set -eu
@@ -53,5 +54,7 @@ run fit_gpu_vector "SET pg_gpu.device = gpu" "SELECT iterations, converged, roun
 run fit_gpu_real "SET pg_gpu.device = gpu" "SELECT iterations, converged, round(inertia) FROM gpu_kmeans_fit('emb_r', $K, seed => 1)"
 run fit_gpu_vector_cosine "SET pg_gpu.device = gpu" "SELECT iterations, converged, round(inertia::numeric, 1) FROM gpu_kmeans_fit('emb_v', $K, seed => 1, metric => 'cosine')"
 run fit_gpu_vector_3it "SET pg_gpu.device = gpu" "SELECT iterations FROM gpu_kmeans_fit('emb_v', $K, seed => 1, max_iter => 3, tol => 0)"
+run fit_gpu_vector_kmeans_par "SET pg_gpu.device = gpu" "SELECT iterations, converged, round(inertia) FROM gpu_kmeans_fit('emb_v', $K, seed => 1, init => 'k-means||')"
 run ivfflat_vector "" "CREATE INDEX ON emb_v USING ivfflat (e vector_l2_ops) WITH (lists = $K)"
+run fit_cpu_vector_par_3it "SET pg_gpu.device = cpu" "SELECT iterations FROM gpu_kmeans_fit('emb_v', $K, seed => 1, max_iter => 3, tol => 0, init => 'k-means||')"
 run fit_cpu_vector_3it "SET pg_gpu.device = cpu" "SELECT iterations FROM gpu_kmeans_fit('emb_v', $K, seed => 1, max_iter => 3, tol => 0)"
