@@ -143,14 +143,14 @@ run_kmeans(input *in)
 			p.k = k;
 			p.max_iter = (int8_t) u8(in);
 			p.tol = value(in, 1);
-			p.init = (pggpu_init) (u8(in) % 4);
+			p.init = (pggpu_init) (u8(in) % 5);
 			p.seed = u64(in);
 			p.init_centroids = p.init == PGGPU_INIT_GIVEN && u8(in) % 4 ? init : NULL;
 			r.centroids = C;
 			r.sizes = sizes;
 			r.labels = labels;
 			bad = k < 1 || k > n || p.max_iter < 1 || !(p.tol >= 0) ||
-				(unsigned) p.init > PGGPU_INIT_GIVEN ||
+				(unsigned) p.init > PGGPU_INIT_PARALLEL ||
 				(p.init == PGGPU_INIT_GIVEN && p.init_centroids == NULL);
 			st = pggpu_kmeans(ds, &p, &r, &err);
 			if (bad != (st == PGGPU_ERR_INVALID))
