@@ -493,7 +493,8 @@ def embeddings_sql_section(path, base="."):
     return "\n".join([
         "In SQL, from [`%s`](%s) (`tests/bench/embeddings_sql.sh`: N = %d rows of d = %d, k = %d, "
         "1000 topics plus noise, as pgvector `vector` and as `real[]`, %s parallel workers; k-means++ "
-        "seeding, default tol):" % (os.path.basename(path), os.path.relpath(path, base),
+        "seeding (k-means|| in the statements named _par), default tol unless 3 iterations; pgvector's "
+        "ivfflat build with lists = k and 8 parallel maintenance workers):" % (os.path.basename(path), os.path.relpath(path, base),
                                     recs[0]["n"] if recs else 0, recs[0]["d"] if recs else 0,
                                     recs[0]["k"] if recs else 0, "8"),
         "",
@@ -527,8 +528,10 @@ def embeddings_kind(path):
 
 def newest_embeddings(results, kind="gpu"):
     import glob
+    # by the date in the name (a fresh clone's files all have the same mtime), then mtime
     found = sorted((f for f in glob.glob(os.path.join(results, "embeddings-*.tsv"))
-                    if embeddings_kind(f) == kind), key=os.path.getmtime)
+                    if embeddings_kind(f) == kind),
+                   key=lambda f: (re.findall(r"\d{4}-\d\d-\d\d", f)[-1:], os.path.getmtime(f)))
     return found[-1] if found else None
 
 
