@@ -306,6 +306,14 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 	if (pggpu_kmeans(data->ds, &p, &res, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	log_route(data->ds);
+	/* as scikit-learn warns: a fit that max_iter cut short */
+	if (!res.converged)
+		ereport(NOTICE,
+				(errmsg("%s: k-means stopped at max_iter = %d without converging",
+						want_labels ? "gpu_kmeans" : "gpu_kmeans_fit", p.max_iter),
+				 errdetail("More rows than tol = %g of them (%.0f of %lld) changed cluster in the last iteration.",
+						   p.tol, floor(p.tol * (double) out->rows.nvalid), (long long) out->rows.nvalid),
+				 errhint("Raise max_iter or tol; gpu_kmeans_fit's converged column says the same.")));
 	out->inertia = res.inertia;
 	out->iterations = res.iterations;
 	out->converged = res.converged;
