@@ -271,6 +271,19 @@ pggpu_scratch_realloc(pggpu_data *ds, void *old, size_t bytes)
 	return NULL;
 }
 
+/* frees one allocation of pggpu_scratch_alloc (NULL: none) */
+void
+pggpu_scratch_free(pggpu_data *ds, void *p)
+{
+	for (int i = 0; p != NULL && i < (int) (sizeof(ds->scratch) / sizeof(ds->scratch[0])); i++)
+		if (ds->scratch[i] == p)
+		{
+			free(p);
+			ds->scratch[i] = NULL;
+			return;
+		}
+}
+
 void
 pggpu_scratch_free_all(pggpu_data *ds)
 {
@@ -477,60 +490,33 @@ canonical_order(pggpu_kmeans_result *r, int k, int d, int32_t *labels,
 
 /* ---- k-means -------------------------------------------------------------- */
 
-pggpu_status
-pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
-			 pggpu_kmeans_result *r, pggpu_error *err)
+/* the seed of start s of n_init: start 0 has the caller's own */
+static uint64_t
+start_seed(uint64_t seed, int s)
+{
+	return s == 0 ? seed : pggpu_mix64(seed ^ (0xd6e8feb86659fd93ULL * (uint64_t) s));
+}
+
+/*
+ * One start: seeding (given centroids, scaled by 2^e, or by p->init) and
+ * Lloyd's iterations; the final labelling pass leaves labels, distances and
+ * *sst consistent with the centroids.
+ */
+static pggpu_status
+one_start(pggpu_data *ds, const pggpu_kmeans_params *p, int e, int64_t *counts,
+		  const double *given, pggpu_kmeans_result *r, pggpu_step_stats *sst,
+		  pggpu_error *err)
 {
 	const pggpu_ops *ops = ds->ops;
-	int			d = ds->d;
-	int			k = p->k;
-	int			e = 0;
-	int64_t    *counts = NULL;
-	double	   *given = NULL;
 	double		t0;
-	pggpu_step_stats sst;
-	pggpu_status st = PGGPU_OK;
-	pggpu_interrupt_fn saved_interrupt = ds->interrupt;
-	void	   *saved_arg = ds->interrupt_arg;
+	pggpu_status st;
 
-	if (k < 1 || k > ds->n)
-		return pggpu_fail(err, PGGPU_ERR_INVALID, "k = %d is not in 1..%lld",
-						  k, (long long) ds->n);
-	if (p->max_iter < 1 || !(p->tol >= 0))
-		return pggpu_fail(err, PGGPU_ERR_INVALID, "max_iter or tol out of range");
-	if ((unsigned) p->init > PGGPU_INIT_PARALLEL)
-		return pggpu_fail(err, PGGPU_ERR_INVALID, "unknown init %d", (int) p->init);
-	if (p->init == PGGPU_INIT_GIVEN && p->init_centroids == NULL)
-		return pggpu_fail(err, PGGPU_ERR_INVALID, "no initial centroids given");
-
-	counts = (int64_t *) pggpu_scratch_alloc(ds, sizeof(int64_t) * k);
-	if (counts == NULL)
-		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
-
-	if (p->check_interrupts)
-	{
-		ds->interrupt = p->check_interrupts;
-		ds->interrupt_arg = p->interrupt_arg;
-	}
-	CHECK(prepare_scale(ds, p->init == PGGPU_INIT_GIVEN ? p->init_centroids : NULL,
-						(int64_t) k * d, &e, err));
-	CHECK(ops->km_begin(ds, k, err));
-	ds->k = k;
-
+	CHECK(ops->km_begin(ds, p->k, err));
+	ds->k = p->k;
 	t0 = pggpu_seconds();
 	switch (p->init)
 	{
 		case PGGPU_INIT_GIVEN:
-			given = (double *) pggpu_scratch_alloc(ds, sizeof(double) * k * d);
-			if (given == NULL)
-			{
-				st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
-				goto done;
-			}
-			for (int64_t i = 0; i < (int64_t) k * d; i++)
-				given[i] = ldexp(p->init_centroids[i], e);
-			if (ds->metric == PGGPU_METRIC_COSINE)
-				pggpu_normalize_rows(given, k, d, ldexp(1.0, e));
 			CHECK(ops->km_put_centroids(ds, given, err));
 			break;
 		case PGGPU_INIT_RANDOM:
@@ -550,32 +536,126 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 	 * most tol * n labels changed (0 with tol = 0: then the centroids are
 	 * the means of the labels they produce, a fixed point).
 	 */
-	r->seed_seconds = pggpu_seconds() - t0;
+	r->seed_seconds += pggpu_seconds() - t0;
 	t0 = pggpu_seconds();
 	r->converged = false;
 	r->iterations = 0;
 	while (r->iterations < p->max_iter)
 	{
 		interrupts(p);
-		CHECK(ops->km_step(ds, true, &sst, err));
+		CHECK(ops->km_step(ds, true, sst, err));
 		r->iterations++;
-		if (sst.empty > 0)
+		if (sst->empty > 0)
 			CHECK(repair_empty(ds, p, counts, err));
 		/* spherical: the means back onto the sphere (the rows' norm, 2^e) */
 		if (ds->metric == PGGPU_METRIC_COSINE)
 			CHECK(ops->km_normalize(ds, ldexp(1.0, e), err));
-		if ((double) sst.changed <= p->tol * (double) ds->n)
+		if ((double) sst->changed <= p->tol * (double) ds->n)
 		{
 			r->converged = true;
 			break;
 		}
 	}
-
-	r->iterate_seconds = pggpu_seconds() - t0;
+	r->iterate_seconds += pggpu_seconds() - t0;
 
 	/* labels, distances and sizes consistent with the final centroids */
 	interrupts(p);
-	CHECK(ops->km_step(ds, false, &sst, err));
+	CHECK(ops->km_step(ds, false, sst, err));
+done:
+	return st;
+}
+
+pggpu_status
+pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
+			 pggpu_kmeans_result *r, pggpu_error *err)
+{
+	const pggpu_ops *ops = ds->ops;
+	int			d = ds->d;
+	int			k = p->k;
+	int			e = 0;
+	int			starts = p->n_init > 1 ? p->n_init : 1;
+	int64_t    *counts = NULL;
+	double	   *given = NULL,
+			   *best = NULL;
+	double		best_inertia = INFINITY;
+	int			best_iterations = 0;
+	bool		best_converged = false;
+	pggpu_step_stats sst;
+	pggpu_status st = PGGPU_OK;
+	pggpu_interrupt_fn saved_interrupt = ds->interrupt;
+	void	   *saved_arg = ds->interrupt_arg;
+
+	if (k < 1 || k > ds->n)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "k = %d is not in 1..%lld",
+						  k, (long long) ds->n);
+	if (p->max_iter < 1 || !(p->tol >= 0))
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "max_iter or tol out of range");
+	if ((unsigned) p->init > PGGPU_INIT_PARALLEL)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "unknown init %d", (int) p->init);
+	if (p->init == PGGPU_INIT_GIVEN && p->init_centroids == NULL)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "no initial centroids given");
+	if (p->init == PGGPU_INIT_GIVEN && starts > 1)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "n_init = %d with given centroids", starts);
+
+	counts = (int64_t *) pggpu_scratch_alloc(ds, sizeof(int64_t) * k);
+	if (counts == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+
+	if (p->check_interrupts)
+	{
+		ds->interrupt = p->check_interrupts;
+		ds->interrupt_arg = p->interrupt_arg;
+	}
+	CHECK(prepare_scale(ds, p->init == PGGPU_INIT_GIVEN ? p->init_centroids : NULL,
+						(int64_t) k * d, &e, err));
+	if (p->init == PGGPU_INIT_GIVEN)
+	{
+		given = (double *) pggpu_scratch_alloc(ds, sizeof(double) * k * d);
+		if (given == NULL)
+		{
+			st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+			goto done;
+		}
+		for (int64_t i = 0; i < (int64_t) k * d; i++)
+			given[i] = ldexp(p->init_centroids[i], e);
+		if (ds->metric == PGGPU_METRIC_COSINE)
+			pggpu_normalize_rows(given, k, d, ldexp(1.0, e));
+	}
+	if (starts > 1 && (best = (double *) pggpu_scratch_alloc(ds, sizeof(double) * k * d)) == NULL)
+	{
+		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+		goto done;
+	}
+
+	/*
+	 * n_init starts, the seed of each from the caller's (start_seed), the
+	 * one of least inertia kept (the first on ties); its final labelling
+	 * pass is made again from its centroids, which fix it
+	 */
+	r->seed_seconds = r->iterate_seconds = 0;
+	for (int s = 0; s < starts; s++)
+	{
+		pggpu_kmeans_params q = *p;
+
+		q.seed = start_seed(p->seed, s);
+		CHECK(one_start(ds, &q, e, counts, given, r, &sst, err));
+		if (starts > 1 && sst.inertia < best_inertia)
+		{
+			best_inertia = sst.inertia;
+			best_iterations = r->iterations;
+			best_converged = r->converged;
+			CHECK(ops->km_get_centroids(ds, best, err));
+		}
+	}
+	if (starts > 1)
+	{
+		CHECK(ops->km_put_centroids(ds, best, err));
+		interrupts(p);
+		CHECK(ops->km_step(ds, false, &sst, err));
+		r->iterations = best_iterations;
+		r->converged = best_converged;
+	}
+
 	CHECK(ops->km_counts(ds, r->sizes, err));
 	CHECK(ops->km_get_centroids(ds, r->centroids, err));
 	for (int64_t i = 0; i < (int64_t) k * d; i++)

@@ -206,6 +206,7 @@ void		pggpu_gpu_mm_close(pggpu_matmul *mm);
 /* malloc, freed by pggpu_scratch_free_all or close (NULL: out of memory or slots) */
 void	   *pggpu_scratch_alloc(pggpu_data *ds, size_t bytes);
 void	   *pggpu_scratch_realloc(pggpu_data *ds, void *old, size_t bytes);
+void		pggpu_scratch_free(pggpu_data *ds, void *p);
 void		pggpu_scratch_free_all(pggpu_data *ds);
 
 /*

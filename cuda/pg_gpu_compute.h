@@ -220,6 +220,7 @@ typedef struct pggpu_kmeans_params
 	pggpu_init	init;
 	uint64_t	seed;
 	const double *init_centroids;	/* k x d, row-major, for INIT_GIVEN */
+	int			n_init;			/* starts (seeds from seed), the least inertia kept; 0 or 1: one */
 	pggpu_interrupt_fn check_interrupts;	/* may be NULL */
 	void	   *interrupt_arg;
 } pggpu_kmeans_params;
@@ -232,8 +233,8 @@ typedef struct pggpu_kmeans_result
 	double		inertia;		/* sum of squared distances to own centroid */
 	int			iterations;
 	bool		converged;
-	double		seed_seconds;	/* out: choosing the initial centroids */
-	double		iterate_seconds;	/* out: the Lloyd iterations (not the final pass) */
+	double		seed_seconds;	/* out: choosing the initial centroids (all starts) */
+	double		iterate_seconds;	/* out: the Lloyd iterations (all starts; not the final passes) */
 } pggpu_kmeans_result;
 
 /*

@@ -97,6 +97,7 @@ pggpu_seed_random(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err
 		CHECK(ds->ops->km_point(ds, row, c++, PGGPU_D2_KEEP, NULL, err));
 	}
 done:
+	pggpu_scratch_free(ds, set.slot);	/* several starts seed in turn */
 	return st;
 }
 
@@ -180,6 +181,7 @@ pggpu_seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, int64_t first,
 		c++;
 	}
 done:
+	pggpu_scratch_free(ds, chosen.slot);	/* several starts seed in turn */
 	return st;
 }
 
@@ -374,12 +376,15 @@ pggpu_seed_parallel(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *e
 	double	   *d2 = (double *) pggpu_scratch_alloc(ds, sizeof(double) * n);
 	int32_t    *lab = (int32_t *) pggpu_scratch_alloc(ds, sizeof(int32_t) * n);
 	int32_t    *lab2 = (int32_t *) pggpu_scratch_alloc(ds, sizeof(int32_t) * n);
-	double	   *w,
-			   *C;
+	double	   *w = NULL,
+			   *C = NULL;
 	pggpu_status st = PGGPU_OK;
 
 	if (!D2 || !d2 || !lab || !lab2 || !cand_grow(ds, &cs, 1))
-		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	{
+		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+		goto done;
+	}
 	cs.rows[cs.m++] = pggpu_seed_first(p, n);
 	for (int r = 0, m0 = 0;; r++)
 	{
@@ -396,12 +401,16 @@ pggpu_seed_parallel(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *e
 		/* few distinct rows: nothing to choose from */
 		CHECK(ds->ops->km_begin(ds, k, err));
 		ds->k = k;
-		return pggpu_seed_kmeanspp(ds, p, pggpu_seed_first(p, n), err);
+		CHECK(pggpu_seed_kmeanspp(ds, p, pggpu_seed_first(p, n), err));
+		goto done;
 	}
 	w = (double *) pggpu_scratch_alloc(ds, sizeof(double) * cs.m);
 	C = (double *) pggpu_scratch_alloc(ds, sizeof(double) * k * ds->d);
 	if (!w || !C)
-		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	{
+		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+		goto done;
+	}
 	memset(w, 0, sizeof(double) * cs.m);
 	for (int64_t i = 0; i < n; i++)
 		w[lab[i]] += 1;
@@ -411,5 +420,10 @@ pggpu_seed_parallel(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *e
 	ds->k = k;
 	CHECK(ds->ops->km_put_centroids(ds, C, err));
 done:
+	/* several starts seed in turn: the scratch slots back */
+	pggpu_scratch_free(ds, D2), pggpu_scratch_free(ds, d2);
+	pggpu_scratch_free(ds, lab), pggpu_scratch_free(ds, lab2);
+	pggpu_scratch_free(ds, cs.rows), pggpu_scratch_free(ds, cs.coords);
+	pggpu_scratch_free(ds, w), pggpu_scratch_free(ds, C);
 	return st;
 }

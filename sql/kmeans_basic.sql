@@ -85,3 +85,9 @@ SELECT * FROM gpu_kmeans_assign('few', ARRAY[[4], [6], [4]]) ORDER BY id;
 CREATE TABLE seg AS SELECT * FROM gpu_kmeans('points', 3);
 SELECT count(*), count(DISTINCT cluster) FROM seg;
 SELECT count(*) FROM (SELECT gpu_kmeans('points', 3)) s;
+
+-- n_init: several seeded starts, the least inertia kept; start 1 is n_init => 1's own fit
+SELECT (SELECT inertia FROM gpu_kmeans_fit('points', 3, n_init => 4, seed => 5, init => 'random')) <=
+       (SELECT inertia FROM gpu_kmeans_fit('points', 3, seed => 5, init => 'random')) AS no_worse;
+SELECT (SELECT centroids FROM gpu_kmeans_fit('points', 3, n_init => 3, seed => 2)) =
+       (SELECT centroids FROM gpu_kmeans_fit('points', 3, n_init => 3, seed => 2)) AS reproducible;

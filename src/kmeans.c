@@ -31,8 +31,11 @@ PG_FUNCTION_INFO_V1(gpu_kmeans_assign);
 enum
 {
 	A_RELATION, A_K, A_COLUMNS, A_ID_COLUMN, A_MAX_ITER, A_TOL, A_INIT,
-	A_INIT_CENTROIDS, A_SEED, A_METRIC
+	A_INIT_CENTROIDS, A_SEED, A_METRIC, A_N_INIT
 };
+
+/* the most starts n_init may ask for */
+#define MAX_N_INIT 1000
 
 /* gpu_kmeans_assign's */
 enum
@@ -237,6 +240,16 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 	p.max_iter = PG_GETARG_INT32(A_MAX_ITER);
 	p.tol = PG_GETARG_FLOAT8(A_TOL);
 	p.seed = (uint64) PG_GETARG_INT64(A_SEED);
+	if (PG_NARGS() > A_N_INIT)
+	{
+		require_arg(fcinfo, A_N_INIT, "n_init");
+		p.n_init = PG_GETARG_INT32(A_N_INIT);
+		if (p.n_init < 1 || p.n_init > MAX_N_INIT)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("n_init must be between 1 and %d, not %d", MAX_N_INIT, p.n_init),
+					 errhint("n_init is the number of seeded starts; the one of least inertia is kept.")));
+	}
 	init = text_to_cstring(PG_GETARG_TEXT_PP(A_INIT));
 	if (p.k < 1)
 		ereport(ERROR,
@@ -273,6 +286,11 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 
 		given = matrix_arg(PG_GETARG_ARRAYTYPE_P(A_INIT_CENTROIDS), "init_centroids",
 						   p.k, out->src.ncols, &rows);
+		if (p.n_init > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("n_init = %d needs seeded starts, not init_centroids", p.n_init),
+					 errhint("Leave n_init at 1 with init_centroids, or drop init_centroids to start from seeds.")));
 		p.init = PGGPU_INIT_GIVEN;
 		p.init_centroids = given;
 		if (metric == PGGPU_METRIC_COSINE)

@@ -140,6 +140,7 @@ main(int argc, char **argv)
 	section("draw", test_draw);
 	section("weighted draw", test_weighted_draw);
 	section("cpu gemm", test_cpu_gemm);
+	section("n_init", test_n_init);
 	section("interrupts", test_interrupts);
 	section("threads", test_threads);
 	section("scaling", test_scaling);
