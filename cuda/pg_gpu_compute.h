@@ -231,8 +231,8 @@ typedef struct pggpu_kmeans_result
 	int64_t    *sizes;			/* in: caller's k buffer */
 	int32_t    *labels;			/* in: caller's n buffer, or NULL (fit only) */
 	double		inertia;		/* sum of squared distances to own centroid */
-	int			iterations;
-	bool		converged;
+	int			iterations;		/* of the start kept (n_init) */
+	bool		converged;		/* of the start kept */
 	double		seed_seconds;	/* out: choosing the initial centroids (all starts) */
 	double		iterate_seconds;	/* out: the Lloyd iterations (all starts; not the final passes) */
 } pggpu_kmeans_result;
