@@ -2,6 +2,15 @@
 
 \echo Use "CREATE EXTENSION pg_gpu" to load this file. \quit
 
+-- the planner's row estimate of gpu_kmeans and gpu_kmeans_assign: their relation's rows
+CREATE FUNCTION pg_gpu_rows_support(internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'pg_gpu_rows_support'
+LANGUAGE C STRICT;
+
+COMMENT ON FUNCTION pg_gpu_rows_support(internal) IS
+'planner support for gpu_kmeans and gpu_kmeans_assign: estimates their rows as those of the relation they read';
+
 CREATE FUNCTION gpu_kmeans(
     relation regclass,
     k integer,
@@ -16,7 +25,7 @@ CREATE FUNCTION gpu_kmeans(
     n_init integer DEFAULT 1)
 RETURNS TABLE(id bigint, cluster integer)
 AS 'MODULE_PATHNAME', 'gpu_kmeans'
-LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000;
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000 SUPPORT pg_gpu_rows_support;
 
 COMMENT ON FUNCTION gpu_kmeans(regclass, integer, text[], text, integer, double precision, text, double precision[], bigint, text, integer) IS
 'k-means clustering of a relation''s numeric columns or one vector column (real[], double precision[], pgvector vector/halfvec), Euclidean or cosine (spherical), Lloyd with k-means++ or k-means|| seeding (n_init starts, the best kept), on the GPU or the CPU without one: (id, cluster) for every row, clusters 1..k, NULL for unusable rows';
@@ -49,7 +58,7 @@ CREATE FUNCTION gpu_kmeans_assign(
     metric text DEFAULT 'euclidean')
 RETURNS TABLE(id bigint, cluster integer, distance double precision)
 AS 'MODULE_PATHNAME', 'gpu_kmeans_assign'
-LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000;
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000 SUPPORT pg_gpu_rows_support;
 
 COMMENT ON FUNCTION gpu_kmeans_assign(regclass, double precision[], text[], text, text) IS
 'nearest of the given k x d centroids for every row of a relation''s numeric columns or vector column: (id, cluster 1..k, Euclidean distance, or with metric cosine the cosine distance 1 - cos)';

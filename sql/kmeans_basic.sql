@@ -91,3 +91,21 @@ SELECT (SELECT inertia FROM gpu_kmeans_fit('points', 3, n_init => 4, seed => 5, 
        (SELECT inertia FROM gpu_kmeans_fit('points', 3, seed => 5, init => 'random')) AS no_worse;
 SELECT (SELECT centroids FROM gpu_kmeans_fit('points', 3, n_init => 3, seed => 2)) =
        (SELECT centroids FROM gpu_kmeans_fit('points', 3, n_init => 3, seed => 2)) AS reproducible;
+
+-- the planner's estimate of gpu_kmeans's and gpu_kmeans_assign's rows: the relation's
+ANALYZE points;
+CREATE FUNCTION plan_rows(q text) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE j jsonb;
+BEGIN
+  EXECUTE 'EXPLAIN (FORMAT JSON) ' || q INTO j;
+  RETURN jsonb_path_query_first(j, 'strict $.**?(@."Node Type" == "Function Scan")."Plan Rows"')::float8;
+END $$;
+SELECT plan_rows($$SELECT * FROM gpu_kmeans('points', 3)$$) AS kmeans,
+       plan_rows($$SELECT * FROM gpu_kmeans_assign('points', ARRAY[[0, 0]])$$) AS assign,
+       plan_rows($$SELECT * FROM gpu_kmeans_fit('points', 3)$$) AS fit,
+       (SELECT count(*) FROM points) AS table_rows;
+-- the relation not a constant: the declared 1000
+CREATE TEMP TABLE rels AS SELECT 'points'::regclass AS r;
+SELECT plan_rows($$SELECT * FROM rels, gpu_kmeans(rels.r, 3)$$) AS declared;
+DROP TABLE rels;
+DROP FUNCTION plan_rows(text);
