@@ -332,6 +332,10 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 				 errdetail("More rows than tol = %g of them (%.0f of %lld) changed cluster in the last iteration.",
 						   p.tol, floor(p.tol * (double) out->rows.nvalid), (long long) out->rows.nvalid),
 				 errhint("Raise max_iter or tol; gpu_kmeans_fit's converged column says the same.")));
+	/* which device ran it, every call (DEBUG2: the fallback NOTICE comes once a session; tests run on either device) */
+	elog(DEBUG2, "pg_gpu: %s on %s: %lld rows, k = %d, %d iterations%s",
+		 want_labels ? "gpu_kmeans" : "gpu_kmeans_fit", pggpu_data_device_name(data->ds),
+		 (long long) out->rows.nvalid, p.k, res.iterations, res.converged ? ", converged" : "");
 	out->inertia = res.inertia;
 	out->iterations = res.iterations;
 	out->converged = res.converged;
