@@ -146,12 +146,13 @@ run_kmeans(input *in)
 			p.init = (pggpu_init) (u8(in) % 5);
 			p.seed = u64(in);
 			p.init_centroids = p.init == PGGPU_INIT_GIVEN && u8(in) % 4 ? init : NULL;
+			p.n_init = u8(in) % 4;
 			r.centroids = C;
 			r.sizes = sizes;
 			r.labels = labels;
 			bad = k < 1 || k > n || p.max_iter < 1 || !(p.tol >= 0) ||
 				(unsigned) p.init > PGGPU_INIT_PARALLEL ||
-				(p.init == PGGPU_INIT_GIVEN && p.init_centroids == NULL);
+				(p.init == PGGPU_INIT_GIVEN && (p.init_centroids == NULL || p.n_init > 1));
 			st = pggpu_kmeans(ds, &p, &r, &err);
 			if (bad != (st == PGGPU_ERR_INVALID))
 				FAIL("k-means k=%d n=%lld max_iter=%d tol=%g init=%d: status %d (%s)",
