@@ -351,31 +351,48 @@ scale_exponent(double lo, double hi, int *e, pggpu_error *err)
 	return PGGPU_OK;
 }
 
-/* scales ds by 2^e where needed (also accounting for extra values) */
+/*
+ * The exponent e for ds's data and the extra values (in the caller's units),
+ * and ds scaled to 2^e times its rows as pushed.  ds keeps the exponent it
+ * holds its rows at (ds->scale_e), so a later algorithm on the same set
+ * scales from there: any number of fits and assignments on one set give
+ * what each would alone.
+ */
 static pggpu_status
 prepare_scale(pggpu_data *ds, const double *extra, int64_t nextra, int *e,
 			  pggpu_error *err)
 {
 	double		lo = INFINITY,
 				hi = 0;
+	int			delta;
 	pggpu_status st;
 
-	*e = 0;
+	*e = ds->scale_e;
 	if (ds->n > 0 && (st = ds->ops->range(ds, &lo, &hi, err)) != PGGPU_OK)
 		return st;
+	/* the rows' range in their own units (exact: powers of two) */
+	if (hi > 0)
+	{
+		lo = ldexp(lo, -ds->scale_e);
+		hi = ldexp(hi, -ds->scale_e);
+	}
 	if (extra)
 		range_array(extra, nextra, &lo, &hi);
 	if ((st = scale_exponent(lo, hi, e, err)) != PGGPU_OK)
 		return st;
-	if (*e == 0 || ds->n == 0)
+	delta = *e - ds->scale_e;
+	if (delta == 0 || ds->n == 0)
 		return PGGPU_OK;
-	/* subnormal data need 2^e past double's range (e > 1023): two steps */
-	if (*e > 1000 || *e < -1000)
-	{
-		st = ds->ops->scale(ds, ldexp(1.0, *e / 2), err);
-		return st != PGGPU_OK ? st : ds->ops->scale(ds, ldexp(1.0, *e - *e / 2), err);
-	}
-	return ds->ops->scale(ds, ldexp(1.0, *e), err);
+	/* subnormal data need 2^delta past double's range (delta > 1023): two steps */
+	if (delta > 1000 || delta < -1000)
+		st = ds->ops->scale(ds, ldexp(1.0, delta / 2), err);
+	else
+		st = PGGPU_OK;
+	if (st == PGGPU_OK)
+		st = ds->ops->scale(ds, ldexp(1.0, delta > 1000 || delta < -1000 ? delta - delta / 2 : delta), err);
+	if (st == PGGPU_OK)
+		ds->scale_e = *e;
+	return st;
 }
 
 

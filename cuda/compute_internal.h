@@ -40,6 +40,7 @@ struct pggpu_data
 	double		push_seconds;	/* time spent in pushes */
 	char		device_name[256];
 	int			gpu_index;		/* pggpu_data_open's */
+	int			scale_e;		/* the rows are held as 2^scale_e times the pushed ones (compute.c) */
 	void	   *impl;			/* the backend's own state */
 	/* the driver's scratch memory: freed on close too, since the interrupt
 	 * callback may longjmp out of an algorithm */

@@ -240,8 +240,8 @@ typedef struct pggpu_kmeans_result
 /*
  * Lloyd's k-means over all rows of ds.  Labels are 0..k-1.  Unless the
  * centroids were given, clusters are numbered canonically: sorted by their
- * centroids, lexicographically (ties by size, larger first).  ds must not be
- * used for another algorithm afterwards (its data may have been rescaled).
+ * centroids, lexicographically (ties by size, larger first).  ds may be
+ * used again (another fit, an assignment): each gives what it would alone.
  */
 pggpu_status pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 						  pggpu_kmeans_result *r, pggpu_error *err);
@@ -250,7 +250,7 @@ pggpu_status pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
  * Nearest centroid (0-based, lowest index on ties) and the Euclidean distance
  * to it (cosine: the cosine distance, the centroids normalised first) for
  * every row of ds.  centroids is k x d row-major.  distances may be
- * NULL.  Same single-use rule as pggpu_kmeans.
+ * NULL.  ds may be used again, as after pggpu_kmeans.
  */
 pggpu_status pggpu_assign(pggpu_data *ds, const double *centroids, int k,
 						  int32_t *labels, double *distances,

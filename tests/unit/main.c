@@ -141,6 +141,7 @@ main(int argc, char **argv)
 	section("weighted draw", test_weighted_draw);
 	section("cpu gemm", test_cpu_gemm);
 	section("n_init", test_n_init);
+	section("reuse", test_reuse);
 	section("interrupts", test_interrupts);
 	section("threads", test_threads);
 	section("scaling", test_scaling);

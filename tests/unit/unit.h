@@ -208,6 +208,7 @@ void test_draw(void);
 void test_weighted_draw(void);
 void test_cpu_gemm(void);
 void test_n_init(void);
+void test_reuse(void);
 void cmp_exact(const char *what, const km_out *a, const km_out *b, int64_t n, int k, int d);
 
 /* matmul.c */
