@@ -364,7 +364,8 @@ prepare_scale(pggpu_data *ds, const double *extra, int64_t nextra, int *e,
 {
 	double		lo = INFINITY,
 				hi = 0;
-	int			delta;
+	int			delta,
+				first;
 	pggpu_status st;
 
 	*e = ds->scale_e;
@@ -384,13 +385,10 @@ prepare_scale(pggpu_data *ds, const double *extra, int64_t nextra, int *e,
 	if (delta == 0 || ds->n == 0)
 		return PGGPU_OK;
 	/* subnormal data need 2^delta past double's range (delta > 1023): two steps */
-	if (delta > 1000 || delta < -1000)
-		st = ds->ops->scale(ds, ldexp(1.0, delta / 2), err);
-	else
-		st = PGGPU_OK;
-	if (st == PGGPU_OK)
-		st = ds->ops->scale(ds, ldexp(1.0, delta > 1000 || delta < -1000 ? delta - delta / 2 : delta), err);
-	if (st == PGGPU_OK)
+	first = delta > 1000 || delta < -1000 ? delta / 2 : 0;
+	if (first != 0 && (st = ds->ops->scale(ds, ldexp(1.0, first), err)) != PGGPU_OK)
+		return st;
+	if ((st = ds->ops->scale(ds, ldexp(1.0, delta - first), err)) == PGGPU_OK)
 		ds->scale_e = *e;
 	return st;
 }
@@ -399,13 +397,6 @@ prepare_scale(pggpu_data *ds, const double *extra, int64_t nextra, int *e,
 /* ---- empty clusters ------------------------------------------------------- */
 
 #define CHECK(expr) do { if ((st = (expr)) != PGGPU_OK) goto done; } while (0)
-
-static void
-interrupts(const pggpu_kmeans_params *p)
-{
-	if (p->check_interrupts)
-		p->check_interrupts(p->interrupt_arg);
-}
 
 /*
  * Empty clusters take the rows farthest from their centroids (as in
@@ -428,7 +419,7 @@ repair_empty(pggpu_data *ds, const pggpu_kmeans_params *p, int64_t *counts,
 		if (counts[c] != 0)
 			continue;
 		/* a pick is a pass over the rows: k of them may take long */
-		interrupts(p);
+		pggpu_interrupts(p);
 		if ((st = ds->ops->km_pick(ds, PGGPU_PICK_FARTHEST, 0, &row, err)) != PGGPU_OK)
 			return st;
 		/* no row qualifies, and picks only take rows away: none will */
@@ -559,7 +550,7 @@ one_start(pggpu_data *ds, const pggpu_kmeans_params *p, int e, int64_t *counts,
 	r->iterations = 0;
 	while (r->iterations < p->max_iter)
 	{
-		interrupts(p);
+		pggpu_interrupts(p);
 		CHECK(ops->km_step(ds, true, sst, err));
 		r->iterations++;
 		if (sst->empty > 0)
@@ -576,7 +567,7 @@ one_start(pggpu_data *ds, const pggpu_kmeans_params *p, int e, int64_t *counts,
 	r->iterate_seconds += pggpu_seconds() - t0;
 
 	/* labels, distances and sizes consistent with the final centroids */
-	interrupts(p);
+	pggpu_interrupts(p);
 	CHECK(ops->km_step(ds, false, sst, err));
 done:
 	return st;
@@ -667,7 +658,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 	if (starts > 1)
 	{
 		CHECK(ops->km_put_centroids(ds, best, err));
-		interrupts(p);
+		pggpu_interrupts(p);
 		CHECK(ops->km_step(ds, false, &sst, err));
 		r->iterations = best_iterations;
 		r->converged = best_converged;

@@ -210,6 +210,14 @@ void	   *pggpu_scratch_realloc(pggpu_data *ds, void *old, size_t bytes);
 void		pggpu_scratch_free(pggpu_data *ds, void *p);
 void		pggpu_scratch_free_all(pggpu_data *ds);
 
+/* the caller's interrupt callback of a k-means call, if any (it may longjmp) */
+static inline void
+pggpu_interrupts(const pggpu_kmeans_params *p)
+{
+	if (p->check_interrupts)
+		p->check_interrupts(p->interrupt_arg);
+}
+
 /*
  * seed.c: the initial centroids of k = ds->k after km_begin (ds scaled
  * already); k-means++ from row `first` (pggpu_seed_first: the seed's uniform

@@ -11,13 +11,6 @@
 
 #define CHECK(expr) do { if ((st = (expr)) != PGGPU_OK) goto done; } while (0)
 
-static void
-interrupts(const pggpu_kmeans_params *p)
-{
-	if (p->check_interrupts)
-		p->check_interrupts(p->interrupt_arg);
-}
-
 /* ---- a small set of row numbers (open addressing) ------------------------- */
 
 typedef struct rowset
@@ -93,7 +86,7 @@ pggpu_seed_random(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err
 		if (row == j)
 			rowset_add(&set, j);
 		if ((c & 1023) == 0)
-			interrupts(p);
+			pggpu_interrupts(p);
 		CHECK(ds->ops->km_point(ds, row, c++, PGGPU_D2_KEEP, NULL, err));
 	}
 done:
@@ -149,7 +142,7 @@ pggpu_seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, int64_t first,
 	CHECK(ds->ops->km_point(ds, row, 0, PGGPU_D2_SET, p->k > 1 ? &key : NULL, err));
 	for (int c = 1; c < p->k;)
 	{
-		interrupts(p);
+		pggpu_interrupts(p);
 		if (ds->ops->km_pp_steps)
 		{
 			/* a batch of steps on the backend */
@@ -289,13 +282,6 @@ ll_measure(pggpu_data *ds, cand_set *cs, int64_t m0, double *D2, int32_t *lab,
 	return PGGPU_OK;
 }
 
-/* whether round r's sample (key) takes row i, given psi = sum D^2 and l */
-static inline bool
-ll_takes(uint64_t key, int64_t i, double D2, double psi, double ell)
-{
-	return D2 > 0 && pggpu_uniform(key, i) * psi <= ell * D2;
-}
-
 /* the rows of round r's sample appended to cs (step 2 above) */
 static pggpu_status
 ll_sample(pggpu_data *ds, const pggpu_kmeans_params *p, int r, const double *D2,
@@ -304,19 +290,18 @@ ll_sample(pggpu_data *ds, const pggpu_kmeans_params *p, int r, const double *D2,
 	double		psi = 0,
 				ell = LL_OVERSAMPLE * p->k;
 	uint64_t	key = round_key(p, r);
-	int64_t		more = 0;
 
 	for (int64_t i = 0; i < ds->n; i++)
 		psi += D2[i];
 	if (!(psi > 0))
 		return PGGPU_OK;
 	for (int64_t i = 0; i < ds->n; i++)
-		more += ll_takes(key, i, D2[i], psi, ell);
-	if (!cand_grow(ds, cs, more))
-		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
-	for (int64_t i = 0; i < ds->n; i++)
-		if (ll_takes(key, i, D2[i], psi, ell))
+		if (D2[i] > 0 && pggpu_uniform(key, i) * psi <= ell * D2[i])
+		{
+			if (!cand_grow(ds, cs, 1))
+				return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 			cs->rows[cs->m++] = i;
+		}
 	return PGGPU_OK;
 }
 
@@ -388,7 +373,7 @@ pggpu_seed_parallel(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *e
 	cs.rows[cs.m++] = pggpu_seed_first(p, n);
 	for (int r = 0, m0 = 0;; r++)
 	{
-		interrupts(p);
+		pggpu_interrupts(p);
 		if (cs.m > m0)
 			CHECK(ll_measure(ds, &cs, m0, D2, lab, d2, lab2, err));
 		m0 = (int) cs.m;
@@ -414,7 +399,7 @@ pggpu_seed_parallel(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *e
 	memset(w, 0, sizeof(double) * cs.m);
 	for (int64_t i = 0; i < n; i++)
 		w[lab[i]] += 1;
-	interrupts(p);
+	pggpu_interrupts(p);
 	CHECK(ll_recluster(ds, p, &cs, w, C, err));
 	CHECK(ds->ops->km_begin(ds, k, err));
 	ds->k = k;

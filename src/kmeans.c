@@ -324,17 +324,18 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 	if (pggpu_kmeans(data->ds, &p, &res, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	log_route(data->ds);
+	out->fname = want_labels ? "gpu_kmeans" : "gpu_kmeans_fit";
 	/* as scikit-learn warns: a fit that max_iter cut short */
 	if (!res.converged)
 		ereport(NOTICE,
 				(errmsg("%s: k-means stopped at max_iter = %d without converging",
-						want_labels ? "gpu_kmeans" : "gpu_kmeans_fit", p.max_iter),
+						out->fname, p.max_iter),
 				 errdetail("More rows than tol = %g of them (%.0f of %lld) changed cluster in the last iteration.",
 						   p.tol, floor(p.tol * (double) out->rows.nvalid), (long long) out->rows.nvalid),
 				 errhint("Raise max_iter or tol; gpu_kmeans_fit's converged column says the same.")));
 	/* which device ran it, every call (DEBUG2: the fallback NOTICE comes once a session; tests run on either device) */
 	elog(DEBUG2, "pg_gpu: %s on %s: %lld rows, k = %d, %d iterations%s",
-		 want_labels ? "gpu_kmeans" : "gpu_kmeans_fit", pggpu_data_device_name(data->ds),
+		 out->fname, pggpu_data_device_name(data->ds),
 		 (long long) out->rows.nvalid, p.k, res.iterations, res.converged ? ", converged" : "");
 	out->inertia = res.inertia;
 	out->iterations = res.iterations;
@@ -342,7 +343,6 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 	out->device = pstrdup(pggpu_data_device_name(data->ds));
 	out->seed_ms = res.seed_seconds * 1e3;
 	out->iterate_ms = res.iterate_seconds * 1e3;
-	out->fname = want_labels ? "gpu_kmeans" : "gpu_kmeans_fit";
 	pg_gpu_data_close(data);
 }
 
