@@ -358,8 +358,8 @@ scale_exponent(double lo, double hi, int *e, pggpu_error *err)
  * scales from there: any number of fits and assignments on one set give
  * what each would alone.
  */
-static pggpu_status
-prepare_scale(pggpu_data *ds, const double *extra, int64_t nextra, int *e,
+pggpu_status
+pggpu_prepare_scale(pggpu_data *ds, const double *extra, int64_t nextra, int *e,
 			  pggpu_error *err)
 {
 	double		lo = INFINITY,
@@ -614,7 +614,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 		ds->interrupt = p->check_interrupts;
 		ds->interrupt_arg = p->interrupt_arg;
 	}
-	CHECK(prepare_scale(ds, p->init == PGGPU_INIT_GIVEN ? p->init_centroids : NULL,
+	CHECK(pggpu_prepare_scale(ds, p->init == PGGPU_INIT_GIVEN ? p->init_centroids : NULL,
 						(int64_t) k * d, &e, err));
 	if (p->init == PGGPU_INIT_GIVEN)
 	{
@@ -701,7 +701,7 @@ pggpu_assign(pggpu_data *ds, const double *centroids, int k, int32_t *labels,
 	scaled = (double *) pggpu_scratch_alloc(ds, sizeof(double) * k * d);
 	if (scaled == NULL)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
-	CHECK(prepare_scale(ds, centroids, (int64_t) k * d, &e, err));
+	CHECK(pggpu_prepare_scale(ds, centroids, (int64_t) k * d, &e, err));
 	for (int64_t i = 0; i < (int64_t) k * d; i++)
 		scaled[i] = ldexp(centroids[i], e);
 	if (ds->metric == PGGPU_METRIC_COSINE)

@@ -148,9 +148,28 @@ typedef struct pggpu_ops
 
 	/* C[j] := row rows[j] for j < m (m <= k of km_begin) */
 	pggpu_status (*km_gather) (pggpu_data *ds, const int64_t *rows, int m, pggpu_error *err);
+
+	/*
+	 * Column statistics (standard scaling, columns.c): sums[t * d + j] := the
+	 * sum over the rows of tile t of column j's terms, by pggpu_col_sum
+	 * (center NULL: the values; else their squared differences from
+	 * center[j]).
+	 */
+	pggpu_status (*col_sums) (pggpu_data *ds, const double *center, double *sums,
+							  pggpu_error *err);
+	/* every row's x_ij := (x_ij - sub[j]) / div[j]; the rows past n stay 0 */
+	pggpu_status (*col_affine) (pggpu_data *ds, const double *sub, const double *div,
+								pggpu_error *err);
 } pggpu_ops;
 
 extern const pggpu_ops pggpu_cpu_ops;
+
+/* the CPU backend's col_sums and col_affine (cpu/columns.c), over its rows */
+double	   *pggpu_cpu_rows(pggpu_data *ds);
+pggpu_status pggpu_cpu_col_sums(pggpu_data *ds, const double *center, double *sums,
+								pggpu_error *err);
+pggpu_status pggpu_cpu_col_affine(pggpu_data *ds, const double *sub, const double *div,
+								  pggpu_error *err);
 
 /* CUDA backend (gpu/, or gpu/stand_in.c in builds without CUDA) */
 extern const pggpu_ops *const pggpu_gpu_ops;
@@ -209,6 +228,13 @@ void	   *pggpu_scratch_alloc(pggpu_data *ds, size_t bytes);
 void	   *pggpu_scratch_realloc(pggpu_data *ds, void *old, size_t bytes);
 void		pggpu_scratch_free(pggpu_data *ds, void *p);
 void		pggpu_scratch_free_all(pggpu_data *ds);
+
+/*
+ * compute.c: ds held at 2^e times its rows as pushed, e chosen so that their
+ * squares (and the extra values', in the caller's units) are normal doubles
+ */
+pggpu_status pggpu_prepare_scale(pggpu_data *ds, const double *extra, int64_t nextra, int *e,
+								 pggpu_error *err);
 
 /* the caller's interrupt callback of a k-means call, if any (it may longjmp) */
 static inline void
@@ -378,6 +404,49 @@ pggpu_normalize_rows(double *C, int k, int d, double norm)
 {
 	for (int c = 0; c < k; c++)
 		pggpu_normalize(C + (int64_t) c * d, d, norm);
+}
+
+/*
+ * One tile's sum of a column's terms (col_sums): t = x (center NULL) or
+ * (x - c)^2, rows 0 .. rows-1 of the column (x at col[r]).  Lane l (0..31)
+ * sums the terms of rows l, l + 32, l + 64, ... in order from 0.0; then for
+ * h = 16, 8, 4, 2, 1, lane l < h adds lane l + h's sum to its own: the
+ * order of a warp's butterfly of shuffles, so the GPU, a warp a column of a
+ * tile, rounds as the host does.
+ */
+PGGPU_HD double
+pggpu_col_term(double x, const double *center, int j)
+{
+	double		v;
+
+	if (center == NULL)
+		return x;
+	v = PGGPU_ADD(x, -center[j]);
+	return PGGPU_MUL(v, v);
+}
+
+PGGPU_HD double
+pggpu_col_sum(const double *col, int64_t rows, const double *center, int j)
+{
+	double		s[PGGPU_DRAW_LANES];
+
+	for (int l = 0; l < PGGPU_DRAW_LANES; l++)
+	{
+		s[l] = 0.0;
+		for (int64_t r = l; r < rows; r += PGGPU_DRAW_LANES)
+			s[l] = PGGPU_ADD(s[l], pggpu_col_term(col[r], center, j));
+	}
+	for (int h = PGGPU_DRAW_LANES / 2; h > 0; h >>= 1)
+		for (int l = 0; l < h; l++)
+			s[l] = s[l] + s[l + h];
+	return s[0];
+}
+
+/* col_affine's value: one subtraction, one division, each rounded */
+PGGPU_HD double
+pggpu_affine(double x, double sub, double div)
+{
+	return PGGPU_ADD(x, -sub) / div;
 }
 
 /* element (i, j) of tiled SoA storage */

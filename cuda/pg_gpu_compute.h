@@ -256,6 +256,43 @@ pggpu_status pggpu_assign(pggpu_data *ds, const double *centroids, int k,
 						  int32_t *labels, double *distances,
 						  pggpu_error *err);
 
+/*
+ * Standard scaling (columns.c): each column's mean and standard deviation
+ * (population, as scikit-learn's StandardScaler; a constant column gets 1)
+ * over the rows of ds, into mean and std (d each, in the units pushed), and
+ * every row replaced by (x - mean) / std.  The same on both backends.
+ * PGGPU_ERR_RANGE when a mean or deviation overflows.
+ */
+pggpu_status pggpu_data_standardize(pggpu_data *ds, double *mean, double *std,
+									pggpu_error *err);
+
+/* every row replaced by (x - mean) / std with a stored model's scaling */
+pggpu_status pggpu_data_shift_scale(pggpu_data *ds, const double *mean, const double *std,
+									pggpu_error *err);
+
+/*
+ * Rows rows[0..m-1] (data-set order) into out, m x d row-major, as the
+ * algorithms see them (scaled, unit length for cosine).  Uses the k-means
+ * state: after a fit's results are fetched.
+ */
+pggpu_status pggpu_data_get_rows(pggpu_data *ds, const int64_t *rows, int m, double *out,
+								 pggpu_error *err);
+
+/*
+ * The nearest of the k centroids C (k x d row-major) to x, the lowest index
+ * on ties, and the squared Euclidean distance to it (dist2 may be NULL):
+ * the squares summed over the columns in order, as the CPU backend's pass.
+ */
+int			pggpu_nearest(const double *x, const double *C, int k, int d, double *dist2);
+
+/*
+ * The mean silhouette of m rows X (m x d, from pggpu_data_get_rows of ds)
+ * labelled 0..k-1, as scikit-learn's silhouette_score on them (Euclidean;
+ * cosine: 1 - cos), O(m^2 d); NaN when they hold fewer than two clusters.
+ * Polls ds's interrupt callback.
+ */
+pggpu_status pggpu_silhouette(pggpu_data *ds, const double *X, const int32_t *labels, int m,
+							  int k, double *score, pggpu_error *err);
 
 /* ---- matrix products ---------------------------------------------------- */
 

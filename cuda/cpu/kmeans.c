@@ -178,6 +178,12 @@ cpu_close(pggpu_data *ds)
 	ds->impl = NULL;
 }
 
+double *
+pggpu_cpu_rows(pggpu_data *ds)
+{
+	return ST(ds)->X;
+}
+
 static int64_t
 used_elems(pggpu_data *ds)
 {
@@ -982,4 +988,6 @@ const pggpu_ops pggpu_cpu_ops = {
 	.km_normalize = cpu_km_normalize,
 	.km_weights = cpu_km_weights,
 	.km_gather = cpu_km_gather,
+	.col_sums = pggpu_cpu_col_sums,
+	.col_affine = pggpu_cpu_col_affine,
 };

@@ -10,7 +10,7 @@
  * route.c planned), lloyd.cu (the CUDA-core pass and the finalize kernels),
  * owned_update.cu (the update from given labels), seed.cu (k-means++), the
  * tensor-core assignment (tc.cuh: tc_scan.cu, tc_resident.cu, tc_assign.cu),
- * matmul.cu (cuBLAS).
+ * columns.cu (standard scaling), matmul.cu (cuBLAS).
  *
  * Arithmetic matches cpu/kmeans.c: squared distances summed over columns in
  * order with __dsub_rn/__dmul_rn/__dadd_rn, which are never fused.
@@ -249,5 +249,9 @@ pggpu_status gpu_km_pp_steps(pggpu_data *ds, int c0, int c1, const uint64_t *key
 							 int *done, pggpu_error *err);
 pggpu_status gpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *err);
 pggpu_status gpu_km_gather(pggpu_data *ds, const int64_t *rows, int m, pggpu_error *err);
+
+/* columns.cu */
+pggpu_status gpu_col_sums(pggpu_data *ds, const double *center, double *sums, pggpu_error *err);
+pggpu_status gpu_col_affine(pggpu_data *ds, const double *sub, const double *div, pggpu_error *err);
 
 #endif							/* PG_GPU_GPU_COMMON_CUH */

@@ -567,6 +567,8 @@ static const pggpu_ops gpu_ops = {
 	gpu_km_normalize,
 	gpu_km_weights,
 	gpu_km_gather,
+	gpu_col_sums,
+	gpu_col_affine,
 };
 
 extern "C" const pggpu_ops *const pggpu_gpu_ops = &gpu_ops;

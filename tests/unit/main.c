@@ -142,6 +142,8 @@ main(int argc, char **argv)
 	section("cpu gemm", test_cpu_gemm);
 	section("n_init", test_n_init);
 	section("reuse", test_reuse);
+	section("standardize", test_standardize);
+	section("silhouette", test_silhouette);
 	section("interrupts", test_interrupts);
 	section("threads", test_threads);
 	section("scaling", test_scaling);

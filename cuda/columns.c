@@ -1,0 +1,226 @@
+/*
+ * columns.c - what a stored model needs beside the fit: standard scaling of
+ * a data set's columns (the same on both backends: the backends sum each
+ * tile's column in the order of pggpu_col_sum, the tiles are added here in
+ * order), rows copied out (a sample for the silhouette), and the nearest
+ * centroid of one row on the host (a scalar assignment), and the silhouette
+ * of a clustering on a sample of its rows (choosing k).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compute_internal.h"
+
+/* sum[j] := the sum of column j's terms over all rows (center: see col_sums) */
+static pggpu_status
+column_totals(pggpu_data *ds, const double *center, double *sum, pggpu_error *err)
+{
+	int64_t		tiles = (ds->n + ((int64_t) 1 << ds->log_b) - 1) >> ds->log_b;
+	double	   *sums = (double *) pggpu_scratch_alloc(ds, sizeof(double) * tiles * ds->d);
+	pggpu_status st;
+
+	if (sums == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	if ((st = ds->ops->col_sums(ds, center, sums, err)) == PGGPU_OK)
+		for (int j = 0; j < ds->d; j++)
+		{
+			sum[j] = 0.0;
+			for (int64_t t = 0; t < tiles; t++)
+				sum[j] = PGGPU_ADD(sum[j], sums[t * ds->d + j]);
+		}
+	pggpu_scratch_free(ds, sums);
+	return st;
+}
+
+/* rows := (rows - sub) / div, sub and div in the units the rows were pushed in */
+static pggpu_status
+affine(pggpu_data *ds, const double *sub, const double *div, pggpu_error *err)
+{
+	double	   *h = (double *) pggpu_scratch_alloc(ds, sizeof(double) * 2 * ds->d);
+	pggpu_status st;
+
+	if (h == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	/* in the units the rows are held in (2^scale_e times): exact */
+	for (int j = 0; j < ds->d; j++)
+	{
+		h[j] = ldexp(sub[j], ds->scale_e);
+		h[ds->d + j] = ldexp(div[j], ds->scale_e);
+	}
+	if ((st = ds->ops->col_affine(ds, h, h + ds->d, err)) == PGGPU_OK)
+		ds->scale_e = 0;
+	pggpu_scratch_free(ds, h);
+	return st;
+}
+
+pggpu_status
+pggpu_data_standardize(pggpu_data *ds, double *mean, double *std, pggpu_error *err)
+{
+	pggpu_status st;
+	double		n = (double) ds->n;
+	int			e;
+
+	if (ds->n == 0)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "no rows to standardize");
+	/* squares of the differences in range (exact: a power of two) */
+	if ((st = pggpu_prepare_scale(ds, NULL, 0, &e, err)) != PGGPU_OK ||
+		(st = column_totals(ds, NULL, mean, err)) != PGGPU_OK)
+		return st;
+	for (int j = 0; j < ds->d; j++)
+		mean[j] /= n;
+	if ((st = column_totals(ds, mean, std, err)) != PGGPU_OK)
+		return st;
+	for (int j = 0; j < ds->d; j++)
+	{
+		std[j] = sqrt(std[j] / n);
+		if (!isfinite(mean[j]) || !isfinite(std[j]))
+			return pggpu_fail(err, PGGPU_ERR_RANGE,
+							  "column %d's mean or standard deviation is not finite in double precision", j + 1);
+		/* back to the units pushed (exact), then as scikit-learn: a constant column is only centred */
+		mean[j] = ldexp(mean[j], -ds->scale_e);
+		std[j] = std[j] > 0 ? ldexp(std[j], -ds->scale_e) : 1.0;
+	}
+	return affine(ds, mean, std, err);
+}
+
+pggpu_status
+pggpu_data_shift_scale(pggpu_data *ds, const double *mean, const double *std, pggpu_error *err)
+{
+	for (int j = 0; j < ds->d; j++)
+		if (!isfinite(mean[j]) || !(std[j] > 0) || !isfinite(std[j]))
+			return pggpu_fail(err, PGGPU_ERR_INVALID, "the scaling of column %d is not a finite mean and a positive deviation", j + 1);
+	if (ds->n == 0)
+		return PGGPU_OK;
+	return affine(ds, mean, std, err);
+}
+
+pggpu_status
+pggpu_data_get_rows(pggpu_data *ds, const int64_t *rows, int m, double *out, pggpu_error *err)
+{
+	pggpu_status st;
+
+	for (int i = 0; i < m; i++)
+		if (rows[i] < 0 || rows[i] >= ds->n)
+			return pggpu_fail(err, PGGPU_ERR_INVALID, "row %lld is not in the data set", (long long) rows[i]);
+	if (m == 0)
+		return PGGPU_OK;
+	/* the k-means state's centroids hold them: the rows as km_gather copies them */
+	if ((st = ds->ops->km_begin(ds, m, err)) != PGGPU_OK)
+		return st;
+	ds->k = m;
+	if ((st = ds->ops->km_gather(ds, rows, m, err)) != PGGPU_OK ||
+		(st = ds->ops->km_get_centroids(ds, out, err)) != PGGPU_OK)
+		return st;
+	for (int64_t i = 0; i < (int64_t) m * ds->d; i++)
+		out[i] = ldexp(out[i], -ds->scale_e);
+	return PGGPU_OK;
+}
+
+int
+pggpu_nearest(const double *x, const double *C, int k, int d, double *dist2)
+{
+	int			best = 0;
+	double		bd = INFINITY;
+
+	for (int c = 0; c < k; c++)
+	{
+		double		s = 0;
+
+		for (int j = 0; j < d; j++)
+		{
+			double		v = PGGPU_ADD(x[j], -C[(int64_t) c * d + j]);
+
+			s = PGGPU_ADD(s, PGGPU_MUL(v, v));
+		}
+		if (s < bd)
+		{
+			bd = s;
+			best = c;
+		}
+	}
+	if (dist2)
+		*dist2 = bd;
+	return best;
+}
+
+/* the distance the silhouette uses: Euclidean, or 1 - cos between unit rows */
+static double
+sil_distance(const double *a, const double *b, int d, pggpu_metric metric)
+{
+	double		s = 0;
+
+	if (metric == PGGPU_METRIC_COSINE)
+	{
+		for (int j = 0; j < d; j++)
+			s = PGGPU_ADD(s, PGGPU_MUL(a[j], b[j]));
+		return fmax(0.0, 1.0 - s);
+	}
+	for (int j = 0; j < d; j++)
+	{
+		double		v = PGGPU_ADD(a[j], -b[j]);
+
+		s = PGGPU_ADD(s, PGGPU_MUL(v, v));
+	}
+	return sqrt(s);
+}
+
+pggpu_status
+pggpu_silhouette(pggpu_data *ds, const double *X, const int32_t *labels, int m, int k,
+				 double *score, pggpu_error *err)
+{
+	int			d = ds->d;
+	double	   *sum = (double *) pggpu_scratch_alloc(ds, sizeof(double) * m * (size_t) k);
+	int64_t    *cnt = (int64_t *) pggpu_scratch_alloc(ds, sizeof(int64_t) * k);
+	double		total = 0;
+	int			used = 0;
+
+	*score = NAN;
+	if (sum == NULL || cnt == NULL)
+	{
+		pggpu_scratch_free(ds, sum);
+		pggpu_scratch_free(ds, cnt);
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory for a silhouette of %d rows and %d clusters", m, k);
+	}
+	memset(sum, 0, sizeof(double) * m * (size_t) k);
+	memset(cnt, 0, sizeof(int64_t) * k);
+	for (int i = 0; i < m; i++)
+		cnt[labels[i]]++;
+	/* every pair once: sum[i][c] := the distances from row i to the rows of cluster c */
+	for (int i = 0; i < m; i++)
+	{
+		if (ds->interrupt)
+			ds->interrupt(ds->interrupt_arg);
+		for (int j = i + 1; j < m; j++)
+		{
+			double		dist = sil_distance(X + (int64_t) i * d, X + (int64_t) j * d, d, ds->metric);
+
+			sum[(int64_t) i * k + labels[j]] += dist;
+			sum[(int64_t) j * k + labels[i]] += dist;
+		}
+	}
+	/* as scikit-learn: s = (b - a) / max(a, b), 0 for a row alone in its cluster */
+	for (int i = 0; i < m; i++)
+	{
+		int			own = labels[i];
+		double		a,
+					b = INFINITY;
+
+		for (int c = 0; c < k; c++)
+			if (c != own && cnt[c] > 0)
+				b = fmin(b, sum[(int64_t) i * k + c] / (double) cnt[c]);
+		if (isinf(b))
+			continue;			/* one cluster only in the sample */
+		used++;
+		if (cnt[own] < 2)
+			continue;
+		a = sum[(int64_t) i * k + own] / (double) (cnt[own] - 1);
+		if (fmax(a, b) > 0)
+			total += (b - a) / fmax(a, b);
+	}
+	if (used > 0)
+		*score = total / used;
+	pggpu_scratch_free(ds, sum);
+	pggpu_scratch_free(ds, cnt);
+	return PGGPU_OK;
+}
