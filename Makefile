@@ -39,7 +39,7 @@ COMPUTE_OBJS += cuda/gpu/stand_in.o
 CUDA_LIBS =
 endif
 
-OBJS = src/pg_gpu.o src/compat.o src/read.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/info.o src/support.o $(COMPUTE_OBJS)
+OBJS = src/pg_gpu.o src/compat.o src/read.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/info.o src/support.o src/model.o $(COMPUTE_OBJS)
 PG_CPPFLAGS = -Icuda $(BLAS_CFLAGS)
 # identical floating-point rounding on CPU and GPU: no contraction into FMA
 PG_CFLAGS = -ffp-contract=off
@@ -61,11 +61,11 @@ cuda/gpu/%.o: cuda/gpu/%.cu $(wildcard cuda/gpu/*.cuh) cuda/gpu/tc_shapes.h $(CO
 # slower than tc_scan): ptxas fails the build on a spill
 cuda/gpu/tc_resident.o: NVCC_FLAGS += -Xptxas -warn-spills,-Werror
 
-cuda/compute.o cuda/seed.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/blocks.o cuda/cpu/gemm.o cuda/cpu/matmul.o cuda/gpu/stand_in.o: $(COMPUTE_H)
+cuda/compute.o cuda/seed.o cuda/columns.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/columns.o cuda/cpu/blocks.o cuda/cpu/gemm.o cuda/cpu/matmul.o cuda/gpu/stand_in.o: $(COMPUTE_H)
 cuda/cpu/kmeans.o cuda/cpu/gemm.o: cuda/cpu/gemm.h
 cuda/cpu/kmeans.o cuda/cpu/blocks.o: cuda/cpu/blocks.h
 cuda/route.o: cuda/gpu/tc_shapes.h
-src/pg_gpu.o src/compat.o src/read.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/info.o: src/pg_gpu.h src/compat.h cuda/pg_gpu_compute.h
+src/pg_gpu.o src/compat.o src/read.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/info.o src/support.o src/model.o: src/pg_gpu.h src/compat.h cuda/pg_gpu_compute.h
 
 
 # ---- unit tests of the compute layer (no PostgreSQL) ----

@@ -144,6 +144,18 @@ pggpu_nearest(const double *x, const double *C, int k, int d, double *dist2)
 	return best;
 }
 
+void
+pggpu_unit_rows(double *C, int k, int d)
+{
+	pggpu_normalize_rows(C, k, d, 1.0);
+}
+
+bool
+pggpu_sampled(uint64_t seed, int64_t i, double p)
+{
+	return pggpu_uniform(pggpu_mix64(seed ^ 0x5111b0e77e5a3b1dULL), i) <= p;
+}
+
 /* the distance the silhouette uses: Euclidean, or 1 - cos between unit rows */
 static double
 sil_distance(const double *a, const double *b, int d, pggpu_metric metric)

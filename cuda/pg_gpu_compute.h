@@ -285,12 +285,18 @@ pggpu_status pggpu_data_get_rows(pggpu_data *ds, const int64_t *rows, int m, dou
  */
 int			pggpu_nearest(const double *x, const double *C, int k, int d, double *dist2);
 
+/* the k rows of C (k x d) scaled to unit length as the assignment's cosine does */
+void		pggpu_unit_rows(double *C, int k, int d);
+
 /*
  * The mean silhouette of m rows X (m x d, from pggpu_data_get_rows of ds)
  * labelled 0..k-1, as scikit-learn's silhouette_score on them (Euclidean;
  * cosine: 1 - cos), O(m^2 d); NaN when they hold fewer than two clusters.
  * Polls ds's interrupt callback.
  */
+/* whether row i is in the sample of rate p (0..1] drawn by seed (a counter hash) */
+bool		pggpu_sampled(uint64_t seed, int64_t i, double p);
+
 pggpu_status pggpu_silhouette(pggpu_data *ds, const double *X, const int32_t *labels, int m,
 							  int k, double *score, pggpu_error *err);
 

@@ -1,5 +1,6 @@
 /*
- * kmeans.c - SQL entry points gpu_kmeans, gpu_kmeans_fit, gpu_kmeans_assign.
+ * kmeans.c - SQL entry points gpu_kmeans, gpu_kmeans_fit, gpu_kmeans_assign
+ * (by centroids or by a model), gpu_kmeans_choose_k.
  *
  * Each call: check the arguments, resolve the columns, pick the device, read
  * the relation into a data set (streamed to the GPU as it is read), run the
@@ -17,6 +18,7 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -26,22 +28,48 @@
 PG_FUNCTION_INFO_V1(gpu_kmeans);
 PG_FUNCTION_INFO_V1(gpu_kmeans_fit);
 PG_FUNCTION_INFO_V1(gpu_kmeans_assign);
+PG_FUNCTION_INFO_V1(gpu_kmeans_assign_model);
+PG_FUNCTION_INFO_V1(gpu_kmeans_choose_k);
 
 /* argument positions shared by gpu_kmeans and gpu_kmeans_fit */
 enum
 {
 	A_RELATION, A_K, A_COLUMNS, A_ID_COLUMN, A_MAX_ITER, A_TOL, A_INIT,
-	A_INIT_CENTROIDS, A_SEED, A_METRIC, A_N_INIT
+	A_INIT_CENTROIDS, A_SEED, A_METRIC, A_N_INIT, A_SCALE, A_MEMBERSHIPS
 };
+
+/* gpu_kmeans_choose_k's */
+enum
+{
+	AK_RELATION, AK_KS, AK_COLUMNS, AK_MAX_ITER, AK_TOL, AK_INIT, AK_SEED, AK_METRIC,
+	AK_N_INIT, AK_SCALE, AK_SAMPLE_SIZE
+};
+
+/* the most values of k gpu_kmeans_choose_k fits, and rows its silhouette takes */
+#define MAX_KS 100
+#define MAX_SAMPLE 20000
 
 /* the most starts n_init may ask for */
 #define MAX_N_INIT 1000
 
-/* gpu_kmeans_assign's */
+/* gpu_kmeans_assign's, by centroids and by a model */
 enum
 {
 	AA_RELATION, AA_CENTROIDS, AA_COLUMNS, AA_ID_COLUMN, AA_METRIC
 };
+enum
+{
+	AM_RELATION, AM_MODEL, AM_ID_COLUMN
+};
+
+/* a fit's settings, from the arguments */
+typedef struct FitSettings
+{
+	pggpu_kmeans_params p;		/* k is set per fit */
+	pggpu_metric metric;
+	bool		standard;		/* scale => 'standard' */
+	const char *init;			/* its name, for the model */
+} FitSettings;
 
 static void
 require_arg(FunctionCallInfo fcinfo, int n, const char *name)
@@ -180,6 +208,12 @@ typedef struct KmeansOut
 	bool		converged;
 	char	   *device;
 	int64		next;			/* next row to return */
+	/* k-means: the settings, the scaling and the centroids compared (for the model) */
+	FitSettings fs;
+	bool		given;			/* init_centroids */
+	double	   *mean;			/* scale 'standard': d each, else NULL */
+	double	   *std;
+	double	   *scaled;			/* k x d: the centroids as compared (standardized) */
 	/* stages, for the DEBUG2 timing message (k-means only) */
 	const char *fname;			/* set by k-means; NULL: no message */
 	double		read_ms;
@@ -217,132 +251,263 @@ log_stages(const KmeansOut *o, double return_ms)
 		 o->fname, o->read_ms, o->push_ms, o->seed_ms, o->iterate_ms, o->iterations, return_ms);
 }
 
+/*
+ * The settings of a fit at these argument positions (-1: absent from this
+ * function): max_iter, tol, init, seed, metric, n_init, scale
+ */
 static void
-run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
+parse_settings(FunctionCallInfo fcinfo, int a_max_iter, int a_tol, int a_init, int a_seed,
+			   int a_metric, int a_n_init, int a_scale, FitSettings *fs)
 {
-	pggpu_kmeans_params p = {0};
-	pggpu_kmeans_result res = {0};
-	pggpu_error err = {0};
+	pggpu_kmeans_params *p = &fs->p;
 	char	   *init;
-	double	   *given = NULL;
-	PgGpuData  *data;
-	TimestampTz start;
-	pggpu_metric metric = metric_arg(fcinfo, A_METRIC);
 
-	require_arg(fcinfo, A_RELATION, "relation");
-	require_arg(fcinfo, A_K, "k");
-	require_arg(fcinfo, A_MAX_ITER, "max_iter");
-	require_arg(fcinfo, A_TOL, "tol");
-	require_arg(fcinfo, A_INIT, "init");
-	require_arg(fcinfo, A_SEED, "seed");
-
-	p.k = PG_GETARG_INT32(A_K);
-	p.max_iter = PG_GETARG_INT32(A_MAX_ITER);
-	p.tol = PG_GETARG_FLOAT8(A_TOL);
-	p.seed = (uint64) PG_GETARG_INT64(A_SEED);
-	if (PG_NARGS() > A_N_INIT)
+	memset(fs, 0, sizeof(*fs));
+	fs->metric = metric_arg(fcinfo, a_metric);
+	require_arg(fcinfo, a_max_iter, "max_iter");
+	require_arg(fcinfo, a_tol, "tol");
+	require_arg(fcinfo, a_init, "init");
+	require_arg(fcinfo, a_seed, "seed");
+	p->max_iter = PG_GETARG_INT32(a_max_iter);
+	p->tol = PG_GETARG_FLOAT8(a_tol);
+	p->seed = (uint64) PG_GETARG_INT64(a_seed);
+	p->n_init = 1;
+	if (PG_NARGS() > a_n_init)
 	{
-		require_arg(fcinfo, A_N_INIT, "n_init");
-		p.n_init = PG_GETARG_INT32(A_N_INIT);
-		if (p.n_init < 1 || p.n_init > MAX_N_INIT)
+		require_arg(fcinfo, a_n_init, "n_init");
+		p->n_init = PG_GETARG_INT32(a_n_init);
+		if (p->n_init < 1 || p->n_init > MAX_N_INIT)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("n_init must be between 1 and %d, not %d", MAX_N_INIT, p.n_init),
+					 errmsg("n_init must be between 1 and %d, not %d", MAX_N_INIT, p->n_init),
 					 errhint("n_init is the number of seeded starts; the one of least inertia is kept.")));
 	}
-	init = text_to_cstring(PG_GETARG_TEXT_PP(A_INIT));
-	if (p.k < 1)
+	if (PG_NARGS() > a_scale)
+	{
+		char	   *sc;
+
+		require_arg(fcinfo, a_scale, "scale");
+		sc = text_to_cstring(PG_GETARG_TEXT_PP(a_scale));
+		if (pg_strcasecmp(sc, "standard") == 0)
+			fs->standard = true;
+		else if (pg_strcasecmp(sc, "none") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown scale \"%s\"", sc),
+					 errhint("Use 'none', or 'standard' to cluster each column as (x - mean) / standard deviation.")));
+		if (fs->standard && fs->metric == PGGPU_METRIC_COSINE)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("scale 'standard' does not apply to metric cosine"),
+					 errhint("Cosine compares directions, which scaling the columns would change; use scale => 'none'.")));
+	}
+	init = text_to_cstring(PG_GETARG_TEXT_PP(a_init));
+	if (p->max_iter < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("k must be at least 1, not %d", p.k)));
-	if (p.max_iter < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_iter must be at least 1, not %d", p.max_iter)));
-	if (!(p.tol >= 0))
+				 errmsg("max_iter must be at least 1, not %d", p->max_iter)));
+	if (!(p->tol >= 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("tol must be a number >= 0"),
 				 errhint("tol is the fraction of rows allowed to change cluster in the last iteration; 0 runs to a fixed point.")));
 	if (pg_strcasecmp(init, "k-means++") == 0)
-		p.init = PGGPU_INIT_KMEANSPP;
+		p->init = PGGPU_INIT_KMEANSPP, fs->init = "k-means++";
 	else if (pg_strcasecmp(init, "random") == 0)
-		p.init = PGGPU_INIT_RANDOM;
+		p->init = PGGPU_INIT_RANDOM, fs->init = "random";
 	else if (pg_strcasecmp(init, "k-means||") == 0)
-		p.init = PGGPU_INIT_PARALLEL;
+		p->init = PGGPU_INIT_PARALLEL, fs->init = "k-means||";
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown init \"%s\"", init),
 				 errhint("Use 'k-means++', 'k-means||' or 'random', or pass init_centroids.")));
+	p->check_interrupts = pg_gpu_check_interrupts;
+}
 
-	pg_gpu_resolve_source(PG_GETARG_OID(A_RELATION),
-						  PG_ARGISNULL(A_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(A_COLUMNS),
-						  PG_ARGISNULL(A_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(A_ID_COLUMN),
-						  want_labels, metric == PGGPU_METRIC_COSINE, &out->src);
-	if (!PG_ARGISNULL(A_INIT_CENTROIDS))
-	{
-		int			rows;
-
-		given = matrix_arg(PG_GETARG_ARRAYTYPE_P(A_INIT_CENTROIDS), "init_centroids",
-						   p.k, out->src.ncols, &rows);
-		if (p.n_init > 1)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("n_init = %d needs seeded starts, not init_centroids", p.n_init),
-					 errhint("Leave n_init at 1 with init_centroids, or drop init_centroids to start from seeds.")));
-		p.init = PGGPU_INIT_GIVEN;
-		p.init_centroids = given;
-		if (metric == PGGPU_METRIC_COSINE)
-			no_zero_rows(given, p.k, out->src.ncols, "init_centroids");
-	}
-
-	start = GetCurrentTimestamp();
-	data = load(&out->src, metric, want_labels, &out->rows,
-				want_labels ? "they come back with cluster NULL" : "they take no part in the fit");
-	out->read_ms = ms_since(start);
-	out->push_ms = pggpu_data_push_seconds(data->ds) * 1e3;
-	if (out->rows.nvalid == 0)
-		pg_gpu_no_usable_rows(&out->src, &out->rows);
-	if (p.k > out->rows.nvalid)
+/* k between 1 and the usable rows */
+static void
+check_k(int k, const PgGpuRows *rows)
+{
+	if (k < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("k must be at least 1, not %d", k)));
+	if (rows && k > rows->nvalid)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("k (%d) is larger than the number of usable rows (%lld)",
-						p.k, (long long) out->rows.nvalid),
+						k, (long long) rows->nvalid),
 				 errhint("Choose k at most the number of rows without NULL, NaN or infinite values.")));
+}
 
-	out->k = p.k;
-	out->centroids = MemoryContextAllocHuge(CurrentMemoryContext,
-											sizeof(double) * p.k * out->src.ncols);
-	out->sizes = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * p.k);
+/* scale 'standard': the rows of data standardized, their means and deviations in out */
+static void
+standardize(PgGpuData *data, const FitSettings *fs, KmeansOut *out)
+{
+	pggpu_error err = {0};
+	int			d = out->src.ncols;
+
+	if (!fs->standard)
+		return;
+	out->mean = palloc(sizeof(double) * d);
+	out->std = palloc(sizeof(double) * d);
+	if (pggpu_data_standardize(data->ds, out->mean, out->std, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+}
+
+/*
+ * One fit of k clusters on the loaded data (standardized already where
+ * scale is 'standard'; given centroids in the columns' units): results in
+ * out, centroids in the columns' units (out->scaled: as compared)
+ */
+static void
+fit_data(PgGpuData *data, const FitSettings *fs, int k, double *given, bool want_labels,
+		 KmeansOut *out)
+{
+	pggpu_kmeans_params p = fs->p;
+	pggpu_kmeans_result res = {0};
+	pggpu_error err = {0};
+	int			d = out->src.ncols;
+
+	p.k = k;
+	if (given)
+	{
+		p.init = PGGPU_INIT_GIVEN;
+		p.init_centroids = given;
+		if (fs->standard)
+			for (int64 i = 0; i < (int64) k * d; i++)
+				given[i] = (given[i] - out->mean[i % d]) / out->std[i % d];
+	}
+	out->k = k;
+	out->centroids = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * k * d);
+	out->sizes = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * k);
 	res.centroids = out->centroids;
 	res.sizes = out->sizes;
 	if (want_labels)
 		res.labels = out->labels =
 			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * out->rows.nvalid);
-	p.check_interrupts = pg_gpu_check_interrupts;
 	if (pggpu_kmeans(data->ds, &p, &res, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	log_route(data->ds);
-	out->fname = want_labels ? "gpu_kmeans" : "gpu_kmeans_fit";
-	/* as scikit-learn warns: a fit that max_iter cut short */
-	if (!res.converged)
-		ereport(NOTICE,
-				(errmsg("%s: k-means stopped at max_iter = %d without converging",
-						out->fname, p.max_iter),
-				 errdetail("More rows than tol = %g of them (%.0f of %lld) changed cluster in the last iteration.",
-						   p.tol, floor(p.tol * (double) out->rows.nvalid), (long long) out->rows.nvalid),
-				 errhint("Raise max_iter or tol; gpu_kmeans_fit's converged column says the same.")));
-	/* which device ran it, every call (DEBUG2: the fallback NOTICE comes once a session; tests run on either device) */
-	elog(DEBUG2, "pg_gpu: %s on %s: %lld rows, k = %d, %d iterations%s",
-		 out->fname, pggpu_data_device_name(data->ds),
-		 (long long) out->rows.nvalid, p.k, res.iterations, res.converged ? ", converged" : "");
+	/* the centroids in the columns' units; the model keeps those compared too */
+	out->scaled = out->centroids;
+	if (fs->standard)
+	{
+		out->scaled = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * k * d);
+		memcpy(out->scaled, out->centroids, sizeof(double) * k * d);
+		for (int64 i = 0; i < (int64) k * d; i++)
+			out->centroids[i] = out->scaled[i] * out->std[i % d] + out->mean[i % d];
+	}
 	out->inertia = res.inertia;
 	out->iterations = res.iterations;
 	out->converged = res.converged;
 	out->device = pstrdup(pggpu_data_device_name(data->ds));
 	out->seed_ms = res.seed_seconds * 1e3;
 	out->iterate_ms = res.iterate_seconds * 1e3;
+	/* which device ran it, every call (DEBUG2: the fallback NOTICE comes once a session; tests run on either device) */
+	elog(DEBUG2, "pg_gpu: %s on %s: %lld rows, k = %d, %d iterations%s",
+		 out->fname, out->device, (long long) out->rows.nvalid, k, res.iterations,
+		 res.converged ? ", converged" : "");
+}
+
+/* as scikit-learn warns: a fit that max_iter cut short */
+static void
+notice_not_converged(const KmeansOut *out, const FitSettings *fs)
+{
+	if (out->converged)
+		return;
+	ereport(NOTICE,
+			(errmsg("%s: k-means stopped at max_iter = %d without converging",
+					out->fname, fs->p.max_iter),
+			 errdetail("More rows than tol = %g of them (%.0f of %lld) changed cluster in the last iteration.",
+					   fs->p.tol, floor(fs->p.tol * (double) out->rows.nvalid), (long long) out->rows.nvalid),
+			 errhint("Raise max_iter or tol; gpu_kmeans_fit's converged column says the same.")));
+}
+
+/* the model of a fit (src, settings and results of out) as jsonb */
+static Datum
+model_datum(const KmeansOut *o, const FitSettings *fs)
+{
+	PgGpuModel	m = {0};
+
+	m.k = o->k;
+	m.d = o->src.ncols;
+	m.ncols = o->src.natts;
+	m.columns = o->src.colnames;
+	m.types = palloc(sizeof(char *) * m.ncols);
+	for (int i = 0; i < m.ncols; i++)
+		m.types[i] = format_type_be(o->src.coltypes[i]);
+	m.veckind = o->src.veckind;
+	m.metric = fs->metric;
+	m.standard = fs->standard;
+	m.mean = o->mean;
+	m.std = o->std;
+	m.centroids = o->centroids;
+	m.scaled = o->scaled;
+	m.sizes = o->sizes;
+	m.inertia = o->inertia;
+	m.iterations = o->iterations;
+	m.converged = o->converged;
+	m.rows = o->rows.nvalid;
+	m.relation = o->src.qualname;
+	m.init = o->given ? "given" : fs->init;
+	m.seed = (int64) fs->p.seed;
+	m.n_init = fs->p.n_init;
+	m.max_iter = fs->p.max_iter;
+	m.tol = fs->p.tol;
+	m.device = o->device;
+	return pg_gpu_model_to_jsonb(&m);
+}
+
+static void
+run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
+{
+	double	   *given = NULL;
+	PgGpuData  *data;
+	TimestampTz start;
+	FitSettings *fs = &out->fs;
+	int			k;
+
+	require_arg(fcinfo, A_RELATION, "relation");
+	require_arg(fcinfo, A_K, "k");
+	parse_settings(fcinfo, A_MAX_ITER, A_TOL, A_INIT, A_SEED, A_METRIC, A_N_INIT, A_SCALE, fs);
+	k = PG_GETARG_INT32(A_K);
+	check_k(k, NULL);
+	if (out->fname == NULL)
+		out->fname = "gpu_kmeans";
+
+	pg_gpu_resolve_source(PG_GETARG_OID(A_RELATION),
+						  PG_ARGISNULL(A_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(A_COLUMNS),
+						  PG_ARGISNULL(A_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(A_ID_COLUMN),
+						  want_labels, fs->metric == PGGPU_METRIC_COSINE, &out->src);
+	if (!PG_ARGISNULL(A_INIT_CENTROIDS))
+	{
+		int			rows;
+
+		given = matrix_arg(PG_GETARG_ARRAYTYPE_P(A_INIT_CENTROIDS), "init_centroids",
+						   k, out->src.ncols, &rows);
+		if (fs->p.n_init > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("n_init = %d needs seeded starts, not init_centroids", fs->p.n_init),
+					 errhint("Leave n_init at 1 with init_centroids, or drop init_centroids to start from seeds.")));
+		if (fs->metric == PGGPU_METRIC_COSINE)
+			no_zero_rows(given, k, out->src.ncols, "init_centroids");
+		out->given = true;
+	}
+
+	start = GetCurrentTimestamp();
+	data = load(&out->src, fs->metric, want_labels, &out->rows,
+				want_labels ? "they come back with cluster NULL" : "they take no part in the fit");
+	out->read_ms = ms_since(start);
+	out->push_ms = pggpu_data_push_seconds(data->ds) * 1e3;
+	if (out->rows.nvalid == 0)
+		pg_gpu_no_usable_rows(&out->src, &out->rows);
+	check_k(k, &out->rows);
+	standardize(data, fs, out);
+	fit_data(data, fs, k, given, want_labels, out);
+	notice_not_converged(out, fs);
 	pg_gpu_data_close(data);
 }
 
@@ -411,23 +576,64 @@ gpu_kmeans(PG_FUNCTION_ARGS)
 	return member_srf(fcinfo, run_kmeans_labels);
 }
 
+/*
+ * memberships => true: every row's id and cluster, in the order gpu_kmeans
+ * returns them (clusters NULL for unusable rows), as two arrays
+ */
+static void
+membership_arrays(const KmeansOut *o, Datum *ids, Datum *clusters)
+{
+	int64		n = o->rows.nvalid + o->rows.ninvalid;
+	Datum	   *iv;
+	Datum	   *cv;
+	bool	   *cn;
+	int			dims[1];
+	int			lbs[1] = {1};
+
+	if (n > (int64) (MaxAllocSize / sizeof(int64)) - 64)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%lld rows are too many for the memberships arrays (at most %lld)",
+						(long long) n, (long long) (MaxAllocSize / sizeof(int64)) - 64),
+				 errhint("Store the model (the model column) and assign by it: gpu_kmeans_assign(relation, model).")));
+	iv = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(Datum) * n);
+	cv = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(Datum) * n);
+	cn = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(bool) * n);
+	for (int64 r = 0; r < n; r++)
+	{
+		bool		ok = r < o->rows.nvalid;
+
+		iv[r] = Int64GetDatum(ok ? o->rows.ids[r] : o->rows.invalid_ids[r - o->rows.nvalid]);
+		cv[r] = Int32GetDatum(ok ? o->labels[r] + 1 : 0);
+		cn[r] = !ok;
+	}
+	dims[0] = (int) n;
+	*ids = PointerGetDatum(construct_md_array(iv, NULL, 1, dims, lbs, INT8OID, 8, FLOAT8PASSBYVAL,
+											  TYPALIGN_DOUBLE));
+	*clusters = PointerGetDatum(construct_md_array(cv, cn, 1, dims, lbs, INT4OID, 4, true,
+												   TYPALIGN_INT));
+}
+
 Datum
 gpu_kmeans_fit(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	KmeansOut	o;
-	Datum		v[6];
-	bool		nulls[6] = {false};
+	Datum		v[9];
+	bool		nulls[9] = {false, false, false, false, false, false, false, true, true};
 	Datum	   *cd;
 	Datum	   *sd;
 	int			d;
 	int			dims[2];
 	int			lbs[2] = {1, 1};
 	TimestampTz returning;
+	bool		memberships = PG_NARGS() > A_MEMBERSHIPS && !PG_ARGISNULL(A_MEMBERSHIPS) &&
+		PG_GETARG_BOOL(A_MEMBERSHIPS);
 
 	InitMaterializedSRF(fcinfo, 0);
 	memset(&o, 0, sizeof(o));
-	run_kmeans(fcinfo, false, &o);
+	o.fname = "gpu_kmeans_fit";
+	run_kmeans(fcinfo, memberships, &o);
 	returning = GetCurrentTimestamp();
 	d = o.src.ncols;
 	cd = palloc(sizeof(Datum) * o.k * d);
@@ -446,6 +652,11 @@ gpu_kmeans_fit(PG_FUNCTION_ARGS)
 	v[3] = Int32GetDatum(o.iterations);
 	v[4] = BoolGetDatum(o.converged);
 	v[5] = CStringGetTextDatum(o.device);
+	/* (an extension script before 1.4 declares six columns) */
+	if (rsinfo->setDesc->natts > 6)
+		v[6] = model_datum(&o, &o.fs);
+	if (memberships)
+		membership_arrays(&o, &v[7], &v[8]), nulls[7] = nulls[8] = false;
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
 	log_stages(&o, ms_since(returning));
 	return (Datum) 0;
@@ -486,4 +697,154 @@ Datum
 gpu_kmeans_assign(PG_FUNCTION_ARGS)
 {
 	return member_srf(fcinfo, run_assign);
+}
+
+/* gpu_kmeans_assign(relation, model, id_column): the model's columns, metric and scaling */
+static void
+run_assign_model(FunctionCallInfo fcinfo, KmeansOut *o)
+{
+	pggpu_error err = {0};
+	PgGpuData  *data;
+	PgGpuModel *m;
+	Datum	   *names;
+	ArrayType  *columns;
+
+	require_arg(fcinfo, AM_RELATION, "relation");
+	require_arg(fcinfo, AM_MODEL, "model");
+	m = pg_gpu_model_from_jsonb(PG_GETARG_JSONB_P(AM_MODEL));
+	names = palloc(sizeof(Datum) * m->ncols);
+	for (int i = 0; i < m->ncols; i++)
+		names[i] = CStringGetTextDatum(m->columns[i]);
+	columns = construct_array(names, m->ncols, TEXTOID, -1, false, TYPALIGN_INT);
+	pg_gpu_resolve_source(PG_GETARG_OID(AM_RELATION), columns,
+						  PG_ARGISNULL(AM_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(AM_ID_COLUMN),
+						  true, m->metric == PGGPU_METRIC_COSINE, &o->src);
+	pg_gpu_model_check_source(m, &o->src);
+	o->k = m->k;
+	data = load(&o->src, m->metric, true, &o->rows, "they come back with cluster NULL");
+	if (m->standard && pggpu_data_shift_scale(data->ds, m->mean, m->std, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	o->labels = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(o->rows.nvalid, 1));
+	o->distances = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(o->rows.nvalid, 1));
+	if (pggpu_assign(data->ds, m->scaled, m->k, o->labels, o->distances, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	log_route(data->ds);
+	pg_gpu_data_close(data);
+}
+
+Datum
+gpu_kmeans_assign_model(PG_FUNCTION_ARGS)
+{
+	return member_srf(fcinfo, run_assign_model);
+}
+
+/*
+ * gpu_kmeans_choose_k(relation, ks, columns, max_iter, tol, init, seed,
+ * metric, n_init, scale, sample_size): the relation read once, a fit for
+ * each k, each with its inertia, the mean silhouette of about sample_size
+ * rows drawn by the seed, and its model
+ */
+Datum
+gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	KmeansOut	o;
+	FitSettings *fs = &o.fs;
+	PgGpuData  *data;
+	pggpu_error err = {0};
+	int		   *ks;
+	int			nks;
+	int			sample_size;
+	int64	   *rows;
+	double	   *X;
+	int32	   *lab;
+	int			m = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	memset(&o, 0, sizeof(o));
+	require_arg(fcinfo, AK_RELATION, "relation");
+	require_arg(fcinfo, AK_KS, "ks");
+	require_arg(fcinfo, AK_SAMPLE_SIZE, "sample_size");
+	parse_settings(fcinfo, AK_MAX_ITER, AK_TOL, AK_INIT, AK_SEED, AK_METRIC, AK_N_INIT, AK_SCALE, fs);
+	o.fname = "gpu_kmeans_choose_k";
+	{
+		ArrayType  *a = PG_GETARG_ARRAYTYPE_P(AK_KS);
+		Datum	   *e;
+		bool	   *nulls;
+
+		if (ARR_NDIM(a) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("ks must be a one-dimensional array of integers")));
+		deconstruct_array(a, INT4OID, 4, true, TYPALIGN_INT, &e, &nulls, &nks);
+		if (nks < 1 || nks > MAX_KS)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("ks must hold 1 to %d values of k, not %d", MAX_KS, nks),
+					 errhint("For example ks => ARRAY[2, 3, 4, 5, 6, 8, 10], or array(SELECT generate_series(2, 12)).")));
+		ks = palloc(sizeof(int) * nks);
+		for (int i = 0; i < nks; i++)
+		{
+			if (nulls[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("ks must not contain NULL")));
+			ks[i] = DatumGetInt32(e[i]);
+			check_k(ks[i], NULL);
+		}
+	}
+	sample_size = PG_GETARG_INT32(AK_SAMPLE_SIZE);
+	if (sample_size < 2 || sample_size > MAX_SAMPLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("sample_size must be between 2 and %d, not %d", MAX_SAMPLE, sample_size),
+				 errhint("The silhouette takes time in the square of the rows sampled.")));
+
+	pg_gpu_resolve_source(PG_GETARG_OID(AK_RELATION),
+						  PG_ARGISNULL(AK_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(AK_COLUMNS),
+						  NULL, false, fs->metric == PGGPU_METRIC_COSINE, &o.src);
+	data = load(&o.src, fs->metric, false, &o.rows, "they take no part in the fits");
+	if (o.rows.nvalid == 0)
+		pg_gpu_no_usable_rows(&o.src, &o.rows);
+	for (int i = 0; i < nks; i++)
+		check_k(ks[i], &o.rows);
+	standardize(data, fs, &o);
+
+	/* the sample: each row with probability sample_size / n, by the seed */
+	rows = palloc(sizeof(int64) * Min(o.rows.nvalid, (int64) 2 * sample_size));
+	for (int64 i = 0; i < o.rows.nvalid && m < 2 * sample_size; i++)
+		if (o.rows.nvalid <= sample_size ||
+			pggpu_sampled(fs->p.seed, i, (double) sample_size / o.rows.nvalid))
+			rows[m++] = i;
+	X = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * m * o.src.ncols);
+	lab = palloc(sizeof(int32) * Max(m, 1));
+
+	for (int i = 0; i < nks; i++)
+	{
+		Datum		v[7];
+		bool		nulls[7] = {false};
+		double		sil;
+
+		fit_data(data, fs, ks[i], NULL, true, &o);
+		notice_not_converged(&o, fs);
+		/* the sample's rows as compared, after the fit (get_rows uses the k-means state) */
+		if (pggpu_data_get_rows(data->ds, rows, m, X, &err) != PGGPU_OK)
+			pg_gpu_raise(&err);
+		for (int r = 0; r < m; r++)
+			lab[r] = o.labels[rows[r]];
+		if (pggpu_silhouette(data->ds, X, lab, m, ks[i], &sil, &err) != PGGPU_OK)
+			pg_gpu_raise(&err);
+		v[0] = Int32GetDatum(ks[i]);
+		v[1] = Float8GetDatum(o.inertia);
+		v[2] = Float8GetDatum(sil);
+		nulls[2] = isnan(sil);
+		v[3] = Int32GetDatum(o.iterations);
+		v[4] = BoolGetDatum(o.converged);
+		v[5] = Int32GetDatum(m);
+		v[6] = model_datum(&o, fs);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
+		pfree(o.labels);
+	}
+	pg_gpu_data_close(data);
+	return (Datum) 0;
 }

@@ -11,6 +11,7 @@
 #include "executor/tuptable.h"
 #include "tcop/dest.h"
 #include "utils/array.h"
+#include "utils/jsonb.h"
 #include "utils/relcache.h"
 
 #include "compat.h"
@@ -101,7 +102,8 @@ typedef enum PgGpuVecKind
 	PG_GPU_VEC_FLOAT4,			/* real[] */
 	PG_GPU_VEC_FLOAT8,			/* double precision[] */
 	PG_GPU_VEC_PGVECTOR,		/* pgvector's vector (float4 values) */
-	PG_GPU_VEC_HALFVEC			/* pgvector's halfvec (binary16 values) */
+	PG_GPU_VEC_HALFVEC,			/* pgvector's halfvec (binary16 values) */
+	PG_GPU_VEC_GEOMETRY			/* PostGIS geometry points: x, y (and z) */
 } PgGpuVecKind;
 
 #define PG_GPU_MAX_VECTOR_DIMS 16000	/* pgvector's vector allows as many */
@@ -168,6 +170,47 @@ extern void pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds,
 							   bool want_ids, PgGpuRows *rows);
 /* ERROR: no row of src is usable (the detail names the columns at fault) */
 pg_noreturn extern void pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGpuRows *rows);
+
+/* ---- k-means models (model.c) ---- */
+
+/*
+ * A model: what applies it, and its fit's figures (written, not read
+ * back: only relation is).  veckind: NONE for numeric columns (ncols = d),
+ * FLOAT8 for any vector column, GEOMETRY for points (ncols = 1).
+ */
+typedef struct PgGpuModel
+{
+	int			k;
+	int			d;
+	int			ncols;
+	char	  **columns;
+	char	  **types;			/* as format_type writes them */
+	PgGpuVecKind veckind;
+	pggpu_metric metric;
+	bool		standard;		/* scale 'standard': rows compared as (x - mean) / std */
+	double	   *mean;			/* d each, standard only */
+	double	   *std;
+	double	   *centroids;		/* k x d, in the columns' units */
+	double	   *scaled;			/* k x d, what rows are compared with (standard: scaled units) */
+	int64	   *sizes;
+	double		inertia;
+	int			iterations;
+	bool		converged;
+	int64		rows;
+	char	   *relation;
+	const char *init;
+	int64		seed;
+	int			n_init;
+	int			max_iter;
+	double		tol;
+	const char *device;
+} PgGpuModel;
+
+extern Datum pg_gpu_model_to_jsonb(const PgGpuModel *m);
+/* ERRORs (22023) on a value that is not a model of this version */
+extern PgGpuModel *pg_gpu_model_from_jsonb(Jsonb *jb);
+/* ERRORs when the columns src resolved are not of the kinds the model was fit on */
+extern void pg_gpu_model_check_source(const PgGpuModel *m, const PgGpuSource *src);
 
 /* ---- rows into parts (rows.c), read in parallel (scan.c) ---- */
 
@@ -257,6 +300,9 @@ pg_noreturn extern void pg_gpu_differ_in_length(const PgGpuRowSpec *spec, int64 
 extern PgGpuVecKind pg_gpu_vector_kind(Oid basetype);
 extern int	pg_gpu_vector_dims(const PgGpuSource *src);
 extern void pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part);
+/* one vector value as d doubles (ERROR on another length; -1: a NULL element) */
+extern int64 pg_gpu_vector_values(PgGpuVecKind kind, Datum value, int64 d, double *out,
+								  const char *what);
 /* scales a row (d values stride apart) to unit length; false for a zero row */
 extern bool pg_gpu_unit_row(double *x, int64 stride, int64 d);
 

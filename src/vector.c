@@ -1,12 +1,16 @@
 /*
  * vector.c - vector columns as k-means rows: a one-dimensional real[] or
- * double precision[] (any lower bound), or pgvector's vector or halfvec.
+ * double precision[] (any lower bound), pgvector's vector or halfvec, or
+ * PostGIS's geometry points (x, y, and z where they have it).
  *
  * pg_gpu does not link to pgvector: its types are found by name at call
  * time (a base type named vector or halfvec whose input function is
  * pgvector's) and read by their documented on-disk layout (pgvector's
  * src/vector.h and src/halfvec.h: a varlena header, int16 dim, int16
- * unused, then dim float4 or IEEE binary16 values).  Rows are converted
+ * unused, then dim float4 or IEEE binary16 values).  PostGIS likewise: its
+ * geometry type found by name and input function, its points read from the
+ * documented GSERIALIZED layout (liblwgeom/gserialized.txt; see
+ * geometry_point).  Rows are converted
  * straight into a part's column-major layout, in the parallel workers as in
  * the leader, without a function call per element.
  */
@@ -19,6 +23,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -35,6 +40,22 @@ typedef struct PgvectorHeader
 } PgvectorHeader;
 
 #define PGVECTOR_DATA(v) ((const char *) (v) + sizeof(PgvectorHeader))
+
+/*
+ * PostGIS's GSERIALIZED, versions 1 (PostGIS 2) and 2 (PostGIS 3): a varlena
+ * header, 3 bytes of SRID, a flags byte; in version 2 (flag VER_0) 8 bytes of
+ * extended flags when flag EXTENDED; a float4 bounding box of 2 values a
+ * dimension when flag BBOX (geodetic: 3 dimensions); then the geometry: uint32
+ * type (1: point), uint32 number of points (0: empty), and the point's x, y,
+ * then z (flag Z), then m (flag M), as float8.
+ */
+#define GSER_Z 0x01
+#define GSER_M 0x02
+#define GSER_BBOX 0x04
+#define GSER_GEODETIC 0x08
+#define GSER_EXTENDED 0x10		/* version 2 only (version 1: read-only) */
+#define GSER_VER_0 0x40
+#define GSER_POINT 1
 
 /* a base type of name `name` whose input function is `input` (pgvector's) */
 static bool
@@ -71,6 +92,8 @@ pg_gpu_vector_kind(Oid basetype)
 		return PG_GPU_VEC_PGVECTOR;
 	if (is_named_type(basetype, "halfvec", "halfvec_in"))
 		return PG_GPU_VEC_HALFVEC;
+	if (is_named_type(basetype, "geometry", "LWGEOM_in"))
+		return PG_GPU_VEC_GEOMETRY;
 	return PG_GPU_VEC_NONE;
 }
 
@@ -104,16 +127,61 @@ row_name(const PgGpuRowSpec *spec, TupleTableSlot *slot, int64 id)
 }
 
 /*
+ * A geometry's coordinates: 2 (x, y) or 3 (x, y, z; an m is left out), at
+ * *data as float8; 0 for an empty point.  Anything but a point is an ERROR
+ * (22023) naming the row.
+ */
+static int64
+geometry_point(struct varlena *v, const char **data, const PgGpuRowSpec *spec,
+			   TupleTableSlot *slot, int64 id)
+{
+	const uint8 *p = (const uint8 *) VARDATA(v);
+	const uint8 *end = (const uint8 *) v + VARSIZE(v);
+	uint8		flags = p[3];
+	int			dims = 2 + ((flags & GSER_Z) != 0) + ((flags & GSER_M) != 0);
+	uint32		type,
+				npoints;
+
+	p += 4;
+	if ((flags & GSER_VER_0) && (flags & GSER_EXTENDED))
+		p += 8;
+	if (flags & GSER_BBOX)
+		p += 2 * sizeof(float4) * ((flags & GSER_GEODETIC) ? 3 : dims);
+	if (p + 8 > end)
+		elog(ERROR, "pg_gpu: a geometry value of \"%s\" is shorter than its header says",
+			 NameStr(spec->relname));
+	memcpy(&type, p, 4);
+	memcpy(&npoints, p + 4, 4);
+	if (type != GSER_POINT)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the %s of \"%s\" has a geometry in column \"%s\" that is not a point",
+						slot ? row_name(spec, slot, id) : "first non-NULL row",
+						NameStr(spec->relname), NameStr(spec->colname)),
+				 errhint("k-means clusters points: pass a view with ST_Centroid(%s), or ST_PointOnSurface.",
+						 NameStr(spec->colname))));
+	if (npoints == 0)
+		return 0;
+	if (p + 8 + dims * sizeof(float8) > end)
+		elog(ERROR, "pg_gpu: a point of \"%s\" is shorter than its header says",
+			 NameStr(spec->relname));
+	*data = (const char *) p + 8;
+	return 2 + ((flags & GSER_Z) != 0);
+}
+
+/*
  * The vector's length, and its values (as stored: float4, float8 or
  * binary16) in *data; *has_nulls for arrays with NULL elements.  v is
  * detoasted already.  An array of more than one dimension is an ERROR
- * (2202E); an empty one has length 0.
+ * (2202E); an empty one has length 0, as has an empty point.
  */
 static int64
 vector_parts(PgGpuVecKind kind, struct varlena *v, const char **data, bool *has_nulls,
 			 const PgGpuRowSpec *spec, TupleTableSlot *slot, int64 id)
 {
 	*has_nulls = false;
+	if (kind == PG_GPU_VEC_GEOMETRY)
+		return geometry_point(v, data, spec, slot, id);
 	if (kind == PG_GPU_VEC_PGVECTOR || kind == PG_GPU_VEC_HALFVEC)
 	{
 		*data = PGVECTOR_DATA(v);
@@ -163,34 +231,50 @@ pg_gpu_unit_row(double *x, int64 stride, int64 d)
 int
 pg_gpu_vector_dims(const PgGpuSource *src)
 {
-	char	   *sql = psprintf("SELECT %s FROM %s WHERE %s IS NOT NULL LIMIT 1",
+	/* the first non-NULL row (geometry: the first point that is not empty) */
+	char	   *sql = psprintf("SELECT %s FROM %s WHERE %s IS NOT NULL",
 							   quote_identifier(src->colnames[0]), src->qualname,
 							   quote_identifier(src->colnames[0]));
 	int64		len = -1;
+	PgGpuRowSpec *spec = palloc0(sizeof(PgGpuRowSpec));	/* for its messages */
+	Portal		portal;
 
+	namestrcpy(&spec->relname, src->relname);
+	namestrcpy(&spec->colname, src->colnames[0]);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute(sql, true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "SPI_execute failed: %s", sql);
-	if (SPI_processed > 0)
+	portal = SPI_cursor_open_with_args(NULL, sql, 0, NULL, NULL, NULL, true, 0);
+	while (len <= 0)
 	{
-		bool		isnull;
-		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-		const char *data;
-		bool		nulls;
-		PgGpuRowSpec *spec = palloc0(sizeof(PgGpuRowSpec));	/* for its messages */
+		SPI_cursor_fetch(portal, true, len < 0 ? 1 : 100);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 r = 0; r < SPI_processed && len <= 0; r++)
+		{
+			bool		isnull;
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull);
+			const char *data;
+			bool		nulls;
 
-		namestrcpy(&spec->relname, src->relname);
-		namestrcpy(&spec->colname, src->colnames[0]);
-		if (!isnull)
-			len = vector_parts(src->veckind, PG_DETOAST_DATUM(d), &data, &nulls, spec, NULL, 0);
+			if (!isnull)
+				len = vector_parts(src->veckind, PG_DETOAST_DATUM(d), &data, &nulls, spec, NULL, 0);
+			if (len == 0 && src->veckind != PG_GPU_VEC_GEOMETRY)
+				break;
+		}
+		SPI_freetuptable(SPI_tuptable);
+		if (len == 0 && src->veckind != PG_GPU_VEC_GEOMETRY)
+			break;
+		CHECK_FOR_INTERRUPTS();
 	}
+	SPI_cursor_close(portal);
 	SPI_finish();
-	if (len < 0)
+	if (len < 0 || (len == 0 && src->veckind == PG_GPU_VEC_GEOMETRY))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("relation \"%s\" has no usable rows", src->relname),
-				 errdetail("Column \"%s\" is NULL in every row, or the relation has no rows.",
+				 errdetail(src->veckind == PG_GPU_VEC_GEOMETRY ?
+						   "Column \"%s\" is NULL or an empty point in every row, or the relation has no rows." :
+						   "Column \"%s\" is NULL in every row, or the relation has no rows.",
 						   src->colnames[0])));
 	if (len == 0 || len > PG_GPU_MAX_VECTOR_DIMS)
 		ereport(ERROR,
@@ -227,6 +311,17 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 	raw = (struct varlena *) DatumGetPointer(slot->tts_values[a]);
 	v = PG_DETOAST_DATUM(slot->tts_values[a]);
 	len = vector_parts(spec->veckind, v, &data, &nulls, spec, slot, id);
+	if (len == 0 && spec->veckind == PG_GPU_VEC_GEOMETRY)
+		goto skip_free;			/* an empty point: unusable, as a NULL */
+	if (len != d && spec->veckind == PG_GPU_VEC_GEOMETRY)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("points of column \"%s\" of \"%s\" mix 2-D and 3-D",
+						NameStr(spec->colname), NameStr(spec->relname)),
+				 errdetail("The %s has %lld coordinates; the first point read has %lld.",
+						   row_name(spec, slot, id), (long long) len, (long long) d),
+				 errhint("Cluster one kind: a view with ST_Force2D(%s), or ST_Force3D.",
+						 NameStr(spec->colname))));
 	if (len != d)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
@@ -240,6 +335,7 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 	switch (spec->veckind)
 	{
 		case PG_GPU_VEC_FLOAT8:
+		case PG_GPU_VEC_GEOMETRY:
 			for (int64 j = 0; j < d; j++)
 				dst[j * cap] = ((const float8 *) data)[j];
 			break;
@@ -267,4 +363,35 @@ skip_free:
 		pfree(v);
 skip:
 	part->ids[part->cap - 1 - part->nbad++] = id;
+}
+
+/*
+ * One value of a vector column (kind) as doubles (a scalar assignment): its
+ * length, which must be d (else ERROR naming what), the values into out;
+ * -1 when it has a NULL element (an empty point: no values).
+ */
+int64
+pg_gpu_vector_values(PgGpuVecKind kind, Datum value, int64 d, double *out, const char *what)
+{
+	struct varlena *v = PG_DETOAST_DATUM(value);
+	PgGpuRowSpec *spec = palloc0(sizeof(PgGpuRowSpec));
+	const char *data;
+	bool		nulls;
+	int64		len;
+
+	namestrcpy(&spec->relname, what);
+	namestrcpy(&spec->colname, what);
+	len = vector_parts(kind, v, &data, &nulls, spec, NULL, 0);
+	if (nulls || (len == 0 && kind == PG_GPU_VEC_GEOMETRY))
+		return -1;
+	if (len != d)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("%s has %lld values; the model has %lld dimensions", what, (long long) len, (long long) d),
+				 errhint("Apply a model to rows of the shape it was fit on.")));
+	for (int64 j = 0; j < d; j++)
+		out[j] = kind == PG_GPU_VEC_FLOAT8 || kind == PG_GPU_VEC_GEOMETRY ? ((const float8 *) data)[j] :
+			kind == PG_GPU_VEC_HALFVEC ? half_to_float(((const uint16 *) data)[j]) :
+			((const float4 *) data)[j];
+	return len;
 }

@@ -30,6 +30,8 @@ ensure_deps() {
   command -v clang >/dev/null || need+=(clang)
   [ -n "$(ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a 2>/dev/null)" ] ||
     need+=(libclang-rt-dev)
+  # PostGIS, for the geometry-column tests (pg_gpu does not need it)
+  [ -f "/usr/share/postgresql/$PG_MAJOR/extension/postgis.control" ] || need+=("postgresql-$PG_MAJOR-postgis-3")
   if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
       echo "missing packages: ${need[*]} (run as root, or install them)" >&2
