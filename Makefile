@@ -39,7 +39,7 @@ COMPUTE_OBJS += cuda/gpu/stand_in.o
 CUDA_LIBS =
 endif
 
-OBJS = src/pg_gpu.o src/compat.o src/read.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/info.o src/support.o src/model.o $(COMPUTE_OBJS)
+OBJS = src/pg_gpu.o src/compat.o src/read.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/info.o src/support.o src/model.o src/progress.o $(COMPUTE_OBJS)
 PG_CPPFLAGS = -Icuda $(BLAS_CFLAGS)
 # identical floating-point rounding on CPU and GPU: no contraction into FMA
 PG_CFLAGS = -ffp-contract=off
@@ -65,7 +65,7 @@ cuda/compute.o cuda/seed.o cuda/columns.o cuda/route.o cuda/cpu/kmeans.o cuda/cp
 cuda/cpu/kmeans.o cuda/cpu/gemm.o: cuda/cpu/gemm.h
 cuda/cpu/kmeans.o cuda/cpu/blocks.o: cuda/cpu/blocks.h
 cuda/route.o: cuda/gpu/tc_shapes.h
-src/pg_gpu.o src/compat.o src/read.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/info.o src/support.o src/model.o: src/pg_gpu.h src/compat.h cuda/pg_gpu_compute.h
+src/pg_gpu.o src/compat.o src/read.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/info.o src/support.o src/model.o src/progress.o: src/pg_gpu.h src/compat.h cuda/pg_gpu_compute.h
 
 
 # ---- unit tests of the compute layer (no PostgreSQL) ----

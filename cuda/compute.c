@@ -511,7 +511,7 @@ start_seed(uint64_t seed, int s)
  * *sst consistent with the centroids.
  */
 static pggpu_status
-one_start(pggpu_data *ds, const pggpu_kmeans_params *p, int e, int64_t *counts,
+one_start(pggpu_data *ds, const pggpu_kmeans_params *p, int start, int e, int64_t *counts,
 		  const double *given, pggpu_kmeans_result *r, pggpu_step_stats *sst,
 		  pggpu_error *err)
 {
@@ -519,6 +519,8 @@ one_start(pggpu_data *ds, const pggpu_kmeans_params *p, int e, int64_t *counts,
 	double		t0;
 	pggpu_status st;
 
+	if (p->progress)
+		p->progress(p->progress_arg, start, 0);
 	CHECK(ops->km_begin(ds, p->k, err));
 	ds->k = p->k;
 	t0 = pggpu_seconds();
@@ -553,6 +555,8 @@ one_start(pggpu_data *ds, const pggpu_kmeans_params *p, int e, int64_t *counts,
 		pggpu_interrupts(p);
 		CHECK(ops->km_step(ds, true, sst, err));
 		r->iterations++;
+		if (p->progress)
+			p->progress(p->progress_arg, start, r->iterations);
 		if (sst->empty > 0)
 			CHECK(repair_empty(ds, p, counts, err));
 		/* spherical: the means back onto the sphere (the rows' norm, 2^e) */
@@ -646,7 +650,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 		pggpu_kmeans_params q = *p;
 
 		q.seed = start_seed(p->seed, s);
-		CHECK(one_start(ds, &q, e, counts, given, r, &sst, err));
+		CHECK(one_start(ds, &q, s, e, counts, given, r, &sst, err));
 		if (starts > 1 && sst.inertia < best_inertia)
 		{
 			best_inertia = sst.inertia;

@@ -223,6 +223,13 @@ typedef struct pggpu_kmeans_params
 	int			n_init;			/* starts (seeds from seed), the least inertia kept; 0 or 1: one */
 	pggpu_interrupt_fn check_interrupts;	/* may be NULL */
 	void	   *interrupt_arg;
+	/*
+	 * May be NULL: how far the fit is, on the calling thread, as start s
+	 * (0-based, of n_init) begins seeding (iteration 0) and after each of
+	 * its iterations.  It must not longjmp.
+	 */
+	void		(*progress) (void *arg, int start, int iteration);
+	void	   *progress_arg;
 } pggpu_kmeans_params;
 
 typedef struct pggpu_kmeans_result

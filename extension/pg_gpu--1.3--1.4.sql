@@ -1,4 +1,4 @@
-/* pg_gpu 1.3 -> 1.4: models (scale, gpu_kmeans_fit's model, assignment by model, gpu_kmeans_predict), gpu_kmeans_choose_k */
+/* pg_gpu 1.3 -> 1.4: models (scale, gpu_kmeans_fit's model and memberships, gpu_kmeans_apply, gpu_kmeans_predict), gpu_kmeans_choose_k */
 
 \echo Use "ALTER EXTENSION pg_gpu UPDATE TO '1.4'" to load this file. \quit
 
@@ -49,17 +49,17 @@ AS 'MODULE_PATHNAME', 'gpu_kmeans_fit'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
 
 COMMENT ON FUNCTION gpu_kmeans_fit(regclass, integer, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, boolean) IS
-'k-means model of a relation''s numeric columns, one vector column or PostGIS points, Euclidean or cosine, the best of n_init starts: k x d centroids (in the columns'' units, in the order of columns; cosine: unit length), cluster sizes, inertia (of the rows as clustered: scaled where scale is standard; cosine: sum of 1 - cos), iterations, whether it converged, the device used, the model (jsonb) that gpu_kmeans_assign and gpu_kmeans_predict apply, and with memberships every row''s id and cluster (as gpu_kmeans returns them) in two arrays';
+'k-means model of a relation''s numeric columns, one vector column or PostGIS points, Euclidean or cosine, the best of n_init starts: k x d centroids (in the columns'' units, in the order of columns; cosine: unit length), cluster sizes, inertia (of the rows as clustered: scaled where scale is standard; cosine: sum of 1 - cos), iterations, whether it converged, the device used, the model (jsonb) that gpu_kmeans_apply and gpu_kmeans_predict apply, and with memberships every row''s id and cluster (as gpu_kmeans returns them) in two arrays';
 
-CREATE FUNCTION gpu_kmeans_assign(
+CREATE FUNCTION gpu_kmeans_apply(
     relation regclass,
     model jsonb,
     id_column text DEFAULT NULL)
 RETURNS TABLE(id bigint, cluster integer, distance double precision)
-AS 'MODULE_PATHNAME', 'gpu_kmeans_assign_model'
+AS 'MODULE_PATHNAME', 'gpu_kmeans_apply'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000 SUPPORT pg_gpu_rows_support;
 
-COMMENT ON FUNCTION gpu_kmeans_assign(regclass, jsonb, text) IS
+COMMENT ON FUNCTION gpu_kmeans_apply(regclass, jsonb, text) IS
 'nearest centroid of a model (gpu_kmeans_fit''s model column) for every row of a relation, by the model''s columns, metric and scaling, on the GPU or the CPU: (id, cluster 1..k, distance as compared: scaled where the model scales), NULL for unusable rows';
 
 CREATE FUNCTION gpu_kmeans_predict(model jsonb, x anyelement)

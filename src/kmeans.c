@@ -1,6 +1,6 @@
 /*
  * kmeans.c - SQL entry points gpu_kmeans, gpu_kmeans_fit, gpu_kmeans_assign
- * (by centroids or by a model), gpu_kmeans_choose_k.
+ * (by centroids), gpu_kmeans_apply (by a model), gpu_kmeans_choose_k.
  *
  * Each call: check the arguments, resolve the columns, pick the device, read
  * the relation into a data set (streamed to the GPU as it is read), run the
@@ -28,7 +28,7 @@
 PG_FUNCTION_INFO_V1(gpu_kmeans);
 PG_FUNCTION_INFO_V1(gpu_kmeans_fit);
 PG_FUNCTION_INFO_V1(gpu_kmeans_assign);
-PG_FUNCTION_INFO_V1(gpu_kmeans_assign_model);
+PG_FUNCTION_INFO_V1(gpu_kmeans_apply);
 PG_FUNCTION_INFO_V1(gpu_kmeans_choose_k);
 
 /* argument positions shared by gpu_kmeans and gpu_kmeans_fit */
@@ -52,7 +52,7 @@ enum
 /* the most starts n_init may ask for */
 #define MAX_N_INIT 1000
 
-/* gpu_kmeans_assign's, by centroids and by a model */
+/* gpu_kmeans_assign's, and gpu_kmeans_apply's */
 enum
 {
 	AA_RELATION, AA_CENTROIDS, AA_COLUMNS, AA_ID_COLUMN, AA_METRIC
@@ -200,7 +200,7 @@ typedef struct KmeansOut
 	PgGpuRows	rows;
 	int			k;
 	int32	   *labels;
-	double	   *distances;		/* gpu_kmeans_assign only */
+	double	   *distances;		/* gpu_kmeans_assign and gpu_kmeans_apply only */
 	double	   *centroids;
 	int64	   *sizes;
 	double		inertia;
@@ -325,6 +325,22 @@ parse_settings(FunctionCallInfo fcinfo, int a_max_iter, int a_tol, int a_init, i
 	p->check_interrupts = pg_gpu_check_interrupts;
 }
 
+/* the compute layer's progress, into pg_stat_activity (progress.c) */
+static void
+fit_progress(void *arg, int start, int iteration)
+{
+	const KmeansOut *o = (const KmeansOut *) arg;
+	char		starts[64] = "";
+
+	if (o->fs.p.n_init > 1)
+		snprintf(starts, sizeof(starts), " (start %d of %d)", start + 1, o->fs.p.n_init);
+	if (iteration == 0)
+		pg_gpu_progress(true, "k = %d, seeding%s, %lld rows", o->k, starts, (long long) o->rows.nvalid);
+	else
+		pg_gpu_progress(false, "k = %d, iteration %d of at most %d%s, %lld rows", o->k, iteration,
+						o->fs.p.max_iter, starts, (long long) o->rows.nvalid);
+}
+
 /* k between 1 and the usable rows */
 static void
 check_k(int k, const PgGpuRows *rows)
@@ -371,6 +387,9 @@ fit_data(PgGpuData *data, const FitSettings *fs, int k, double *given, bool want
 	int			d = out->src.ncols;
 
 	p.k = k;
+	p.progress = fit_progress;
+	p.progress_arg = out;
+	out->k = k;
 	if (given)
 	{
 		p.init = PGGPU_INIT_GIVEN;
@@ -498,6 +517,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 	}
 
 	start = GetCurrentTimestamp();
+	pg_gpu_progress_begin(out->fname);
 	data = load(&out->src, fs->metric, want_labels, &out->rows,
 				want_labels ? "they come back with cluster NULL" : "they take no part in the fit");
 	out->read_ms = ms_since(start);
@@ -509,6 +529,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 	fit_data(data, fs, k, given, want_labels, out);
 	notice_not_converged(out, fs);
 	pg_gpu_data_close(data);
+	pg_gpu_progress_end();
 }
 
 /* builds the id/cluster[/distance] row r of a value-per-call result */
@@ -595,7 +616,7 @@ membership_arrays(const KmeansOut *o, Datum *ids, Datum *clusters)
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("%lld rows are too many for the memberships arrays (at most %lld)",
 						(long long) n, (long long) (MaxAllocSize / sizeof(int64)) - 64),
-				 errhint("Store the model (the model column) and assign by it: gpu_kmeans_assign(relation, model).")));
+				 errhint("Store the model (the model column) and assign by it: gpu_kmeans_apply(relation, model).")));
 	iv = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(Datum) * n);
 	cv = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(Datum) * n);
 	cn = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(bool) * n);
@@ -684,13 +705,16 @@ run_assign(FunctionCallInfo fcinfo, KmeansOut *o)
 				 errmsg("centroids must have at least one row")));
 	if (metric == PGGPU_METRIC_COSINE)
 		no_zero_rows(centroids, o->k, o->src.ncols, "centroids");
+	pg_gpu_progress_begin("gpu_kmeans_assign");
 	data = load(&o->src, metric, true, &o->rows, "they come back with cluster NULL");
 	o->labels = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(o->rows.nvalid, 1));
 	o->distances = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(o->rows.nvalid, 1));
+	pg_gpu_progress(true, "assigning %lld rows", (long long) o->rows.nvalid);
 	if (pggpu_assign(data->ds, centroids, o->k, o->labels, o->distances, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	log_route(data->ds);
 	pg_gpu_data_close(data);
+	pg_gpu_progress_end();
 }
 
 Datum
@@ -699,7 +723,11 @@ gpu_kmeans_assign(PG_FUNCTION_ARGS)
 	return member_srf(fcinfo, run_assign);
 }
 
-/* gpu_kmeans_assign(relation, model, id_column): the model's columns, metric and scaling */
+/*
+ * gpu_kmeans_apply(relation, model, id_column): gpu_kmeans_assign by the
+ * model's columns, metric and scaling.  (Not an overload of
+ * gpu_kmeans_assign: a literal '{{...}}' of centroids would then match both.)
+ */
 static void
 run_assign_model(FunctionCallInfo fcinfo, KmeansOut *o)
 {
@@ -721,19 +749,22 @@ run_assign_model(FunctionCallInfo fcinfo, KmeansOut *o)
 						  true, m->metric == PGGPU_METRIC_COSINE, &o->src);
 	pg_gpu_model_check_source(m, &o->src);
 	o->k = m->k;
+	pg_gpu_progress_begin("gpu_kmeans_apply");
 	data = load(&o->src, m->metric, true, &o->rows, "they come back with cluster NULL");
 	if (m->standard && pggpu_data_shift_scale(data->ds, m->mean, m->std, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	o->labels = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(o->rows.nvalid, 1));
 	o->distances = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(o->rows.nvalid, 1));
+	pg_gpu_progress(true, "assigning %lld rows", (long long) o->rows.nvalid);
 	if (pggpu_assign(data->ds, m->scaled, m->k, o->labels, o->distances, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	log_route(data->ds);
 	pg_gpu_data_close(data);
+	pg_gpu_progress_end();
 }
 
 Datum
-gpu_kmeans_assign_model(PG_FUNCTION_ARGS)
+gpu_kmeans_apply(PG_FUNCTION_ARGS)
 {
 	return member_srf(fcinfo, run_assign_model);
 }
@@ -803,6 +834,7 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 	pg_gpu_resolve_source(PG_GETARG_OID(AK_RELATION),
 						  PG_ARGISNULL(AK_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(AK_COLUMNS),
 						  NULL, false, fs->metric == PGGPU_METRIC_COSINE, &o.src);
+	pg_gpu_progress_begin(o.fname);
 	data = load(&o.src, fs->metric, false, &o.rows, "they take no part in the fits");
 	if (o.rows.nvalid == 0)
 		pg_gpu_no_usable_rows(&o.src, &o.rows);
@@ -832,6 +864,7 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 			pg_gpu_raise(&err);
 		for (int r = 0; r < m; r++)
 			lab[r] = o.labels[rows[r]];
+		pg_gpu_progress(true, "k = %d, silhouette of %d rows", ks[i], m);
 		if (pggpu_silhouette(data->ds, X, lab, m, ks[i], &sil, &err) != PGGPU_OK)
 			pg_gpu_raise(&err);
 		v[0] = Int32GetDatum(ks[i]);
@@ -846,5 +879,6 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 		pfree(o.labels);
 	}
 	pg_gpu_data_close(data);
+	pg_gpu_progress_end();
 	return (Datum) 0;
 }

@@ -171,6 +171,15 @@ extern void pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds,
 /* ERROR: no row of src is usable (the detail names the columns at fault) */
 pg_noreturn extern void pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGpuRows *rows);
 
+/* ---- progress, in pg_stat_activity.query (progress.c) ---- */
+
+/* a call named fname begins (its stage shows until the memory context goes) */
+extern void pg_gpu_progress_begin(const char *fname);
+/* its stage now (at most every 100 ms unless force) */
+extern void pg_gpu_progress(bool force, const char *fmt,...) pg_attribute_printf(2, 3);
+/* the statement's own text again */
+extern void pg_gpu_progress_end(void);
+
 /* ---- k-means models (model.c) ---- */
 
 /*

@@ -494,6 +494,7 @@ flush_batch(SoaSink *s)
 					  "", " read so far");
 	if (pggpu_data_push(s->ds, s->fill, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
+	pg_gpu_progress(false, "reading, %lld rows", (long long) pggpu_data_rows(s->ds));
 	s->fill = 0;
 	s->batch = pggpu_data_batch(s->ds);
 }
