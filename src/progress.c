@@ -24,6 +24,7 @@
 typedef struct Progress
 {
 	const char *fname;
+	char	   *query;			/* the statement (after an error debug_query_string is gone) */
 	uint64		query_id;		/* pgstat_report_activity resets it: put back */
 	TimestampTz last;
 	bool		active;
@@ -51,8 +52,7 @@ restore(void *arg)
 	if (!p->active)
 		return;
 	p->active = false;
-	if (debug_query_string)
-		report(debug_query_string);
+	report(p->query);
 	if (current == p)
 		current = NULL;
 }
@@ -60,9 +60,13 @@ restore(void *arg)
 void
 pg_gpu_progress_begin(const char *fname)
 {
-	Progress   *p = palloc0(sizeof(Progress));
+	Progress   *p;
 
+	if (debug_query_string == NULL)
+		return;
+	p = palloc0(sizeof(Progress));
 	p->fname = fname;
+	p->query = pstrdup(debug_query_string);
 	p->query_id = pgstat_get_my_query_id();
 	p->active = true;
 	p->cb.func = restore;
@@ -79,7 +83,7 @@ pg_gpu_progress(bool force, const char *fmt,...)
 	va_list		ap;
 	TimestampTz now;
 
-	if (current == NULL || !current->active || debug_query_string == NULL || !pgstat_track_activities)
+	if (current == NULL || !current->active || !pgstat_track_activities)
 		return;
 	now = GetCurrentTimestamp();
 	if (!force && !TimestampDifferenceExceeds(current->last, now, PROGRESS_MS))
@@ -88,7 +92,7 @@ pg_gpu_progress(bool force, const char *fmt,...)
 	va_start(ap, fmt);
 	vsnprintf(stage, sizeof(stage), fmt, ap);
 	va_end(ap);
-	report(psprintf("/* pg_gpu %s: %s */ %s", current->fname, stage, debug_query_string));
+	report(psprintf("/* pg_gpu %s: %s */ %s", current->fname, stage, current->query));
 }
 
 void
