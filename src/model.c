@@ -504,7 +504,7 @@ bare_values(PredictCache *pc, Datum v, Oid argtype)
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("a value of type %s cannot be assigned to a model fit on %s",
 							format_type_be(argtype), fit_on(m))));
-		return pg_gpu_vector_values(kind, v, m->d, pc->x, "the value") >= 0;
+		return pg_gpu_vector_values(kind, v, m->d, pc->x, "the vector") >= 0;
 	}
 	if (OidIsValid(elem) && pg_gpu_is_numeric_type(getBaseType(elem)))
 	{
