@@ -181,7 +181,12 @@ load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, PgGpuRows *rows
 	pggpu_data_set_metric(data->ds, metric);
 	pggpu_data_set_double_only(data->ds, pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
 	pg_gpu_read_source(src, data->ds, want_ids, rows);
-	if (rows->ninvalid > 0 && src->veckind != PG_GPU_VEC_NONE)
+	if (rows->ninvalid > 0 && src->veckind == PG_GPU_VEC_GEOMETRY)
+		ereport(NOTICE,
+				(errmsg("%lld of %lld rows of \"%s\" have a NULL or empty point, or NaN or infinite coordinates; %s",
+						(long long) rows->ninvalid, (long long) (rows->ninvalid + rows->nvalid),
+						src->relname, skipped)));
+	else if (rows->ninvalid > 0 && src->veckind != PG_GPU_VEC_NONE)
 		ereport(NOTICE,
 				(errmsg("%lld of %lld rows of \"%s\" have a NULL vector, or NULL, NaN or infinite elements%s; %s",
 						(long long) rows->ninvalid, (long long) (rows->ninvalid + rows->nvalid),

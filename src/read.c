@@ -275,7 +275,7 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 						(errcode(ERRCODE_DATATYPE_MISMATCH),
 						 errmsg("column \"%s\" is of type %s, not a numeric or vector type", name,
 								format_type_be(TupleDescAttr(td, a)->atttypid)),
-						 errhint("Use smallint, integer, bigint, real, double precision or numeric columns, or one real[], double precision[], vector or halfvec column, or cast in a view.")));
+						 errhint("Use smallint, integer, bigint, real, double precision or numeric columns, or one real[], double precision[], vector, halfvec or PostGIS geometry (points) column, or cast in a view.")));
 			for (int j = 0; j < src->ncols; j++)
 				if (strcmp(src->colnames[j], name) == 0)
 					ereport(ERROR,

@@ -92,7 +92,7 @@ pg_gpu_vector_kind(Oid basetype)
 		return PG_GPU_VEC_PGVECTOR;
 	if (is_named_type(basetype, "halfvec", "halfvec_in"))
 		return PG_GPU_VEC_HALFVEC;
-	if (is_named_type(basetype, "geometry", "LWGEOM_in"))
+	if (is_named_type(basetype, "geometry", "geometry_in"))
 		return PG_GPU_VEC_GEOMETRY;
 	return PG_GPU_VEC_NONE;
 }
