@@ -34,7 +34,9 @@ for x in postgres initdb pg_ctl psql pg_isready pg_config; do cp -L "$bindir/$x"
 pgxs_test=$(dirname "$("$PG_CONFIG" --pgxs)")/../test
 cp -L "$pgxs_test/regress/pg_regress" "$pgxs_test/isolation/pg_isolation_regress" \
   "$pgxs_test/isolation/isolationtester" "$top$bindir/"
-find "$pkglib" -maxdepth 1 -name '*.so' ! -name 'llvmjit*' -exec cp -L {} "$top$pkglib/" \;
+# (PostGIS without its raster and address libraries: GDAL alone would double the bundle)
+find "$pkglib" -maxdepth 1 -name '*.so' ! -name 'llvmjit*' ! -name 'postgis_raster*' ! -name 'address_standardizer*' \
+  -exec cp -L {} "$top$pkglib/" \;
 cp -a "$share/." "$top$share/"
 
 log "pg_gpu, installed into the bundle, and the suite's programs"
