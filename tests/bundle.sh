@@ -38,6 +38,10 @@ cp -L "$pgxs_test/regress/pg_regress" "$pgxs_test/isolation/pg_isolation_regress
 find "$pkglib" -maxdepth 1 -name '*.so' ! -name 'llvmjit*' ! -name 'postgis_raster*' ! -name 'address_standardizer*' \
   -exec cp -L {} "$top$pkglib/" \;
 cp -a "$share/." "$top$share/"
+# links out of the tree (Debian's alternatives: PostGIS's control files) as the files they name
+find "$top$share" -type l -lname '/*' | while read -r l; do
+  cp --remove-destination -L "$share/${l#"$top$share"/}" "$l"
+done
 
 log "pg_gpu, installed into the bundle, and the suite's programs"
 # from clean: objects built against another PostgreSQL's headers would pass for current
