@@ -3,6 +3,7 @@ written to BENCHMARKS.md, with a plot (time against N, log-log).
 
     report.py --tsv results/bench.tsv --meta results/machine.tsv --out DIR --results DIR/results
     report.py --embeddings results/embeddings-MACHINE-DATE.tsv
+    report.py --embeddings results/postgis-MACHINE-DATE.tsv
 
 The Embeddings section comes from the newest results/embeddings-*.tsv
 (tests/bench/embeddings.sh makes one on a GPU machine); --embeddings prints
@@ -605,6 +606,68 @@ def embeddings_seed_section(path, base="."):
         ""])
 
 
+def newest_results(results, prefix):
+    """the newest results/PREFIX-*.tsv, by the date in its name, then mtime"""
+    import glob
+    found = sorted(glob.glob(os.path.join(results, prefix + "-*.tsv")),
+                   key=lambda f: (re.findall(r"\d{4}-\d\d-\d\d", f)[-1:], os.path.getmtime(f)))
+    return found[-1] if found else None
+
+
+def postgis_section(path, base="."):
+    """tests/bench/postgis.sh's TSV: pg_gpu on PostGIS points beside ST_ClusterKMeans"""
+    if path is None:
+        return "Not measured here: `tests/bench/postgis.sh` makes its TSV on a machine with PostGIS."
+    recs = [r for r in load(path) if r["section"] == "postgis"]
+    by = {(r["method"], r["k"]): r for r in recs}
+    methods = [m for m in ["ST_ClusterKMeans", "pg_gpu_cpu", "pg_gpu_cpu_n_init_10", "pg_gpu_gpu",
+                           "pg_gpu_gpu_n_init_10"] if any(r["method"] == m for r in recs)]
+    rows = []
+    for k in sorted({r["k"] for r in recs}):
+        st = by.get(("ST_ClusterKMeans", k))
+        for m in methods:
+            r = by.get((m, k))
+            if r is None:
+                continue
+            rows.append([k, m.replace("pg_gpu_", "pg_gpu ").replace("_n_init_10", ", n_init 10"),
+                         "%.3f s" % r["sec"] if r["sec"] is not None else r.get("inertia", ""),
+                         ratio(st["sec"], r["sec"]) if st and r is not st else "",
+                         "%.4f" % (float(r["inertia"]) / float(st["inertia"]))
+                         if st and r["inertia"] and st["inertia"] else ""])
+    return "\n".join([
+        "From [`%s`](%s) (`tests/bench/postgis.sh`: N = %d points, `geometry(Point)`, 200 city-like "
+        "Gaussian clusters on a 100 km square; each statement writes its labels into a table, timed "
+        "whole; each labelling's inertia computed alike in SQL, as the sum of squared distances to its "
+        "clusters' means; pg_gpu with its defaults, k-means++ and tol 1e-4, 8 parallel workers and "
+        "threads on the CPU):" % (os.path.basename(path), os.path.relpath(path, base), recs[0]["n"] if recs else 0),
+        "",
+        table(["k", "method", "whole statement", "ST_ClusterKMeans / this", "inertia / ST_ClusterKMeans's"], rows)])
+
+
+def n_init_section(path, base="."):
+    """tests/bench/n_init.sh's TSV: what several starts cost"""
+    if path is None:
+        return ""
+    recs = [r for r in load(path) if r["section"] == "n_init"]
+    rows = []
+    for r in recs:
+        st = re.search(r"read ([\d.]+), transfer [\d.]+, seed ([\d.]+), iterate ([\d.]+)", r["note"])
+        one = next((o for o in recs if o["method"] == r["method"].rsplit("_", 1)[0] + "_1"), None)
+        rows.append([r["method"].split("_")[0], r["method"].rsplit("_", 1)[1],
+                     "%.2f s" % r["sec"] if r["sec"] is not None else "failed",
+                     "%.2f s" % (float(st.group(1)) / 1e3) if st else "",
+                     "%.3f s" % (float(st.group(2)) / 1e3) if st else "",
+                     "%.3f s" % (float(st.group(3)) / 1e3) if st else "",
+                     ratio(r["sec"], one["sec"]) if one and r["sec"] else ""])
+    return "\n".join([
+        "Several starts, from [`%s`](%s) (`tests/bench/n_init.sh`: gpu_kmeans_fit on N = %s rows of "
+        "d = %d, 16 blobs, k = %d, 50 iterations a start; stages from DEBUG2; the rows are read once):" % (
+            os.path.basename(path), os.path.relpath(path, base), fmt_n(recs[0]["n"]) if recs else "",
+            recs[0]["d"] if recs else 0, recs[0]["k"] if recs else 0),
+        "",
+        table(["device", "n_init", "whole call", "read", "seed", "iterate", "whole / n_init 1"], rows)])
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--embeddings")
@@ -613,6 +676,12 @@ def main():
     p.add_argument("--out")
     p.add_argument("--results")
     args = p.parse_args()
+    if args.embeddings and os.path.basename(args.embeddings).startswith("postgis-"):
+        print(postgis_section(args.embeddings))
+        return
+    if args.embeddings and os.path.basename(args.embeddings).startswith("n_init-"):
+        print(n_init_section(args.embeddings))
+        return
     if args.embeddings:
         print({"gpu": embeddings_section, "sql": embeddings_sql_section, "cpu": embeddings_cpu_section,
                "seed": embeddings_seed_section}[embeddings_kind(args.embeddings)](args.embeddings))
@@ -652,6 +721,11 @@ def main():
           "This section was measured apart from the rest of this report, on the GPU machine, by the "
           "scripts it names (their TSVs are the newest `results/embeddings-*.tsv`); the run above did not "
           "include it.", "",
+          "## 6. PostGIS points, and several starts", "",
+          postgis_section(newest_results(args.results, "postgis"), args.out), "",
+          n_init_section(newest_results(args.results, "n_init"), args.out), "",
+          "Measured apart from the rest of this report, on the GPU machine, by the scripts it names "
+          "(their TSVs are the newest `results/postgis-*.tsv` and `results/n_init-*.tsv`).", "",
           "## Plot", "",
           plot_error or "![time against N](%s)" % os.path.relpath(png, args.out), "",
           "## Skipped, failed, not available", "", notes_section(data), "",
