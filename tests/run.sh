@@ -10,7 +10,8 @@
 #      the pg_regress suite with pg_gpu.device=cpu (and =gpu where a GPU exists),
 #      then 16 concurrent backends against one backend's answers (CPU path),
 #      the isolation tests (sessions changing a table while others cluster it),
-#      pg_dump/restore of a database that uses the extension, Citus
+#      pg_dump/restore of a database that uses the extension, the README's
+#      analyst session, Citus
 #      distributed tables (tests/citus.sh: Citus built once from
 #      ../shared/vendor), and a smoke run of the benchmark suite
 #      (tests/bench/run.sh --smoke);
@@ -59,11 +60,18 @@ step "GPU suite client builds (tests/gpu/gpu_resources)" make -s tests/gpu/gpu_r
 
 # pgvector for the vector-column tests (built once from ../shared/vendor)
 step "pgvector $PGVECTOR_VERSION installed for the tests" ensure_pgvector
+step "PostGIS installed for the tests (Debian's package)" ensure_postgis
 cluster_start || exit 1
 step "pg_regress, pg_gpu.device=cpu" tests/regress.sh --device cpu
 step "isolation tests, pg_gpu.device=cpu" tests/regress.sh --device cpu --isolation
 step "16 backends at once, CPU path (tests/gpu/gpu_resources --cpu)" tests/gpu/gpu_resources --cpu
 step "pg_dump and restore of a database using pg_gpu" tests/dump_restore.sh
+analyst_session() {
+  psql -X -q -d postgres -c "DROP DATABASE IF EXISTS pg_gpu_analyst" -c "CREATE DATABASE pg_gpu_analyst" &&
+    psql -X -q -v ON_ERROR_STOP=1 -d pg_gpu_analyst -c "SET pg_gpu.device = cpu" -f tests/demo/analyst.sql >/dev/null &&
+    psql -X -q -d postgres -c "DROP DATABASE pg_gpu_analyst"
+}
+step "the README's analyst session runs (tests/demo/analyst.sql)" analyst_session
 step "Citus distributed tables (tests/citus.sh)" bash tests/citus.sh
 step "benchmark suite, smoke run (tests/bench/run.sh --smoke)" bash tests/bench/run.sh --smoke
 gpus=$(psql -X -At -d postgres -c "CREATE EXTENSION IF NOT EXISTS pg_gpu; SELECT count(*) FROM gpu_info()" 2>/dev/null | tail -1)

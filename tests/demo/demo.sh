@@ -14,6 +14,8 @@ build_and_install
 cluster_start
 log "sample data: ${N:=100000} points in three blobs; gpu_kmeans"
 psql -X -q -v n="$N" -f tests/demo/demo.sql
+log "an analyst's session (tests/demo/analyst.sql): scaling, several starts, a stored model, choosing k"
+psql -X -q -v ON_ERROR_STOP=1 -f tests/demo/analyst.sql
 if [ -n "${KEEP:-}" ]; then
   trap - EXIT
   log "done; the cluster keeps running:"
