@@ -6,6 +6,7 @@
  * centroid of one row on the host (a scalar assignment), and the silhouette
  * of a clustering on a sample of its rows (choosing k).
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,12 +75,17 @@ pggpu_data_standardize(pggpu_data *ds, double *mean, double *std, pggpu_error *e
 	for (int j = 0; j < ds->d; j++)
 	{
 		std[j] = sqrt(std[j] / n);
-		if (!isfinite(mean[j]) || !isfinite(std[j]))
-			return pggpu_fail(err, PGGPU_ERR_RANGE,
-							  "column %d's mean or standard deviation is not finite in double precision", j + 1);
-		/* back to the units pushed (exact), then as scikit-learn: a constant column is only centred */
+		/* as scikit-learn: a constant column is only centred */
+		if (std[j] == 0)
+			std[j] = ldexp(1.0, ds->scale_e);
+		/* back to the units pushed: exact, unless that leaves double's normal range */
 		mean[j] = ldexp(mean[j], -ds->scale_e);
-		std[j] = std[j] > 0 ? ldexp(std[j], -ds->scale_e) : 1.0;
+		std[j] = ldexp(std[j], -ds->scale_e);
+		if (!isfinite(mean[j]) || !isfinite(std[j]) || std[j] < DBL_MIN ||
+			(mean[j] != 0 && fabs(mean[j]) < DBL_MIN))
+			return pggpu_fail(err, PGGPU_ERR_RANGE,
+							  "column %d's mean (%g) or standard deviation (%g) is outside double precision's normal range",
+							  j + 1, mean[j], std[j]);
 	}
 	return affine(ds, mean, std, err);
 }

@@ -131,6 +131,22 @@ run_kmeans(input *in)
 		int32_t    *labels = (int32_t *) calloc(n > 0 ? n : 1, sizeof(int32_t));
 		double	   *dist = (double *) calloc(n > 0 ? n : 1, sizeof(double));
 
+		/* standard scaling first, sometimes: OK (finite means, positive deviations) or out of range */
+		if (u8(in) % 4 == 0)
+		{
+			double	   *mean = (double *) calloc(d, sizeof(double)),
+					   *std = (double *) calloc(d, sizeof(double));
+
+			st = pggpu_data_standardize(ds, mean, std, &err);
+			if (n == 0 ? st != PGGPU_ERR_INVALID : st != PGGPU_OK && st != PGGPU_ERR_RANGE)
+				FAIL("standardize n=%lld: status %d (%s)", (long long) n, (int) st, err.msg);
+			for (int j = 0; st == PGGPU_OK && j < d; j++)
+				if (!isfinite(mean[j]) || !(std[j] > 0) || !isfinite(std[j]))
+					FAIL("standardize: column %d mean %g std %g", j, mean[j], std[j]);
+			free(mean);
+			free(std);
+		}
+
 		if (u8(in) % 2)
 		{
 			pggpu_kmeans_params p = {0};
