@@ -688,12 +688,35 @@ gpu_kmeans_fit(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/*
+ * The assignment of o's resolved relation to o->k centroids (mean and std
+ * given: the rows scaled by them first): labels and distances into o
+ */
+static void
+assign_rows(KmeansOut *o, const char *fname, pggpu_metric metric, const double *mean,
+			const double *std, const double *centroids)
+{
+	pggpu_error err = {0};
+	PgGpuData  *data;
+
+	pg_gpu_progress_begin(fname);
+	data = load(&o->src, metric, true, &o->rows, "they come back with cluster NULL");
+	if (mean && pggpu_data_shift_scale(data->ds, mean, std, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	o->labels = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(o->rows.nvalid, 1));
+	o->distances = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(o->rows.nvalid, 1));
+	pg_gpu_progress(true, "assigning %lld rows", (long long) o->rows.nvalid);
+	if (pggpu_assign(data->ds, centroids, o->k, o->labels, o->distances, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	log_route(data->ds);
+	pg_gpu_data_close(data);
+	pg_gpu_progress_end();
+}
+
 /* gpu_kmeans_assign(relation, centroids, columns, id_column, metric) */
 static void
 run_assign(FunctionCallInfo fcinfo, KmeansOut *o)
 {
-	pggpu_error err = {0};
-	PgGpuData  *data;
 	double	   *centroids;
 	pggpu_metric metric = metric_arg(fcinfo, AA_METRIC);
 
@@ -710,16 +733,7 @@ run_assign(FunctionCallInfo fcinfo, KmeansOut *o)
 				 errmsg("centroids must have at least one row")));
 	if (metric == PGGPU_METRIC_COSINE)
 		no_zero_rows(centroids, o->k, o->src.ncols, "centroids");
-	pg_gpu_progress_begin("gpu_kmeans_assign");
-	data = load(&o->src, metric, true, &o->rows, "they come back with cluster NULL");
-	o->labels = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(o->rows.nvalid, 1));
-	o->distances = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(o->rows.nvalid, 1));
-	pg_gpu_progress(true, "assigning %lld rows", (long long) o->rows.nvalid);
-	if (pggpu_assign(data->ds, centroids, o->k, o->labels, o->distances, &err) != PGGPU_OK)
-		pg_gpu_raise(&err);
-	log_route(data->ds);
-	pg_gpu_data_close(data);
-	pg_gpu_progress_end();
+	assign_rows(o, "gpu_kmeans_assign", metric, NULL, NULL, centroids);
 }
 
 Datum
@@ -736,8 +750,6 @@ gpu_kmeans_assign(PG_FUNCTION_ARGS)
 static void
 run_assign_model(FunctionCallInfo fcinfo, KmeansOut *o)
 {
-	pggpu_error err = {0};
-	PgGpuData  *data;
 	PgGpuModel *m;
 	Datum	   *names;
 	ArrayType  *columns;
@@ -754,18 +766,7 @@ run_assign_model(FunctionCallInfo fcinfo, KmeansOut *o)
 						  true, m->metric == PGGPU_METRIC_COSINE, &o->src);
 	pg_gpu_model_check_source(m, &o->src);
 	o->k = m->k;
-	pg_gpu_progress_begin("gpu_kmeans_apply");
-	data = load(&o->src, m->metric, true, &o->rows, "they come back with cluster NULL");
-	if (m->standard && pggpu_data_shift_scale(data->ds, m->mean, m->std, &err) != PGGPU_OK)
-		pg_gpu_raise(&err);
-	o->labels = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(o->rows.nvalid, 1));
-	o->distances = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(o->rows.nvalid, 1));
-	pg_gpu_progress(true, "assigning %lld rows", (long long) o->rows.nvalid);
-	if (pggpu_assign(data->ds, m->scaled, m->k, o->labels, o->distances, &err) != PGGPU_OK)
-		pg_gpu_raise(&err);
-	log_route(data->ds);
-	pg_gpu_data_close(data);
-	pg_gpu_progress_end();
+	assign_rows(o, "gpu_kmeans_apply", m->metric, m->standard ? m->mean : NULL, m->std, m->scaled);
 }
 
 Datum

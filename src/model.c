@@ -392,6 +392,7 @@ pg_gpu_model_check_source(const PgGpuModel *m, const PgGpuSource *src)
 /* what gpu_kmeans_predict keeps across the rows of a query (fn_extra) */
 typedef struct PredictCache
 {
+	MemoryContext cxt;			/* what follows; reset when the model changes */
 	Jsonb	   *jb;				/* the model's bytes, to know it again */
 	PgGpuModel *m;
 	double	   *x;
@@ -409,13 +410,20 @@ predict_cache(FunctionCallInfo fcinfo, Jsonb *jb)
 	PredictCache *pc = fcinfo->flinfo->fn_extra;
 	MemoryContext old;
 
-	if (pc && VARSIZE(pc->jb) == VARSIZE(jb) && memcmp(pc->jb, jb, VARSIZE(jb)) == 0)
+	if (pc && pc->jb && VARSIZE(pc->jb) == VARSIZE(jb) && memcmp(pc->jb, jb, VARSIZE(jb)) == 0)
 		return pc;
-	old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
-	pc = palloc0(sizeof(PredictCache));
-	pc->jb = palloc(VARSIZE(jb));
-	memcpy(pc->jb, jb, VARSIZE(jb));
-	pc->m = pg_gpu_model_from_jsonb(pc->jb);
+	/* another model (a join of models and rows): the last one's memory goes */
+	if (pc == NULL)
+	{
+		pc = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(PredictCache));
+		pc->cxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "gpu_kmeans_predict model",
+										ALLOCSET_SMALL_SIZES);
+		fcinfo->flinfo->fn_extra = pc;
+	}
+	MemoryContextReset(pc->cxt);
+	memset((char *) pc + offsetof(PredictCache, jb), 0, sizeof(PredictCache) - offsetof(PredictCache, jb));
+	old = MemoryContextSwitchTo(pc->cxt);
+	pc->m = pg_gpu_model_from_jsonb(jb);
 	pc->x = palloc(sizeof(double) * pc->m->d);
 	if (pc->m->metric == PGGPU_METRIC_COSINE)
 	{
@@ -426,8 +434,10 @@ predict_cache(FunctionCallInfo fcinfo, Jsonb *jb)
 		pggpu_unit_rows(c, pc->m->k, pc->m->d);
 		pc->m->scaled = c;
 	}
+	/* last: a model that fails to parse is never taken for a known one */
+	pc->jb = palloc(VARSIZE(jb));
+	memcpy(pc->jb, jb, VARSIZE(jb));
 	MemoryContextSwitchTo(old);
-	fcinfo->flinfo->fn_extra = pc;
 	return pc;
 }
 
@@ -566,7 +576,7 @@ gpu_kmeans_predict(PG_FUNCTION_ARGS)
 	if (!OidIsValid(argtype))
 		elog(ERROR, "gpu_kmeans_predict: the argument's type is not known");
 	if (type_is_rowtype(argtype))
-		ok = row_values(pc, PG_GETARG_HEAPTUPLEHEADER(1), fcinfo->flinfo->fn_mcxt);
+		ok = row_values(pc, PG_GETARG_HEAPTUPLEHEADER(1), pc->cxt);
 	else
 		ok = bare_values(pc, PG_GETARG_DATUM(1), argtype);
 	for (int j = 0; ok && j < m->d; j++)
