@@ -92,7 +92,7 @@ SELECT (SELECT inertia FROM gpu_kmeans_fit('points', 3, n_init => 4, seed => 5, 
 SELECT (SELECT centroids FROM gpu_kmeans_fit('points', 3, n_init => 3, seed => 2)) =
        (SELECT centroids FROM gpu_kmeans_fit('points', 3, n_init => 3, seed => 2)) AS reproducible;
 
--- the planner's estimate of gpu_kmeans's and gpu_kmeans_assign's rows: the relation's
+-- the planner's estimate of gpu_kmeans's, gpu_kmeans_assign's and gpu_kmeans_apply's rows: the relation's
 ANALYZE points;
 CREATE FUNCTION plan_rows(q text) RETURNS float8 LANGUAGE plpgsql AS $$
 DECLARE j jsonb;
@@ -102,6 +102,7 @@ BEGIN
 END $$;
 SELECT plan_rows($$SELECT * FROM gpu_kmeans('points', 3)$$) AS kmeans,
        plan_rows($$SELECT * FROM gpu_kmeans_assign('points', ARRAY[[0, 0]])$$) AS assign,
+       plan_rows($$SELECT * FROM gpu_kmeans_apply('points', '{}')$$) AS apply,
        plan_rows($$SELECT * FROM gpu_kmeans_fit('points', 3)$$) AS fit,
        (SELECT count(*) FROM points) AS table_rows;
 -- the relation not a constant: the declared 1000

@@ -89,11 +89,15 @@ SELECT n.id, gpu_kmeans_predict(m.model, n) AS by_row,
 FROM new_shoppers n, models m ORDER BY n.id;
 -- parallel safe: in parallel workers too
 SET parallel_setup_cost = 0; SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0;
-SET max_parallel_workers_per_gather = 2; SET force_parallel_mode = on;
+SET max_parallel_workers_per_gather = 2;
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+                       THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END, 'on', false) AS parallel_forced;
 SELECT count(*) FILTER (WHERE gpu_kmeans_predict((SELECT model FROM models), s) = 1) AS cluster_1
 FROM shoppers s;
 RESET parallel_setup_cost; RESET parallel_tuple_cost; RESET min_parallel_table_scan_size;
-RESET max_parallel_workers_per_gather; RESET force_parallel_mode;
+RESET max_parallel_workers_per_gather;
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+                       THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END, 'off', false) AS parallel_forced;
 -- in a trigger: every new row gets its cluster
 ALTER TABLE new_shoppers ADD COLUMN cluster int;
 CREATE FUNCTION new_shopper_cluster() RETURNS trigger LANGUAGE plpgsql AS $$
