@@ -16,7 +16,7 @@
 #include <time.h>
 
 /* a monotonic clock, for the timings the API reports */
-static double
+double
 pggpu_seconds(void)
 {
 	struct timespec ts;
@@ -460,9 +460,9 @@ cmp_cluster(const void *a, const void *b)
 }
 
 /* renumbers clusters by centroid order; perm[new] = old */
-static pggpu_status
-canonical_order(pggpu_kmeans_result *r, int k, int d, int32_t *labels,
-				int64_t n, pggpu_error *err)
+pggpu_status
+pggpu_canonical_order(pggpu_kmeans_result *r, int k, int d, int32_t *labels,
+					  int64_t n, pggpu_error *err)
 {
 	int		   *perm = (int *) malloc(sizeof(int) * k);
 	int32_t    *rank = (int32_t *) malloc(sizeof(int32_t) * k);
@@ -499,8 +499,8 @@ canonical_order(pggpu_kmeans_result *r, int k, int d, int32_t *labels,
 /* ---- k-means -------------------------------------------------------------- */
 
 /* the seed of start s of n_init: start 0 has the caller's own */
-static uint64_t
-start_seed(uint64_t seed, int s)
+uint64_t
+pggpu_start_seed(uint64_t seed, int s)
 {
 	return s == 0 ? seed : pggpu_mix64(seed ^ (0xd6e8feb86659fd93ULL * (uint64_t) s));
 }
@@ -640,7 +640,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 	}
 
 	/*
-	 * n_init starts, the seed of each from the caller's (start_seed), the
+	 * n_init starts, the seed of each from the caller's (pggpu_start_seed), the
 	 * one of least inertia kept (the first on ties); its final labelling
 	 * pass is made again from its centroids, which fix it
 	 */
@@ -649,7 +649,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 	{
 		pggpu_kmeans_params q = *p;
 
-		q.seed = start_seed(p->seed, s);
+		q.seed = pggpu_start_seed(p->seed, s);
 		CHECK(one_start(ds, &q, s, e, counts, given, r, &sst, err));
 		if (starts > 1 && sst.inertia < best_inertia)
 		{
@@ -678,7 +678,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 	if (r->labels)
 		CHECK(ops->km_fetch(ds, r->labels, NULL, err));
 	if (p->init != PGGPU_INIT_GIVEN)
-		CHECK(canonical_order(r, k, d, r->labels, ds->n, err));
+		CHECK(pggpu_canonical_order(r, k, d, r->labels, ds->n, err));
 
 done:
 	ds->interrupt = saved_interrupt;

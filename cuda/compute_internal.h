@@ -236,6 +236,17 @@ void		pggpu_scratch_free_all(pggpu_data *ds);
 pggpu_status pggpu_prepare_scale(pggpu_data *ds, const double *extra, int64_t nextra, int *e,
 								 pggpu_error *err);
 
+/*
+ * compute.c: clusters renumbered by their centroids (lexicographically, ties
+ * by size), r's centroids and sizes and the n labels (may be NULL) with them
+ */
+pggpu_status pggpu_canonical_order(pggpu_kmeans_result *r, int k, int d, int32_t *labels,
+								   int64_t n, pggpu_error *err);
+
+/* compute.c: a monotonic clock (seconds); the seed of start s of n_init (0: seed) */
+double		pggpu_seconds(void);
+uint64_t	pggpu_start_seed(uint64_t seed, int s);
+
 /* the caller's interrupt callback of a k-means call, if any (it may longjmp) */
 static inline void
 pggpu_interrupts(const pggpu_kmeans_params *p)

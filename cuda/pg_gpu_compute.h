@@ -307,6 +307,32 @@ bool		pggpu_sampled(uint64_t seed, int64_t i, double p);
 pggpu_status pggpu_silhouette(pggpu_data *ds, const double *X, const int32_t *labels, int m,
 							  int k, double *score, pggpu_error *err);
 
+/*
+ * Several parts (parts.c): k-means over the union of the rows of nparts
+ * data sets (the same d and metric; each on its own backend or GPU), as
+ * pggpu_kmeans over one set of them all: the result's labels in part order
+ * (part 1's rows, then part 2's, ...).  Each iteration every part sends
+ * its per-cluster sums and counts (pggpu_kmeans_partial), added on the host
+ * in part order.  Seeding (not INIT_GIVEN): k-means of a uniform sample of
+ * the union's rows (about 40 k, at least 4096) on the CPU with p->init, so
+ * results depend on the seed and the parts' sizes.  An empty cluster keeps
+ * its centroid.  The parts' interrupt callbacks and threads are theirs.
+ */
+pggpu_status pggpu_kmeans_parts(pggpu_data *const *parts, int nparts,
+								const pggpu_kmeans_params *p, pggpu_kmeans_result *r,
+								pggpu_error *err);
+
+/*
+ * One part's share of a Lloyd iteration: its rows labelled by the k
+ * centroids C (caller's units), and per cluster the sum of its rows (sums,
+ * k x d) and their count; the labelling's inertia (squared Euclidean; cosine:
+ * 2 (1 - cos)) and the rows whose label changed since the last call (begin:
+ * a new state, every row counts as changed).
+ */
+pggpu_status pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, bool begin,
+								  double *sums, int64_t *counts, double *inertia,
+								  int64_t *changed, pggpu_error *err);
+
 /* ---- matrix products ---------------------------------------------------- */
 
 typedef enum pggpu_dtype

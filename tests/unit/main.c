@@ -144,6 +144,7 @@ main(int argc, char **argv)
 	section("reuse", test_reuse);
 	section("standardize", test_standardize);
 	section("silhouette", test_silhouette);
+	section("parts", test_parts);
 	section("interrupts", test_interrupts);
 	section("threads", test_threads);
 	section("scaling", test_scaling);

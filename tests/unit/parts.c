@@ -1,0 +1,180 @@
+#include "unit.h"
+
+/* ---- several parts (cuda/parts.c) ---------------------------------------------- */
+
+/* rows [lo, hi) of D as a data set of their own on be */
+static pggpu_data *
+load_rows(pggpu_backend be, const dataset *D, int64_t lo, int64_t hi)
+{
+	dataset		S = *D;
+
+	S.X = D->X + lo * D->d;
+	S.n = hi - lo;
+	S.group = NULL;
+	return load(be, &S, 0);
+}
+
+/* a fit over parts cut at cuts[0..np] (cuts[0] = 0, cuts[np] = n), each on bes[i] */
+static bool
+fit_parts(const dataset *D, const int64_t *cuts, const pggpu_backend *bes, int np, pggpu_metric metric,
+		  const pggpu_kmeans_params *p, km_out *o)
+{
+	pggpu_data *parts[8] = {0};
+	pggpu_kmeans_result r = {0};
+	pggpu_error err = {0};
+	bool		ok = true;
+
+	for (int i = 0; i < np && ok; i++)
+	{
+		parts[i] = load_rows(bes[i], D, cuts[i], cuts[i + 1]);
+		ok = parts[i] != NULL;
+		if (ok)
+			pggpu_data_set_metric(parts[i], metric);
+	}
+	if (ok)
+	{
+		r.centroids = o->C;
+		r.sizes = o->sizes;
+		r.labels = o->labels;
+		o->st = pggpu_kmeans_parts(parts, np, p, &r, &err);
+		o->inertia = r.inertia;
+		o->iters = r.iterations;
+		o->conv = r.converged;
+		ok = CHECK(o->st == PGGPU_OK, "kmeans_parts: %s", err.msg);
+	}
+	for (int i = 0; i < np; i++)
+		pggpu_data_close(parts[i]);
+	return ok;
+}
+
+/* the same on one data set of every row */
+static bool
+fit_one(const dataset *D, pggpu_backend be, pggpu_metric metric, const pggpu_kmeans_params *p, km_out *o)
+{
+	pggpu_data *ds = load(be, D, 0);
+	pggpu_error err = {0};
+
+	if (ds == NULL)
+		return false;
+	pggpu_data_set_metric(ds, metric);
+	fit_set(ds, p, o, &err);
+	pggpu_data_close(ds);
+	return CHECK(o->st == PGGPU_OK, "kmeans: %s", err.msg);
+}
+
+/*
+ * From the same given centroids (tol 0), parts give the fit of one set of
+ * all their rows: the same labels, sizes and iterations, centroids and
+ * inertia within 1e-12 (the sums added in another order); Euclidean and
+ * cosine, parts on the CPU, on the GPU and mixed, an empty part among them.
+ * Seeded (k-means++, k-means||, random): the inertia within 1% of one set's
+ * on separated blobs, the same for the same seed, and n_init never worse.
+ * Bad calls are refused.
+ */
+void
+test_parts(void)
+{
+	dataset		D;
+	int			k = 8;
+	int64_t		n = 30000;
+	int64_t		cuts[5] = {0, 9000, 9000, 24000, n};
+	pggpu_backend cpu4[4] = {PGGPU_BACKEND_CPU, PGGPU_BACKEND_CPU, PGGPU_BACKEND_CPU, PGGPU_BACKEND_CPU};
+	pggpu_backend gpu4[4] = {PGGPU_BACKEND_GPU, PGGPU_BACKEND_GPU, PGGPU_BACKEND_GPU, PGGPU_BACKEND_GPU};
+	pggpu_backend mix4[4] = {PGGPU_BACKEND_GPU, PGGPU_BACKEND_CPU, PGGPU_BACKEND_GPU, PGGPU_BACKEND_CPU};
+	pggpu_kmeans_params p = {.k = k, .max_iter = 100, .tol = 0};
+	km_out		one,
+				many,
+				again;
+	double	   *init;
+
+	gen_blobs(&D, n, 5, k, 2.5, 31);
+	km_alloc(&one, n, k, D.d);
+	km_alloc(&many, n, k, D.d);
+	km_alloc(&again, n, k, D.d);
+	init = xmalloc(sizeof(double) * k * D.d);
+	for (int c = 0; c < k; c++)
+		memcpy(init + c * D.d, D.X + (int64_t) (c * 997) * D.d, sizeof(double) * D.d);
+
+	for (int metric = PGGPU_METRIC_EUCLIDEAN; metric <= PGGPU_METRIC_COSINE; metric++)
+	{
+		p.init = PGGPU_INIT_GIVEN;
+		p.init_centroids = init;
+		p.seed = 0;
+		set_case("parts, given centroids, %s", metric ? "cosine" : "euclidean");
+		if (!fit_one(&D, PGGPU_BACKEND_CPU, (pggpu_metric) metric, &p, &one))
+			continue;
+		if (fit_parts(&D, cuts, cpu4, 4, (pggpu_metric) metric, &p, &many))
+			cmp_km("4 parts on the cpu vs one set", &many, &one, n, k, D.d, 1e-12);
+		if (have_gpu)
+		{
+			if (fit_parts(&D, cuts, gpu4, 4, (pggpu_metric) metric, &p, &many))
+				cmp_km("4 parts on the gpu vs one set", &many, &one, n, k, D.d, 1e-12);
+			if (fit_parts(&D, cuts, mix4, 4, (pggpu_metric) metric, &p, &many))
+				cmp_km("4 parts, gpu and cpu, vs one set", &many, &one, n, k, D.d, 1e-12);
+		}
+		else
+			gpu_skipped++;
+	}
+
+	p.init_centroids = NULL;
+	p.tol = 1e-4;
+	for (int init_kind = PGGPU_INIT_KMEANSPP; init_kind <= PGGPU_INIT_PARALLEL; init_kind++)
+	{
+		double		i1;
+
+		if (init_kind == PGGPU_INIT_GIVEN)
+			continue;
+		p.init = (pggpu_init) init_kind;
+		p.seed = 7;
+		p.n_init = 1;
+		set_case("parts, seeded by %s", init_name(p.init));
+		if (!fit_one(&D, PGGPU_BACKEND_CPU, PGGPU_METRIC_EUCLIDEAN, &p, &one) ||
+			!fit_parts(&D, cuts, cpu4, 4, PGGPU_METRIC_EUCLIDEAN, &p, &many) ||
+			!fit_parts(&D, cuts, cpu4, 4, PGGPU_METRIC_EUCLIDEAN, &p, &again))
+			continue;
+		check_sane("parts", &D, k, p.init, &many, n);
+		CHECK(many.inertia <= one.inertia * 1.01, "inertia %.17g, one set's %.17g: more than 1%% above",
+			  many.inertia, one.inertia);
+		cmp_km("the same seed twice", &many, &again, n, k, D.d, 0);
+		i1 = many.inertia;
+		p.n_init = 3;
+		if (fit_parts(&D, cuts, cpu4, 4, PGGPU_METRIC_EUCLIDEAN, &p, &many))
+			CHECK(many.inertia <= i1, "n_init 3: inertia %.17g above the first start's %.17g", many.inertia, i1);
+		if (have_gpu && fit_parts(&D, cuts, gpu4, 4, PGGPU_METRIC_EUCLIDEAN, &p, &again))
+			CHECK(rel_close(again.inertia, many.inertia, 1e-9), "n_init 3 on the gpu: inertia %.17g, the cpu's %.17g",
+				  again.inertia, many.inertia);
+	}
+
+	set_case("parts refused");
+	{
+		pggpu_data *a = load_rows(PGGPU_BACKEND_CPU, &D, 0, 100);
+		pggpu_data *b = NULL;
+		pggpu_data *two[2];
+		pggpu_kmeans_result r = {0};
+		pggpu_error err = {0};
+		dataset		E;
+
+		gen_uniform(&E, 50, 3, 0, 1, 2);
+		b = load(PGGPU_BACKEND_CPU, &E, 0);
+		two[0] = a;
+		two[1] = b;
+		r.centroids = one.C;
+		r.sizes = one.sizes;
+		p.n_init = 1;
+		p.init = PGGPU_INIT_KMEANSPP;
+		expect_error(a && b ? pggpu_kmeans_parts(two, 2, &p, &r, &err) : PGGPU_ERR_INVALID, &err,
+					 PGGPU_ERR_INVALID, "parts of other widths");
+		p.k = 101;
+		expect_error(a ? pggpu_kmeans_parts(&a, 1, &p, &r, &err) : PGGPU_ERR_INVALID, &err,
+					 PGGPU_ERR_INVALID, "k above the rows");
+		expect_error(pggpu_kmeans_parts(NULL, 0, &p, &r, &err), &err, PGGPU_ERR_INVALID, "no parts");
+		pggpu_data_close(a);
+		pggpu_data_close(b);
+		data_free(&E);
+	}
+	free(init);
+	km_free(&one);
+	km_free(&many);
+	km_free(&again);
+	data_free(&D);
+}
