@@ -64,6 +64,8 @@ pggpu_data_standardize(pggpu_data *ds, double *mean, double *std, pggpu_error *e
 
 	if (ds->n == 0)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no rows to standardize");
+	if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK)
+		return st;
 	/* squares of the differences in range (exact: a power of two) */
 	if ((st = pggpu_prepare_scale(ds, NULL, 0, &e, err)) != PGGPU_OK ||
 		(st = column_totals(ds, NULL, mean, err)) != PGGPU_OK)
@@ -93,11 +95,15 @@ pggpu_data_standardize(pggpu_data *ds, double *mean, double *std, pggpu_error *e
 pggpu_status
 pggpu_data_shift_scale(pggpu_data *ds, const double *mean, const double *std, pggpu_error *err)
 {
+	pggpu_status st;
+
 	for (int j = 0; j < ds->d; j++)
 		if (!isfinite(mean[j]) || !(std[j] > 0) || !isfinite(std[j]))
 			return pggpu_fail(err, PGGPU_ERR_INVALID, "the scaling of column %d is not a finite mean and a positive deviation", j + 1);
 	if (ds->n == 0)
 		return PGGPU_OK;
+	if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK)
+		return st;
 	return affine(ds, mean, std, err);
 }
 
@@ -111,6 +117,8 @@ pggpu_data_get_rows(pggpu_data *ds, const int64_t *rows, int m, double *out, pgg
 			return pggpu_fail(err, PGGPU_ERR_INVALID, "row %lld is not in the data set", (long long) rows[i]);
 	if (m == 0)
 		return PGGPU_OK;
+	if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK)
+		return st;
 	/* the k-means state's centroids hold them: the rows as km_gather copies them */
 	if ((st = ds->ops->km_begin(ds, m, err)) != PGGPU_OK)
 		return st;

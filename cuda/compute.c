@@ -196,6 +196,8 @@ pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 	if (nrows <= 0 || nrows > pggpu_data_batch_rows(ds))
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "batch of %lld rows out of range",
 						  (long long) nrows);
+	if (ds->parked)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "no rows may be pushed to a parked data set");
 	t0 = pggpu_seconds();
 	st = ds->ops->push(ds, nrows, err);
 	ds->push_seconds += pggpu_seconds() - t0;
@@ -230,6 +232,26 @@ const char *
 pggpu_data_device_name(const pggpu_data *ds)
 {
 	return ds->device_name;
+}
+
+pggpu_status
+pggpu_data_park(pggpu_data *ds, pggpu_error *err)
+{
+	pggpu_status st = PGGPU_OK;
+
+	if (!ds->parked && ds->ops->park && (st = ds->ops->park(ds, err)) == PGGPU_OK)
+		ds->parked = true;
+	return st;
+}
+
+pggpu_status
+pggpu_data_unpark(pggpu_data *ds, pggpu_error *err)
+{
+	pggpu_status st = PGGPU_OK;
+
+	if (ds->parked && (st = ds->ops->unpark(ds, err)) == PGGPU_OK)
+		ds->parked = false;
+	return st;
 }
 
 void
@@ -608,6 +630,8 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no initial centroids given");
 	if (p->init == PGGPU_INIT_GIVEN && starts > 1)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "n_init = %d with given centroids", starts);
+	if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK)
+		return st;
 
 	counts = (int64_t *) pggpu_scratch_alloc(ds, sizeof(int64_t) * k);
 	if (counts == NULL)
@@ -701,6 +725,8 @@ pggpu_assign(pggpu_data *ds, const double *centroids, int k, int32_t *labels,
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "k must be at least 1");
 	if (ds->n == 0)
 		return PGGPU_OK;
+	if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK)
+		return st;
 	/* scratch: the CPU pass may call the callback, which may longjmp */
 	scaled = (double *) pggpu_scratch_alloc(ds, sizeof(double) * k * d);
 	if (scaled == NULL)

@@ -61,6 +61,7 @@ struct pggpu_data
 	bool		double_only;	/* pggpu_data_set_double_only */
 	pggpu_route_force force;	/* pggpu_data_force_route (tests), zeros: none */
 	char		route[384];		/* the GPU's plan of the last k-means or assignment (route.h), or "" */
+	bool		parked;			/* pggpu_data_park: rows out of device memory */
 };
 
 /* what one assignment pass reports */
@@ -160,6 +161,14 @@ typedef struct pggpu_ops
 	/* every row's x_ij := (x_ij - sub[j]) / div[j]; the rows past n stay 0 */
 	pggpu_status (*col_affine) (pggpu_data *ds, const double *sub, const double *div,
 								pggpu_error *err);
+
+	/*
+	 * Optional (NULL: the rows never leave; the CPU's are in host memory):
+	 * the rows out of device memory, into pinned host memory, and back
+	 * (pggpu_data_park).  No other op runs on a parked set.
+	 */
+	pggpu_status (*park) (pggpu_data *ds, pggpu_error *err);
+	pggpu_status (*unpark) (pggpu_data *ds, pggpu_error *err);
 } pggpu_ops;
 
 extern const pggpu_ops pggpu_cpu_ops;

@@ -9,6 +9,10 @@
  * give the fit of their rows in one data set, up to the rounding of adding
  * the sums in another order.
  *
+ * A part found parked (pggpu_data_park) is parked again after each of its
+ * steps: then only one part at a time holds device memory for its rows, and
+ * every iteration streams the rows of the parked parts through the GPU.
+ *
  * Seeding across parts: a uniform sample of the rows of every part (each
  * row by its index in the union, so the sample depends on the seed and the
  * parts' sizes only), clustered on the CPU by pggpu_kmeans with the caller's
@@ -47,6 +51,8 @@ pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, bool begin, double 
 		return PGGPU_OK;
 	if (!begin && ds->k != k)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "a partial step of %d clusters on a state of %d", k, ds->k);
+	if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK)
+		return st;
 	held = (double *) pggpu_scratch_alloc(ds, sizeof(double) * k * d);
 	if (held == NULL)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
@@ -71,6 +77,15 @@ pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, bool begin, double 
 done:
 	pggpu_scratch_free(ds, held);
 	return st;
+}
+
+/* a part that was parked goes back out of device memory (streaming: one part at a time on the GPU) */
+static pggpu_status
+repark(pggpu_data *ds, bool was_parked, pggpu_status st, pggpu_error *err)
+{
+	if (st != PGGPU_OK || !was_parked)
+		return st;
+	return pggpu_data_park(ds, err);
 }
 
 /* the index in the union of row i of part q (parts in order) */
@@ -120,8 +135,9 @@ seed_from_sample(pggpu_data *const *parts, int nparts, const pggpu_kmeans_params
 		for (int64_t i0 = 0; i0 < mp; i0 += 65536)
 		{
 			int			take = (int) (mp - i0 < 65536 ? mp - i0 : 65536);
+			bool		was = ds->parked;
 
-			CHECK(pggpu_data_get_rows(ds, rows + i0, take, coords + (m + i0) * d, err));
+			CHECK(repark(ds, was, pggpu_data_get_rows(ds, rows + i0, take, coords + (m + i0) * d, err), err));
 		}
 		m += mp;
 	}
@@ -199,9 +215,10 @@ lloyd_parts(pggpu_data *const *parts, int nparts, const pggpu_kmeans_params *p, 
 		{
 			double		pin;
 			int64_t		pch;
+			bool		was = parts[pi]->parked;
 
 			st = pggpu_kmeans_partial(parts[pi], C, k, r->iterations == 0, psums, pcounts, &pin, &pch, err);
-			if (st != PGGPU_OK)
+			if ((st = repark(parts[pi], was, st, err)) != PGGPU_OK)
 				return st;
 			for (int64_t i = 0; i < (int64_t) k * d; i++)
 				sums[i] = PGGPU_ADD(sums[i], psums[i]);
@@ -248,11 +265,13 @@ label_parts(pggpu_data *const *parts, int nparts, const double *C, int k, double
 		pggpu_data *ds = parts[pi];
 		double		pin;
 		int64_t		pch;
+		bool		was = ds->parked;
 
 		if (ds->n == 0)
 			continue;
-		if ((st = pggpu_kmeans_partial(ds, C, k, false, psums, pcounts, &pin, &pch, err)) != PGGPU_OK ||
-			(labels && (st = ds->ops->km_fetch(ds, labels + off, NULL, err)) != PGGPU_OK))
+		if ((st = pggpu_kmeans_partial(ds, C, k, false, psums, pcounts, &pin, &pch, err)) == PGGPU_OK && labels)
+			st = ds->ops->km_fetch(ds, labels + off, NULL, err);
+		if ((st = repark(ds, was, st, err)) != PGGPU_OK)
 			return st;
 		for (int c = 0; c < k; c++)
 			sizes[c] += pcounts[c];

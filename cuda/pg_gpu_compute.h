@@ -124,6 +124,18 @@ pggpu_backend pggpu_data_backend(const pggpu_data *ds);
 /* "cpu", or the GPU's name */
 const char *pggpu_data_device_name(const pggpu_data *ds);
 
+/*
+ * Parking: the rows out of device memory into pinned host memory (copied
+ * only when they changed since the last time), the k-means state kept;
+ * every call that needs the rows brings them back first (unpark).  So a
+ * relation larger than the GPU's memory can be held as several parts of
+ * which one at a time is on the GPU (pggpu_kmeans_parts parks each part
+ * again after its step when it found it parked).  No-ops on the CPU.
+ * Pushing to a parked set is an error.
+ */
+pggpu_status pggpu_data_park(pggpu_data *ds, pggpu_error *err);
+pggpu_status pggpu_data_unpark(pggpu_data *ds, pggpu_error *err);
+
 /* Frees everything the set holds (device, pinned and host memory).  NULL ok. */
 void		pggpu_data_close(pggpu_data *ds);
 

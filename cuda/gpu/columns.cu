@@ -103,6 +103,7 @@ gpu_col_affine(pggpu_data *ds, const double *sub, const double *div, pggpu_error
 	(void) cudaMemcpyAsync(dev + ds->d, div, sizeof(double) * ds->d, cudaMemcpyHostToDevice, s->stream);
 	col_affine_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>(s->X, ds->n, ds->d, ds->log_b,
 																 dev, dev + ds->d, len);
+	s->xh_valid = false;
 	st = cudaStreamSynchronize(s->stream) == cudaSuccess && cudaPeekAtLastError() == cudaSuccess ?
 		PGGPU_OK : pggpu_cuda_fail(err, cudaGetLastError(), "col_affine_kernel");
 	cudaFree(dev);

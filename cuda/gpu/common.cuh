@@ -83,8 +83,12 @@ struct gpu_state
 	bool		event_ok[2];
 	int			cur;
 	bool		finished;
-	double	   *X;				/* device data, cap_tiles tiles */
+	double	   *X;				/* device data, cap_tiles tiles (NULL while parked) */
 	int64_t		cap_tiles;
+	/* parked (pggpu_data_park): the rows in pinned host memory, xh_tiles tiles, by columns */
+	double	   *Xh;
+	int64_t		xh_tiles;
+	bool		xh_valid;		/* Xh holds X's rows as they are (no push, scale, affine since) */
 	/* k-means state */
 	double	   *C;
 	int32_t    *labels;
@@ -249,6 +253,10 @@ pggpu_status gpu_km_pp_steps(pggpu_data *ds, int c0, int c1, const uint64_t *key
 							 int *done, pggpu_error *err);
 pggpu_status gpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *err);
 pggpu_status gpu_km_gather(pggpu_data *ds, const int64_t *rows, int m, pggpu_error *err);
+
+/* dataset.cu: park and unpark (see pggpu_ops) */
+pggpu_status gpu_park(pggpu_data *ds, pggpu_error *err);
+pggpu_status gpu_unpark(pggpu_data *ds, pggpu_error *err);
 
 /* columns.cu */
 pggpu_status gpu_col_sums(pggpu_data *ds, const double *center, double *sums, pggpu_error *err);

@@ -243,6 +243,7 @@ gpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 					   cudaMemcpyHostToDevice, s->stream));
 	CU(cudaEventRecord(s->copied[s->cur], s->stream));
 	ds->n += nrows;
+	s->xh_valid = false;
 	s->finished = nrows < b;
 	/* the other buffer is refilled next: its copy must be done */
 	s->cur ^= 1;
@@ -293,6 +294,7 @@ gpu_close(pggpu_data *ds)
 		cudaStreamSynchronize(s->stream);
 	free_km(s);
 	cudaFree(s->X);
+	cudaFreeHost(s->Xh);
 	cudaFree(s->rw);
 	cudaFree(s->stats);
 	cudaFreeHost(s->stats_h);
@@ -307,6 +309,77 @@ gpu_close(pggpu_data *ds)
 	(void) cudaGetLastError();
 	free(s);
 	ds->impl = NULL;
+}
+
+/*
+ * Parking: the rows to pinned host memory (copied only when they changed
+ * since the last time), their device memory freed; the k-means state stays.
+ * Unparking: device memory again and the rows copied back.  What streams a
+ * table larger than the GPU through it, a part at a time (parts.c).
+ */
+pggpu_status
+gpu_park(pggpu_data *ds, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		tiles = (ds->n + TILE(ds) - 1) >> ds->log_b;
+	size_t		bytes = (size_t) tiles * TILE(ds) * ds->d * sizeof(double);
+	pggpu_status st;
+
+	if (s->X == NULL)
+		return PGGPU_OK;
+	if ((st = x_layout(ds, false, err)) != PGGPU_OK)
+		return st;
+	if (!s->xh_valid && tiles > 0)
+	{
+		if (s->Xh == NULL || s->xh_tiles < tiles)
+		{
+			cudaFreeHost(s->Xh);
+			s->Xh = NULL;
+			if (cudaHostAlloc((void **) &s->Xh, bytes, cudaHostAllocDefault) != cudaSuccess)
+			{
+				s->Xh = NULL;
+				(void) cudaGetLastError();
+				return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY,
+								  "could not allocate %.1f MB of pinned host memory to park rows",
+								  bytes / 1048576.0);
+			}
+			s->xh_tiles = tiles;
+		}
+		CU(cudaMemcpyAsync(s->Xh, s->X, bytes, cudaMemcpyDeviceToHost, s->stream));
+	}
+	CU(cudaStreamSynchronize(s->stream));
+	s->xh_valid = true;
+	CU(cudaFree(s->X));
+	s->X = NULL;
+	s->cap_tiles = 0;
+	return PGGPU_OK;
+}
+
+pggpu_status
+gpu_unpark(pggpu_data *ds, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		tiles = (ds->n + TILE(ds) - 1) >> ds->log_b;
+	size_t		bytes = (size_t) (tiles > 0 ? tiles : 1) * TILE(ds) * ds->d * sizeof(double);
+	size_t		fr = 0,
+				tot = 0;
+
+	if (s->X != NULL)
+		return PGGPU_OK;
+	if (cudaMalloc((void **) &s->X, bytes) != cudaSuccess)
+	{
+		s->X = NULL;
+		(void) cudaGetLastError();
+		cudaMemGetInfo(&fr, &tot);
+		return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY,
+						  "could not allocate %.1f MB of GPU memory to unpark rows (%.1f MB free)",
+						  bytes / 1048576.0, fr / 1048576.0);
+	}
+	s->cap_tiles = tiles > 0 ? tiles : 1;
+	s->x_rows = false;
+	if (tiles > 0)
+		CU(cudaMemcpyAsync(s->X, s->Xh, bytes, cudaMemcpyHostToDevice, s->stream));
+	return PGGPU_OK;
 }
 
 /* see pggpu_ops */
@@ -387,6 +460,7 @@ gpu_scale(pggpu_data *ds, double factor, pggpu_error *err)
 
 	scale_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>(s->X, len, factor);
 	LAUNCHED(scale_kernel);
+	s->xh_valid = false;
 	return PGGPU_OK;
 }
 
@@ -569,6 +643,8 @@ static const pggpu_ops gpu_ops = {
 	gpu_km_gather,
 	gpu_col_sums,
 	gpu_col_affine,
+	gpu_park,
+	gpu_unpark,
 };
 
 extern "C" const pggpu_ops *const pggpu_gpu_ops = &gpu_ops;

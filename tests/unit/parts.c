@@ -16,8 +16,8 @@ load_rows(pggpu_backend be, const dataset *D, int64_t lo, int64_t hi)
 
 /* a fit over parts cut at cuts[0..np] (cuts[0] = 0, cuts[np] = n), each on bes[i] */
 static bool
-fit_parts(const dataset *D, const int64_t *cuts, const pggpu_backend *bes, int np, pggpu_metric metric,
-		  const pggpu_kmeans_params *p, km_out *o)
+fit_parts_parked(const dataset *D, const int64_t *cuts, const pggpu_backend *bes, int np, pggpu_metric metric,
+				 const pggpu_kmeans_params *p, km_out *o, bool park)
 {
 	pggpu_data *parts[8] = {0};
 	pggpu_kmeans_result r = {0};
@@ -30,6 +30,8 @@ fit_parts(const dataset *D, const int64_t *cuts, const pggpu_backend *bes, int n
 		ok = parts[i] != NULL;
 		if (ok)
 			pggpu_data_set_metric(parts[i], metric);
+		if (ok && park)
+			ok = CHECK(pggpu_data_park(parts[i], &err) == PGGPU_OK, "park: %s", err.msg);
 	}
 	if (ok)
 	{
@@ -45,6 +47,13 @@ fit_parts(const dataset *D, const int64_t *cuts, const pggpu_backend *bes, int n
 	for (int i = 0; i < np; i++)
 		pggpu_data_close(parts[i]);
 	return ok;
+}
+
+static bool
+fit_parts(const dataset *D, const int64_t *cuts, const pggpu_backend *bes, int np, pggpu_metric metric,
+		  const pggpu_kmeans_params *p, km_out *o)
+{
+	return fit_parts_parked(D, cuts, bes, np, metric, p, o, false);
 }
 
 /* the same on one data set of every row */
@@ -109,6 +118,9 @@ test_parts(void)
 		{
 			if (fit_parts(&D, cuts, gpu4, 4, (pggpu_metric) metric, &p, &many))
 				cmp_km("4 parts on the gpu vs one set", &many, &one, n, k, D.d, 1e-12);
+			/* streamed: every part parked between its steps, the same bits as resident */
+			if (fit_parts_parked(&D, cuts, gpu4, 4, (pggpu_metric) metric, &p, &again, true))
+				cmp_km("4 parked parts on the gpu vs resident", &again, &many, n, k, D.d, 0);
 			if (fit_parts(&D, cuts, mix4, 4, (pggpu_metric) metric, &p, &many))
 				cmp_km("4 parts, gpu and cpu, vs one set", &many, &one, n, k, D.d, 1e-12);
 		}
@@ -144,6 +156,32 @@ test_parts(void)
 			CHECK(rel_close(again.inertia, many.inertia, 1e-9), "n_init 3 on the gpu: inertia %.17g, the cpu's %.17g",
 				  again.inertia, many.inertia);
 	}
+
+	set_case("park");
+	if (have_gpu)
+	{
+		pggpu_data *ds = load(PGGPU_BACKEND_GPU, &D, 0);
+		pggpu_error err = {0};
+
+		p.init = PGGPU_INIT_KMEANSPP;
+		p.n_init = 1;
+		p.seed = 3;
+		if (ds && fit_one(&D, PGGPU_BACKEND_GPU, PGGPU_METRIC_EUCLIDEAN, &p, &one))
+		{
+			CHECK(pggpu_data_park(ds, &err) == PGGPU_OK, "park: %s", err.msg);
+			expect_error(pggpu_data_push(ds, 1, &err), &err, PGGPU_ERR_INVALID, "a push to a parked set");
+			fit_set(ds, &p, &many, &err);
+			CHECK(many.st == PGGPU_OK, "fit of a parked set: %s", err.msg);
+			cmp_km("a parked set's fit vs resident", &many, &one, n, k, D.d, 0);
+			/* parked again after the fit: its rows come back unchanged */
+			CHECK(pggpu_data_park(ds, &err) == PGGPU_OK && pggpu_data_park(ds, &err) == PGGPU_OK, "park twice: %s", err.msg);
+			fit_set(ds, &p, &many, &err);
+			cmp_km("parked twice", &many, &one, n, k, D.d, 0);
+		}
+		pggpu_data_close(ds);
+	}
+	else
+		gpu_skipped++;
 
 	set_case("parts refused");
 	{
