@@ -55,41 +55,105 @@ affine(pggpu_data *ds, const double *sub, const double *div, pggpu_error *err)
 	return st;
 }
 
+/* a part that was parked goes back out of device memory after its pass */
+static pggpu_status
+repark(pggpu_data *ds, bool was_parked, pggpu_status st, pggpu_error *err)
+{
+	return st != PGGPU_OK || !was_parked ? st : pggpu_data_park(ds, err);
+}
+
+/*
+ * sum[j] += column j's totals over every part (center: in the caller's
+ * units, or NULL), each part's in the units part 0 holds its rows in
+ * (exact: powers of two; squares: pow 2)
+ */
+static pggpu_status
+parts_totals(pggpu_data *const *parts, int nparts, const double *center, int pow, double *sum,
+			 pggpu_error *err)
+{
+	int			d = parts[0]->d;
+	double	   *t = (double *) pggpu_scratch_alloc(parts[0], sizeof(double) * 2 * d);
+	pggpu_status st = PGGPU_OK;
+
+	if (t == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	memset(sum, 0, sizeof(double) * d);
+	for (int pi = 0; pi < nparts && st == PGGPU_OK; pi++)
+	{
+		pggpu_data *ds = parts[pi];
+		bool		was = ds->parked;
+
+		if (ds->n == 0)
+			continue;
+		if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK)
+			break;
+		for (int j = 0; center && j < d; j++)
+			t[d + j] = ldexp(center[j], ds->scale_e);
+		st = column_totals(ds, center ? t + d : NULL, t, err);
+		for (int j = 0; st == PGGPU_OK && j < d; j++)
+			sum[j] = PGGPU_ADD(sum[j], ldexp(t[j], pow * (parts[0]->scale_e - ds->scale_e)));
+		st = repark(ds, was, st, err);
+	}
+	pggpu_scratch_free(parts[0], t);
+	return st;
+}
+
 pggpu_status
-pggpu_data_standardize(pggpu_data *ds, double *mean, double *std, pggpu_error *err)
+pggpu_data_standardize_parts(pggpu_data *const *parts, int nparts, double *mean, double *std,
+							 pggpu_error *err)
 {
 	pggpu_status st;
-	double		n = (double) ds->n;
-	int			e;
+	double		n = 0;
+	int			e0,
+				d = parts[0]->d;
 
-	if (ds->n == 0)
+	for (int pi = 0; pi < nparts; pi++)
+	{
+		pggpu_data *ds = parts[pi];
+		bool		was = ds->parked;
+		int			e;
+
+		if (ds->d != d)
+			return pggpu_fail(err, PGGPU_ERR_INVALID, "part %d has %d columns, part 1 %d", pi + 1, ds->d, d);
+		n += (double) ds->n;
+		/* squares of the differences in range (exact: a power of two) */
+		if (ds->n > 0 && ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK ||
+						  (st = repark(ds, was, pggpu_prepare_scale(ds, NULL, 0, &e, err), err)) != PGGPU_OK))
+			return st;
+	}
+	if (n == 0)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no rows to standardize");
-	if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK)
+	e0 = parts[0]->scale_e;
+	if ((st = parts_totals(parts, nparts, NULL, 1, mean, err)) != PGGPU_OK)
 		return st;
-	/* squares of the differences in range (exact: a power of two) */
-	if ((st = pggpu_prepare_scale(ds, NULL, 0, &e, err)) != PGGPU_OK ||
-		(st = column_totals(ds, NULL, mean, err)) != PGGPU_OK)
+	for (int j = 0; j < d; j++)
+		mean[j] = ldexp(mean[j] / n, -e0);
+	if ((st = parts_totals(parts, nparts, mean, 2, std, err)) != PGGPU_OK)
 		return st;
-	for (int j = 0; j < ds->d; j++)
-		mean[j] /= n;
-	if ((st = column_totals(ds, mean, std, err)) != PGGPU_OK)
-		return st;
-	for (int j = 0; j < ds->d; j++)
+	for (int j = 0; j < d; j++)
 	{
 		std[j] = sqrt(std[j] / n);
 		/* as scikit-learn: a constant column is only centred */
 		if (std[j] == 0)
-			std[j] = ldexp(1.0, ds->scale_e);
+			std[j] = ldexp(1.0, e0);
 		/* back to the units pushed: exact, unless that leaves double's normal range */
-		mean[j] = ldexp(mean[j], -ds->scale_e);
-		std[j] = ldexp(std[j], -ds->scale_e);
+		std[j] = ldexp(std[j], -e0);
 		if (!isfinite(mean[j]) || !isfinite(std[j]) || std[j] < DBL_MIN ||
 			(mean[j] != 0 && fabs(mean[j]) < DBL_MIN))
 			return pggpu_fail(err, PGGPU_ERR_RANGE,
 							  "column %d's mean (%g) or standard deviation (%g) is outside double precision's normal range",
 							  j + 1, mean[j], std[j]);
 	}
-	return affine(ds, mean, std, err);
+	for (int pi = 0; pi < nparts; pi++)
+		if (parts[pi]->n > 0 && (st = pggpu_data_shift_scale(parts[pi], mean, std, err)) != PGGPU_OK)
+			return st;
+	return PGGPU_OK;
+}
+
+pggpu_status
+pggpu_data_standardize(pggpu_data *ds, double *mean, double *std, pggpu_error *err)
+{
+	return pggpu_data_standardize_parts(&ds, 1, mean, std, err);
 }
 
 pggpu_status
@@ -102,9 +166,13 @@ pggpu_data_shift_scale(pggpu_data *ds, const double *mean, const double *std, pg
 			return pggpu_fail(err, PGGPU_ERR_INVALID, "the scaling of column %d is not a finite mean and a positive deviation", j + 1);
 	if (ds->n == 0)
 		return PGGPU_OK;
-	if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK)
-		return st;
-	return affine(ds, mean, std, err);
+	{
+		bool		was = ds->parked;
+
+		if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK)
+			return st;
+		return repark(ds, was, affine(ds, mean, std, err), err);
+	}
 }
 
 pggpu_status

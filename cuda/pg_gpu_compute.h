@@ -284,6 +284,9 @@ pggpu_status pggpu_assign(pggpu_data *ds, const double *centroids, int k,
  */
 pggpu_status pggpu_data_standardize(pggpu_data *ds, double *mean, double *std,
 									pggpu_error *err);
+/* the same over the union of several data sets' rows (parts; parked ones parked again) */
+pggpu_status pggpu_data_standardize_parts(pggpu_data *const *parts, int nparts, double *mean,
+										  double *std, pggpu_error *err);
 
 /* every row replaced by (x - mean) / std with a stored model's scaling */
 pggpu_status pggpu_data_shift_scale(pggpu_data *ds, const double *mean, const double *std,

@@ -183,6 +183,26 @@ test_parts(void)
 	else
 		gpu_skipped++;
 
+	set_case("standardize parts");
+	{
+		pggpu_data *ps[4] = {0};
+		pggpu_data *whole = load(PGGPU_BACKEND_CPU, &D, 0);
+		double		m1[5], s1[5], m4[5], s4[5];
+		pggpu_error err = {0};
+		bool		ok = whole != NULL;
+
+		for (int i = 0; i < 4 && ok; i++)
+			ok = (ps[i] = load_rows(have_gpu ? mix4[i] : PGGPU_BACKEND_CPU, &D, cuts[i], cuts[i + 1])) != NULL;
+		if (ok && CHECK(pggpu_data_standardize(whole, m1, s1, &err) == PGGPU_OK, "standardize: %s", err.msg) &&
+			CHECK(pggpu_data_standardize_parts(ps, 4, m4, s4, &err) == PGGPU_OK, "standardize parts: %s", err.msg))
+			for (int j = 0; j < D.d; j++)
+				CHECK(fabs(m4[j] - m1[j]) <= 1e-12 * s1[j] && rel_close(s4[j], s1[j], 1e-12),
+					  "column %d: parts %.17g %.17g, whole %.17g %.17g", j, m4[j], s4[j], m1[j], s1[j]);
+		for (int i = 0; i < 4; i++)
+			pggpu_data_close(ps[i]);
+		pggpu_data_close(whole);
+	}
+
 	set_case("parts refused");
 	{
 		pggpu_data *a = load_rows(PGGPU_BACKEND_CPU, &D, 0, 100);
