@@ -178,9 +178,12 @@ load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, PgGpuRows *rows
 	PgGpuData  *data = pg_gpu_data_open(pg_gpu_choose_backend(), src->ncols,
 										(int64) src->expected_rows);
 
-	pggpu_data_set_metric(data->ds, metric);
-	pggpu_data_set_double_only(data->ds, pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
-	pg_gpu_read_source(src, data->ds, want_ids, rows);
+	pg_gpu_data_set_kmeans(data, metric, pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
+	pg_gpu_read_source(src, data, want_ids, rows);
+	if (data->nparts > 1)
+		elog(DEBUG1, "pg_gpu: %lld rows of \"%s\" in %d parts of up to %lld rows (pg_gpu.kmeans_gpu_memory = %d MB), streamed through %s",
+			 (long long) rows->nvalid, src->relname, data->nparts, (long long) pggpu_data_rows(data->parts[0]),
+			 pg_gpu_kmeans_gpu_memory, pggpu_data_device_name(data->ds));
 	if (rows->ninvalid > 0 && src->veckind == PG_GPU_VEC_GEOMETRY)
 		ereport(NOTICE,
 				(errmsg("%lld of %lld rows of \"%s\" have a NULL or empty point, or NaN or infinite coordinates; %s",
@@ -373,7 +376,7 @@ standardize(PgGpuData *data, const FitSettings *fs, KmeansOut *out)
 		return;
 	out->mean = palloc(sizeof(double) * d);
 	out->std = palloc(sizeof(double) * d);
-	if (pggpu_data_standardize(data->ds, out->mean, out->std, &err) != PGGPU_OK)
+	if (pggpu_data_standardize_parts(data->parts, data->nparts, out->mean, out->std, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 }
 
@@ -411,7 +414,9 @@ fit_data(PgGpuData *data, const FitSettings *fs, int k, double *given, bool want
 	if (want_labels)
 		res.labels = out->labels =
 			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * out->rows.nvalid);
-	if (pggpu_kmeans(data->ds, &p, &res, &err) != PGGPU_OK)
+	/* several parts (rows beyond the GPU's memory): the compute layer streams them */
+	if ((data->nparts > 1 ? pggpu_kmeans_parts(data->parts, data->nparts, &p, &res, &err) :
+		 pggpu_kmeans(data->ds, &p, &res, &err)) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	log_route(data->ds);
 	/* the centroids in the columns' units; the model keeps those compared too */
@@ -699,15 +704,25 @@ assign_rows(KmeansOut *o, const char *fname, pggpu_metric metric, const double *
 	pggpu_error err = {0};
 	PgGpuData  *data;
 
+	int64		off = 0;
+
 	pg_gpu_progress_begin(fname);
 	data = load(&o->src, metric, true, &o->rows, "they come back with cluster NULL");
-	if (mean && pggpu_data_shift_scale(data->ds, mean, std, &err) != PGGPU_OK)
-		pg_gpu_raise(&err);
 	o->labels = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(o->rows.nvalid, 1));
 	o->distances = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(o->rows.nvalid, 1));
 	pg_gpu_progress(true, "assigning %lld rows", (long long) o->rows.nvalid);
-	if (pggpu_assign(data->ds, centroids, o->k, o->labels, o->distances, &err) != PGGPU_OK)
-		pg_gpu_raise(&err);
+	/* part by part (one at a time on the GPU: each parked again after) */
+	for (int i = 0; i < data->nparts; i++)
+	{
+		pggpu_data *ds = data->parts[i];
+		bool		parked = i < data->nparts - 1;
+
+		if ((mean && pggpu_data_shift_scale(ds, mean, std, &err) != PGGPU_OK) ||
+			pggpu_assign(ds, centroids, o->k, o->labels + off, o->distances + off, &err) != PGGPU_OK ||
+			(parked && pggpu_data_park(ds, &err) != PGGPU_OK))
+			pg_gpu_raise(&err);
+		off += pggpu_data_rows(ds);
+	}
 	log_route(data->ds);
 	pg_gpu_data_close(data);
 	pg_gpu_progress_end();
@@ -773,6 +788,39 @@ Datum
 gpu_kmeans_apply(PG_FUNCTION_ARGS)
 {
 	return member_srf(fcinfo, run_assign_model);
+}
+
+/* rows (ascending, indexes in read order) of every part, m x d into X */
+static void
+get_rows_parts(PgGpuData *data, const int64 *rows, int m, double *X)
+{
+	pggpu_error err = {0};
+	int64		off = 0;
+	int			r = 0;
+
+	for (int i = 0; i < data->nparts && r < m; i++)
+	{
+		pggpu_data *ds = data->parts[i];
+		int64		n = pggpu_data_rows(ds);
+		int			r0 = r;
+		int64	   *local;
+
+		while (r < m && rows[r] < off + n)
+			r++;
+		if (r > r0)
+		{
+			bool		parked = i < data->nparts - 1;
+
+			local = palloc(sizeof(int64) * (r - r0));
+			for (int q = r0; q < r; q++)
+				local[q - r0] = rows[q] - off;
+			if (pggpu_data_get_rows(ds, local, r - r0, X + (int64) r0 * data->d, &err) != PGGPU_OK ||
+				(parked && pggpu_data_park(ds, &err) != PGGPU_OK))
+				pg_gpu_raise(&err);
+			pfree(local);
+		}
+		off += n;
+	}
 }
 
 /*
@@ -866,8 +914,7 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 		fit_data(data, fs, ks[i], NULL, true, &o);
 		notice_not_converged(&o, fs);
 		/* the sample's rows as compared, after the fit (get_rows uses the k-means state) */
-		if (pggpu_data_get_rows(data->ds, rows, m, X, &err) != PGGPU_OK)
-			pg_gpu_raise(&err);
+		get_rows_parts(data, rows, m, X);
 		for (int r = 0; r < m; r++)
 			lab[r] = o.labels[rows[r]];
 		pg_gpu_progress(true, "k = %d, silhouette of %d rows", ks[i], m);

@@ -25,6 +25,7 @@ PG_MODULE_MAGIC;
 int			pg_gpu_device = PG_GPU_DEVICE_AUTO;
 bool		pg_gpu_allow_tf32 = false;
 int			pg_gpu_matmul_gpu_memory = 0;
+int			pg_gpu_kmeans_gpu_memory = 0;
 int			pg_gpu_max_memory = 8192 * 1024;
 int			pg_gpu_pinned_memory_cache = 512;
 int			pg_gpu_cpu_threads = 0;
@@ -86,6 +87,15 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomIntVariable("pg_gpu.kmeans_gpu_memory",
+							"The most memory a k-means call's rows take on the GPU at once.",
+							"0: what is free.  Rows beyond it are kept in pinned host memory and streamed "
+							"through the GPU every iteration, a part at a time (on the CPU the same parts are made).",
+							&pg_gpu_kmeans_gpu_memory,
+							0, 0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
 	DefineCustomIntVariable("pg_gpu.matmul_gpu_memory",
 							"The most GPU memory one gpu_matmul uses for its operands.",
 							"0: what is free.  Larger products stream through the GPU in blocks.",
@@ -254,27 +264,82 @@ data_release(void *arg)
 {
 	PgGpuData  *data = (PgGpuData *) arg;
 
-	pggpu_data_close(data->ds);
+	for (int i = 0; i < data->nparts; i++)
+		pggpu_data_close(data->parts[i]);
+	data->nparts = 0;
 	data->ds = NULL;
+}
+
+/* a new part of data, set up as the others (ERROR when it cannot be opened) */
+static pggpu_data *
+open_part(PgGpuData *data, int64 expected_rows)
+{
+	pggpu_error err = {0};
+	pggpu_data *ds;
+
+	if (pggpu_data_open(&ds, data->backend, -1, data->d, expected_rows, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	data->parts[data->nparts++] = ds;
+	pggpu_data_set_threads(ds,
+						   pg_gpu_cpu_threads >= 1 ? pg_gpu_cpu_threads :
+						   1 + max_parallel_workers_per_gather,
+						   interrupt_pending);
+	pggpu_data_set_interrupts(ds, pg_gpu_check_interrupts, NULL);
+	pggpu_data_set_metric(ds, data->metric);
+	pggpu_data_set_double_only(ds, data->double_only);
+	return ds;
 }
 
 PgGpuData *
 pg_gpu_data_open(pggpu_backend backend, int d, int64 expected_rows)
 {
 	PgGpuData  *data = palloc0(sizeof(PgGpuData));
-	pggpu_error err = {0};
+	/* a part's rows, 8 bytes a value: half the cap (the k-means state and workspace the rest) */
+	double		cap = pg_gpu_kmeans_gpu_memory * 1048576.0 / 2 / (8.0 * d);
 
+	data->backend = backend;
+	data->d = d;
+	data->part_rows = pg_gpu_kmeans_gpu_memory > 0 ? (int64) Max(cap, 1) : 0;
+	data->parts = palloc0(sizeof(pggpu_data *) * 4);
 	data->cb.func = data_release;
 	data->cb.arg = data;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, &data->cb);
-	if (pggpu_data_open(&data->ds, backend, -1, d, expected_rows, &err) != PGGPU_OK)
-		pg_gpu_raise(&err);
-	pggpu_data_set_threads(data->ds,
-						   pg_gpu_cpu_threads >= 1 ? pg_gpu_cpu_threads :
-						   1 + max_parallel_workers_per_gather,
-						   interrupt_pending);
-	pggpu_data_set_interrupts(data->ds, pg_gpu_check_interrupts, NULL);
+	data->ds = open_part(data, data->part_rows > 0 ? Min(expected_rows, data->part_rows) : expected_rows);
 	return data;
+}
+
+void
+pg_gpu_data_set_kmeans(PgGpuData *data, pggpu_metric metric, bool double_only)
+{
+	data->metric = metric;
+	data->double_only = double_only;
+	for (int i = 0; i < data->nparts; i++)
+	{
+		pggpu_data_set_metric(data->parts[i], metric);
+		pggpu_data_set_double_only(data->parts[i], double_only);
+	}
+}
+
+pggpu_data *
+pg_gpu_data_next_part(PgGpuData *data)
+{
+	pggpu_error err = {0};
+
+	if (pggpu_data_park(data->parts[data->nparts - 1], &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	if ((data->nparts & (data->nparts - 1)) == 0 && data->nparts >= 4)
+		data->parts = repalloc(data->parts, sizeof(pggpu_data *) * data->nparts * 2);
+	return open_part(data, data->part_rows);
+}
+
+int64
+pg_gpu_data_rows(const PgGpuData *data)
+{
+	int64		n = 0;
+
+	for (int i = 0; i < data->nparts; i++)
+		n += pggpu_data_rows(data->parts[i]);
+	return n;
 }
 
 void

@@ -36,6 +36,7 @@ extern int	pg_gpu_device;
 extern bool pg_gpu_allow_tf32;
 extern int	pg_gpu_kmeans_precision;	/* PG_GPU_PRECISION_* */
 extern int	pg_gpu_matmul_gpu_memory;	/* MB, 0 = what is free */
+extern int	pg_gpu_kmeans_gpu_memory;	/* MB for a k-means call's rows, 0 = what is free */
 extern int	pg_gpu_max_memory;	/* kB a call's data may take, -1 = no limit */
 extern int	pg_gpu_cpu_threads;	/* 0: 1 + max_parallel_workers_per_gather */
 
@@ -63,16 +64,31 @@ extern void pg_gpu_check_interrupts(void *arg);
 
 /*
  * A data set whose device and pinned memory are freed when the memory context
- * it was opened in goes away: on success, ERROR and cancel alike.
+ * it was opened in goes away: on success, ERROR and cancel alike.  Rows
+ * beyond pg_gpu.kmeans_gpu_memory (or what the GPU has) go into further
+ * parts, each parked (in pinned host memory) but the last: the compute
+ * layer streams them through the GPU (pggpu_kmeans_parts).  ds is parts[0].
  */
 typedef struct PgGpuData
 {
 	pggpu_data *ds;
+	pggpu_data **parts;
+	int			nparts;
+	int64		part_rows;		/* the most rows a part takes (0: as many as fit) */
+	pggpu_backend backend;
+	int			d;
+	pggpu_metric metric;
+	bool		double_only;
 	MemoryContextCallback cb;
 } PgGpuData;
 
 extern PgGpuData *pg_gpu_data_open(pggpu_backend backend, int d, int64 expected_rows);
 extern void pg_gpu_data_close(PgGpuData *data);
+/* the metric and precision of the data's k-means (every part's) */
+extern void pg_gpu_data_set_kmeans(PgGpuData *data, pggpu_metric metric, bool double_only);
+/* the last part parked and a new one opened after it: returns it */
+extern pggpu_data *pg_gpu_data_next_part(PgGpuData *data);
+extern int64 pg_gpu_data_rows(const PgGpuData *data);
 
 /*
  * A matrix-product workspace freed with the memory context given (callers
@@ -166,7 +182,7 @@ typedef struct PgGpuRows
 	int64	   *invalid_ids;	/* ninvalid ids (if wanted) */
 } PgGpuRows;
 
-extern void pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds,
+extern void pg_gpu_read_source(const PgGpuSource *src, PgGpuData *data,
 							   bool want_ids, PgGpuRows *rows);
 /* ERROR: no row of src is usable (the detail names the columns at fault) */
 pg_noreturn extern void pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGpuRows *rows);

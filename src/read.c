@@ -453,7 +453,8 @@ pg_gpu_run_select(const char *sql, DestReceiver *dest, bool read_only)
 typedef struct SoaSink
 {
 	const PgGpuSource *src;
-	pggpu_data *ds;
+	PgGpuData  *data;
+	pggpu_data *ds;				/* the part being filled (data's last) */
 	bool		want_ids;
 	double	   *batch;
 	int64		batch_rows;
@@ -488,13 +489,33 @@ flush_batch(SoaSink *s)
 {
 	pggpu_error err = {0};
 
+	pggpu_status st;
+	int64		have = pggpu_data_rows(s->ds);
+
 	CHECK_FOR_INTERRUPTS();
 	/* before the push allocates room for these rows */
-	check_rows_memory(s->src, (double) (pggpu_data_rows(s->ds) + s->fill), s->want_ids,
+	check_rows_memory(s->src, (double) (pg_gpu_data_rows(s->data) + s->fill), s->want_ids,
 					  "", " read so far");
-	if (pggpu_data_push(s->ds, s->fill, &err) != PGGPU_OK)
+	/*
+	 * A full part (pg_gpu.kmeans_gpu_memory), or a GPU whose memory the part
+	 * filled: the part parked, the batch into a new one (the batches of
+	 * every part but the last are whole, so a part never takes rows after a
+	 * partial batch)
+	 */
+	st = s->data->part_rows > 0 && have > 0 && have + s->fill > s->data->part_rows ?
+		PGGPU_ERR_GPU_MEMORY : pggpu_data_push(s->ds, s->fill, &err);
+	if (st == PGGPU_ERR_GPU_MEMORY && have > 0)
+	{
+		double	   *old = s->batch;
+
+		s->ds = pg_gpu_data_next_part(s->data);
+		s->batch = pggpu_data_batch(s->ds);
+		memcpy(s->batch, old, sizeof(double) * s->batch_rows * s->src->ncols);
+		st = pggpu_data_push(s->ds, s->fill, &err);
+	}
+	if (st != PGGPU_OK)
 		pg_gpu_raise(&err);
-	pg_gpu_progress(false, "reading, %lld rows", (long long) pggpu_data_rows(s->ds));
+	pg_gpu_progress(false, "reading, %lld rows", (long long) pg_gpu_data_rows(s->data));
 	s->fill = 0;
 	s->batch = pggpu_data_batch(s->ds);
 }
@@ -556,7 +577,7 @@ source_spec(const PgGpuSource *src, bool want_ids, bool table, PgGpuRowSpec *spe
 }
 
 void
-pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds, bool want_ids,
+pg_gpu_read_source(const PgGpuSource *src, PgGpuData *data, bool want_ids,
 				   PgGpuRows *rows)
 {
 	SoaSink		s;
@@ -564,10 +585,11 @@ pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds, bool want_ids,
 
 	memset(&s, 0, sizeof(s));
 	s.src = src;
-	s.ds = ds;
+	s.data = data;
+	s.ds = data->parts[data->nparts - 1];
 	s.want_ids = want_ids;
-	s.batch = pggpu_data_batch(ds);
-	s.batch_rows = pggpu_data_batch_rows(ds);
+	s.batch = pggpu_data_batch(s.ds);
+	s.batch_rows = pggpu_data_batch_rows(s.ds);
 	s.cxt = CurrentMemoryContext;
 
 	source_spec(src, want_ids, true, spec);
@@ -586,7 +608,7 @@ pg_gpu_read_source(const PgGpuSource *src, pggpu_data *ds, bool want_ids,
 
 	if (s.fill > 0)
 		flush_batch(&s);
-	rows->nvalid = pggpu_data_rows(ds);
+	rows->nvalid = pg_gpu_data_rows(data);
 	rows->ninvalid = s.ninvalid;
 	rows->ids = s.ids;
 	rows->invalid_ids = s.bad;

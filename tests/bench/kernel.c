@@ -29,8 +29,17 @@
  * smaller N (scaled by N), exceeds CAP_S or what is left of BUDGET_S is
  * skipped, and says so.
  *
+ * -M MB: streamed (issue 28): the rows in parts of MB each, all but the
+ * last parked in pinned host memory (pggpu_data_park), and ITERS Lloyd
+ * iterations from the first k rows by pggpu_kmeans_parts beside the same
+ * fit resident (section stream: seconds an iteration; the bytes streamed an
+ * iteration and the largest centroid difference from the resident fit in
+ * the note).
+ *
  * bandwidth: the GPU's memory bandwidth, a device-to-device cudaMemcpy of
- * 1 GiB (it reads and writes every byte: 2 x bytes / time), median of 10.
+ * 1 GiB (it reads and writes every byte: 2 x bytes / time), median of 10;
+ * and the PCIe floor of streaming, a 1 GiB copy from pinned host memory to
+ * the device (h2d), median of 10.
  *
  * One TSV row a measurement: section, method, N, d, k, seconds, note.
  */
@@ -56,6 +65,7 @@ static bool no_seed = false;	/* -S */
 static bool parallel = false;	/* -P */
 static int	force_label = 0;	/* -R */
 static char route[256];			/* the last fit's route (pggpu_data_route) */
+static double stream_mb = 0;	/* -M: streamed through parts of this many MB */
 
 /*
  * One fit over the first n rows of X (d columns, column j at X + j * stride).
@@ -151,6 +161,97 @@ embedding_fill(int64_t n, int d, double *X, int64_t stride)
 	}
 	free(T);
 	free(row);
+}
+
+/*
+ * -M: the fit of ITERS iterations from the first k rows streamed through
+ * parts of stream_mb MB, beside it resident
+ */
+static bool
+run_stream(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
+{
+	int64_t		part_rows = (int64_t) (stream_mb * 1048576.0 / (8.0 * d));
+	int			np = 0;
+	pggpu_data *parts[4096];
+	pggpu_kmeans_params p = {.k = k, .max_iter = iters, .tol = 0, .init = PGGPU_INIT_GIVEN};
+	pggpu_kmeans_result r = {0},
+				r1 = {0};
+	pggpu_error err = {0};
+	double	   *C = malloc(sizeof(double) * k * d);
+	double		t0,
+				t_stream,
+				load_s,
+				fit_s,
+				diff = 0,
+				streamed = 0;
+	bool		ok = true;
+
+	for (int i = 0; i < k; i++)
+		for (int j = 0; j < d; j++)
+			C[i * d + j] = X[j * n + i];
+	p.init_centroids = C;
+	r.centroids = malloc(sizeof(double) * k * d);
+	r.sizes = malloc(sizeof(int64_t) * k);
+	r1.centroids = malloc(sizeof(double) * k * d);
+	r1.sizes = malloc(sizeof(int64_t) * k);
+	for (int64_t done = 0; done < n && ok && np < 4096;)
+	{
+		pggpu_data *ds;
+		int64_t		b;
+
+		ok = pggpu_data_open(&ds, be, -1, d, part_rows, &err) == PGGPU_OK;
+		if (!ok)
+			break;
+		parts[np++] = ds;
+		pggpu_data_set_threads(ds, threads, NULL);
+		b = pggpu_data_batch_rows(ds);
+		for (int64_t in_part = 0; ok && done < n && (in_part == 0 || in_part + b <= part_rows);)
+		{
+			int64_t		m = n - done < b ? n - done : b;
+			double	   *buf = pggpu_data_batch(ds);
+
+			for (int j = 0; j < d; j++)
+				memcpy(buf + j * b, X + j * n + done, m * sizeof(double));
+			ok = pggpu_data_push(ds, m, &err) == PGGPU_OK;
+			done += m;
+			in_part += m;
+		}
+		if (ok && done < n)
+		{
+			ok = pggpu_data_park(ds, &err) == PGGPU_OK;
+			streamed += 8.0 * d * pggpu_data_rows(ds);
+		}
+	}
+	if (ok)
+	{
+		t0 = bench_now();
+		ok = pggpu_kmeans_parts(parts, np, &p, &r, &err) == PGGPU_OK;
+		t_stream = bench_now() - t0;
+	}
+	for (int i = 0; i < np; i++)
+		pggpu_data_close(parts[i]);
+	if (ok && fit(be, n, n, d, X, &p, &r1, &load_s, &fit_s, &err))
+		for (int64_t e = 0; e < (int64_t) k * d; e++)
+		{
+			double		scale = fabs(r1.centroids[e]) > 1 ? fabs(r1.centroids[e]) : 1;
+
+			diff = fmax(diff, fabs(r.centroids[e] - r1.centroids[e]) / scale);
+		}
+	else
+		fit_s = NAN;
+	if (ok)
+		bench_emit("stream", method, n, d, k, t_stream / r.iterations,
+				   "%d parts of %.0f MB, %d parked; %.3g bytes streamed an iteration; resident %.4f s an iteration; "
+				   "centroids within %.2g of the resident fit's; %d iterations",
+				   np, stream_mb, np - 1, streamed, fit_s / r1.iterations, diff, r.iterations);
+	else
+		bench_emit("stream", method, n, d, k, -1, "failed: %s", err.msg);
+	free(C);
+	free(r.centroids);
+	free(r.sizes);
+	free(r1.centroids);
+	free(r1.sizes);
+	return ok;
 }
 
 /* one case: per-iteration, seeding and load times; false when it failed */
@@ -268,8 +369,28 @@ bandwidth(void)
 	}
 	bench_emit("bandwidth", "cudaMemcpy_d2d", bytes, 0, 0, bench_median(t, 10),
 			   "1 GiB device-to-device copy, median of 10: it reads and writes every byte, bandwidth = 2 x bytes / time");
-	cudaFree(a);
 	cudaFree(b);
+	/* the floor of streaming: pinned host memory to the device */
+	if (cudaMallocHost(&b, bytes) == cudaSuccess)
+	{
+		memset(b, 1, bytes);
+		cudaMemcpy(a, b, bytes, cudaMemcpyHostToDevice);
+		for (int r = 0; r < 10; r++)
+		{
+			float		ms;
+
+			cudaEventRecord(e0, 0);
+			cudaMemcpy(a, b, bytes, cudaMemcpyHostToDevice);
+			cudaEventRecord(e1, 0);
+			cudaEventSynchronize(e1);
+			cudaEventElapsedTime(&ms, e0, e1);
+			t[r] = ms / 1e3;
+		}
+		bench_emit("bandwidth", "cudaMemcpy_h2d_pinned", bytes, 0, 0, bench_median(t, 10),
+				   "1 GiB from pinned host memory to the device, median of 10: the PCIe floor of streaming = bytes / time");
+		cudaFreeHost(b);
+	}
+	cudaFree(a);
 	return 0;
 #else
 	fprintf(stderr, "bench_kernel: built without CUDA\n");
@@ -305,15 +426,17 @@ main(int argc, char **argv)
 	if (argc < 2 || (strcmp(argv[1], "gpu") && strcmp(argv[1], "cpu") &&
 					 strcmp(argv[1], "bandwidth")))
 	{
-		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-S] [-P] [-R LABEL] N,d,k ...\n"
+		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-S] [-P] [-R LABEL] [-M MB] N,d,k ...\n"
 				"       %s bandwidth [-t TSV]\n       %s print D ROWS\n",
 				argv[0], argv[0], argv[0]);
 		return 2;
 	}
 	optind = 2;
-	while ((opt = getopt(argc, argv, "t:i:b:c:T:DESPR:")) != -1)
+	while ((opt = getopt(argc, argv, "t:i:b:c:T:DESPR:M:")) != -1)
 	{
-		if (opt == 'D')
+		if (opt == 'M')
+			stream_mb = atof(optarg);
+		else if (opt == 'D')
 			double_only = true;
 		else if (opt == 'E')
 			embeddings = true;
@@ -390,7 +513,7 @@ main(int argc, char **argv)
 		}
 		if (!X)
 			bench_emit(section, method, n, d, k, -1, "failed: out of host memory");
-		if (!X || !run_case(be, n, d, k, X, iters))
+		if (!X || !(stream_mb > 0 ? run_stream(be, n, d, k, X, iters) : run_case(be, n, d, k, X, iters)))
 			failed++;
 		bench_done(key, n, bench_now() - t0);
 	}
