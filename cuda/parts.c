@@ -10,8 +10,9 @@
  * the sums in another order.
  *
  * A part found parked (pggpu_data_park) is parked again after each of its
- * steps: then only one part at a time holds device memory for its rows, and
- * every iteration streams the rows of the parked parts through the GPU.
+ * steps: then at most two parts at a time hold device memory for their rows
+ * (the next one's copy runs while this one computes), and every iteration
+ * streams the rows of the parked parts through the GPU.
  *
  * Seeding across parts: a uniform sample of the rows of every part (each
  * row by its index in the union, so the sample depends on the seed and the
@@ -207,16 +208,25 @@ lloyd_parts(pggpu_data *const *parts, int nparts, const pggpu_kmeans_params *p, 
 	{
 		int64_t		changed = 0;
 		double		inertia = 0;
+		bool		was = parts[0]->parked,
+					next_was = false;
 
 		pggpu_interrupts(p);
 		memset(sums, 0, sizeof(double) * k * d);
 		memset(counts, 0, sizeof(int64_t) * k);
-		for (int pi = 0; pi < nparts; pi++)
+
+		for (int pi = 0; pi < nparts; pi++, was = next_was)
 		{
 			double		pin;
 			int64_t		pch;
-			bool		was = parts[pi]->parked;
 
+			/*
+			 * the next part's rows on their way to the GPU (its own stream)
+			 * while this one computes: the copies run back to back
+			 */
+			if (pi + 1 < nparts && (next_was = parts[pi + 1]->parked) &&
+				(st = pggpu_data_unpark(parts[pi + 1], err)) != PGGPU_OK)
+				return st;
 			st = pggpu_kmeans_partial(parts[pi], C, k, r->iterations == 0, psums, pcounts, &pin, &pch, err);
 			if ((st = repark(parts[pi], was, st, err)) != PGGPU_OK)
 				return st;

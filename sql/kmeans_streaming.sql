@@ -15,7 +15,7 @@ SELECT ARRAY[[0, 0, 0, 0], [10, 0, 0, 0], [20, 7, 0, 0], [30, 7, 0, 0], [40, 14,
 CREATE TEMP TABLE whole AS
 SELECT * FROM gpu_kmeans_fit('st_pts', 5, columns => ARRAY['a', 'b', 'c', 'd'],
                              init_centroids => (SELECT c FROM st_init), tol => 0, memberships => true);
-SET pg_gpu.kmeans_gpu_memory = '1MB';   -- parts of at most 1 MB / 2 / 32 bytes a row: 16,384 rows
+SET pg_gpu.kmeans_gpu_memory = '1MB';   -- parts of at most 1 MB / 4 / 32 bytes a row: 8,192 rows
 CREATE TEMP TABLE streamed AS
 SELECT * FROM gpu_kmeans_fit('st_pts', 5, columns => ARRAY['a', 'b', 'c', 'd'],
                              init_centroids => (SELECT c FROM st_init), tol => 0, memberships => true);

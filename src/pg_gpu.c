@@ -294,8 +294,12 @@ PgGpuData *
 pg_gpu_data_open(pggpu_backend backend, int d, int64 expected_rows)
 {
 	PgGpuData  *data = palloc0(sizeof(PgGpuData));
-	/* a part's rows, 8 bytes a value: half the cap (the k-means state and workspace the rest) */
-	double		cap = pg_gpu_kmeans_gpu_memory * 1048576.0 / 2 / (8.0 * d);
+	/*
+	 * a part's rows, 8 bytes a value: a quarter of the cap (two parts are
+	 * on the GPU at once while streaming; the k-means state and workspace
+	 * take the rest)
+	 */
+	double		cap = pg_gpu_kmeans_gpu_memory * 1048576.0 / 4 / (8.0 * d);
 
 	data->backend = backend;
 	data->d = d;
