@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "blas.cuh"
 #include "common.cuh"
@@ -107,6 +108,9 @@ x_layout_kernel(double *X, int64_t groups, int d, int log_b, bool to_rows)
 }
 
 /* ---- data ----------------------------------------------------------------- */
+
+static void row_cache_free(void);
+
 
 static pggpu_status
 gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
@@ -295,6 +299,7 @@ gpu_close(pggpu_data *ds)
 	free_km(s);
 	cudaFree(s->X);
 	cudaFreeHost(s->Xh);
+	row_cache_free();
 	cudaFree(s->rw);
 	cudaFree(s->stats);
 	cudaFreeHost(s->stats_h);
@@ -312,10 +317,80 @@ gpu_close(pggpu_data *ds)
 }
 
 /*
+ * Parked rows' device memory is not freed but kept for the next part to be
+ * unparked (streaming: the parts take turns on the GPU): cudaFree would
+ * wait for the whole device, the next part's copy included, and
+ * cudaMalloc of a part costs milliseconds.  Two buffers (the part computing
+ * and the part arriving); any data set's close frees them, so nothing stays
+ * after a call.
+ */
+#define ROW_CACHE 2
+static struct
+{
+	double	   *p;
+	size_t		bytes;
+	int			dev;
+}			row_cache[ROW_CACHE];
+static std::mutex row_cache_lock;
+
+/* a cached buffer of dev of at least bytes, or NULL */
+static double *
+row_cache_take(int dev, size_t bytes)
+{
+	std::lock_guard<std::mutex> g(row_cache_lock);
+
+	for (int i = 0; i < ROW_CACHE; i++)
+		if (row_cache[i].p && row_cache[i].dev == dev && row_cache[i].bytes >= bytes)
+		{
+			double	   *p = row_cache[i].p;
+
+			row_cache[i].p = NULL;
+			return p;
+		}
+	return NULL;
+}
+
+/* p kept for a later part (else freed: the cache is full) */
+static void
+row_cache_put(int dev, double *p, size_t bytes)
+{
+	{
+		std::lock_guard<std::mutex> g(row_cache_lock);
+
+		for (int i = 0; i < ROW_CACHE; i++)
+			if (row_cache[i].p == NULL)
+			{
+				row_cache[i].p = p;
+				row_cache[i].bytes = bytes;
+				row_cache[i].dev = dev;
+				return;
+			}
+	}
+	cudaFree(p);
+}
+
+static void
+row_cache_free(void)
+{
+	std::lock_guard<std::mutex> g(row_cache_lock);
+
+	for (int i = 0; i < ROW_CACHE; i++)
+		if (row_cache[i].p)
+		{
+			cudaSetDevice(row_cache[i].dev);
+			cudaFree(row_cache[i].p);
+			row_cache[i].p = NULL;
+		}
+}
+
+/*
  * Parking: the rows to pinned host memory (copied only when they changed
- * since the last time), their device memory freed; the k-means state stays.
- * Unparking: device memory again and the rows copied back.  What streams a
- * table larger than the GPU through it, a part at a time (parts.c).
+ * since the last time), their device memory handed to the cache above; the
+ * k-means state stays.  Unparking: device memory again (from the cache
+ * where it has a buffer large enough) and the rows copied back, on the
+ * set's own stream (the copy runs while another part computes).  What
+ * streams a table larger than the GPU through it, a part at a time
+ * (parts.c).
  */
 pggpu_status
 gpu_park(pggpu_data *ds, pggpu_error *err)
@@ -347,9 +422,10 @@ gpu_park(pggpu_data *ds, pggpu_error *err)
 		}
 		CU(cudaMemcpyAsync(s->Xh, s->X, bytes, cudaMemcpyDeviceToHost, s->stream));
 	}
+	/* the set's work done before its buffer goes to another */
 	CU(cudaStreamSynchronize(s->stream));
 	s->xh_valid = true;
-	CU(cudaFree(s->X));
+	row_cache_put(s->dev, s->X, (size_t) s->cap_tiles * TILE(ds) * ds->d * sizeof(double));
 	s->X = NULL;
 	s->cap_tiles = 0;
 	return PGGPU_OK;
@@ -366,15 +442,25 @@ gpu_unpark(pggpu_data *ds, pggpu_error *err)
 
 	if (s->X != NULL)
 		return PGGPU_OK;
-	if (cudaMalloc((void **) &s->X, bytes) != cudaSuccess)
+	if ((s->X = row_cache_take(s->dev, bytes)) == NULL &&
+		cudaMalloc((void **) &s->X, bytes) != cudaSuccess)
 	{
 		s->X = NULL;
 		(void) cudaGetLastError();
-		cudaMemGetInfo(&fr, &tot);
-		return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY,
-						  "could not allocate %.1f MB of GPU memory to unpark rows (%.1f MB free)",
-						  bytes / 1048576.0, fr / 1048576.0);
+		/* the cache's buffers back to the GPU, then once more */
+		row_cache_free();
+		CU(cudaSetDevice(s->dev));
+		if (cudaMalloc((void **) &s->X, bytes) != cudaSuccess)
+		{
+			s->X = NULL;
+			(void) cudaGetLastError();
+			cudaMemGetInfo(&fr, &tot);
+			return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY,
+							  "could not allocate %.1f MB of GPU memory to unpark rows (%.1f MB free)",
+							  bytes / 1048576.0, fr / 1048576.0);
+		}
 	}
+	/* (a cached buffer may be larger: its tiles are all the set's own now) */
 	s->cap_tiles = tiles > 0 ? tiles : 1;
 	s->x_rows = false;
 	if (tiles > 0)
