@@ -32,9 +32,9 @@
  * -M MB: streamed (issue 28): the rows in parts of MB each, all but the
  * last parked in pinned host memory (pggpu_data_park), and ITERS Lloyd
  * iterations from the first k rows by pggpu_kmeans_parts beside the same
- * fit resident (section stream: seconds an iteration; the bytes streamed an
- * iteration and the largest centroid difference from the resident fit in
- * the note).
+ * fit resident (section stream: seconds a pass over the rows, ITERS + 1
+ * passes with the final labelling; the bytes streamed a pass and the
+ * largest centroid difference from the resident fit in the note).
  *
  * bandwidth: the GPU's memory bandwidth, a device-to-device cudaMemcpy of
  * 1 GiB (it reads and writes every byte: 2 x bytes / time), median of 10;
@@ -239,11 +239,12 @@ run_stream(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters
 		}
 	else
 		fit_s = NAN;
+	/* a fit of ITERS iterations passes over the rows ITERS + 1 times (the final labelling) */
 	if (ok)
-		bench_emit("stream", method, n, d, k, t_stream / r.iterations,
-				   "%d parts of %.0f MB, %d parked; %.3g bytes streamed an iteration; resident %.4f s an iteration; "
-				   "centroids within %.2g of the resident fit's; %d iterations",
-				   np, stream_mb, np - 1, streamed, fit_s / r1.iterations, diff, r.iterations);
+		bench_emit("stream", method, n, d, k, t_stream / (r.iterations + 1),
+				   "seconds a pass over the rows (%d iterations and the final labelling); %d parts of %.0f MB, "
+				   "%d parked; %.3g bytes streamed a pass; resident %.4f s a pass; centroids within %.2g of the resident fit's",
+				   r.iterations, np, stream_mb, np - 1, streamed, fit_s / (r1.iterations + 1), diff);
 	else
 		bench_emit("stream", method, n, d, k, -1, "failed: %s", err.msg);
 	free(C);

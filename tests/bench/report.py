@@ -668,6 +668,38 @@ def n_init_section(path, base="."):
         table(["device", "n_init", "whole call", "read", "seed", "iterate", "whole / n_init 1"], rows)])
 
 
+def stream_section(path, base="."):
+    """bench_kernel -M's TSV (tests/bench/stream.sh): streamed passes beside the PCIe floor"""
+    if path is None:
+        return "Not measured here: `tests/bench/stream.sh` makes its TSV on a GPU machine."
+    recs = load(path)
+    h2d = next((r for r in recs if r["method"] == "cudaMemcpy_h2d_pinned" and r["sec"]), None)
+    rate = h2d["n"] / h2d["sec"] if h2d else None
+    rows = []
+    for r in recs:
+        if r["section"] != "stream":
+            continue
+        m = re.search(r"(\d+) parts of (\d+) MB, (\d+) parked; ([\d.e+]+) bytes streamed a pass; resident ([\d.]+) s a pass; "
+                      r"centroids within ([\d.e+-]+)", r["note"])
+        if not m or r["sec"] is None:
+            rows.append([fmt_n(r["n"]), r["d"], r["k"], r["note"][:80], "", "", "", ""])
+            continue
+        floor = float(m.group(4)) / rate if rate else None
+        rows.append([fmt_n(r["n"]), r["d"], r["k"], "%s x %s MB (%s parked)" % (m.group(1), m.group(2), m.group(3)),
+                     "%.4f s" % r["sec"], "%.4f s" % floor if floor else "—",
+                     "%.2fx" % (r["sec"] / floor) if floor else "—", "%s s" % m.group(5), m.group(6)])
+    return "\n".join([
+        "Beyond the GPU's memory, from [`%s`](%s) (`tests/bench/stream.sh`: `bench_kernel gpu -M MB`, blobs, "
+        "the rows in parts of MB, all but the last parked in pinned host memory and streamed through the GPU "
+        "every pass, beside the same fit resident; the PCIe floor is the bytes streamed a pass over the pinned "
+        "host-to-device rate measured in the same run%s):" % (
+            os.path.basename(path), os.path.relpath(path, base),
+            ", %.1f GB/s" % (rate / 1e9) if rate else ""),
+        "",
+        table(["N", "d", "k", "parts", "a pass, streamed", "PCIe floor", "streamed / floor", "a pass, resident",
+               "centroids vs resident"], [[str(c) for c in row] for row in rows])])
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--embeddings")
@@ -681,6 +713,9 @@ def main():
         return
     if args.embeddings and os.path.basename(args.embeddings).startswith("n_init-"):
         print(n_init_section(args.embeddings))
+        return
+    if args.embeddings and os.path.basename(args.embeddings).startswith("stream-"):
+        print(stream_section(args.embeddings))
         return
     if args.embeddings:
         print({"gpu": embeddings_section, "sql": embeddings_sql_section, "cpu": embeddings_cpu_section,
@@ -726,6 +761,8 @@ def main():
           n_init_section(newest_results(args.results, "n_init"), args.out), "",
           "Measured apart from the rest of this report, on the GPU machine, by the scripts it names "
           "(their TSVs are the newest `results/postgis-*.tsv` and `results/n_init-*.tsv`).", "",
+          "## 7. Beyond the GPU's memory", "", stream_section(newest_results(args.results, "stream"), args.out), "",
+          "Measured apart from the rest of this report, on the GPU machine (the newest `results/stream-*.tsv`).", "",
           "## Plot", "",
           plot_error or "![time against N](%s)" % os.path.relpath(png, args.out), "",
           "## Skipped, failed, not available", "", notes_section(data), "",
