@@ -9,5 +9,6 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-stream.tsv}
 B=${BENCH_KERNEL:-$here/bench_kernel}
+[ -s "$out" ] || printf 'section\tmethod\tn\td\tk\tseconds\tnote\n' >"$out"
 "$B" bandwidth -t "$out"
 "$B" gpu -t "$out" -i "${ITERS:-5}" -M "${MB:-1024}" ${CASES:-1e8,8,16 1e8,8,256}
