@@ -55,13 +55,6 @@ affine(pggpu_data *ds, const double *sub, const double *div, pggpu_error *err)
 	return st;
 }
 
-/* a part that was parked goes back out of device memory after its pass */
-static pggpu_status
-repark(pggpu_data *ds, bool was_parked, pggpu_status st, pggpu_error *err)
-{
-	return st != PGGPU_OK || !was_parked ? st : pggpu_data_park(ds, err);
-}
-
 /*
  * sum[j] += column j's totals over every part (center: in the caller's
  * units, or NULL), each part's in the units part 0 holds its rows in
@@ -92,7 +85,7 @@ parts_totals(pggpu_data *const *parts, int nparts, const double *center, int pow
 		st = column_totals(ds, center ? t + d : NULL, t, err);
 		for (int j = 0; st == PGGPU_OK && j < d; j++)
 			sum[j] = PGGPU_ADD(sum[j], ldexp(t[j], pow * (parts[0]->scale_e - ds->scale_e)));
-		st = repark(ds, was, st, err);
+		st = pggpu_repark(ds, was, st, err);
 	}
 	pggpu_scratch_free(parts[0], t);
 	return st;
@@ -118,7 +111,7 @@ pggpu_data_standardize_parts(pggpu_data *const *parts, int nparts, double *mean,
 		n += (double) ds->n;
 		/* squares of the differences in range (exact: a power of two) */
 		if (ds->n > 0 && ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK ||
-						  (st = repark(ds, was, pggpu_prepare_scale(ds, NULL, 0, &e, err), err)) != PGGPU_OK))
+						  (st = pggpu_repark(ds, was, pggpu_prepare_scale(ds, NULL, 0, &e, err), err)) != PGGPU_OK))
 			return st;
 	}
 	if (n == 0)
@@ -171,7 +164,7 @@ pggpu_data_shift_scale(pggpu_data *ds, const double *mean, const double *std, pg
 
 		if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK)
 			return st;
-		return repark(ds, was, affine(ds, mean, std, err), err);
+		return pggpu_repark(ds, was, affine(ds, mean, std, err), err);
 	}
 }
 

@@ -256,6 +256,13 @@ pggpu_status pggpu_canonical_order(pggpu_kmeans_result *r, int k, int d, int32_t
 double		pggpu_seconds(void);
 uint64_t	pggpu_start_seed(uint64_t seed, int s);
 
+/* a set found parked goes back out of device memory after its pass (st: the pass's) */
+static inline pggpu_status
+pggpu_repark(pggpu_data *ds, bool was_parked, pggpu_status st, pggpu_error *err)
+{
+	return st != PGGPU_OK || !was_parked ? st : pggpu_data_park(ds, err);
+}
+
 /* the caller's interrupt callback of a k-means call, if any (it may longjmp) */
 static inline void
 pggpu_interrupts(const pggpu_kmeans_params *p)

@@ -80,15 +80,6 @@ done:
 	return st;
 }
 
-/* a part that was parked goes back out of device memory (streaming: one part at a time on the GPU) */
-static pggpu_status
-repark(pggpu_data *ds, bool was_parked, pggpu_status st, pggpu_error *err)
-{
-	if (st != PGGPU_OK || !was_parked)
-		return st;
-	return pggpu_data_park(ds, err);
-}
-
 /* the index in the union of row i of part q (parts in order) */
 static int64_t
 union_row(pggpu_data *const *parts, int q, int64_t i)
@@ -138,7 +129,7 @@ seed_from_sample(pggpu_data *const *parts, int nparts, const pggpu_kmeans_params
 			int			take = (int) (mp - i0 < 65536 ? mp - i0 : 65536);
 			bool		was = ds->parked;
 
-			CHECK(repark(ds, was, pggpu_data_get_rows(ds, rows + i0, take, coords + (m + i0) * d, err), err));
+			CHECK(pggpu_repark(ds, was, pggpu_data_get_rows(ds, rows + i0, take, coords + (m + i0) * d, err), err));
 		}
 		m += mp;
 	}
@@ -228,7 +219,7 @@ lloyd_parts(pggpu_data *const *parts, int nparts, const pggpu_kmeans_params *p, 
 				(st = pggpu_data_unpark(parts[pi + 1], err)) != PGGPU_OK)
 				return st;
 			st = pggpu_kmeans_partial(parts[pi], C, k, r->iterations == 0, psums, pcounts, &pin, &pch, err);
-			if ((st = repark(parts[pi], was, st, err)) != PGGPU_OK)
+			if ((st = pggpu_repark(parts[pi], was, st, err)) != PGGPU_OK)
 				return st;
 			for (int64_t i = 0; i < (int64_t) k * d; i++)
 				sums[i] = PGGPU_ADD(sums[i], psums[i]);
@@ -281,7 +272,7 @@ label_parts(pggpu_data *const *parts, int nparts, const double *C, int k, double
 			continue;
 		if ((st = pggpu_kmeans_partial(ds, C, k, false, psums, pcounts, &pin, &pch, err)) == PGGPU_OK && labels)
 			st = ds->ops->km_fetch(ds, labels + off, NULL, err);
-		if ((st = repark(ds, was, st, err)) != PGGPU_OK)
+		if ((st = pggpu_repark(ds, was, st, err)) != PGGPU_OK)
 			return st;
 		for (int c = 0; c < k; c++)
 			sizes[c] += pcounts[c];

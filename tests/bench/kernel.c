@@ -336,6 +336,29 @@ done:
 	return ok;
 }
 
+#ifdef BENCH_CUDA
+/* a copy's seconds, median of 10 after one to warm up */
+static double
+copy_seconds(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaEvent_t e0, cudaEvent_t e1)
+{
+	double		t[10];
+
+	cudaMemcpy(dst, src, bytes, kind);
+	for (int r = 0; r < 10; r++)
+	{
+		float		ms;
+
+		cudaEventRecord(e0, 0);
+		cudaMemcpy(dst, src, bytes, kind);
+		cudaEventRecord(e1, 0);
+		cudaEventSynchronize(e1);
+		cudaEventElapsedTime(&ms, e0, e1);
+		t[r] = ms / 1e3;
+	}
+	return bench_median(t, 10);
+}
+#endif
+
 static int
 bandwidth(void)
 {
@@ -345,7 +368,6 @@ bandwidth(void)
 			   *b;
 	cudaEvent_t e0,
 				e1;
-	double		t[10];
 
 	if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess ||
 		cudaMemset(a, 1, bytes) != cudaSuccess)
@@ -356,38 +378,15 @@ bandwidth(void)
 	}
 	cudaEventCreate(&e0);
 	cudaEventCreate(&e1);
-	cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
-	for (int r = 0; r < 10; r++)
-	{
-		float		ms;
-
-		cudaEventRecord(e0, 0);
-		cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
-		cudaEventRecord(e1, 0);
-		cudaEventSynchronize(e1);
-		cudaEventElapsedTime(&ms, e0, e1);
-		t[r] = ms / 1e3;
-	}
-	bench_emit("bandwidth", "cudaMemcpy_d2d", bytes, 0, 0, bench_median(t, 10),
+	bench_emit("bandwidth", "cudaMemcpy_d2d", bytes, 0, 0, copy_seconds(b, a, bytes, cudaMemcpyDeviceToDevice, e0, e1),
 			   "1 GiB device-to-device copy, median of 10: it reads and writes every byte, bandwidth = 2 x bytes / time");
 	cudaFree(b);
 	/* the floor of streaming: pinned host memory to the device */
 	if (cudaMallocHost(&b, bytes) == cudaSuccess)
 	{
 		memset(b, 1, bytes);
-		cudaMemcpy(a, b, bytes, cudaMemcpyHostToDevice);
-		for (int r = 0; r < 10; r++)
-		{
-			float		ms;
-
-			cudaEventRecord(e0, 0);
-			cudaMemcpy(a, b, bytes, cudaMemcpyHostToDevice);
-			cudaEventRecord(e1, 0);
-			cudaEventSynchronize(e1);
-			cudaEventElapsedTime(&ms, e0, e1);
-			t[r] = ms / 1e3;
-		}
-		bench_emit("bandwidth", "cudaMemcpy_h2d_pinned", bytes, 0, 0, bench_median(t, 10),
+		bench_emit("bandwidth", "cudaMemcpy_h2d_pinned", bytes, 0, 0,
+				   copy_seconds(a, b, bytes, cudaMemcpyHostToDevice, e0, e1),
 				   "1 GiB from pinned host memory to the device, median of 10: the PCIe floor of streaming = bytes / time");
 		cudaFreeHost(b);
 	}
