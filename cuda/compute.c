@@ -235,6 +235,27 @@ pggpu_data_device_name(const pggpu_data *ds)
 }
 
 pggpu_status
+pggpu_push_rows(pggpu_data *ds, const double *rows, int64_t m, pggpu_error *err)
+{
+	int			d = ds->d;
+	pggpu_status st;
+
+	for (int64_t i0 = 0; i0 < m; i0 += pggpu_data_batch_rows(ds))
+	{
+		int64_t		b = pggpu_data_batch_rows(ds);
+		int64_t		take = m - i0 < b ? m - i0 : b;
+		double	   *buf = pggpu_data_batch(ds);
+
+		for (int j = 0; j < d; j++)
+			for (int64_t t = 0; t < take; t++)
+				buf[j * b + t] = rows[(i0 + t) * d + j];
+		if ((st = pggpu_data_push(ds, take, err)) != PGGPU_OK)
+			return st;
+	}
+	return PGGPU_OK;
+}
+
+pggpu_status
 pggpu_data_park(pggpu_data *ds, pggpu_error *err)
 {
 	pggpu_status st = PGGPU_OK;

@@ -151,18 +151,7 @@ seed_from_sample(pggpu_data *const *parts, int nparts, const pggpu_kmeans_params
 	sds->threads = parts[0]->threads;
 	sds->pending = parts[0]->pending;
 	sds->metric = parts[0]->metric;
-	for (int64_t i0 = 0; i0 < m;)
-	{
-		int64_t		b = pggpu_data_batch_rows(sds);
-		int64_t		take = m - i0 < b ? m - i0 : b;
-		double	   *buf = pggpu_data_batch(sds);
-
-		for (int j = 0; j < d; j++)
-			for (int64_t t = 0; t < take; t++)
-				buf[j * b + t] = coords[(i0 + t) * d + j];
-		CHECK(pggpu_data_push(sds, take, err));
-		i0 += take;
-	}
+	CHECK(pggpu_push_rows(sds, coords, m, err));
 	sizes = (int64_t *) pggpu_scratch_alloc(parts[0], sizeof(int64_t) * p->k);
 	if (sizes == NULL)
 	{

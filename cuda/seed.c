@@ -327,18 +327,7 @@ ll_recluster(pggpu_data *ds, const pggpu_kmeans_params *p, const cand_set *cs,
 	cds->interrupt = ds->interrupt;
 	cds->interrupt_arg = ds->interrupt_arg;
 	cds->poll_work = ds->poll_work;
-	for (int64_t i0 = 0; i0 < cs->m;)
-	{
-		double	   *buf = pggpu_data_batch(cds);
-		int64_t		b = pggpu_data_batch_rows(cds);
-		int64_t		rows = cs->m - i0 < b ? cs->m - i0 : b;
-
-		for (int j = 0; j < d; j++)
-			for (int64_t r = 0; r < rows; r++)
-				buf[j * b + r] = cs->coords[(i0 + r) * d + j];
-		CHECK(pggpu_data_push(cds, rows, err));
-		i0 += rows;
-	}
+	CHECK(pggpu_push_rows(cds, cs->coords, cs->m, err));
 	CHECK(cds->ops->km_begin(cds, p->k, err));
 	cds->k = p->k;
 	CHECK(cds->ops->km_weights(cds, w, err));
