@@ -49,6 +49,7 @@ affine(pggpu_data *ds, const double *sub, const double *div, pggpu_error *err)
 		h[j] = ldexp(sub[j], ds->scale_e);
 		h[ds->d + j] = ldexp(div[j], ds->scale_e);
 	}
+	ds->range_known = false;
 	if ((st = ds->ops->col_affine(ds, h, h + ds->d, err)) == PGGPU_OK)
 		ds->scale_e = 0;
 	pggpu_scratch_free(ds, h);

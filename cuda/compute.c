@@ -199,6 +199,7 @@ pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 	if (ds->parked)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no rows may be pushed to a parked data set");
 	t0 = pggpu_seconds();
+	ds->range_known = false;
 	st = ds->ops->push(ds, nrows, err);
 	ds->push_seconds += pggpu_seconds() - t0;
 	return st;
@@ -412,13 +413,28 @@ pggpu_prepare_scale(pggpu_data *ds, const double *extra, int64_t nextra, int *e,
 	pggpu_status st;
 
 	*e = ds->scale_e;
-	if (ds->n > 0 && (st = ds->ops->range(ds, &lo, &hi, err)) != PGGPU_OK)
-		return st;
-	/* the rows' range in their own units (exact: powers of two) */
-	if (hi > 0)
+	/*
+	 * the rows' range in their own units (exact: powers of two), kept until
+	 * the rows change (a push, an affine map): every partial step of a part
+	 * asks again, and it is a pass over the rows
+	 */
+	if (ds->n > 0 && !ds->range_known)
 	{
-		lo = ldexp(lo, -ds->scale_e);
-		hi = ldexp(hi, -ds->scale_e);
+		if ((st = ds->ops->range(ds, &lo, &hi, err)) != PGGPU_OK)
+			return st;
+		if (hi > 0)
+		{
+			lo = ldexp(lo, -ds->scale_e);
+			hi = ldexp(hi, -ds->scale_e);
+		}
+		ds->range_lo = lo;
+		ds->range_hi = hi;
+		ds->range_known = true;
+	}
+	else if (ds->n > 0)
+	{
+		lo = ds->range_lo;
+		hi = ds->range_hi;
 	}
 	if (extra)
 		range_array(extra, nextra, &lo, &hi);

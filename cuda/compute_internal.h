@@ -41,6 +41,10 @@ struct pggpu_data
 	char		device_name[256];
 	int			gpu_index;		/* pggpu_data_open's */
 	int			scale_e;		/* the rows are held as 2^scale_e times the pushed ones (compute.c) */
+	/* the least and largest non-zero |value| of the rows as pushed, while range_known (compute.c) */
+	bool		range_known;
+	double		range_lo;
+	double		range_hi;
 	void	   *impl;			/* the backend's own state */
 	/* the driver's scratch memory: freed on close too, since the interrupt
 	 * callback may longjmp out of an algorithm */
