@@ -236,7 +236,7 @@ pggpu_data_device_name(const pggpu_data *ds)
 }
 
 pggpu_status
-pggpu_push_rows(pggpu_data *ds, const double *rows, int64_t m, pggpu_error *err)
+pggpu_data_push_rows(pggpu_data *ds, const double *rows, int64_t m, pggpu_error *err)
 {
 	int			d = ds->d;
 	pggpu_status st;

@@ -256,9 +256,6 @@ pggpu_status pggpu_prepare_scale(pggpu_data *ds, const double *extra, int64_t ne
 pggpu_status pggpu_canonical_order(pggpu_kmeans_result *r, int k, int d, int32_t *labels,
 								   int64_t n, pggpu_error *err);
 
-/* compute.c: m rows (row-major, m x d) pushed into ds, a batch at a time */
-pggpu_status pggpu_push_rows(pggpu_data *ds, const double *rows, int64_t m, pggpu_error *err);
-
 /* compute.c: a monotonic clock (seconds); the seed of start s of n_init (0: seed) */
 double		pggpu_seconds(void);
 uint64_t	pggpu_start_seed(uint64_t seed, int s);

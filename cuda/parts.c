@@ -18,6 +18,11 @@
  * row by its index in the union, so the sample depends on the seed and the
  * parts' sizes only), clustered on the CPU by pggpu_kmeans with the caller's
  * init; its centroids start the fit of all rows.
+ *
+ * The fit (pggpu_kmeans_over) sees the holders of the rows only through a
+ * source's step and sample, so the nodes of a Citus cluster (answering with
+ * pggpu_parts_step and pggpu_parts_sample over their own parts; see
+ * src/distributed.c) run the same loop as local parts.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -80,37 +85,20 @@ done:
 	return st;
 }
 
-/* the index in the union of row i of part q (parts in order) */
-static int64_t
-union_row(pggpu_data *const *parts, int q, int64_t i)
-{
-	for (int j = 0; j < q; j++)
-		i += parts[j]->n;
-	return i;
-}
-
-/*
- * The starting centroids of one start (p->seed already the start's): k-means
- * of a uniform sample of the union's rows, on the CPU, with the caller's init
- */
-static pggpu_status
-seed_from_sample(pggpu_data *const *parts, int nparts, const pggpu_kmeans_params *p,
-				 int64_t n, double *C, pggpu_error *err)
+/* the rows of parts picked by pggpu_sampled(seed, their index in the union + first, rate), into "into" */
+pggpu_status
+pggpu_parts_sample(pggpu_data *const *parts, int nparts, int64_t first, uint64_t seed, double rate,
+				   pggpu_data *into, pggpu_error *err)
 {
 	int			d = parts[0]->d;
-	int64_t		want = (int64_t) p->k * SAMPLE_PER_K > SAMPLE_MIN ? (int64_t) p->k * SAMPLE_PER_K : SAMPLE_MIN;
-	double		rate = want >= n ? 1.0 : (double) want / (double) n;
-	pggpu_data *sds = NULL;
 	int64_t    *rows = NULL;
-	double	   *coords = NULL;		/* the sample's rows, m x d, in part order */
+	double	   *coords = NULL;	/* the sample's rows, m x d, in part order */
 	int64_t		m = 0;
-	int64_t    *sizes = NULL;
-	pggpu_kmeans_params q = *p;
-	pggpu_kmeans_result r = {0};
+	int64_t		off = first;
 	pggpu_status st = PGGPU_OK;
 
 	/* every part's sampled rows (in batches: pggpu_data_get_rows takes an int count) */
-	for (int pi = 0; pi < nparts; pi++)
+	for (int pi = 0; pi < nparts; off += parts[pi]->n, pi++)
 	{
 		pggpu_data *ds = parts[pi];
 		int64_t		mp = 0;
@@ -119,7 +107,7 @@ seed_from_sample(pggpu_data *const *parts, int nparts, const pggpu_kmeans_params
 		if (rows == NULL)
 			break;
 		for (int64_t i = 0; i < ds->n; i++)
-			if (rate >= 1.0 || pggpu_sampled(p->seed, union_row(parts, pi, i), rate))
+			if (rate >= 1.0 || pggpu_sampled(seed, off + i, rate))
 				rows[mp++] = i;
 		coords = (double *) pggpu_scratch_realloc(parts[0], coords, sizeof(double) * (m + mp > 0 ? m + mp : 1) * d);
 		if (coords == NULL)
@@ -133,26 +121,99 @@ seed_from_sample(pggpu_data *const *parts, int nparts, const pggpu_kmeans_params
 		}
 		m += mp;
 	}
+	/* one push: a data set takes no batch after a partial one */
 	if (rows == NULL || coords == NULL)
+		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	else
+		st = pggpu_data_push_rows(into, coords, m, err);
+done:
+	pggpu_scratch_free(parts[0], rows);
+	pggpu_scratch_free(parts[0], coords);
+	return st;
+}
+
+pggpu_status
+pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, bool begin,
+				 double *sums, int64_t *counts, double *inertia, int64_t *changed,
+				 int32_t *labels, pggpu_error *err)
+{
+	int			d = parts[0]->d;
+	double	   *psums = (double *) pggpu_scratch_alloc(parts[0], sizeof(double) * k * d);
+	int64_t    *pcounts = (int64_t *) pggpu_scratch_alloc(parts[0], sizeof(int64_t) * k);
+	bool		was = parts[0]->parked,
+				next_was = false;
+	int64_t		off = 0;
+	pggpu_status st = PGGPU_OK;
+
+	memset(sums, 0, sizeof(double) * k * d);
+	memset(counts, 0, sizeof(int64_t) * k);
+	*inertia = 0;
+	*changed = 0;
+	if (psums == NULL || pcounts == NULL)
 	{
 		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 		goto done;
 	}
-	if (m < p->k)
+	for (int pi = 0; pi < nparts; pi++, was = next_was)
+	{
+		double		pin;
+		int64_t		pch;
+
+		/*
+		 * the next part's rows on their way to the GPU (its own stream)
+		 * while this one computes: the copies run back to back
+		 */
+		if (pi + 1 < nparts && (next_was = parts[pi + 1]->parked))
+			CHECK(pggpu_data_unpark(parts[pi + 1], err));
+		st = pggpu_kmeans_partial(parts[pi], C, k, begin, psums, pcounts, &pin, &pch, err);
+		if (st == PGGPU_OK && labels && parts[pi]->n > 0)
+			st = parts[pi]->ops->km_fetch(parts[pi], labels + off, NULL, err);
+		CHECK(pggpu_repark(parts[pi], was, st, err));
+		for (int64_t i = 0; i < (int64_t) k * d; i++)
+			sums[i] = PGGPU_ADD(sums[i], psums[i]);
+		for (int c = 0; c < k; c++)
+			counts[c] += pcounts[c];
+		*inertia += pin;
+		*changed += pch;
+		off += parts[pi]->n;
+	}
+done:
+	pggpu_scratch_free(parts[0], psums);
+	pggpu_scratch_free(parts[0], pcounts);
+	return st;
+}
+
+/*
+ * The starting centroids of one start (p->seed already the start's): k-means
+ * of a uniform sample of the union's rows, on the CPU, with the caller's init
+ */
+static pggpu_status
+seed_from_sample(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, double *C,
+				 pggpu_error *err)
+{
+	pggpu_data *home = src->home;
+	int64_t		want = (int64_t) p->k * SAMPLE_PER_K > SAMPLE_MIN ? (int64_t) p->k * SAMPLE_PER_K : SAMPLE_MIN;
+	double		rate = want >= src->n ? 1.0 : (double) want / (double) src->n;
+	pggpu_data *sds = NULL;
+	int64_t    *sizes = NULL;
+	pggpu_kmeans_params q = *p;
+	pggpu_kmeans_result r = {0};
+	pggpu_status st = PGGPU_OK;
+
+	/* the sample's set: home->aux while it lives (closed there after a longjmp) */
+	CHECK(pggpu_data_open(&sds, PGGPU_BACKEND_CPU, 0, home->d, want + want / 2 + 64, err));
+	home->aux = sds;
+	sds->threads = home->threads;
+	sds->pending = home->pending;
+	sds->metric = home->metric;
+	CHECK(src->sample(src->arg, p->seed, rate, sds, err));
+	if (sds->n < p->k)
 	{
 		st = pggpu_fail(err, PGGPU_ERR_INVALID, "the seeding sample has %lld rows, fewer than k = %d",
-						(long long) m, p->k);
+						(long long) sds->n, p->k);
 		goto done;
 	}
-
-	/* their set: parts[0]->aux while it lives (closed there after a longjmp) */
-	CHECK(pggpu_data_open(&sds, PGGPU_BACKEND_CPU, 0, d, m, err));
-	parts[0]->aux = sds;
-	sds->threads = parts[0]->threads;
-	sds->pending = parts[0]->pending;
-	sds->metric = parts[0]->metric;
-	CHECK(pggpu_push_rows(sds, coords, m, err));
-	sizes = (int64_t *) pggpu_scratch_alloc(parts[0], sizeof(int64_t) * p->k);
+	sizes = (int64_t *) pggpu_scratch_alloc(home, sizeof(int64_t) * p->k);
 	if (sizes == NULL)
 	{
 		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
@@ -164,70 +225,43 @@ seed_from_sample(pggpu_data *const *parts, int nparts, const pggpu_kmeans_params
 	r.sizes = sizes;
 	st = pggpu_kmeans(sds, &q, &r, err);
 done:
-	parts[0]->aux = NULL;
+	home->aux = NULL;
 	pggpu_data_close(sds);
-	pggpu_scratch_free(parts[0], rows);
-	pggpu_scratch_free(parts[0], coords);
-	pggpu_scratch_free(parts[0], sizes);
+	pggpu_scratch_free(home, sizes);
 	return st;
 }
 
 /* one start's Lloyd iterations from C (updated in place); the stats of the last */
 static pggpu_status
-lloyd_parts(pggpu_data *const *parts, int nparts, const pggpu_kmeans_params *p, int start,
-			int64_t n, double *C, double *sums, double *psums, int64_t *counts, int64_t *pcounts,
-			pggpu_kmeans_result *r, pggpu_error *err)
+lloyd(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int start, double *C,
+	  double *sums, int64_t *counts, pggpu_kmeans_result *r, pggpu_error *err)
 {
 	int			k = p->k;
-	int			d = parts[0]->d;
+	int			d = src->home->d;
 	pggpu_status st;
 
 	r->iterations = 0;
 	r->converged = false;
 	while (r->iterations < p->max_iter)
 	{
-		int64_t		changed = 0;
-		double		inertia = 0;
-		bool		was = parts[0]->parked,
-					next_was = false;
+		int64_t		changed;
+		double		inertia;
 
 		pggpu_interrupts(p);
-		memset(sums, 0, sizeof(double) * k * d);
-		memset(counts, 0, sizeof(int64_t) * k);
-
-		for (int pi = 0; pi < nparts; pi++, was = next_was)
-		{
-			double		pin;
-			int64_t		pch;
-
-			/*
-			 * the next part's rows on their way to the GPU (its own stream)
-			 * while this one computes: the copies run back to back
-			 */
-			if (pi + 1 < nparts && (next_was = parts[pi + 1]->parked) &&
-				(st = pggpu_data_unpark(parts[pi + 1], err)) != PGGPU_OK)
-				return st;
-			st = pggpu_kmeans_partial(parts[pi], C, k, r->iterations == 0, psums, pcounts, &pin, &pch, err);
-			if ((st = pggpu_repark(parts[pi], was, st, err)) != PGGPU_OK)
-				return st;
-			for (int64_t i = 0; i < (int64_t) k * d; i++)
-				sums[i] = PGGPU_ADD(sums[i], psums[i]);
-			for (int c = 0; c < k; c++)
-				counts[c] += pcounts[c];
-			inertia += pin;
-			changed += pch;
-		}
+		if ((st = src->step(src->arg, C, k, r->iterations == 0, sums, counts, &inertia, &changed,
+							NULL, err)) != PGGPU_OK)
+			return st;
 		/* a cluster without rows keeps its centroid */
 		for (int c = 0; c < k; c++)
 			if (counts[c] > 0)
 				for (int j = 0; j < d; j++)
 					C[(int64_t) c * d + j] = sums[(int64_t) c * d + j] / (double) counts[c];
-		if (parts[0]->metric == PGGPU_METRIC_COSINE)
+		if (src->home->metric == PGGPU_METRIC_COSINE)
 			pggpu_normalize_rows(C, k, d, 1.0);
 		r->iterations++;
 		if (p->progress)
 			p->progress(p->progress_arg, start, r->iterations);
-		if ((double) changed <= p->tol * (double) n)
+		if ((double) changed <= p->tol * (double) src->n)
 		{
 			r->converged = true;
 			break;
@@ -237,82 +271,51 @@ lloyd_parts(pggpu_data *const *parts, int nparts, const pggpu_kmeans_params *p, 
 }
 
 /*
- * The final labelling of every part by C (a partial step's labels; its
- * update is not kept): sizes, inertia (cosine: 1 - cos), labels in part
- * order (labels may be NULL)
+ * The final labelling of every row by C (a step's labels; its update is not
+ * kept): sizes, inertia (cosine: 1 - cos), labels in row order (may be NULL)
  */
 static pggpu_status
-label_parts(pggpu_data *const *parts, int nparts, const double *C, int k, double *psums,
-			int64_t *pcounts, int32_t *labels, int64_t *sizes, double *inertia, pggpu_error *err)
+label_all(const pggpu_kmeans_source *src, const double *C, int k, double *sums,
+		  int32_t *labels, int64_t *sizes, double *inertia, pggpu_error *err)
 {
-	int64_t		off = 0;
+	int64_t		changed;
 	pggpu_status st;
 
-	memset(sizes, 0, sizeof(int64_t) * k);
-	*inertia = 0;
-	for (int pi = 0; pi < nparts; pi++)
-	{
-		pggpu_data *ds = parts[pi];
-		double		pin;
-		int64_t		pch;
-		bool		was = ds->parked;
-
-		if (ds->n == 0)
-			continue;
-		if ((st = pggpu_kmeans_partial(ds, C, k, false, psums, pcounts, &pin, &pch, err)) == PGGPU_OK && labels)
-			st = ds->ops->km_fetch(ds, labels + off, NULL, err);
-		if ((st = pggpu_repark(ds, was, st, err)) != PGGPU_OK)
-			return st;
-		for (int c = 0; c < k; c++)
-			sizes[c] += pcounts[c];
-		*inertia += pin;
-		off += ds->n;
-	}
-	if (parts[0]->metric == PGGPU_METRIC_COSINE)
+	if ((st = src->step(src->arg, C, k, false, sums, sizes, inertia, &changed, labels, err)) != PGGPU_OK)
+		return st;
+	if (src->home->metric == PGGPU_METRIC_COSINE)
 		*inertia /= 2;			/* |x - c|^2 = 2 (1 - cos) on the sphere */
 	return PGGPU_OK;
 }
 
 pggpu_status
-pggpu_kmeans_parts(pggpu_data *const *parts, int nparts, const pggpu_kmeans_params *p,
-				   pggpu_kmeans_result *r, pggpu_error *err)
+pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
+				  pggpu_kmeans_result *r, pggpu_error *err)
 {
+	pggpu_data *home = src->home;
 	int			k = p->k;
-	int			d;
+	int			d = home->d;
 	int			starts = p->n_init > 1 ? p->n_init : 1;
-	int64_t		n = 0;
+	int64_t		n = src->n;
 	double	   *C = NULL,
 			   *best = NULL,
-			   *sums = NULL,
-			   *psums = NULL;
-	int64_t    *counts = NULL,
-			   *pcounts = NULL;
+			   *sums = NULL;
+	int64_t    *counts = NULL;
 	double		best_inertia = INFINITY;
 	int			best_iterations = 0;
 	bool		best_converged = false;
 	pggpu_status st = PGGPU_OK;
 
-	if (nparts < 1 || parts == NULL)
-		return pggpu_fail(err, PGGPU_ERR_INVALID, "no parts");
-	d = parts[0]->d;
-	for (int pi = 0; pi < nparts; pi++)
-	{
-		if (parts[pi]->d != d || parts[pi]->metric != parts[0]->metric)
-			return pggpu_fail(err, PGGPU_ERR_INVALID, "part %d has other columns or another metric than part 1", pi + 1);
-		n += parts[pi]->n;
-	}
 	if (k < 1 || k > n)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "k = %d for %lld rows", k, (long long) n);
 	if (p->max_iter < 1 || !(p->tol >= 0) || (unsigned) p->init > PGGPU_INIT_PARALLEL ||
 		(p->init == PGGPU_INIT_GIVEN && (p->init_centroids == NULL || starts > 1)))
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "invalid k-means parameters");
-	C = (double *) pggpu_scratch_alloc(parts[0], sizeof(double) * k * d);
-	best = (double *) pggpu_scratch_alloc(parts[0], sizeof(double) * k * d);
-	sums = (double *) pggpu_scratch_alloc(parts[0], sizeof(double) * k * d);
-	psums = (double *) pggpu_scratch_alloc(parts[0], sizeof(double) * k * d);
-	counts = (int64_t *) pggpu_scratch_alloc(parts[0], sizeof(int64_t) * k);
-	pcounts = (int64_t *) pggpu_scratch_alloc(parts[0], sizeof(int64_t) * k);
-	if (!C || !best || !sums || !psums || !counts || !pcounts)
+	C = (double *) pggpu_scratch_alloc(home, sizeof(double) * k * d);
+	best = (double *) pggpu_scratch_alloc(home, sizeof(double) * k * d);
+	sums = (double *) pggpu_scratch_alloc(home, sizeof(double) * k * d);
+	counts = (int64_t *) pggpu_scratch_alloc(home, sizeof(int64_t) * k);
+	if (!C || !best || !sums || !counts)
 	{
 		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 		goto done;
@@ -330,19 +333,19 @@ pggpu_kmeans_parts(pggpu_data *const *parts, int nparts, const pggpu_kmeans_para
 		if (p->init == PGGPU_INIT_GIVEN)
 		{
 			memcpy(C, p->init_centroids, sizeof(double) * k * d);
-			if (parts[0]->metric == PGGPU_METRIC_COSINE)
+			if (home->metric == PGGPU_METRIC_COSINE)
 				pggpu_normalize_rows(C, k, d, 1.0);
 		}
 		else
-			CHECK(seed_from_sample(parts, nparts, &q, n, C, err));
+			CHECK(seed_from_sample(src, &q, C, err));
 		r->seed_seconds += pggpu_seconds() - t0;
 		t0 = pggpu_seconds();
-		CHECK(lloyd_parts(parts, nparts, &q, s, n, C, sums, psums, counts, pcounts, r, err));
+		CHECK(lloyd(src, &q, s, C, sums, counts, r, err));
 		r->iterate_seconds += pggpu_seconds() - t0;
 		if (starts == 1)
 			break;
 		/* the start's inertia: its labelling by its own final centroids */
-		CHECK(label_parts(parts, nparts, C, k, psums, pcounts, NULL, counts, &inertia, err));
+		CHECK(label_all(src, C, k, sums, NULL, counts, &inertia, err));
 		if (inertia < best_inertia)
 		{
 			best_inertia = inertia;
@@ -358,16 +361,61 @@ pggpu_kmeans_parts(pggpu_data *const *parts, int nparts, const pggpu_kmeans_para
 		r->converged = best_converged;
 	}
 	pggpu_interrupts(p);
-	CHECK(label_parts(parts, nparts, C, k, psums, pcounts, r->labels, r->sizes, &r->inertia, err));
+	CHECK(label_all(src, C, k, sums, r->labels, r->sizes, &r->inertia, err));
 	memcpy(r->centroids, C, sizeof(double) * k * d);
 	if (p->init != PGGPU_INIT_GIVEN)
 		CHECK(pggpu_canonical_order(r, k, d, r->labels, n, err));
 done:
-	pggpu_scratch_free(parts[0], C);
-	pggpu_scratch_free(parts[0], best);
-	pggpu_scratch_free(parts[0], sums);
-	pggpu_scratch_free(parts[0], psums);
-	pggpu_scratch_free(parts[0], counts);
-	pggpu_scratch_free(parts[0], pcounts);
+	pggpu_scratch_free(home, C);
+	pggpu_scratch_free(home, best);
+	pggpu_scratch_free(home, sums);
+	pggpu_scratch_free(home, counts);
 	return st;
+}
+
+/* the local parts as a source */
+typedef struct local_parts
+{
+	pggpu_data *const *parts;
+	int			nparts;
+} local_parts;
+
+static pggpu_status
+local_step(void *arg, const double *C, int k, bool begin, double *sums, int64_t *counts,
+		   double *inertia, int64_t *changed, int32_t *labels, pggpu_error *err)
+{
+	local_parts *lp = (local_parts *) arg;
+
+	return pggpu_parts_step(lp->parts, lp->nparts, C, k, begin, sums, counts, inertia, changed,
+							labels, err);
+}
+
+static pggpu_status
+local_sample(void *arg, uint64_t seed, double rate, pggpu_data *into, pggpu_error *err)
+{
+	local_parts *lp = (local_parts *) arg;
+
+	return pggpu_parts_sample(lp->parts, lp->nparts, 0, seed, rate, into, err);
+}
+
+pggpu_status
+pggpu_kmeans_parts(pggpu_data *const *parts, int nparts, const pggpu_kmeans_params *p,
+				   pggpu_kmeans_result *r, pggpu_error *err)
+{
+	local_parts lp = {parts, nparts};
+	pggpu_kmeans_source src = {0};
+
+	if (nparts < 1 || parts == NULL)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "no parts");
+	src.home = parts[0];
+	for (int pi = 0; pi < nparts; pi++)
+	{
+		if (parts[pi]->d != parts[0]->d || parts[pi]->metric != parts[0]->metric)
+			return pggpu_fail(err, PGGPU_ERR_INVALID, "part %d has other columns or another metric than part 1", pi + 1);
+		src.n += parts[pi]->n;
+	}
+	src.step = local_step;
+	src.sample = local_sample;
+	src.arg = &lp;
+	return pggpu_kmeans_over(&src, p, r, err);
 }

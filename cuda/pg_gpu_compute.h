@@ -110,6 +110,9 @@ int64_t		pggpu_data_batch_rows(const pggpu_data *ds);
  */
 pggpu_status pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err);
 
+/* m rows (row-major, m x d) pushed into ds, a batch at a time */
+pggpu_status pggpu_data_push_rows(pggpu_data *ds, const double *rows, int64_t m, pggpu_error *err);
+
 /*
  * Seconds spent in pggpu_data_push so far: on the GPU, waiting for the
  * host-to-device copies that the filling of the other buffer did not hide.
@@ -323,19 +326,66 @@ pggpu_status pggpu_silhouette(pggpu_data *ds, const double *X, const int32_t *la
 							  int k, double *score, pggpu_error *err);
 
 /*
- * Several parts (parts.c): k-means over the union of the rows of nparts
- * data sets (the same d and metric; each on its own backend or GPU), as
- * pggpu_kmeans over one set of them all: the result's labels in part order
- * (part 1's rows, then part 2's, ...).  Each iteration every part sends
- * its per-cluster sums and counts (pggpu_kmeans_partial), added on the host
- * in part order.  Seeding (not INIT_GIVEN): k-means of a uniform sample of
- * the union's rows (about 40 k, at least 4096) on the CPU with p->init, so
- * results depend on the seed and the parts' sizes.  An empty cluster keeps
- * its centroid.  The parts' interrupt callbacks and threads are theirs.
+ * Rows held apart (parts.c): the parts of one relation (chunks streamed
+ * through one GPU, several GPUs), or the nodes of a cluster, each holding
+ * its rows.  A fit over them sees them only through two calls:
+ *
+ * step: every row labelled by the k centroids C, summed by cluster (sums
+ * k x d, counts k; the sums of several holders added in their order), the
+ * labelling's inertia (squared Euclidean; cosine: 2 (1 - cos)) and the rows
+ * whose label changed since the last step (begin: a new fit, all of them);
+ * labels (NULL: not wanted) in row order.
+ *
+ * sample: the rows that pggpu_sampled(seed, i, rate) picks, i the row's
+ * index in the union of all rows, pushed into "into" (a CPU set of d
+ * columns) in row order, with one pggpu_data_push_rows (a data set takes no
+ * batch after a partial one).
+ *
+ * home gives d and the metric, and holds the fit's host memory (freed when
+ * it closes, also after a longjmp out of a callback or an interrupt).
+ */
+typedef struct pggpu_kmeans_source
+{
+	pggpu_data *home;
+	int64_t		n;				/* rows in all */
+	pggpu_status (*step) (void *arg, const double *C, int k, bool begin, double *sums,
+						  int64_t *counts, double *inertia, int64_t *changed,
+						  int32_t *labels, pggpu_error *err);
+	pggpu_status (*sample) (void *arg, uint64_t seed, double rate, pggpu_data *into,
+							pggpu_error *err);
+	void	   *arg;
+} pggpu_kmeans_source;
+
+/*
+ * k-means over a source's rows, as pggpu_kmeans over one set of them all.
+ * Each iteration is one step.  Seeding (not INIT_GIVEN): k-means of a
+ * uniform sample of the rows (about 40 k, at least 4096) on the CPU with
+ * p->init, so results depend on the seed and the sizes of the holders.  An
+ * empty cluster keeps its centroid.
+ */
+pggpu_status pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
+							   pggpu_kmeans_result *r, pggpu_error *err);
+
+/*
+ * pggpu_kmeans_over the union of the rows of nparts data sets (the same d
+ * and metric; each on its own backend or GPU), labels in part order.  The
+ * parts' interrupt callbacks and threads are theirs.
  */
 pggpu_status pggpu_kmeans_parts(pggpu_data *const *parts, int nparts,
 								const pggpu_kmeans_params *p, pggpu_kmeans_result *r,
 								pggpu_error *err);
+
+/*
+ * A source's two calls on local parts (a cluster's node answers with them
+ * for its rows): a step over every part, sums added in part order (a part
+ * found parked is parked again after its share); and the sample, "first"
+ * the union index of parts[0]'s first row.
+ */
+pggpu_status pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k,
+							  bool begin, double *sums, int64_t *counts, double *inertia,
+							  int64_t *changed, int32_t *labels, pggpu_error *err);
+pggpu_status pggpu_parts_sample(pggpu_data *const *parts, int nparts, int64_t first,
+								uint64_t seed, double rate, pggpu_data *into, pggpu_error *err);
 
 /*
  * One part's share of a Lloyd iteration: its rows labelled by the k
