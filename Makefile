@@ -39,11 +39,13 @@ COMPUTE_OBJS += cuda/gpu/stand_in.o
 CUDA_LIBS =
 endif
 
-OBJS = src/pg_gpu.o src/compat.o src/read.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/info.o src/support.o src/model.o src/progress.o $(COMPUTE_OBJS)
-PG_CPPFLAGS = -Icuda $(BLAS_CFLAGS)
+OBJS = src/pg_gpu.o src/compat.o src/read.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/info.o src/support.o src/model.o src/progress.o src/distributed.o src/worker.o $(COMPUTE_OBJS)
+# libpq: the coordinator of a Citus cluster talks to its nodes (src/distributed.c)
+PG_CPPFLAGS = -Icuda $(BLAS_CFLAGS) -I$(libpq_srcdir)
 # identical floating-point rounding on CPU and GPU: no contraction into FMA
 PG_CFLAGS = -ffp-contract=off
 # OpenBLAS is loaded on first use (cuda/matmul.c): not linked into the library
+SHLIB_LINK_INTERNAL = $(libpq)
 SHLIB_LINK = $(CUDA_LIBS) -ldl -lm
 
 # nvcc objects have no LLVM bitcode; skip the JIT bitcode step

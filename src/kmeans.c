@@ -170,20 +170,10 @@ no_zero_rows(const double *m, int k, int d, const char *name)
 	}
 }
 
-/* reads the relation; errors when nothing is usable; notes skipped rows */
-static PgGpuData *
-load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, PgGpuRows *rows,
-	 const char *skipped)
+/* a NOTICE of the rows left out (NULL, NaN, infinite; zero for cosine) and what becomes of them */
+static void
+notice_skipped(const PgGpuSource *src, const PgGpuRows *rows, const char *skipped)
 {
-	PgGpuData  *data = pg_gpu_data_open(pg_gpu_choose_backend(), src->ncols,
-										(int64) src->expected_rows);
-
-	pg_gpu_data_set_kmeans(data, metric, pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
-	pg_gpu_read_source(src, data, want_ids, rows);
-	if (data->nparts > 1)
-		elog(DEBUG1, "pg_gpu: %lld rows of \"%s\" in %d parts of up to %lld rows (pg_gpu.kmeans_gpu_memory = %d MB), streamed through %s",
-			 (long long) rows->nvalid, src->relname, data->nparts, (long long) pggpu_data_rows(data->parts[0]),
-			 pg_gpu_kmeans_gpu_memory, pggpu_data_device_name(data->ds));
 	if (rows->ninvalid > 0 && src->veckind == PG_GPU_VEC_GEOMETRY)
 		ereport(NOTICE,
 				(errmsg("%lld of %lld rows of \"%s\" have a NULL or empty point, or NaN or infinite coordinates; %s",
@@ -199,7 +189,43 @@ load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, PgGpuRows *rows
 				(errmsg("%lld of %lld rows of \"%s\" have NULL, NaN or infinite values in the used columns%s; %s",
 						(long long) rows->ninvalid, (long long) (rows->ninvalid + rows->nvalid),
 						src->relname, src->normalize ? ", or are zero in all of them" : "", skipped)));
+}
+
+/* reads the relation; notes skipped rows */
+static PgGpuData *
+load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, PgGpuRows *rows,
+	 const char *skipped)
+{
+	PgGpuData  *data = pg_gpu_data_open(pg_gpu_choose_backend(), src->ncols,
+										(int64) src->expected_rows);
+
+	pg_gpu_data_set_kmeans(data, metric, pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
+	pg_gpu_read_source(src, data, want_ids, rows);
+	if (data->nparts > 1)
+		elog(DEBUG1, "pg_gpu: %lld rows of \"%s\" in %d parts of up to %lld rows (pg_gpu.kmeans_gpu_memory = %d MB), streamed through %s",
+			 (long long) rows->nvalid, src->relname, data->nparts, (long long) pggpu_data_rows(data->parts[0]),
+			 pg_gpu_kmeans_gpu_memory, pggpu_data_device_name(data->ds));
+	notice_skipped(src, rows, skipped);
 	return data;
+}
+
+/*
+ * A Citus distributed table: its rows loaded on the nodes that hold its
+ * shards (distributed.c), scaled by mean and std when given; NULL when the
+ * call reads them here instead (not distributed, pg_gpu.citus_nodes off, or
+ * why_not: what keeps this call off the nodes)
+ */
+static PgGpuCluster *
+load_on_nodes(const PgGpuSource *src, pggpu_metric metric, bool want_ids, const double *mean,
+			  const double *std, PgGpuRows *rows, const char *skipped, const char *why_not)
+{
+	PgGpuCluster *cl;
+
+	if (!pg_gpu_on_nodes(src->relid, why_not))
+		return NULL;
+	cl = pg_gpu_cluster_load(src, metric, want_ids, mean, std, rows);
+	notice_skipped(src, rows, skipped);
+	return cl;
 }
 
 typedef struct KmeansOut
@@ -216,6 +242,7 @@ typedef struct KmeansOut
 	bool		converged;
 	char	   *device;
 	int64		next;			/* next row to return */
+	PgGpuCluster *cluster;		/* the rows are on a Citus cluster's nodes */
 	/* k-means: the settings, the scaling and the centroids compared (for the model) */
 	FitSettings fs;
 	bool		given;			/* init_centroids */
@@ -411,14 +438,17 @@ fit_data(PgGpuData *data, const FitSettings *fs, int k, double *given, bool want
 	out->sizes = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * k);
 	res.centroids = out->centroids;
 	res.sizes = out->sizes;
-	if (want_labels)
+	if (want_labels && !out->cluster)
 		res.labels = out->labels =
 			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * out->rows.nvalid);
 	/* several parts (rows beyond the GPU's memory): the compute layer streams them */
-	if ((data->nparts > 1 ? pggpu_kmeans_parts(data->parts, data->nparts, &p, &res, &err) :
-		 pggpu_kmeans(data->ds, &p, &res, &err)) != PGGPU_OK)
+	if (out->cluster)
+		pg_gpu_cluster_fit(out->cluster, &p, &res);
+	else if ((data->nparts > 1 ? pggpu_kmeans_parts(data->parts, data->nparts, &p, &res, &err) :
+			  pggpu_kmeans(data->ds, &p, &res, &err)) != PGGPU_OK)
 		pg_gpu_raise(&err);
-	log_route(data->ds);
+	else
+		log_route(data->ds);
 	/* the centroids in the columns' units; the model keeps those compared too */
 	out->scaled = out->centroids;
 	if (fs->standard)
@@ -431,7 +461,11 @@ fit_data(PgGpuData *data, const FitSettings *fs, int k, double *given, bool want
 	out->inertia = res.inertia;
 	out->iterations = res.iterations;
 	out->converged = res.converged;
-	out->device = pstrdup(pggpu_data_device_name(data->ds));
+	out->device = pstrdup(out->cluster ? pg_gpu_cluster_device(out->cluster) :
+						  pggpu_data_device_name(data->ds));
+	/* the nodes' memberships: each row's nearest final centroid, with its id */
+	if (want_labels && out->cluster)
+		pg_gpu_cluster_labels(out->cluster, out->scaled, k, &out->rows, &out->labels, NULL);
 	out->seed_ms = res.seed_seconds * 1e3;
 	out->iterate_ms = res.iterate_seconds * 1e3;
 	/* which device ran it, every call (DEBUG2: the fallback NOTICE comes once a session; tests run on either device) */
@@ -497,6 +531,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 	TimestampTz start;
 	FitSettings *fs = &out->fs;
 	int			k;
+	const char *skipped;
 
 	require_arg(fcinfo, A_RELATION, "relation");
 	require_arg(fcinfo, A_K, "k");
@@ -528,17 +563,22 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 
 	start = GetCurrentTimestamp();
 	pg_gpu_progress_begin(out->fname);
-	data = load(&out->src, fs->metric, want_labels, &out->rows,
-				want_labels ? "they come back with cluster NULL" : "they take no part in the fit");
+	skipped = want_labels ? "they come back with cluster NULL" : "they take no part in the fit";
+	out->cluster = load_on_nodes(&out->src, fs->metric, want_labels, NULL, NULL, &out->rows, skipped,
+								 fs->standard ? "scale => 'standard' is computed on the coordinator" : NULL);
+	data = out->cluster ? NULL : load(&out->src, fs->metric, want_labels, &out->rows, skipped);
 	out->read_ms = ms_since(start);
-	out->push_ms = pggpu_data_push_seconds(data->ds) * 1e3;
+	out->push_ms = data ? pggpu_data_push_seconds(data->ds) * 1e3 : 0;
 	if (out->rows.nvalid == 0)
 		pg_gpu_no_usable_rows(&out->src, &out->rows);
 	check_k(k, &out->rows);
 	standardize(data, fs, out);
 	fit_data(data, fs, k, given, want_labels, out);
 	notice_not_converged(out, fs);
-	pg_gpu_data_close(data);
+	if (out->cluster)
+		pg_gpu_cluster_close(out->cluster);
+	else
+		pg_gpu_data_close(data);
 	pg_gpu_progress_end();
 }
 
@@ -707,6 +747,14 @@ assign_rows(KmeansOut *o, const char *fname, pggpu_metric metric, const double *
 	int64		off = 0;
 
 	pg_gpu_progress_begin(fname);
+	o->cluster = load_on_nodes(&o->src, metric, true, mean, std, &o->rows, "they come back with cluster NULL", NULL);
+	if (o->cluster)
+	{
+		pg_gpu_cluster_labels(o->cluster, centroids, o->k, &o->rows, &o->labels, &o->distances);
+		pg_gpu_cluster_close(o->cluster);
+		pg_gpu_progress_end();
+		return;
+	}
 	data = load(&o->src, metric, true, &o->rows, "they come back with cluster NULL");
 	o->labels = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(o->rows.nvalid, 1));
 	o->distances = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(o->rows.nvalid, 1));

@@ -137,6 +137,16 @@ _PG_init(void)
 							PGC_USERSET,
 							0,
 							NULL, NULL, NULL);
+	DefineCustomBoolVariable("pg_gpu.citus_nodes",
+							 "Runs k-means on a Citus distributed table on the nodes that hold its shards.",
+							 "On: each node reads its own shards into its own GPU (or CPU) and only "
+							 "per-cluster sums cross the network.  Off: the rows are read through "
+							 "Citus's executor into this backend.",
+							 &pg_gpu_citus_nodes,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("pg_gpu");
 }
 

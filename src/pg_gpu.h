@@ -184,12 +184,30 @@ typedef struct PgGpuRows
 
 extern void pg_gpu_read_source(const PgGpuSource *src, PgGpuData *data,
 							   bool want_ids, PgGpuRows *rows);
+extern void pg_gpu_read_sources(const PgGpuSource *srcs, int nsrcs, PgGpuData *data,
+								bool want_ids, PgGpuRows *rows);
 /* ERROR: no row of src is usable (the detail names the columns at fault) */
 pg_noreturn extern void pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGpuRows *rows);
 
 /* ---- progress, in pg_stat_activity.query (progress.c) ---- */
 
 /* a call named fname begins (its stage shows until the memory context goes) */
+/* distributed.c: k-means on the nodes of a Citus cluster */
+typedef struct PgGpuCluster PgGpuCluster;
+
+extern bool pg_gpu_citus_nodes;
+extern char pg_gpu_citus_method(Oid relid);
+extern bool pg_gpu_on_nodes(Oid relid, const char *why_not);
+extern PgGpuCluster *pg_gpu_cluster_load(const PgGpuSource *src, pggpu_metric metric, bool want_ids,
+										 const double *mean, const double *std, PgGpuRows *rows);
+extern const char *pg_gpu_cluster_device(const PgGpuCluster *cl);
+extern void pg_gpu_cluster_fit(PgGpuCluster *cl, const pggpu_kmeans_params *p,
+							   pggpu_kmeans_result *r);
+extern void pg_gpu_cluster_labels(PgGpuCluster *cl, const double *C, int k, PgGpuRows *rows,
+								  int32 **labels, double **distances);
+extern void pg_gpu_cluster_close(PgGpuCluster *cl);
+
+
 extern void pg_gpu_progress_begin(const char *fname);
 /* its stage now (at most every 100 ms unless force) */
 extern void pg_gpu_progress(bool force, const char *fmt,...) pg_attribute_printf(2, 3);

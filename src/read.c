@@ -577,14 +577,13 @@ source_spec(const PgGpuSource *src, bool want_ids, bool table, PgGpuRowSpec *spe
 }
 
 void
-pg_gpu_read_source(const PgGpuSource *src, PgGpuData *data, bool want_ids,
-				   PgGpuRows *rows)
+pg_gpu_read_sources(const PgGpuSource *srcs, int nsrcs, PgGpuData *data, bool want_ids,
+					PgGpuRows *rows)
 {
 	SoaSink		s;
 	PgGpuRowSpec *spec = palloc(sizeof(PgGpuRowSpec));
 
 	memset(&s, 0, sizeof(s));
-	s.src = src;
 	s.data = data;
 	s.ds = data->parts[data->nparts - 1];
 	s.want_ids = want_ids;
@@ -592,18 +591,25 @@ pg_gpu_read_source(const PgGpuSource *src, PgGpuData *data, bool want_ids,
 	s.batch_rows = pggpu_data_batch_rows(s.ds);
 	s.cxt = CurrentMemoryContext;
 
-	source_spec(src, want_ids, true, spec);
-	if (!pg_gpu_scan_table(src->relid, spec, false, soa_consume, &s))
+	/* one sink for all: only the last batch of them all may be partial */
+	for (int i = 0; i < nsrcs; i++)
 	{
-		PgGpuPartReceiver r;
+		const PgGpuSource *src = &srcs[i];
 
-		char	   *sql = source_select(src, want_ids);
+		s.src = src;
+		source_spec(src, want_ids, true, spec);
+		if (!pg_gpu_scan_table(src->relid, spec, false, soa_consume, &s))
+		{
+			PgGpuPartReceiver r;
 
-		source_spec(src, want_ids, false, spec);
-		pg_gpu_part_receiver_init(&r, spec, soa_consume, &s);
-		pg_gpu_run_select(sql, &r.pub, false);
-		pg_gpu_part_receiver_finish(&r);
-		pfree(sql);
+			char	   *sql = source_select(src, want_ids);
+
+			source_spec(src, want_ids, false, spec);
+			pg_gpu_part_receiver_init(&r, spec, soa_consume, &s);
+			pg_gpu_run_select(sql, &r.pub, false);
+			pg_gpu_part_receiver_finish(&r);
+			pfree(sql);
+		}
 	}
 
 	if (s.fill > 0)
@@ -613,6 +619,12 @@ pg_gpu_read_source(const PgGpuSource *src, PgGpuData *data, bool want_ids,
 	rows->ids = s.ids;
 	rows->invalid_ids = s.bad;
 	pfree(spec);
+}
+
+void
+pg_gpu_read_source(const PgGpuSource *src, PgGpuData *data, bool want_ids, PgGpuRows *rows)
+{
+	pg_gpu_read_sources(src, 1, data, want_ids, rows);
 }
 
 /* ---- no usable rows: which columns are at fault ------------------------------ */

@@ -307,35 +307,12 @@ chunk_blocks(BlockNumber nblocks, int nworkers)
 /*
  * Is relid a table that Citus manages (distributed, reference or Citus local
  * table)?  Its heap on this node is then a shell, or one placement among
- * others: what a SELECT of it reads comes through Citus's planner.  Read
- * from Citus's catalog pg_dist_partition, when there is one, directly (no
- * privilege on it needed).
+ * others: what a SELECT of it reads comes through Citus's planner.
  */
 static bool
 citus_table(Oid relid)
 {
-	Oid			catid = get_relname_relid("pg_dist_partition", PG_CATALOG_NAMESPACE);
-	Relation	cat;
-	AttrNumber	att;
-	ScanKeyData key;
-	SysScanDesc scan;
-	bool		found;
-
-	if (!OidIsValid(catid))
-		return false;
-	cat = table_open(catid, AccessShareLock);
-	att = pg_gpu_find_column(RelationGetDescr(cat), "logicalrelid") + 1;
-	if (att <= 0)
-	{
-		table_close(cat, AccessShareLock);
-		return false;
-	}
-	ScanKeyInit(&key, att, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
-	scan = systable_beginscan(cat, InvalidOid, false, NULL, 1, &key);
-	found = HeapTupleIsValid(systable_getnext(scan));
-	systable_endscan(scan);
-	table_close(cat, AccessShareLock);
-	return found;
+	return pg_gpu_citus_method(relid) != 0;
 }
 
 /*

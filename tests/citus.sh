@@ -19,8 +19,8 @@
 # Environment:
 #   PG_GPU_DEVICE        pg_gpu.device for the checks (default cpu; gpu on a GPU machine)
 #   CITUS_COORD_PORT     coordinator port (default 54341)
-#   CITUS_WORKER_PORT    worker port (default 54342); both differ from the
-#                        main test cluster's 54329
+#   CITUS_WORKER_PORT    the first worker's port (default 54342), the second's
+#                        is one more; all differ from the main test cluster's 54329
 #   CITUS_TARBALL        the Citus source tarball (default ../shared/vendor/...)
 #   CITUS_CACHE          where the built Citus tree is kept
 #                        (default /var/cache/pg_gpu-test/citus-13.2.2)
@@ -35,6 +35,7 @@ repo=$PWD
 device=${PG_GPU_DEVICE:-cpu}
 coord_port=${CITUS_COORD_PORT:-54341}
 worker_port=${CITUS_WORKER_PORT:-54342}
+worker2_port=$((worker_port + 1))
 tarball=${CITUS_TARBALL:-$repo/../shared/vendor/citus-13.2.2-pg15.20.tar.gz}
 cache=${CITUS_CACHE:-/var/cache/pg_gpu-test/citus-13.2.2}
 
@@ -102,7 +103,7 @@ if [ ! -f "$("$PG_CONFIG" --pkglibdir)/citus.so" ]; then
 fi
 
 # ---------------------------------------------------------------------------
-# 2. A throwaway Citus cluster: coordinator + one worker on 127.0.0.1
+# 2. A throwaway Citus cluster: coordinator + two workers on 127.0.0.1
 # ---------------------------------------------------------------------------
 t_start=$SECONDS
 if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then
@@ -116,7 +117,7 @@ chmod 755 "$tmp"
 # stop both servers and remove their directories however the script ends
 cleanup() {
   local node
-  for node in coordinator worker; do
+  for node in coordinator worker worker2; do
     [ -f "$tmp/$node/postmaster.pid" ] &&
       as_owner "$bindir/pg_ctl" -D "$tmp/$node" -m immediate -w stop >/dev/null 2>&1 || true
   done
@@ -152,18 +153,23 @@ q() {
     -c "SET client_min_messages = warning" -c "$2"
 }
 
-log "starting a Citus coordinator (port $coord_port) and worker (port $worker_port)"
+log "starting a Citus coordinator (port $coord_port) and workers (ports $worker_port, $worker2_port)"
 node_start coordinator "$coord_port"
 node_start worker "$worker_port"
+node_start worker2 "$worker2_port"
 q "$worker_port" "CREATE EXTENSION citus"
+q "$worker2_port" "CREATE EXTENSION citus"
 q "$coord_port" "CREATE EXTENSION citus"
 q "$coord_port" "SELECT citus_set_coordinator_host('127.0.0.1', $coord_port)" >/dev/null
 q "$coord_port" "SELECT citus_add_node('127.0.0.1', $worker_port)" >/dev/null
+q "$coord_port" "SELECT citus_add_node('127.0.0.1', $worker2_port)" >/dev/null
 # Citus propagates CREATE EXTENSION to the worker (and refuses DDL run on a
 # worker directly once it holds metadata), so check that it arrived there
 q "$coord_port" "CREATE EXTENSION pg_gpu"
-[ "$(q "$worker_port" "SELECT count(*) FROM pg_extension WHERE extname = 'pg_gpu'")" = 1 ] ||
-  { echo "CREATE EXTENSION pg_gpu did not reach the worker" >&2; exit 1; }
+for port in "$worker_port" "$worker2_port"; do
+  [ "$(q "$port" "SELECT count(*) FROM pg_extension WHERE extname = 'pg_gpu'")" = 1 ] ||
+    { echo "CREATE EXTENSION pg_gpu did not reach the worker on port $port" >&2; exit 1; }
+done
 echo "citus $(q "$coord_port" "SELECT extversion FROM pg_extension WHERE extname = 'citus'"),"\
  "pg_gpu $(q "$coord_port" "SELECT extversion FROM pg_extension WHERE extname = 'pg_gpu'"),"\
  "pg_gpu.device = $device"
@@ -174,7 +180,7 @@ echo "citus $(q "$coord_port" "SELECT extversion FROM pg_extension WHERE extname
 # The distributed tables are distributed while empty and filled afterwards, as
 # usual: create_distributed_table on a filled table would leave a copy of the
 # rows in the coordinator's shell table, and the point here is that the shell
-# is empty and the rows are only on the worker.
+# is empty and the rows are only on the workers.
 #
 # pts: 3000 points in three well-separated blobs of unequal sizes (1500 around
 # (0,0), 1000 around (10,0), 500 around (5,9), each within 1.5 of its centre),
@@ -189,6 +195,21 @@ a_rows="SELECT i, ARRAY(SELECT sin(i * j + 0.5) FROM generate_series(1, 6) j)
 FROM generate_series(1, 200) i"
 s_rows="SELECT i, j, (i * 10 + j)::numeric / 7
 FROM generate_series(1, 6) i, generate_series(1, 3) j WHERE (i + j) % 2 = 0"
+# big: $big_n rows of 8 columns in 16 blobs (centres placed by a
+# deterministic hash in [-20, 20]^8, rows within 0.8 of theirs in each
+# column), every 997th row NULL in c1; the bench data of the seeding and
+# equality checks, and a fit long enough to be stopped midway.  emb: 2000
+# real[] rows of 24 values in 5 directions, for cosine.
+big_n=${CITUS_BIG_ROWS:-60000}
+big_cols="c1 float8, c2 float8, c3 float8, c4 float8, c5 float8, c6 float8, c7 float8, c8 float8"
+frac() { echo "(abs(sin($1) * 43758.5453) - floor(abs(sin($1) * 43758.5453)) - 0.5)"; }
+big_vals="CASE WHEN i % 997 = 0 THEN NULL ELSE 40 * $(frac "(i % 16) * 12.9898 + 78.233") + 1.6 * $(frac "i * 1.1 + 0.3") END"
+for t in 2 3 4 5 6 7 8; do
+  big_vals="$big_vals, 40 * $(frac "(i % 16) * 12.9898 + $t * 78.233") + 1.6 * $(frac "i * 1.$((t + 1)) + 0.$t")"
+done
+big_rows="SELECT i, $big_vals FROM generate_series(1, $big_n) i"
+emb_rows="SELECT i, ARRAY(SELECT (cos(j * (i % 5 + 1)) + 0.2 * sin(i * j * 0.37))::real FROM generate_series(1, 24) j)
+FROM generate_series(1, 2000) i"
 log "creating the distributed tables and their local copies"
 q "$coord_port" "
 SET citus.shard_count = 4;
@@ -213,6 +234,18 @@ SELECT create_distributed_table('s', 'row_id');
 CREATE TABLE s_local (LIKE s);
 INSERT INTO s $s_rows;
 INSERT INTO s_local $s_rows;
+
+CREATE TABLE big (id bigint PRIMARY KEY, $big_cols);
+SELECT create_distributed_table('big', 'id');
+CREATE TABLE big_local (LIKE big INCLUDING ALL);
+INSERT INTO big $big_rows;
+INSERT INTO big_local $big_rows;
+
+CREATE TABLE emb (id bigint PRIMARY KEY, v real[]);
+SELECT create_distributed_table('emb', 'id');
+CREATE TABLE emb_local (LIKE emb INCLUDING ALL);
+INSERT INTO emb $emb_rows;
+INSERT INTO emb_local $emb_rows;
 " >/dev/null
 
 # ---------------------------------------------------------------------------
@@ -235,14 +268,14 @@ check() {
 # depend on the order in which rows are read (the distributed table's rows
 # come back in another order than the local table's)
 init="ARRAY[[0,0],[10,0],[5,9]]::float8[]"
-# tolerance: the same rows summed in another order.  Relative 1e-9, absolute
+# tolerance: the same rows summed in another order.  Relative 1e-12, absolute
 # for values under 1 (a centroid coordinate near 0 has no relative precision)
-close() { echo "abs(($1) - ($2)) <= 1e-9 * greatest(1, abs($2))"; }
+close() { echo "abs(($1) - ($2)) <= 1e-12 * greatest(1, abs($2))"; }
 
 log "checks (pg_gpu.device = $device)"
-check "the rows are on the worker's shards, none in the coordinator's shell" "
+check "the rows are on the workers' shards, none in the coordinator's shell" "
   SELECT (SELECT count(*) FROM pts) = 3000
-         AND (SELECT count(DISTINCT nodeport) FROM citus_shards WHERE table_name = 'pts'::regclass) = 1
+         AND (SELECT count(DISTINCT nodeport) FROM citus_shards WHERE table_name = 'pts'::regclass) = 2
          AND (SELECT min(nodeport) FROM citus_shards WHERE table_name = 'pts'::regclass) = $worker_port
          AND pg_relation_size('pts') = 0 AND pg_relation_size('a') = 0 AND pg_relation_size('s') = 0,
          format('%s rows through Citus; shell sizes pts %s, a %s, s %s bytes', (SELECT count(*) FROM pts),
@@ -311,6 +344,194 @@ check "gpu_matmul('a', 'b'): distributed dense a x local b = the product of the 
   "$(matmul_same "'a'::regclass, 'b'::regclass" "'a_local'::regclass, 'b'::regclass" 200)"
 check "gpu_matmul('a', 's'): distributed dense a x distributed sparse s = the product of the local copies" \
   "$(matmul_same "'a'::regclass, 's'::regclass" "'a_local'::regclass, 's_local'::regclass" 200)"
+
+# ---- k-means on the workers (src/distributed.c) ---------------------------
+check "k-means on a distributed table runs on its two workers" "
+  SELECT device LIKE '% (2 Citus nodes)', device FROM gpu_kmeans_fit('pts', 3, seed => 1)"
+
+check "pg_gpu.citus_nodes = off reads through Citus's executor: the same fit" "
+  SELECT d.sizes = e.sizes AND e.device NOT LIKE '%Citus%'
+         AND (SELECT bool_and($(close dc.v ec.v))
+              FROM unnest(d.centroids) WITH ORDINALITY dc(v, n)
+              JOIN unnest(e.centroids) WITH ORDINALITY ec(v, n) USING (n)),
+         format('nodes: %s %s; executor: %s %s', d.centroids, d.sizes, e.centroids, e.sizes)
+  FROM gpu_kmeans_fit('pts', 3, init_centroids => $init) d,
+       LATERAL (SELECT set_config('pg_gpu.citus_nodes', 'off', true)) s,
+       LATERAL gpu_kmeans_fit('pts', 3, init_centroids => $init) e"
+
+# the first 16 rows as starting centroids, tol 0: a fit to the fixed point
+big_init="(SELECT array_agg(ARRAY[c1, c2, c3, c4, c5, c6, c7, c8] ORDER BY id) FROM big_local WHERE id BETWEEN 1 AND 16)"
+check "big, init_centroids, tol 0: the distributed fit equals the single node's (centroids 1e-12 relative, sizes, iterations)" "
+  SELECT d.sizes = l.sizes AND d.iterations = l.iterations AND d.converged
+         AND (SELECT bool_and($(close dc.v lc.v)) AND count(*) = 128
+              FROM unnest(d.centroids) WITH ORDINALITY dc(v, n)
+              JOIN unnest(l.centroids) WITH ORDINALITY lc(v, n) USING (n))
+         AND $(close d.inertia l.inertia),
+         format('distributed: %s iterations, sizes %s, inertia %s; local: %s, %s, %s',
+                d.iterations, d.sizes, d.inertia, l.iterations, l.sizes, l.inertia)
+  FROM gpu_kmeans_fit('big', 16, init_centroids => $big_init, tol => 0, max_iter => 1000) d,
+       gpu_kmeans_fit('big_local', 16, init_centroids => $big_init, tol => 0, max_iter => 1000) l"
+
+check "big, init_centroids, tol 0: every row in the same cluster as on the single node (NULL rows NULL)" "
+  SELECT count(*) FILTER (WHERE d.cluster IS DISTINCT FROM l.cluster) = 0 AND count(*) = $big_n
+         AND count(*) FILTER (WHERE d.cluster IS NULL) = $big_n / 997,
+         format('%s rows distributed, %s local, %s differ, %s NULL', count(d.id), count(l.id),
+                count(*) FILTER (WHERE d.cluster IS DISTINCT FROM l.cluster), count(*) FILTER (WHERE d.cluster IS NULL))
+  FROM gpu_kmeans('big', 16, init_centroids => $big_init, tol => 0, max_iter => 1000) d
+  FULL JOIN gpu_kmeans('big_local', 16, init_centroids => $big_init, tol => 0, max_iter => 1000) l ON d.id = l.id"
+
+for init_name in "k-means++" "k-means||"; do
+  check "big, seeded by $init_name (seed 7): inertia within 1 % of the single node's" "
+  SELECT d.inertia <= 1.01 * l.inertia,
+         format('distributed %s, single node %s, ratio %s', d.inertia, l.inertia, round((d.inertia / l.inertia)::numeric, 5))
+  FROM gpu_kmeans_fit('big', 16, init => '$init_name', seed => 7, n_init => 5) d,
+       gpu_kmeans_fit('big_local', 16, init => '$init_name', seed => 7, n_init => 5) l"
+done
+
+check "big, seeded: the same seed gives the same fit again (reproducible for a shard layout)" "
+  SELECT a.centroids = b.centroids AND a.sizes = b.sizes AND a.inertia = b.inertia,
+         format('%s / %s', a.inertia, b.inertia)
+  FROM gpu_kmeans_fit('big', 16, init => 'k-means||', seed => 3) a,
+       gpu_kmeans_fit('big', 16, init => 'k-means||', seed => 3) b"
+
+check "memberships => true on the workers: the ids and clusters gpu_kmeans returns" "
+  SELECT count(*) = $big_n AND count(*) FILTER (WHERE g.cluster IS DISTINCT FROM m.cluster) = 0,
+         format('%s ids, %s differ', count(*), count(*) FILTER (WHERE g.cluster IS DISTINCT FROM m.cluster))
+  FROM (SELECT unnest(ids) AS id, unnest(clusters) AS cluster
+        FROM gpu_kmeans_fit('big', 16, init_centroids => $big_init, memberships => true)) m
+  JOIN gpu_kmeans('big', 16, init_centroids => $big_init) g USING (id)"
+
+check "gpu_kmeans_apply of a scaled model (fit on the local copy): the same clusters and distances on the workers" "
+  WITH f AS (SELECT model FROM gpu_kmeans_fit('big_local', 16, seed => 2, scale => 'standard'))
+  SELECT count(*) = $big_n AND count(*) FILTER (WHERE d.cluster IS DISTINCT FROM l.cluster
+                                                 OR NOT coalesce($(close d.distance l.distance), true)) = 0,
+         format('%s rows, %s differ', count(*), count(*) FILTER (WHERE d.cluster IS DISTINCT FROM l.cluster))
+  FROM f, gpu_kmeans_apply('big', f.model) d JOIN gpu_kmeans_apply('big_local', f.model) l USING (id)"
+
+check "scale => 'standard' on a distributed table (read through the executor): the local table's fit" "
+  SELECT d.sizes = l.sizes AND $(close d.inertia l.inertia), format('%s %s / %s %s', d.sizes, d.inertia, l.sizes, l.inertia)
+  FROM gpu_kmeans_fit('big', 16, init_centroids => $big_init, scale => 'standard') d,
+       gpu_kmeans_fit('big_local', 16, init_centroids => $big_init, scale => 'standard') l"
+
+emb_init="(SELECT array_agg(v::float8[] ORDER BY id) FROM emb_local WHERE id BETWEEN 1 AND 5)"
+check "real[] rows, metric cosine, init_centroids: the same clusters and centroids as the local table" "
+  SELECT d.sizes = l.sizes AND d.device LIKE '%Citus%'
+         AND (SELECT bool_and($(close dc.v lc.v)) FROM unnest(d.centroids) WITH ORDINALITY dc(v, n)
+              JOIN unnest(l.centroids) WITH ORDINALITY lc(v, n) USING (n)),
+         format('%s / %s', d.sizes, l.sizes)
+  FROM gpu_kmeans_fit('emb', 5, metric => 'cosine', init_centroids => $emb_init) d,
+       gpu_kmeans_fit('emb_local', 5, metric => 'cosine', init_centroids => $emb_init) l"
+
+# ---- privileges and row security: as the calling user, on the workers ----
+# (one statement a call: Citus propagates each to the workers)
+for stmt in "CREATE ROLE analyst LOGIN" "GRANT USAGE ON SCHEMA public TO analyst" \
+  "CREATE TABLE secret (id bigint PRIMARY KEY, x float8, y float8)" \
+  "SELECT create_distributed_table('secret', 'id')" "INSERT INTO secret SELECT id, x, y FROM pts_local" \
+  "GRANT SELECT ON pts TO analyst" "ALTER TABLE pts ENABLE ROW LEVEL SECURITY" \
+  "CREATE POLICY analyst_half ON pts TO analyst USING (id % 2 = 0)"; do
+  q "$coord_port" "$stmt" >/dev/null
+done
+# check_as ROLE NAME SQL: check, as ROLE
+check_as() {
+  local role=$1 name=$2 sql=$3 out
+  if out=$(psql -X -q -At -h "$tmp" -p "$coord_port" -U "$role" -d postgres \
+             -c "SET client_min_messages = warning" -c "SET pg_gpu.device = $device; $sql" 2>&1) &&
+     [ "${out%%|*}" = t ]; then
+    npass=$((npass + 1)); echo "ok   - $name"
+  else
+    nfail=$((nfail + 1)); echo "FAIL - $name"; printf '%s\n' "${out#f|}" | sed 's/^/       /'
+  fi
+}
+check_as analyst "row security on the workers: a role's fit sees the rows the policy gives it (as through Citus)" "
+  SELECT (SELECT sum(v) FROM unnest(f.sizes) v) = (SELECT count(*) FROM pts) AND (SELECT count(*) FROM pts) = 1500
+         AND f.device LIKE '%Citus%',
+         format('fit over %s rows, %s visible through Citus', (SELECT sum(v) FROM unnest(f.sizes) v), (SELECT count(*) FROM pts))
+  FROM gpu_kmeans_fit('pts', 3, init_centroids => $init) f"
+# expect_error NAME SQLSTATE PATTERN SQL [ROLE]: SQL fails with SQLSTATE and a message matching PATTERN
+expect_error() {
+  local name=$1 state=$2 pattern=$3 sql=$4 role=${5:-$user} out
+  out=$(psql -X -q -At -v VERBOSITY=verbose -h "$tmp" -p "$coord_port" -U "$role" -d postgres \
+          -c "SET pg_gpu.device = $device" -c "$sql" 2>&1) || true
+  if printf '%s' "$out" | grep -q "ERROR:  $state: " && printf '%s' "$out" | grep -Eq "$pattern"; then
+    npass=$((npass + 1)); echo "ok   - $name"
+  else
+    nfail=$((nfail + 1)); echo "FAIL - $name"; printf '%s\n' "$out" | head -5 | sed 's/^/       /'
+  fi
+}
+expect_error "a role without SELECT on the distributed table: 42501" 42501 "permission denied" \
+  "SELECT * FROM gpu_kmeans_fit('secret', 3)" analyst
+
+# no pg_gpu session is left on a worker once a call has ended
+sessions_left() {
+  local port n=0 t
+  for t in 1 2 3 4 5 6 7 8 9 10; do
+    n=0
+    for port in "$@"; do
+      n=$((n + $(q "$port" "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pg_gpu'")))
+    done
+    [ "$n" -eq 0 ] && break
+    sleep 0.2
+  done
+  echo "$n"
+}
+check "no pg_gpu session is left on the workers after the calls above" "
+  SELECT $(sessions_left "$worker_port" "$worker2_port") = 0, '$(sessions_left "$worker_port" "$worker2_port") sessions left'"
+
+# ---- failure and cancel ---------------------------------------------------
+# a fit that runs for minutes, also on GPUs: a thousand starts of 400 clusters
+long_fit="SELECT * FROM gpu_kmeans_fit('big', 400, init => 'random', n_init => 1000, seed => 5)"
+# start_long NAME: the long fit in the background (its output in $tmp/NAME.out),
+# back once the coordinator shows its iterations in pg_stat_activity
+start_long() {
+  (psql -X -q -At -v VERBOSITY=verbose -h "$tmp" -p "$coord_port" -U "$user" -d postgres \
+     -c "SET pg_gpu.device = $device" -c "SET pg_gpu.cpu_threads = 1" -c "${2:-}" -c "$long_fit" \
+     >"$tmp/$1.out" 2>&1; echo "rc=$?" >>"$tmp/$1.out") &
+  long_pid=$!
+  for _ in $(seq 1 100); do
+    [ "$(q "$coord_port" "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '/* pg_gpu gpu_kmeans_fit: k = 400, iteration%'")" = 1 ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# ended_within NAME SECONDS: the background fit ended within SECONDS
+ended_within() {
+  local t0=$SECONDS
+  while kill -0 "$long_pid" 2>/dev/null; do
+    [ $((SECONDS - t0)) -gt "$2" ] && { kill "$long_pid"; return 1; }
+    sleep 0.1
+  done
+  return 0
+}
+result_check() {
+  local name=$1 ok=$2 file=$3
+  if [ "$ok" = t ]; then npass=$((npass + 1)); echo "ok   - $name"
+  else nfail=$((nfail + 1)); echo "FAIL - $name"; grep -v "^NOTICE\|^HINT\|^LOCATION" "$file" | sed 's/^/       /'; fi
+}
+
+ok=f
+if start_long cancel && q "$coord_port" "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '/* pg_gpu gpu_kmeans_fit%'" >/dev/null &&
+   ended_within cancel 3 && grep -q "ERROR:  57014: canceling statement due to user request" "$tmp/cancel.out" &&
+   [ "$(sessions_left "$worker_port" "$worker2_port")" -eq 0 ]; then ok=t; fi
+result_check "a cancel on the coordinator mid-fit: 57014 within 3 s, no session left on the workers" $ok "$tmp/cancel.out"
+
+ok=f
+if start_long timeout "SET statement_timeout = '3s'" && ended_within timeout 4 &&
+   grep -q "ERROR:  57014: canceling statement due to statement timeout" "$tmp/timeout.out" &&
+   [ "$(sessions_left "$worker_port" "$worker2_port")" -eq 0 ]; then ok=t; fi
+result_check "statement_timeout = 3s mid-fit: 57014 in time, no session left on the workers" $ok "$tmp/timeout.out"
+
+ok=f
+if start_long stopped && as_owner "$bindir/pg_ctl" -D "$tmp/worker2" -m immediate -w stop >/dev/null &&
+   ended_within stopped 5 && grep -q "ERROR:  08006: lost the connection to Citus node 127.0.0.1:$worker2_port" "$tmp/stopped.out" &&
+   [ "$(sessions_left "$worker_port")" -eq 0 ]; then ok=t; fi
+result_check "a worker stopped mid-fit: 08006 naming it, no session left on the other worker" $ok "$tmp/stopped.out"
+
+expect_error "a worker that is down: 08001 naming it" 08001 "could not connect to Citus node 127.0.0.1:$worker2_port" \
+  "SELECT * FROM gpu_kmeans_fit('pts', 3)"
+as_owner "$bindir/pg_ctl" -D "$tmp/worker2" -l "$tmp/worker2.log" -w start >/dev/null
+check "the worker back: the fit runs on both again" "
+  SELECT sizes = '{1500,1000,500}' AND device LIKE '% (2 Citus nodes)', sizes::text
+  FROM gpu_kmeans_fit('pts', 3, init_centroids => $init)"
 
 echo
 echo "citus: $npass checks passed, $nfail failed ($((SECONDS - t_start)) s)"

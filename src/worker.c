@@ -1,0 +1,342 @@
+/*
+ * worker.c - a Citus node's share of a distributed k-means: the functions
+ * the coordinator (distributed.c) calls over libpq, on one connection, in
+ * this order:
+ *
+ *   gpu_kmeans_node_load(shards, columns, ...)   read this node's shards
+ *   gpu_kmeans_node_sample(seed, first, rate)    rows for the seeding
+ *   gpu_kmeans_node_step(centroids, begin)       sums and counts, per iteration
+ *   gpu_kmeans_node_labels(centroids)            every row's cluster
+ *   gpu_kmeans_node_close()
+ *
+ * The rows stay in this backend (on its GPU, or in its memory) from load to
+ * close, in a memory context of the session: one set a session, a new load
+ * replaces it.  The coordinator closes the connection after every call of
+ * its own, on success, error or cancel, so nothing outlives it: the backend
+ * exits, and with it the set, its GPU memory and its pinned buffers.
+ *
+ * The shards are read as the connected user (the coordinator's calling
+ * user), with the privileges and row security that apply to that user here.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "pg_gpu.h"
+
+PG_FUNCTION_INFO_V1(gpu_kmeans_node_load);
+PG_FUNCTION_INFO_V1(gpu_kmeans_node_sample);
+PG_FUNCTION_INFO_V1(gpu_kmeans_node_step);
+PG_FUNCTION_INFO_V1(gpu_kmeans_node_labels);
+PG_FUNCTION_INFO_V1(gpu_kmeans_node_close);
+
+/* rows in one row of gpu_kmeans_node_labels' result */
+#define LABELS_CHUNK (1 << 20)
+
+typedef struct NodeSet
+{
+	MemoryContext cxt;
+	PgGpuData  *data;
+	PgGpuRows	rows;			/* ids (when loaded with an id column), counts */
+	int			d;
+	int			k;				/* of the last step, 0: none yet */
+	bool		with_ids;		/* loaded with an id column */
+} NodeSet;
+
+static NodeSet *node_set = NULL;
+
+static void
+close_set(void)
+{
+	NodeSet    *s = node_set;
+
+	node_set = NULL;
+	if (s)
+		MemoryContextDelete(s->cxt);	/* its data set's callback frees the device's memory */
+}
+
+static NodeSet *
+loaded_set(void)
+{
+	if (node_set == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("no rows are loaded in this session"),
+				 errhint("gpu_kmeans_node_* are called by a distributed k-means on the Citus coordinator, starting with gpu_kmeans_node_load.")));
+	return node_set;
+}
+
+/* a float8 array of n values (any shape), as doubles */
+static double *
+float8_values(ArrayType *a, int64 n, const char *name)
+{
+	if (ARR_ELEMTYPE(a) != FLOAT8OID || ARR_HASNULL(a) ||
+		ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a)) != n)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be %lld float8 values without NULLs", name, (long long) n)));
+	return (double *) ARR_DATA_PTR(a);
+}
+
+static int
+centroids_k(ArrayType *a, int d)
+{
+	int			n = ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a));
+
+	if (n < d || n % d != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("centroids must hold k rows of %d values, not %d values", d, n)));
+	return n / d;
+}
+
+/*
+ * gpu_kmeans_node_load(shards regclass[], columns text[], id_column text,
+ * metric text, dims int, mean float8[], std float8[])
+ * RETURNS (rows bigint, invalid bigint, device text)
+ *
+ * Reads the shards (in the order given) into one set, rows scaled to unit
+ * length for metric cosine, then (x - mean) / std when mean is given.
+ * id_column: kept for gpu_kmeans_node_labels.  dims: what the coordinator
+ * resolved; a shard that differs is an error.
+ */
+Datum
+gpu_kmeans_node_load(PG_FUNCTION_ARGS)
+{
+	ArrayType  *shards = PG_GETARG_ARRAYTYPE_P(0);
+	ArrayType  *columns = PG_GETARG_ARRAYTYPE_P(1);
+	text	   *id_column = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
+	bool		cosine = strcmp(text_to_cstring(PG_GETARG_TEXT_PP(3)), "cosine") == 0;
+	int			d = PG_GETARG_INT32(4);
+	Datum	   *oids;
+	int			nshards;
+	PgGpuSource *srcs;
+	NodeSet    *s;
+	MemoryContext old;
+	TupleDesc	td;
+	Datum		v[3];
+	bool		nulls[3] = {false, false, false};
+	pggpu_error err = {0};
+
+	close_set();
+	deconstruct_array(shards, REGCLASSOID, 4, true, TYPALIGN_INT, &oids, NULL, &nshards);
+	s = MemoryContextAllocZero(TopMemoryContext, sizeof(NodeSet));
+	s->cxt = AllocSetContextCreate(TopMemoryContext, "pg_gpu node set", ALLOCSET_DEFAULT_SIZES);
+	s->d = d;
+	s->with_ids = id_column != NULL;
+	node_set = s;
+	old = MemoryContextSwitchTo(s->cxt);
+	PG_TRY();
+	{
+		s->data = pg_gpu_data_open(pg_gpu_choose_backend(), d, 0);
+		pg_gpu_data_set_kmeans(s->data, cosine ? PGGPU_METRIC_COSINE : PGGPU_METRIC_EUCLIDEAN,
+							   pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
+		srcs = palloc(sizeof(PgGpuSource) * Max(nshards, 1));
+		for (int i = 0; i < nshards; i++)
+		{
+			pg_gpu_resolve_source(DatumGetObjectId(oids[i]), columns, id_column, id_column != NULL,
+								  cosine, &srcs[i]);
+			if (srcs[i].ncols != d)
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_EXCEPTION),
+						 errmsg("shard \"%s\" has %d values a row, the distributed table %d",
+								srcs[i].relname, srcs[i].ncols, d)));
+		}
+		if (nshards > 0)
+			pg_gpu_read_sources(srcs, nshards, s->data, id_column != NULL, &s->rows);
+		if (!PG_ARGISNULL(5) && !PG_ARGISNULL(6))
+		{
+			double	   *mean = float8_values(PG_GETARG_ARRAYTYPE_P(5), d, "mean");
+			double	   *std = float8_values(PG_GETARG_ARRAYTYPE_P(6), d, "std");
+
+			for (int i = 0; i < s->data->nparts; i++)
+				if (pggpu_data_shift_scale(s->data->parts[i], mean, std, &err) != PGGPU_OK)
+					pg_gpu_raise(&err);
+		}
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(old);
+		close_set();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(old);
+
+	if (get_call_result_type(fcinfo, NULL, &td) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	v[0] = Int64GetDatum(s->rows.nvalid);
+	v[1] = Int64GetDatum(s->rows.ninvalid);
+	v[2] = CStringGetTextDatum(pggpu_data_device_name(s->data->ds));
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(td), v, nulls)));
+}
+
+/*
+ * gpu_kmeans_node_sample(seed bigint, first bigint, rate float8) RETURNS
+ * float8[]: the rows pggpu_sampled picks (by their index in the cluster's
+ * union, this node's first row being "first"), m x d (empty: none)
+ */
+Datum
+gpu_kmeans_node_sample(PG_FUNCTION_ARGS)
+{
+	NodeSet    *s = loaded_set();
+	PgGpuData  *data = s->data;
+	PgGpuData  *into = pg_gpu_data_open(PGGPU_BACKEND_CPU, s->d, 0);
+	pggpu_error err = {0};
+	int64		m;
+	int64	   *idx;
+	Datum	   *vals;
+	double	   *X;
+	int			dims[2];
+	int			lbs[2] = {1, 1};
+
+	if (pggpu_parts_sample(data->parts, data->nparts, PG_GETARG_INT64(1), (uint64) PG_GETARG_INT64(0),
+						   PG_GETARG_FLOAT8(2), into->ds, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	m = pggpu_data_rows(into->ds);
+	if (m == 0)
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(FLOAT8OID));
+	if (m > INT_MAX / s->d)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the seeding sample of %lld rows is too large", (long long) m)));
+	idx = palloc(sizeof(int64) * m);
+	X = palloc(sizeof(double) * m * s->d);
+	for (int64 i = 0; i < m; i++)
+		idx[i] = i;
+	if (pggpu_data_get_rows(into->ds, idx, (int) m, X, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	pg_gpu_data_close(into);
+	vals = palloc(sizeof(Datum) * m * s->d);
+	for (int64 i = 0; i < m * s->d; i++)
+		vals[i] = Float8GetDatum(X[i]);
+	dims[0] = (int) m;
+	dims[1] = s->d;
+	PG_RETURN_ARRAYTYPE_P(construct_md_array(vals, NULL, 2, dims, lbs, FLOAT8OID, 8,
+											 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/*
+ * gpu_kmeans_node_step(centroids float8[], begin boolean) RETURNS (sums
+ * float8[], counts bigint[], inertia float8, changed bigint): this node's
+ * share of an iteration (pggpu_parts_step over its parts)
+ */
+Datum
+gpu_kmeans_node_step(PG_FUNCTION_ARGS)
+{
+	NodeSet    *s = loaded_set();
+	ArrayType  *ca = PG_GETARG_ARRAYTYPE_P(0);
+	bool		begin = PG_GETARG_BOOL(1);
+	int			k = centroids_k(ca, s->d);
+	double	   *C = float8_values(ca, (int64) k * s->d, "centroids");
+	double	   *sums = palloc(sizeof(double) * k * s->d);
+	int64	   *counts = palloc(sizeof(int64) * k);
+	Datum	   *sv = palloc(sizeof(Datum) * k * s->d);
+	Datum	   *cv = palloc(sizeof(Datum) * k);
+	double		inertia;
+	int64		changed;
+	pggpu_error err = {0};
+	TupleDesc	td;
+	Datum		v[4];
+	bool		nulls[4] = {false, false, false, false};
+
+	if (!begin && k != s->k)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a step of %d clusters after steps of %d", k, s->k)));
+	if (pggpu_parts_step(s->data->parts, s->data->nparts, C, k, begin, sums, counts, &inertia,
+						 &changed, NULL, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	s->k = k;
+	for (int64 i = 0; i < (int64) k * s->d; i++)
+		sv[i] = Float8GetDatum(sums[i]);
+	for (int c = 0; c < k; c++)
+		cv[c] = Int64GetDatum(counts[c]);
+	if (get_call_result_type(fcinfo, NULL, &td) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	v[0] = PointerGetDatum(construct_array(sv, k * s->d, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	v[1] = PointerGetDatum(construct_array(cv, k, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	v[2] = Float8GetDatum(inertia);
+	v[3] = Int64GetDatum(changed);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(td), v, nulls)));
+}
+
+/*
+ * gpu_kmeans_node_labels(centroids float8[]) RETURNS SETOF (ids bigint[],
+ * clusters integer[], distances float8[]): every row's nearest centroid
+ * (1-based) and distance, up to LABELS_CHUNK rows a result row; then the
+ * unusable rows' ids with NULL clusters and distances
+ */
+Datum
+gpu_kmeans_node_labels(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	NodeSet    *s = loaded_set();
+	ArrayType  *ca = PG_GETARG_ARRAYTYPE_P(0);
+	int			k = centroids_k(ca, s->d);
+	double	   *C = float8_values(ca, (int64) k * s->d, "centroids");
+	int64		n = s->rows.nvalid,
+				all = n + s->rows.ninvalid,
+				off = 0;
+	int32	   *labels = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(n, 1));
+	double	   *dist = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(n, 1));
+	pggpu_error err = {0};
+
+	if (!s->with_ids)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the rows were loaded without an id column")));
+	InitMaterializedSRF(fcinfo, 0);
+	for (int i = 0; i < s->data->nparts; i++)
+	{
+		pggpu_data *ds = s->data->parts[i];
+		bool		parked = i < s->data->nparts - 1;
+
+		if (pggpu_assign(ds, C, k, labels + off, dist + off, &err) != PGGPU_OK ||
+			(parked && pggpu_data_park(ds, &err) != PGGPU_OK))
+			pg_gpu_raise(&err);
+		off += pggpu_data_rows(ds);
+	}
+	for (int64 r0 = 0; r0 < all; r0 += LABELS_CHUNK)
+	{
+		int			m = (int) Min(all - r0, LABELS_CHUNK);
+		Datum	   *iv = palloc(sizeof(Datum) * m);
+		Datum	   *cv = palloc(sizeof(Datum) * m);
+		Datum	   *dv = palloc(sizeof(Datum) * m);
+		bool	   *cn = palloc(sizeof(bool) * m);
+		Datum		v[3];
+		bool		nulls[3] = {false, false, false};
+		int			dims[1] = {m};
+		int			lbs[1] = {1};
+
+		for (int i = 0; i < m; i++)
+		{
+			int64		r = r0 + i;
+
+			cn[i] = r >= n;
+			iv[i] = Int64GetDatum(cn[i] ? s->rows.invalid_ids[r - n] : s->rows.ids[r]);
+			cv[i] = Int32GetDatum(cn[i] ? 0 : labels[r] + 1);
+			dv[i] = Float8GetDatum(cn[i] ? 0 : dist[r]);
+		}
+		v[0] = PointerGetDatum(construct_array(iv, m, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		v[1] = PointerGetDatum(construct_md_array(cv, cn, 1, dims, lbs, INT4OID, 4, true, TYPALIGN_INT));
+		v[2] = PointerGetDatum(construct_md_array(dv, cn, 1, dims, lbs, FLOAT8OID, 8, FLOAT8PASSBYVAL,
+												  TYPALIGN_DOUBLE));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
+		pfree(iv), pfree(cv), pfree(dv), pfree(cn);
+	}
+	return (Datum) 0;
+}
+
+/* gpu_kmeans_node_close(): the set freed (its GPU memory too) */
+Datum
+gpu_kmeans_node_close(PG_FUNCTION_ARGS)
+{
+	close_set();
+	PG_RETURN_VOID();
+}
