@@ -25,6 +25,7 @@ ensure_deps
 # pgvector into this PostgreSQL, so that the bundle carries it (its tests)
 ensure_pgvector || echo "pgvector not installed: its tests take their other expected output" >&2
 ensure_postgis || echo "PostGIS not installed: its tests take their other expected output" >&2
+ensure_citus || echo "Citus not installed: the suite's Citus step will say skipped" >&2
 root=$(mktemp -d)
 top=$root/pg_gpu-gpu-suite
 bindir=$("$PG_CONFIG" --bindir) pkglib=$("$PG_CONFIG" --pkglibdir) share=$("$PG_CONFIG" --sharedir)

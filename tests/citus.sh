@@ -11,10 +11,11 @@
 #
 # Needs pg_gpu installed (tests/run.sh runs `make install` first).  Citus
 # 13.2.2 is built from ../shared/vendor/citus-13.2.2-pg15.20.tar.gz (see
-# ../shared/vendor/README.md) when it is not installed yet, once (about 2
-# minutes on 2 cores); the built tree is kept in $CITUS_CACHE so that later runs
-# only `make install` it (then the whole test takes about 5 s).  Without the tarball (and without an installed
-# Citus) the test prints "skipped" and exits 0; CI always has the tarball.
+# ../shared/vendor/README.md) when it is not installed yet, once
+# (tests/lib.sh's ensure_citus); later runs only `make install` it (then the
+# whole test takes about 15 s).  Without the tarball (and without an
+# installed Citus) the test prints "skipped" and exits 0; CI always has the
+# tarball.
 #
 # Environment:
 #   PG_GPU_DEVICE        pg_gpu.device for the checks (default cpu; gpu on a GPU machine)
@@ -24,6 +25,7 @@
 #   CITUS_TARBALL        the Citus source tarball (default ../shared/vendor/...)
 #   CITUS_CACHE          where the built Citus tree is kept
 #                        (default /var/cache/pg_gpu-test/citus-13.2.2)
+#   CITUS_BIG_ROWS       rows of the table "big" (default 60000)
 #
 # Prints "ok   - ..." / "FAIL - ..." per check and ends with
 # "citus: N checks passed, M failed"; exits non-zero on any failure.
@@ -36,8 +38,6 @@ device=${PG_GPU_DEVICE:-cpu}
 coord_port=${CITUS_COORD_PORT:-54341}
 worker_port=${CITUS_WORKER_PORT:-54342}
 worker2_port=$((worker_port + 1))
-tarball=${CITUS_TARBALL:-$repo/../shared/vendor/citus-13.2.2-pg15.20.tar.gz}
-cache=${CITUS_CACHE:-/var/cache/pg_gpu-test/citus-13.2.2}
 
 # sets PATH and PG_CONFIG to PostgreSQL $PG_MAJOR; a PostgreSQL given in
 # PG_CONFIG with Citus in it already (the GPU suite's bundle) is taken as is
@@ -47,60 +47,15 @@ fi
 bindir=$("$PG_CONFIG" --bindir)
 
 # ---------------------------------------------------------------------------
-# 1. Citus installed into this PostgreSQL
+# 1. Citus installed into this PostgreSQL (tests/lib.sh)
 # ---------------------------------------------------------------------------
-citus_make_install() {
-  make -s -C "$cache" install >"$cache/install.log" 2>&1 || { cat "$cache/install.log"; return 1; }
-}
-install_citus() {
-  local stamp="$cache/.pg_gpu-test-built" want t0
-  # what the cached tree was built from and for: rebuild when either changes
-  want="$(basename "$tarball") $("$PG_CONFIG" --version)"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-    log "installing Citus from the tree built before ($cache)"
-    citus_make_install
-    return
-  fi
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "Citus is not installed and only root can build and install it" >&2
-    return 1
-  fi
-  # Citus's configure wants lz4, zstd (columnar compression) and libcurl
-  # (its statistics collection, turned off in the clusters below); its
-  # sources include PostgreSQL's libpq/libpq-be.h, which includes
-  # <gssapi/gssapi.h> (libkrb5-dev, which postgresql-server-dev-15 does not pull in)
-  local deps=(liblz4-dev libzstd-dev libcurl4-openssl-dev libkrb5-dev)
-  if ! dpkg -s "${deps[@]}" >/dev/null 2>&1; then
-    log "installing Citus's build dependencies: ${deps[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${deps[@]}" >/dev/null
-  fi
-  log "building Citus from $(basename "$tarball") into $cache (once; a few minutes)"
-  t0=$SECONDS
-  # build in place ($cache): configure writes absolute paths into the tree,
-  # so it cannot be moved afterwards.  The stamp is written only after a
-  # complete build, so an interrupted one is started over next time.
-  rm -rf "$cache"
-  mkdir -p "$cache"
-  tar xzf "$tarball" -C "$cache" --strip-components=1
-  if ! (cd "$cache" && ./configure PG_CONFIG="$PG_CONFIG" && make -j"$(nproc)") >"$cache/build.log" 2>&1; then
-    grep -E -m10 'error|Error' "$cache/build.log" || tail -20 "$cache/build.log"
-    echo "Citus build failed; the whole log is $cache/build.log" >&2
-    return 1
-  fi
-  echo "$want" >"$stamp"
-  citus_make_install
-  echo "Citus built and installed in $((SECONDS - t0)) s"
-}
-
-if [ ! -f "$("$PG_CONFIG" --pkglibdir)/citus.so" ]; then
-  if [ ! -f "$tarball" ] && [ ! -f "$cache/.pg_gpu-test-built" ]; then
-    echo "citus: skipped (Citus is not installed and there is no $tarball to build it from)"
-    exit 0
-  fi
-  install_citus
+rc=0
+ensure_citus || rc=$?
+if [ "$rc" -eq 1 ]; then
+  echo "citus: skipped (Citus is not installed and there is no $CITUS_TARBALL to build it from)"
+  exit 0
 fi
+[ "$rc" -eq 0 ] || exit 1
 
 # ---------------------------------------------------------------------------
 # 2. A throwaway Citus cluster: coordinator + two workers on 127.0.0.1

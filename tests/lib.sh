@@ -115,6 +115,59 @@ ensure_pgvector() {
   make -C "$src" -s install PG_CONFIG="$PG_CONFIG" >>"$src.log" 2>&1 || { tail -20 "$src.log" >&2; return 1; }
 }
 
+# Citus 13.2.2 (distributed tables, tests/citus.sh and its benchmark): not in
+# Debian 12's archive, so built once from ../shared/vendor (about 4 minutes
+# on 2 cores) in place in a cache outside the checkout, then only
+# `make install`ed into the PostgreSQL of PG_CONFIG.  Returns 1 (nothing
+# done) when it is not installed and there is no tarball or built tree.
+# CITUS_TARBALL and CITUS_CACHE override the paths.
+CITUS_TARBALL=${CITUS_TARBALL:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/../shared/vendor/citus-13.2.2-pg15.20.tar.gz}
+CITUS_CACHE=${CITUS_CACHE:-/var/cache/pg_gpu-test/citus-13.2.2}
+ensure_citus() {
+  local cache=$CITUS_CACHE tarball=$CITUS_TARBALL
+  local stamp="$cache/.pg_gpu-test-built" want t0
+  [ -f "$("$PG_CONFIG" --pkglibdir)/citus.so" ] && return 0
+  [ -f "$tarball" ] || [ -f "$stamp" ] || return 1
+  # what the cached tree was built from and for: rebuild when either changes
+  want="$(basename "$tarball") $("$PG_CONFIG" --version)"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    log "installing Citus from the tree built before ($cache)"
+    make -s -C "$cache" install >"$cache/install.log" 2>&1 || { cat "$cache/install.log"; return 2; }
+    return 0
+  fi
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "Citus is not installed and only root can build and install it" >&2
+    return 2
+  fi
+  # Citus's configure wants lz4, zstd (columnar compression) and libcurl
+  # (its statistics collection, turned off in the test clusters); its
+  # sources include PostgreSQL's libpq/libpq-be.h, which includes
+  # <gssapi/gssapi.h> (libkrb5-dev, which postgresql-server-dev-15 does not pull in)
+  local deps=(liblz4-dev libzstd-dev libcurl4-openssl-dev libkrb5-dev)
+  if ! dpkg -s "${deps[@]}" >/dev/null 2>&1; then
+    log "installing Citus's build dependencies: ${deps[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${deps[@]}" >/dev/null
+  fi
+  log "building Citus from $(basename "$tarball") into $cache (once; a few minutes)"
+  t0=$SECONDS
+  # build in place ($cache): configure writes absolute paths into the tree,
+  # so it cannot be moved afterwards.  The stamp is written only after a
+  # complete build, so an interrupted one is started over next time.
+  rm -rf "$cache"
+  mkdir -p "$cache"
+  tar xzf "$tarball" -C "$cache" --strip-components=1
+  if ! (cd "$cache" && ./configure PG_CONFIG="$PG_CONFIG" && make -j"$(nproc)") >"$cache/build.log" 2>&1; then
+    grep -E -m10 'error|Error' "$cache/build.log" || tail -20 "$cache/build.log"
+    echo "Citus build failed; the whole log is $cache/build.log" >&2
+    return 2
+  fi
+  echo "$want" >"$stamp"
+  make -s -C "$cache" install >"$cache/install.log" 2>&1 || { cat "$cache/install.log"; return 2; }
+  echo "Citus built and installed in $((SECONDS - t0)) s"
+}
+
 # Runs a command as the cluster's owner (postgres when we are root: initdb
 # refuses to run as root).
 as_owner() {

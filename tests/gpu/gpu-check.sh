@@ -18,7 +18,7 @@
 # on the server's machine.
 # Prebuilt binaries: UNIT=path (unit_compute), RESOURCES=path (gpu_resources,
 # with gpu_hog beside it).  SKIP=sanitizer,regress,... leaves steps out
-# (unit, sanitizer, regress, resources); a skipped step counts as failed.
+# (unit, sanitizer, regress, resources, citus); a skipped step counts as failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/lib.sh
@@ -82,6 +82,8 @@ if ! skipped regress; then
   step "isolation tests, pg_gpu.device=gpu" tests/regress.sh --device gpu --isolation
 fi
 skipped resources || step "resource checks in the server: $resources" "$resources"
+skipped citus || step "Citus: a coordinator and two workers, every node on the GPU (tests/citus.sh)" \
+  env PG_GPU_DEVICE=gpu bash tests/citus.sh
 echo
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
