@@ -82,25 +82,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# node_start NAME PORT: initdb and start one node.  The nodes reach each other
-# over TCP (Citus's node addresses are host:port), so they listen on
-# 127.0.0.1 only; psql here uses the Unix socket in $tmp.
-node_start() {
-  local name=$1 port=$2
-  as_owner "$bindir/initdb" -D "$tmp/$name" -U "$user" -A trust --no-sync \
-    >"$tmp/$name.initdb.log" 2>&1 || { cat "$tmp/$name.initdb.log"; return 1; }
-  cat >>"$tmp/$name/postgresql.conf" <<EOF
-shared_preload_libraries = 'citus'
-listen_addresses = '127.0.0.1'
-port = $port
-unix_socket_directories = '$tmp'
-fsync = off
-# no network here: do not let Citus try to send its usage statistics
-citus.enable_statistics_collection = off
-EOF
-  as_owner "$bindir/pg_ctl" -D "$tmp/$name" -l "$tmp/$name.log" -w start >/dev/null \
-    || { cat "$tmp/$name.log"; return 1; }
-}
+node_start() { citus_node_start "$tmp" "$1" "$2"; }
 
 # q PORT SQL: one query on a node, unaligned output, stops at the first error
 q() {

@@ -168,6 +168,32 @@ ensure_citus() {
   echo "Citus built and installed in $((SECONDS - t0)) s"
 }
 
+# citus_node_start DIR NAME PORT [SETTING...]: initdb and start one Citus
+# node in DIR/NAME, owned by the cluster owner (postgres when root), with the
+# extra postgresql.conf lines given.  The nodes reach each other over TCP
+# (Citus's node addresses are host:port), so they listen on 127.0.0.1 only;
+# psql reaches them on the Unix socket in DIR.
+citus_node_start() {
+  local dir=$1 name=$2 port=$3 bindir user line
+  shift 3
+  bindir=$("$PG_CONFIG" --bindir)
+  user=$( [ "$(id -u)" -eq 0 ] && echo postgres || id -un )
+  as_owner "$bindir/initdb" -D "$dir/$name" -U "$user" -A trust --no-sync \
+    >"$dir/$name.initdb.log" 2>&1 || { cat "$dir/$name.initdb.log"; return 1; }
+  cat >>"$dir/$name/postgresql.conf" <<EOF
+shared_preload_libraries = 'citus'
+listen_addresses = '127.0.0.1'
+port = $port
+unix_socket_directories = '$dir'
+fsync = off
+# no network here: do not let Citus try to send its usage statistics
+citus.enable_statistics_collection = off
+EOF
+  for line in "$@"; do echo "$line" >>"$dir/$name/postgresql.conf"; done
+  as_owner "$bindir/pg_ctl" -D "$dir/$name" -l "$dir/$name.log" -w start >/dev/null \
+    || { cat "$dir/$name.log"; return 1; }
+}
+
 # Runs a command as the cluster's owner (postgres when we are root: initdb
 # refuses to run as root).
 as_owner() {

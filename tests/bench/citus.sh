@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# tests/bench/citus.sh [OUT.tsv] - "Scaling out" (BENCHMARKS.md section 8):
+# k-means on a Citus distributed table, run on its workers
+# (src/distributed.c), beside the same call on a plain table of the
+# coordinator (the single node).  A throwaway cluster on this host: a
+# coordinator and 4 workers (all on this machine's one GPU, or its CPUs);
+# for W = 1, 2, 4 workers a table distributed over the first W of them
+# (8 shards), for 10^7 x 8 float8 (N8) and 10^6 x 768 real[] (N768).
+#
+# Per table: the whole call with init_centroids (the first k rows), tol 0
+# and at most ITERS iterations, its read and its iterations' time (pg_gpu's
+# DEBUG2 stages line: an iteration = the iterate stage / iterations); the
+# whole default call (k-means++, tol 1e-4) and its iterations; and on a
+# table of 1000 rows the coordination alone (an iteration of nearly nothing:
+# the round trip of the partial sums on localhost).  Bytes a node sends and receives per
+# iteration are computed from the message sizes (the centroids out, k x d
+# doubles; the sums and counts back, k x (d + 1)), and the TSV says so.
+#
+# The rows are made on the workers in parallel (run_command_on_shards, each
+# shard its share of generate_series: ids repeat across shards, which
+# k-means does not look at), the single node's by one INSERT.  The 768-d
+# rows are 50 random vectors a shard, repeated with their first 8 values
+# random (cheap to make; an iteration's work does not depend on the values).  Needs a PostgreSQL with Citus and pg_gpu
+# installed (the bundle's, via PG_CONFIG); DEVICE (gpu if gpu_info() lists
+# one, else cpu), N8, N768, K (100), ITERS (20), WORKERS ("1 2 4") from the
+# environment.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../lib.sh"
+out=$(realpath -m "${1:-citus.tsv}")
+N8=${N8:-10000000} N768=${N768:-1000000} K=${K:-100} ITERS=${ITERS:-20} WORKERS=${WORKERS:-"1 2 4"}
+base=54361
+ensure_citus || { echo "bench citus: no Citus" >&2; exit 1; }
+if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then useradd -r -m postgres; fi
+user=$( [ "$(id -u)" -eq 0 ] && echo postgres || id -un )
+tmp=$(mktemp -d /tmp/pg_gpu_citus_bench.XXXXXX)
+chmod 755 "$tmp"
+[ "$(id -u)" -eq 0 ] && chown "$user" "$tmp"
+bindir=$("$PG_CONFIG" --bindir)
+cleanup() {
+  for d in "$tmp"/*/; do
+    [ -f "$d/postmaster.pid" ] && as_owner "$bindir/pg_ctl" -D "$d" -m immediate -w stop >/dev/null 2>&1 || true
+  done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+q() { psql -X -q -At -v ON_ERROR_STOP=1 -h "$tmp" -p "$1" -U "$user" -d postgres -c "SET client_min_messages = warning" -c "$2"; }
+settings=("shared_buffers = '2GB'" "max_connections = 200" "max_worker_processes = 32"
+          "max_parallel_workers = 16" "max_parallel_workers_per_gather = 4")
+log "a Citus coordinator (port $base) and 4 workers"
+citus_node_start "$tmp" coordinator $base "${settings[@]}"
+for w in 1 2 3 4; do citus_node_start "$tmp" "worker$w" $((base + w)) "${settings[@]}"; done
+for w in 1 2 3 4; do q $((base + w)) "CREATE EXTENSION citus"; done
+q $base "CREATE EXTENSION citus"
+q $base "SELECT citus_set_coordinator_host('127.0.0.1', $base)" >/dev/null
+for w in 1 2 3 4; do q $base "SELECT citus_add_node('127.0.0.1', $((base + w)))" >/dev/null; done
+q $base "CREATE EXTENSION pg_gpu"
+device=${DEVICE:-$( [ "$(q $base "SELECT count(*) FROM gpu_info()")" -gt 0 ] && echo gpu || echo cpu)}
+echo "device $device; $(q $base "SELECT name FROM gpu_info() LIMIT 1")"
+
+# make NAME KIND ROWS W: table NAME (kind 8: 8 float8 columns; 768: a real[])
+# distributed over the first W workers (W = 0: a plain table here)
+row8="i, 40 * sin(mod(i, 100) * 1.3 + 0.1) + 20 * random(), 40 * sin(mod(i, 100) * 2.1 + 0.2) + 20 * random(),
+      40 * sin(mod(i, 100) * 2.9 + 0.3) + 20 * random(), 40 * sin(mod(i, 100) * 3.7 + 0.4) + 20 * random(),
+      40 * sin(mod(i, 100) * 4.3 + 0.5) + 20 * random(), 40 * sin(mod(i, 100) * 5.1 + 0.6) + 20 * random(),
+      40 * sin(mod(i, 100) * 5.9 + 0.7) + 20 * random(), 40 * sin(mod(i, 100) * 6.7 + 0.8) + 20 * random()"
+make_table() {
+  local name=$1 kind=$2 rows=$3 w=$4 cols sel
+  if [ "$kind" = 8 ]; then
+    cols="id bigint, c1 float8, c2 float8, c3 float8, c4 float8, c5 float8, c6 float8, c7 float8, c8 float8"
+    sel="SELECT $row8 FROM generate_series(1, ROWS) i"
+  else
+    cols="id bigint, v real[]"
+    sel="SELECT i, ARRAY[random(), random(), random(), random(), random(), random(), random(), random()]::real[] || c.v[9:768]
+         FROM generate_series(1, ROWS) i
+         JOIN (SELECT j, ARRAY(SELECT random()::real FROM generate_series(1, 768) WHERE j >= 0) v
+               FROM generate_series(0, 49) j) c ON c.j = mod(i, 50)"
+  fi
+  q $base "CREATE TABLE $name ($cols)"
+  if [ "$w" -eq 0 ]; then
+    q $base "INSERT INTO $name ${sel//ROWS/$rows}"
+  else
+    for v in 1 2 3 4; do
+      q $base "SELECT citus_set_node_property('127.0.0.1', $((base + v)), 'shouldhaveshards', $([ $v -le "$w" ] && echo true || echo false))" >/dev/null
+    done
+    q $base "SET citus.shard_count = 8; SELECT create_distributed_table('$name', 'id')" >/dev/null
+    q $base "SELECT count(*) FROM run_command_on_shards('$name', \$cmd\$INSERT INTO %s ${sel//ROWS/$((rows / 8))}\$cmd\$)" >/dev/null
+  fi
+  q $base "VACUUM ANALYZE $name"
+}
+
+# staged SQL: "wall_s read_s iterate_s iterations" of one fit on the coordinator, its
+# stages from pg_gpu's DEBUG2 line (read = the rows onto the device(s), here or on
+# the nodes; iterate = the Lloyd iterations alone)
+staged() {
+  local t0 t1 line
+  t0=$(date +%s.%N)
+  line=$(psql -X -q -At -v ON_ERROR_STOP=1 -h "$tmp" -p $base -U "$user" -d postgres \
+           -c "SET pg_gpu.device = $device" -c "SET client_min_messages = debug2" -c "$1" 2>&1 >/dev/null |
+         grep -o 'stages (ms): read [0-9.]*, transfer [0-9.]*, seed [0-9.]*, iterate [0-9.]*, iterations [0-9]*')
+  t1=$(date +%s.%N)
+  echo "$line" | awk -v a="$t1" -v b="$t0" '{ gsub(",", ""); printf "%.3f %.3f %.4f %d", a - b, $4 / 1e3, $10 / 1e3, $12 }'
+}
+
+[ -s "$out" ] || printf 'section\tdata\tworkers\tn\td\tk\tcall_s\tread_s\titerations\titer_s\tdefault_call_s\tdefault_iterations\tcoordination_iter_s\tbytes_out_per_node\tbytes_back_per_node\tdevice\n' >"$out"
+for kind in 8 768; do
+  rows=$([ "$kind" = 8 ] && echo "$N8" || echo "$N768")
+  cols=$([ "$kind" = 8 ] && echo "ARRAY['c1','c2','c3','c4','c5','c6','c7','c8']" || echo "ARRAY['v']")
+  for w in 0 $WORKERS; do
+    name=t${kind}_w$w
+    log "$name: $rows rows x $kind over $w workers"
+    make_table "$name" "$kind" "$rows" "$w"
+    make_table "${name}_tiny" "$kind" 1000 "$w"
+    for t in "$name" "${name}_tiny"; do
+      if [ "$kind" = 8 ]; then
+        q $base "CREATE TABLE ${t}_init AS SELECT array_agg(ARRAY[c1,c2,c3,c4,c5,c6,c7,c8] ORDER BY id, c1) a FROM (SELECT * FROM $t ORDER BY id, c1 LIMIT $K) s"
+      else
+        q $base "CREATE TABLE ${t}_init AS SELECT array_agg(v::float8[] ORDER BY id, v) a FROM (SELECT * FROM $t ORDER BY id, v LIMIT $K) s"
+      fi
+    done
+    fit="SELECT iterations FROM gpu_kmeans_fit('$name', $K, columns => $cols, tol => 0, max_iter => $ITERS, init_centroids => (SELECT a FROM ${name}_init))"
+    tiny="SELECT iterations FROM gpu_kmeans_fit('${name}_tiny', $K, columns => $cols, tol => 0, max_iter => $ITERS, init_centroids => (SELECT a FROM ${name}_tiny_init))"
+    staged "$fit" >/dev/null   # warm: the GPUs' contexts, the pages
+    read -r call rd it its <<<"$(staged "$fit")"
+    read -r _ _ tit tits <<<"$(staged "$tiny")"
+    read -r dcall _ _ dits <<<"$(staged "SELECT iterations FROM gpu_kmeans_fit('$name', $K, columns => $cols, seed => 1)")"
+    dev=$(q $base "SET pg_gpu.device = $device; SELECT device FROM gpu_kmeans_fit('${name}_tiny', 2, columns => $cols)")
+    # per node and iteration, about: the centroids out (a two-dimensional float8[] in
+    # binary: 28 bytes of header, 12 a value) with the query's messages (about 160 bytes);
+    # back the sums (k x d) and counts (k), one-dimensional arrays (20 bytes of header,
+    # 12 a value), inertia and changed (24), the result's messages (about 150)
+    bout=$((w > 0 ? 28 + 12 * K * kind + 160 : 0))
+    bback=$((w > 0 ? 20 + 12 * K * kind + 20 + 12 * K + 24 + 150 : 0))
+    printf 'citus\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$w" "$rows" "$kind" "$K" \
+      "$call" "$rd" "$its" "$(awk -v a="$it" -v n="$its" 'BEGIN { printf "%.5f", a / n }')" "$dcall" "$dits" \
+      "$(awk -v a="$tit" -v n="$tits" 'BEGIN { printf "%.5f", a / n }')" "$bout" "$bback" "$dev" | tee -a "$out"
+    q $base "DROP TABLE $name, ${name}_tiny, ${name}_init, ${name}_tiny_init"
+  done
+done
