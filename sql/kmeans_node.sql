@@ -1,0 +1,65 @@
+-- A Citus node's share of a distributed k-means (src/worker.c), called here
+-- by hand on plain tables (tests/citus.sh runs it on a cluster): what the
+-- coordinator receives must equal what SQL computes from the same rows.
+CREATE TABLE nd_a (id int PRIMARY KEY, x float8, y float8);
+CREATE TABLE nd_b (id int PRIMARY KEY, x float8, y float8);
+INSERT INTO nd_a SELECT i, (i % 3) * 10 + sin(i), cos(i) FROM generate_series(1, 600) i;
+INSERT INTO nd_b SELECT i, (i % 3) * 10 + sin(i * 0.7), cos(i * 1.1) FROM generate_series(601, 1000) i;
+INSERT INTO nd_b VALUES (1001, NULL, 1);
+CREATE VIEW nd_all AS SELECT * FROM nd_a UNION ALL SELECT * FROM nd_b;
+
+-- nothing loaded yet
+SELECT * FROM gpu_kmeans_node_step('{{0,0}}', true);
+
+-- both "shards" into one set: their usable rows and the unusable one
+SELECT rows, invalid FROM gpu_kmeans_node_load(ARRAY['nd_a', 'nd_b']::regclass[], ARRAY['x', 'y'], 'id',
+                                               'euclidean', 2, NULL, NULL);
+
+-- a step: the per-cluster sums and counts of the rows nearest each centroid
+CREATE TEMP TABLE nd_c AS SELECT ARRAY[[0, 0], [10, 0], [20, 0]]::float8[] AS c;
+CREATE TEMP TABLE nd_sql AS
+SELECT n, count(*) AS cnt, sum(x) AS sx, sum(y) AS sy,
+       sum((x - (SELECT c FROM nd_c)[n][1]) ^ 2 + (y - (SELECT c FROM nd_c)[n][2]) ^ 2) AS inertia
+FROM (SELECT x, y, (SELECT i FROM generate_series(1, 3) i
+                    ORDER BY (x - (SELECT c FROM nd_c)[i][1]) ^ 2 + (y - (SELECT c FROM nd_c)[i][2]) ^ 2 LIMIT 1) AS n
+      FROM nd_all WHERE x IS NOT NULL) t GROUP BY n;
+SELECT s.counts = (SELECT array_agg(cnt ORDER BY n) FROM nd_sql) AS same_counts,
+       (SELECT bool_and(abs(s.sums[2 * n - 1] - sx) < 1e-9 AND abs(s.sums[2 * n] - sy) < 1e-9) FROM nd_sql) AS same_sums,
+       abs(s.inertia - (SELECT sum(inertia) FROM nd_sql)) < 1e-9 AS same_inertia,
+       s.changed AS changed_on_begin
+FROM nd_c, gpu_kmeans_node_step(nd_c.c, true) s;
+-- the same centroids again: no row changes
+SELECT changed FROM nd_c, gpu_kmeans_node_step(nd_c.c, false);
+-- another k without begin is refused
+SELECT * FROM gpu_kmeans_node_step('{{0,0},{1,1}}', false);
+
+-- the labels: every id once, as gpu_kmeans_assign gives them (the unusable row NULL)
+SELECT count(*) AS rows, count(*) FILTER (WHERE a.cluster IS DISTINCT FROM l.cluster
+                                          OR abs(a.distance - l.distance) > 1e-12) AS differ,
+       count(*) FILTER (WHERE l.cluster IS NULL) AS null_clusters
+FROM (SELECT unnest(ids) AS id, unnest(clusters) AS cluster, unnest(distances) AS distance
+      FROM nd_c, gpu_kmeans_node_labels(nd_c.c)) l
+FULL JOIN gpu_kmeans_assign('nd_all', (SELECT c FROM nd_c), id_column => 'id') a USING (id);
+
+-- the sample: rate 1 is every usable row, in order; a rate picks by index and seed
+SELECT array_length(gpu_kmeans_node_sample(1, 0, 1.0), 1) AS all_rows,
+       gpu_kmeans_node_sample(7, 0, 0.05) = gpu_kmeans_node_sample(7, 0, 0.05) AS reproducible,
+       gpu_kmeans_node_sample(7, 0, 0.05) <> gpu_kmeans_node_sample(7, 500, 0.05) AS by_index;
+
+-- scaled rows: (x - mean) / std on load
+SELECT rows FROM gpu_kmeans_node_load(ARRAY['nd_a']::regclass[], ARRAY['x', 'y'], NULL, 'euclidean', 2,
+                                      '{10, 0}', '{5, 2}');
+SELECT (SELECT bool_and(abs(v - w) < 1e-12)
+        FROM unnest(gpu_kmeans_node_sample(1, 0, 1.0)) WITH ORDINALITY s(v, i)
+        JOIN (SELECT row_number() OVER () AS i, w
+              FROM (SELECT unnest(ARRAY[(x - 10) / 5, y / 2]) AS w FROM (SELECT * FROM nd_a ORDER BY id) o) u) t USING (i))
+       AS scaled_on_load;
+-- loaded without an id column: no labels
+SELECT * FROM nd_c, gpu_kmeans_node_labels(nd_c.c);
+
+-- a shard of other width than the coordinator resolved
+SELECT * FROM gpu_kmeans_node_load(ARRAY['nd_a']::regclass[], ARRAY['x', 'y'], NULL, 'euclidean', 3, NULL, NULL);
+SELECT gpu_kmeans_node_close();
+SELECT * FROM gpu_kmeans_node_step('{{0,0}}', true);
+DROP VIEW nd_all;
+DROP TABLE nd_a, nd_b;
