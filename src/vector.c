@@ -228,13 +228,14 @@ pg_gpu_unit_row(double *x, int64 stride, int64 d)
 	return true;
 }
 
-int
-pg_gpu_vector_dims(const PgGpuSource *src)
+/* the length of the first usable vector of src's column (-1: none; 0: an empty array) */
+static int64
+first_vector_len(const PgGpuSource *src, const char *limit)
 {
 	/* the first non-NULL row (geometry: the first point that is not empty) */
-	char	   *sql = psprintf("SELECT %s FROM %s WHERE %s IS NOT NULL",
+	char	   *sql = psprintf("SELECT %s FROM %s WHERE %s IS NOT NULL%s",
 							   quote_identifier(src->colnames[0]), src->qualname,
-							   quote_identifier(src->colnames[0]));
+							   quote_identifier(src->colnames[0]), limit);
 	int64		len = -1;
 	PgGpuRowSpec *spec = palloc0(sizeof(PgGpuRowSpec));	/* for its messages */
 	Portal		portal;
@@ -268,7 +269,24 @@ pg_gpu_vector_dims(const PgGpuSource *src)
 	}
 	SPI_cursor_close(portal);
 	SPI_finish();
-	if (len < 0 || (len == 0 && src->veckind == PG_GPU_VEC_GEOMETRY))
+	return len == 0 && src->veckind == PG_GPU_VEC_GEOMETRY ? -1 : len;
+}
+
+int
+pg_gpu_vector_dims(const PgGpuSource *src)
+{
+	int64		len = -1;
+
+	/*
+	 * A Citus table: Citus gathers a cursor's whole result before its first
+	 * row, so its first rows are asked for first (the rest only when every
+	 * one of them is an empty point)
+	 */
+	if (pg_gpu_citus_method(src->relid) != 0)
+		len = first_vector_len(src, " LIMIT 1000");
+	if (len < 0)
+		len = first_vector_len(src, "");
+	if (len < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("relation \"%s\" has no usable rows", src->relname),

@@ -22,13 +22,13 @@
 # rows are 50 random vectors a shard, repeated with their first 8 values
 # random (cheap to make; an iteration's work does not depend on the values).  Needs a PostgreSQL with Citus and pg_gpu
 # installed (the bundle's, via PG_CONFIG); DEVICE (gpu if gpu_info() lists
-# one, else cpu), N8, N768, K (100), ITERS (20), WORKERS ("1 2 4") from the
-# environment.
+# one, else cpu), N8, N768, K (100), ITERS (20), WORKERS ("1 2 4"), KINDS
+# ("8 768") from the environment.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib.sh"
 out=$(realpath -m "${1:-citus.tsv}")
-N8=${N8:-10000000} N768=${N768:-1000000} K=${K:-100} ITERS=${ITERS:-20} WORKERS=${WORKERS:-"1 2 4"}
+N8=${N8:-10000000} N768=${N768:-1000000} K=${K:-100} ITERS=${ITERS:-20} WORKERS=${WORKERS:-"1 2 4"} KINDS=${KINDS:-"8 768"}
 base=54361
 ensure_citus || { echo "bench citus: no Citus" >&2; exit 1; }
 if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then useradd -r -m postgres; fi
@@ -104,7 +104,7 @@ staged() {
 }
 
 [ -s "$out" ] || printf 'section\tdata\tworkers\tn\td\tk\tcall_s\tread_s\titerations\titer_s\tdefault_call_s\tdefault_iterations\tcoordination_iter_s\tbytes_out_per_node\tbytes_back_per_node\tdevice\n' >"$out"
-for kind in 8 768; do
+for kind in $KINDS; do
   rows=$([ "$kind" = 8 ] && echo "$N8" || echo "$N768")
   cols=$([ "$kind" = 8 ] && echo "ARRAY['c1','c2','c3','c4','c5','c6','c7','c8']" || echo "ARRAY['v']")
   for w in 0 $WORKERS; do
