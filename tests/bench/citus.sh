@@ -9,7 +9,9 @@
 #
 # Per table: the whole call with init_centroids (the first k rows), tol 0
 # and at most ITERS iterations, its read and its iterations' time (pg_gpu's
-# DEBUG2 stages line: an iteration = the iterate stage / iterations); the
+# DEBUG2 stages line; an iteration = the difference of the iterate stages of
+# that fit and of a fit of one iteration, over the iterations but the first,
+# whose time holds each node's setup); the
 # whole default call (k-means++, tol 1e-4) and its iterations; and on a
 # table of 1000 rows the coordination alone (an iteration of nearly nothing:
 # the round trip of the partial sums on localhost).  Bytes a node sends and receives per
@@ -103,6 +105,10 @@ staged() {
   echo "$line" | awk -v a="$t1" -v b="$t0" '{ gsub(",", ""); printf "%.3f %.3f %.4f %d", a - b, $4 / 1e3, $10 / 1e3, $12 }'
 }
 
+# per_iter T_N T_1 N: an iteration's time without the first (its setup: each node's
+# k-means state, cuBLAS's handle), from fits of N and of 1 iterations
+per_iter() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN { if (n > 1) printf "%.5f", (a - b) / (n - 1); else printf "NaN" }'; }
+
 [ -s "$out" ] || printf 'section\tdata\tworkers\tn\td\tk\tcall_s\tread_s\titerations\titer_s\tdefault_call_s\tdefault_iterations\tcoordination_iter_s\tbytes_out_per_node\tbytes_back_per_node\tdevice\n' >"$out"
 for kind in $KINDS; do
   rows=$([ "$kind" = 8 ] && echo "$N8" || echo "$N768")
@@ -119,11 +125,13 @@ for kind in $KINDS; do
         q $base "CREATE TABLE ${t}_init AS SELECT array_agg(v::float8[] ORDER BY id, v) a FROM (SELECT * FROM $t ORDER BY id, v LIMIT $K) s"
       fi
     done
-    fit="SELECT iterations FROM gpu_kmeans_fit('$name', $K, columns => $cols, tol => 0, max_iter => $ITERS, init_centroids => (SELECT a FROM ${name}_init))"
-    tiny="SELECT iterations FROM gpu_kmeans_fit('${name}_tiny', $K, columns => $cols, tol => 0, max_iter => $ITERS, init_centroids => (SELECT a FROM ${name}_tiny_init))"
-    staged "$fit" >/dev/null   # warm: the GPUs' contexts, the pages
-    read -r call rd it its <<<"$(staged "$fit")"
-    read -r _ _ tit tits <<<"$(staged "$tiny")"
+    fit="SELECT iterations FROM gpu_kmeans_fit('$name', $K, columns => $cols, tol => 0, init_centroids => (SELECT a FROM ${name}_init), max_iter => "
+    tiny="SELECT iterations FROM gpu_kmeans_fit('${name}_tiny', $K, columns => $cols, tol => 0, init_centroids => (SELECT a FROM ${name}_tiny_init), max_iter => "
+    staged "$fit 1)" >/dev/null   # warm: the GPUs' contexts, the pages
+    read -r call rd it its <<<"$(staged "$fit $ITERS)")"
+    read -r _ _ it1 _ <<<"$(staged "$fit 1)")"
+    read -r _ _ tit tits <<<"$(staged "$tiny $ITERS)")"
+    read -r _ _ tit1 _ <<<"$(staged "$tiny 1)")"
     read -r dcall _ _ dits <<<"$(staged "SELECT iterations FROM gpu_kmeans_fit('$name', $K, columns => $cols, seed => 1)")"
     dev=$(q $base "SET pg_gpu.device = $device; SELECT device FROM gpu_kmeans_fit('${name}_tiny', 2, columns => $cols)")
     # per node and iteration, about: the centroids out (a two-dimensional float8[] in
@@ -133,8 +141,8 @@ for kind in $KINDS; do
     bout=$((w > 0 ? 28 + 12 * K * kind + 160 : 0))
     bback=$((w > 0 ? 20 + 12 * K * kind + 20 + 12 * K + 24 + 150 : 0))
     printf 'citus\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$w" "$rows" "$kind" "$K" \
-      "$call" "$rd" "$its" "$(awk -v a="$it" -v n="$its" 'BEGIN { printf "%.5f", a / n }')" "$dcall" "$dits" \
-      "$(awk -v a="$tit" -v n="$tits" 'BEGIN { printf "%.5f", a / n }')" "$bout" "$bback" "$dev" | tee -a "$out"
+      "$call" "$rd" "$its" "$(per_iter "$it" "$it1" "$its")" "$dcall" "$dits" \
+      "$(per_iter "$tit" "$tit1" "$tits")" "$bout" "$bback" "$dev" | tee -a "$out"
     q $base "DROP TABLE $name, ${name}_tiny, ${name}_init, ${name}_tiny_init"
   done
 done
