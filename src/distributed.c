@@ -440,18 +440,15 @@ result_float8(PGresult *res, int row, int col)
 	return pq_getmsgfloat8(&buf);
 }
 
-/* k x d centroids as a float8[] parameter */
+/* k x d centroids as a bytea parameter (binary: their wire form) */
 static char *
 centroids_param(const double *C, int k, int d, int *len)
 {
-	Datum	   *v = palloc(sizeof(Datum) * k * d);
-	int			dims[2] = {k, d};
-	int			lbs[2] = {1, 1};
+	char	   *b = MemoryContextAllocHuge(CurrentMemoryContext, 8 * (Size) k * d);
 
-	for (int64 i = 0; i < (int64) k * d; i++)
-		v[i] = Float8GetDatum(C[i]);
-	return array_binary(construct_md_array(v, NULL, 2, dims, lbs, FLOAT8OID, 8, FLOAT8PASSBYVAL,
-										   TYPALIGN_DOUBLE), len);
+	pg_gpu_doubles_to_wire(C, (int64) k * d, b);
+	*len = 8 * k * d;
+	return b;
 }
 
 /* ---- the cluster ------------------------------------------------------------ */
@@ -611,11 +608,12 @@ cluster_step(void *arg, const double *C, int k, bool begin, double *sums, int64_
 {
 	PgGpuCluster *cl = (PgGpuCluster *) arg;
 	int			d = cl->d;
-	static const Oid types[2] = {FLOAT8ARRAYOID, BOOLOID};
+	static const Oid types[2] = {BYTEAOID, BOOLOID};
 	const char *values[2];
 	int			lengths[2] = {0, 0};
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu step", ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(cxt);
+	double	   *psums = palloc(sizeof(double) * k * d);
 
 	Assert(labels == NULL);
 	values[0] = centroids_param(C, k, d, &lengths[0]);
@@ -630,16 +628,15 @@ cluster_step(void *arg, const double *C, int k, bool begin, double *sums, int64_
 	for (int i = 0; i < cl->nnodes; i++)
 	{
 		PGresult   *res = node_result(&cl->nodes[i], "computing a k-means iteration");
-		ArrayType  *s = result_array(res, 0, 0, FLOAT8OID);
 		ArrayType  *c = result_array(res, 0, 1, INT8OID);
-		const double *sv = (const double *) ARR_DATA_PTR(s);
 		const int64 *cv = (const int64 *) ARR_DATA_PTR(c);
 
-		if (ArrayGetNItems(ARR_NDIM(s), ARR_DIMS(s)) != k * d || ArrayGetNItems(ARR_NDIM(c), ARR_DIMS(c)) != k ||
-			ARR_HASNULL(s) || ARR_HASNULL(c))
+		if (PQgetlength(res, 0, 0) != 8 * k * d || ArrayGetNItems(ARR_NDIM(c), ARR_DIMS(c)) != k ||
+			ARR_HASNULL(c))
 			elog(ERROR, "Citus node %s:%d returned sums of another shape", cl->nodes[i].host, cl->nodes[i].port);
+		pg_gpu_doubles_from_wire(PQgetvalue(res, 0, 0), (int64) k * d, psums);
 		for (int64 j = 0; j < (int64) k * d; j++)
-			sums[j] += sv[j];
+			sums[j] += psums[j];
 		for (int j = 0; j < k; j++)
 			counts[j] += cv[j];
 		*inertia += result_float8(res, 0, 2);
@@ -658,7 +655,7 @@ cluster_sample(void *arg, uint64_t seed, double rate, pggpu_data *into, pggpu_er
 	PgGpuCluster *cl = (PgGpuCluster *) arg;
 	static const Oid types[3] = {INT8OID, INT8OID, FLOAT8OID};
 	const char *values[3];
-	ArrayType **got = palloc(sizeof(ArrayType *) * cl->nnodes);
+	PGresult  **got = palloc(sizeof(PGresult *) * cl->nnodes);
 	int64		m = 0;
 	double	   *X;
 	pggpu_status st;
@@ -671,22 +668,23 @@ cluster_sample(void *arg, uint64_t seed, double rate, pggpu_data *into, pggpu_er
 		node_send(&cl->nodes[i], "SELECT gpu_kmeans_node_sample($1, $2, $3)", 3, types, values, NULL,
 				  "drawing the seeding sample");
 	}
+	/* (each result is read before the next node's: a sample is at most about 40 k rows) */
 	for (int i = 0; i < cl->nnodes; i++)
 	{
-		PGresult   *res = node_result(&cl->nodes[i], "drawing the seeding sample");
-
-		got[i] = result_array(res, 0, 0, FLOAT8OID);
-		m += ArrayGetNItems(ARR_NDIM(got[i]), ARR_DIMS(got[i])) / cl->d;
-		PQclear(res);
+		got[i] = node_result(&cl->nodes[i], "drawing the seeding sample");
+		if (PQgetlength(got[i], 0, 0) % (8 * cl->d) != 0)
+			elog(ERROR, "Citus node %s:%d returned a sample of another shape", cl->nodes[i].host, cl->nodes[i].port);
+		m += PQgetlength(got[i], 0, 0) / (8 * cl->d);
 	}
 	X = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(m, 1) * cl->d);
 	m = 0;
 	for (int i = 0; i < cl->nnodes; i++)
 	{
-		int			nv = ArrayGetNItems(ARR_NDIM(got[i]), ARR_DIMS(got[i]));
+		int64		nv = PQgetlength(got[i], 0, 0) / 8;
 
-		memcpy(X + m * cl->d, ARR_DATA_PTR(got[i]), sizeof(double) * nv);
+		pg_gpu_doubles_from_wire(PQgetvalue(got[i], 0, 0), nv, X + m * cl->d);
 		m += nv / cl->d;
+		PQclear(got[i]);
 	}
 	st = pggpu_data_push_rows(into, X, m, err);
 	pfree(X);
@@ -713,7 +711,7 @@ void
 pg_gpu_cluster_labels(PgGpuCluster *cl, const double *C, int k, PgGpuRows *rows, int32 **labels,
 					  double **distances)
 {
-	static const Oid types[1] = {FLOAT8ARRAYOID};
+	static const Oid types[1] = {BYTEAOID};
 	const char *values[1];
 	int			lengths[1];
 	int64		nv = 0,

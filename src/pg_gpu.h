@@ -206,6 +206,9 @@ extern void pg_gpu_cluster_fit(PgGpuCluster *cl, const pggpu_kmeans_params *p,
 extern void pg_gpu_cluster_labels(PgGpuCluster *cl, const double *C, int k, PgGpuRows *rows,
 								  int32 **labels, double **distances);
 extern void pg_gpu_cluster_close(PgGpuCluster *cl);
+/* worker.c: doubles as they travel between nodes (big-endian, 8 bytes each) */
+extern void pg_gpu_doubles_to_wire(const double *v, int64 n, char *out);
+extern void pg_gpu_doubles_from_wire(const char *in, int64 n, double *v);
 
 
 extern void pg_gpu_progress_begin(const char *fname);

@@ -17,12 +17,18 @@
  *
  * The shards are read as the connected user (the coordinator's calling
  * user), with the privileges and row security that apply to that user here.
+ *
+ * Centroids, sums and sample rows travel as bytea of big-endian doubles (the
+ * wire form of float8, pg_gpu_doubles_to_wire): a float8[] of 100 x 768
+ * costs milliseconds to send and receive element by element, more than the
+ * GPU's iteration over 10^6 rows.
  */
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "port/pg_bswap.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
@@ -83,16 +89,57 @@ float8_values(ArrayType *a, int64 n, const char *name)
 	return (double *) ARR_DATA_PTR(a);
 }
 
-static int
-centroids_k(ArrayType *a, int d)
+void
+pg_gpu_doubles_to_wire(const double *v, int64 n, char *out)
 {
-	int			n = ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a));
+	for (int64 i = 0; i < n; i++)
+	{
+		uint64		u;
 
-	if (n < d || n % d != 0)
+		memcpy(&u, &v[i], 8);
+		u = pg_hton64(u);
+		memcpy(out + 8 * i, &u, 8);
+	}
+}
+
+void
+pg_gpu_doubles_from_wire(const char *in, int64 n, double *v)
+{
+	for (int64 i = 0; i < n; i++)
+	{
+		uint64		u;
+
+		memcpy(&u, in + 8 * i, 8);
+		u = pg_ntoh64(u);
+		memcpy(&v[i], &u, 8);
+	}
+}
+
+static bytea *
+doubles_bytea(const double *v, int64 n)
+{
+	bytea	   *b = (bytea *) MemoryContextAllocHuge(CurrentMemoryContext, VARHDRSZ + 8 * n);
+
+	SET_VARSIZE(b, VARHDRSZ + 8 * n);
+	pg_gpu_doubles_to_wire(v, n, VARDATA(b));
+	return b;
+}
+
+/* k x d centroids from their wire form; k into *k */
+static double *
+wire_centroids(bytea *b, int d, int *k)
+{
+	int64		n = VARSIZE_ANY_EXHDR(b) / 8;
+	double	   *C;
+
+	if (VARSIZE_ANY_EXHDR(b) % 8 != 0 || n < d || n % d != 0 || n / d > INT_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("centroids must hold k rows of %d values, not %d values", d, n)));
-	return n / d;
+				 errmsg("centroids must be k rows of %d doubles, not %zu bytes", d, VARSIZE_ANY_EXHDR(b))));
+	*k = (int) (n / d);
+	C = palloc(sizeof(double) * n);
+	pg_gpu_doubles_from_wire(VARDATA_ANY(b), n, C);
+	return C;
 }
 
 /*
@@ -178,8 +225,8 @@ gpu_kmeans_node_load(PG_FUNCTION_ARGS)
 
 /*
  * gpu_kmeans_node_sample(seed bigint, first bigint, rate float8) RETURNS
- * float8[]: the rows pggpu_sampled picks (by their index in the cluster's
- * union, this node's first row being "first"), m x d (empty: none)
+ * bytea: the rows pggpu_sampled picks (by their index in the cluster's
+ * union, this node's first row being "first"), m x d doubles
  */
 Datum
 gpu_kmeans_node_sample(PG_FUNCTION_ARGS)
@@ -190,53 +237,40 @@ gpu_kmeans_node_sample(PG_FUNCTION_ARGS)
 	pggpu_error err = {0};
 	int64		m;
 	int64	   *idx;
-	Datum	   *vals;
 	double	   *X;
-	int			dims[2];
-	int			lbs[2] = {1, 1};
 
 	if (pggpu_parts_sample(data->parts, data->nparts, PG_GETARG_INT64(1), (uint64) PG_GETARG_INT64(0),
 						   PG_GETARG_FLOAT8(2), into->ds, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	m = pggpu_data_rows(into->ds);
-	if (m == 0)
-		PG_RETURN_ARRAYTYPE_P(construct_empty_array(FLOAT8OID));
-	if (m > INT_MAX / s->d)
+	if ((double) m * s->d * 8 > MaxAllocHugeSize / 2 || m > INT_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("the seeding sample of %lld rows is too large", (long long) m)));
-	idx = palloc(sizeof(int64) * m);
-	X = palloc(sizeof(double) * m * s->d);
+	idx = palloc(sizeof(int64) * Max(m, 1));
+	X = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(m, 1) * s->d);
 	for (int64 i = 0; i < m; i++)
 		idx[i] = i;
-	if (pggpu_data_get_rows(into->ds, idx, (int) m, X, &err) != PGGPU_OK)
+	if (m > 0 && pggpu_data_get_rows(into->ds, idx, (int) m, X, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	pg_gpu_data_close(into);
-	vals = palloc(sizeof(Datum) * m * s->d);
-	for (int64 i = 0; i < m * s->d; i++)
-		vals[i] = Float8GetDatum(X[i]);
-	dims[0] = (int) m;
-	dims[1] = s->d;
-	PG_RETURN_ARRAYTYPE_P(construct_md_array(vals, NULL, 2, dims, lbs, FLOAT8OID, 8,
-											 FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	PG_RETURN_BYTEA_P(doubles_bytea(X, m * s->d));
 }
 
 /*
- * gpu_kmeans_node_step(centroids float8[], begin boolean) RETURNS (sums
- * float8[], counts bigint[], inertia float8, changed bigint): this node's
+ * gpu_kmeans_node_step(centroids bytea, begin boolean) RETURNS (sums
+ * bytea, counts bigint[], inertia float8, changed bigint): this node's
  * share of an iteration (pggpu_parts_step over its parts)
  */
 Datum
 gpu_kmeans_node_step(PG_FUNCTION_ARGS)
 {
 	NodeSet    *s = loaded_set();
-	ArrayType  *ca = PG_GETARG_ARRAYTYPE_P(0);
 	bool		begin = PG_GETARG_BOOL(1);
-	int			k = centroids_k(ca, s->d);
-	double	   *C = float8_values(ca, (int64) k * s->d, "centroids");
+	int			k;
+	double	   *C = wire_centroids(PG_GETARG_BYTEA_PP(0), s->d, &k);
 	double	   *sums = palloc(sizeof(double) * k * s->d);
 	int64	   *counts = palloc(sizeof(int64) * k);
-	Datum	   *sv = palloc(sizeof(Datum) * k * s->d);
 	Datum	   *cv = palloc(sizeof(Datum) * k);
 	double		inertia;
 	int64		changed;
@@ -253,13 +287,11 @@ gpu_kmeans_node_step(PG_FUNCTION_ARGS)
 						 &changed, NULL, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	s->k = k;
-	for (int64 i = 0; i < (int64) k * s->d; i++)
-		sv[i] = Float8GetDatum(sums[i]);
 	for (int c = 0; c < k; c++)
 		cv[c] = Int64GetDatum(counts[c]);
 	if (get_call_result_type(fcinfo, NULL, &td) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	v[0] = PointerGetDatum(construct_array(sv, k * s->d, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	v[0] = PointerGetDatum(doubles_bytea(sums, (int64) k * s->d));
 	v[1] = PointerGetDatum(construct_array(cv, k, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	v[2] = Float8GetDatum(inertia);
 	v[3] = Int64GetDatum(changed);
@@ -267,7 +299,7 @@ gpu_kmeans_node_step(PG_FUNCTION_ARGS)
 }
 
 /*
- * gpu_kmeans_node_labels(centroids float8[]) RETURNS SETOF (ids bigint[],
+ * gpu_kmeans_node_labels(centroids bytea) RETURNS SETOF (ids bigint[],
  * clusters integer[], distances float8[]): every row's nearest centroid
  * (1-based) and distance, up to LABELS_CHUNK rows a result row; then the
  * unusable rows' ids with NULL clusters and distances
@@ -277,9 +309,8 @@ gpu_kmeans_node_labels(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	NodeSet    *s = loaded_set();
-	ArrayType  *ca = PG_GETARG_ARRAYTYPE_P(0);
-	int			k = centroids_k(ca, s->d);
-	double	   *C = float8_values(ca, (int64) k * s->d, "centroids");
+	int			k;
+	double	   *C = wire_centroids(PG_GETARG_BYTEA_PP(0), s->d, &k);
 	int64		n = s->rows.nvalid,
 				all = n + s->rows.ninvalid,
 				off = 0;
