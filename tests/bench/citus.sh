@@ -7,7 +7,7 @@
 # for W = 1, 2, 4 workers a table distributed over the first W of them
 # (8 shards), for 10^7 x 8 float8 (N8) and 10^6 x 768 real[] (N768).
 #
-# Per table: the whole call with init_centroids (the first k rows), tol 0
+# Per table: the whole call with init_centroids (the same for every table), tol 0
 # and at most ITERS iterations, its read and its iterations' time (pg_gpu's
 # DEBUG2 stages line; an iteration = the difference of the iterate stages of
 # that fit and of a fit of one iteration, over the iterations but the first,
@@ -21,8 +21,8 @@
 # The rows are made on the workers in parallel (run_command_on_shards, each
 # shard its share of generate_series: ids repeat across shards, which
 # k-means does not look at), the single node's by one INSERT.  The 768-d
-# rows are 50 random vectors a shard, repeated with their first 8 values
-# random (cheap to make; an iteration's work does not depend on the values).  Needs a PostgreSQL with Citus and pg_gpu
+# rows are 50 fixed vectors, repeated with their first 8 values random
+# (cheap to make; an iteration's work does not depend on the values).  Needs a PostgreSQL with Citus and pg_gpu
 # installed (the bundle's, via PG_CONFIG); DEVICE (gpu if gpu_info() lists
 # one, else cpu), N8, N768, K (100), ITERS (20), WORKERS ("1 2 4"), KINDS
 # ("8 768") from the environment.
@@ -67,6 +67,17 @@ row8="i, 40 * sin(mod(i, 100) * 1.3 + 0.1) + 20 * random(), 40 * sin(mod(i, 100)
       40 * sin(mod(i, 100) * 2.9 + 0.3) + 20 * random(), 40 * sin(mod(i, 100) * 3.7 + 0.4) + 20 * random(),
       40 * sin(mod(i, 100) * 4.3 + 0.5) + 20 * random(), 40 * sin(mod(i, 100) * 5.1 + 0.6) + 20 * random(),
       40 * sin(mod(i, 100) * 5.9 + 0.7) + 20 * random(), 40 * sin(mod(i, 100) * 6.7 + 0.8) + 20 * random()"
+# the 768-d rows: base vector b (one of 50, the same on every node) with its first
+# 8 values random; the starting centroids of every fit: base c mod 50 (and for
+# 8 columns the centre of blob c), the first 8 values 0.5 + c / 1000
+base768="ARRAY(SELECT sin(j * 0.37 * (b + 1) + b)::real FROM generate_series(1, 768) j)"
+init768="(SELECT array_agg(ARRAY(SELECT CASE WHEN j <= 8 THEN 0.5 + c / 1000.0 ELSE sin(j * 0.37 * (c % 50 + 1) + c % 50) END
+                                 FROM generate_series(1, 768) j) ORDER BY c) FROM generate_series(0, $K - 1) c)"
+init8="(SELECT array_agg(ARRAY[40 * sin(c % 100 * 1.3 + 0.1) + 10 + c / 1000.0, 40 * sin(c % 100 * 2.1 + 0.2) + 10,
+                               40 * sin(c % 100 * 2.9 + 0.3) + 10, 40 * sin(c % 100 * 3.7 + 0.4) + 10,
+                               40 * sin(c % 100 * 4.3 + 0.5) + 10, 40 * sin(c % 100 * 5.1 + 0.6) + 10,
+                               40 * sin(c % 100 * 5.9 + 0.7) + 10, 40 * sin(c % 100 * 6.7 + 0.8) + 10] ORDER BY c)
+        FROM generate_series(0, $K - 1) c)"
 make_table() {
   local name=$1 kind=$2 rows=$3 w=$4 cols sel
   if [ "$kind" = 8 ]; then
@@ -76,8 +87,7 @@ make_table() {
     cols="id bigint, v real[]"
     sel="SELECT i, ARRAY[random(), random(), random(), random(), random(), random(), random(), random()]::real[] || c.v[9:768]
          FROM generate_series(1, ROWS) i
-         JOIN (SELECT j, ARRAY(SELECT random()::real FROM generate_series(1, 768) WHERE j >= 0) v
-               FROM generate_series(0, 49) j) c ON c.j = mod(i, 50)"
+         JOIN (SELECT b, $base768 AS v FROM generate_series(0, 49) b) c ON c.b = mod(i, 50)"
   fi
   q $base "CREATE TABLE $name ($cols)"
   if [ "$w" -eq 0 ]; then
@@ -118,15 +128,9 @@ for kind in $KINDS; do
     log "$name: $rows rows x $kind over $w workers"
     make_table "$name" "$kind" "$rows" "$w"
     make_table "${name}_tiny" "$kind" 1000 "$w"
-    for t in "$name" "${name}_tiny"; do
-      if [ "$kind" = 8 ]; then
-        q $base "CREATE TABLE ${t}_init AS SELECT array_agg(ARRAY[c1,c2,c3,c4,c5,c6,c7,c8] ORDER BY id, c1) a FROM (SELECT * FROM $t ORDER BY id, c1 LIMIT $K) s"
-      else
-        q $base "CREATE TABLE ${t}_init AS SELECT array_agg(v::float8[] ORDER BY id, v) a FROM (SELECT * FROM $t ORDER BY id, v LIMIT $K) s"
-      fi
-    done
-    fit="SELECT iterations FROM gpu_kmeans_fit('$name', $K, columns => $cols, tol => 0, init_centroids => (SELECT a FROM ${name}_init), max_iter => "
-    tiny="SELECT iterations FROM gpu_kmeans_fit('${name}_tiny', $K, columns => $cols, tol => 0, init_centroids => (SELECT a FROM ${name}_tiny_init), max_iter => "
+    init=$([ "$kind" = 8 ] && echo "$init8" || echo "$init768")
+    fit="SELECT iterations FROM gpu_kmeans_fit('$name', $K, columns => $cols, tol => 0, init_centroids => $init, max_iter => "
+    tiny="SELECT iterations FROM gpu_kmeans_fit('${name}_tiny', $K, columns => $cols, tol => 0, init_centroids => $init, max_iter => "
     staged "$fit 1)" >/dev/null   # warm: the GPUs' contexts, the pages
     read -r call rd it its <<<"$(staged "$fit $ITERS)")"
     read -r _ _ it1 _ <<<"$(staged "$fit 1)")"
@@ -143,6 +147,6 @@ for kind in $KINDS; do
     printf 'citus\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$w" "$rows" "$kind" "$K" \
       "$call" "$rd" "$its" "$(per_iter "$it" "$it1" "$its")" "$dcall" "$dits" \
       "$(per_iter "$tit" "$tit1" "$tits")" "$bout" "$bback" "$dev" | tee -a "$out"
-    q $base "DROP TABLE $name, ${name}_tiny, ${name}_init, ${name}_tiny_init"
+    q $base "DROP TABLE $name, ${name}_tiny"
   done
 done
