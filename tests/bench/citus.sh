@@ -67,7 +67,8 @@ row8="i, 40 * sin(mod(i, 100) * 1.3 + 0.1) + 20 * random(), 40 * sin(mod(i, 100)
       40 * sin(mod(i, 100) * 2.9 + 0.3) + 20 * random(), 40 * sin(mod(i, 100) * 3.7 + 0.4) + 20 * random(),
       40 * sin(mod(i, 100) * 4.3 + 0.5) + 20 * random(), 40 * sin(mod(i, 100) * 5.1 + 0.6) + 20 * random(),
       40 * sin(mod(i, 100) * 5.9 + 0.7) + 20 * random(), 40 * sin(mod(i, 100) * 6.7 + 0.8) + 20 * random()"
-# the 768-d rows: base vector b (one of 50, the same on every node) with its first
+# the 768-d rows: base vector b (one of 50, the same on every node; made once: OFFSET
+# 0 keeps the planner from computing it again for every row) with its first
 # 8 values random; the starting centroids of every fit: base c mod 50 (and for
 # 8 columns the centre of blob c), the first 8 values 0.5 + c / 1000
 base768="ARRAY(SELECT sin(j * 0.37 * (b + 1) + b)::real FROM generate_series(1, 768) j)"
@@ -87,7 +88,7 @@ make_table() {
     cols="id bigint, v real[]"
     sel="SELECT i, ARRAY[random(), random(), random(), random(), random(), random(), random(), random()]::real[] || c.v[9:768]
          FROM generate_series(1, ROWS) i
-         JOIN (SELECT b, $base768 AS v FROM generate_series(0, 49) b) c ON c.b = mod(i, 50)"
+         JOIN (SELECT b, $base768 AS v FROM generate_series(0, 49) b OFFSET 0) c ON c.b = mod(i, 50)"
   fi
   q $base "CREATE TABLE $name ($cols)"
   if [ "$w" -eq 0 ]; then
