@@ -350,6 +350,18 @@ check "scale => 'standard' on a distributed table (read through the executor): t
   FROM gpu_kmeans_fit('big', 16, init_centroids => $big_init, scale => 'standard') d,
        gpu_kmeans_fit('big_local', 16, init_centroids => $big_init, scale => 'standard') l"
 
+# labelling in place: a stored model applied on the shards by an UPDATE that
+# Citus pushes down (gpu_kmeans_predict is IMMUTABLE), as the README advises
+# for tables too large to bring memberships to the coordinator
+q "$coord_port" "CREATE TABLE big_model AS SELECT model FROM gpu_kmeans_fit('big_local', 16, seed => 4)" >/dev/null
+q "$coord_port" "ALTER TABLE big ADD COLUMN cluster integer" >/dev/null
+q "$coord_port" "UPDATE big SET cluster = gpu_kmeans_predict('$(q "$coord_port" "SELECT model FROM big_model")'::jsonb, big)" >/dev/null
+check "UPDATE big SET cluster = gpu_kmeans_predict(model, big), run on the shards: gpu_kmeans_apply's clusters" "
+  SELECT count(*) = $big_n AND count(*) FILTER (WHERE b.cluster IS DISTINCT FROM a.cluster) = 0,
+         format('%s rows, %s differ', count(*), count(*) FILTER (WHERE b.cluster IS DISTINCT FROM a.cluster))
+  FROM big b JOIN gpu_kmeans_apply('big', (SELECT model FROM big_model)) a USING (id)"
+q "$coord_port" "ALTER TABLE big DROP COLUMN cluster" >/dev/null
+
 emb_init="(SELECT array_agg(v::float8[] ORDER BY id) FROM emb_local WHERE id BETWEEN 1 AND 5)"
 check "real[] rows, metric cosine, init_centroids: the same clusters and centroids as the local table" "
   SELECT d.sizes = l.sizes AND d.device LIKE '%Citus%'

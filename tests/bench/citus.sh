@@ -12,11 +12,12 @@
 # DEBUG2 stages line; an iteration = the difference of the iterate stages of
 # that fit and of a fit of one iteration, over the iterations but the first,
 # whose time holds each node's setup); the
-# whole default call (k-means++, tol 1e-4) and its iterations; and on a
-# table of 1000 rows the coordination alone (an iteration of nearly nothing:
-# the round trip of the partial sums on localhost).  Bytes a node sends and receives per
-# iteration are computed from the message sizes (the centroids out, k x d
-# doubles; the sums and counts back, k x (d + 1)), and the TSV says so.
+# whole default call (k-means++, tol 1e-4) and its iterations.  The
+# coordination an iteration costs (the round trip of the partial sums on
+# localhost) is an iteration on one worker less one on the single node.
+# Bytes a node sends and receives per iteration are computed from the
+# message sizes (the centroids out, k x d doubles; the sums and counts
+# back, k x (d + 1)), and the TSV says so.
 #
 # The rows are made on the workers in parallel (run_command_on_shards, each
 # shard its share of generate_series: ids repeat across shards, which
@@ -120,7 +121,7 @@ staged() {
 # k-means state, cuBLAS's handle), from fits of N and of 1 iterations
 per_iter() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN { if (n > 1) printf "%.5f", (a - b) / (n - 1); else printf "NaN" }'; }
 
-[ -s "$out" ] || printf 'section\tdata\tworkers\tn\td\tk\tcall_s\tread_s\titerations\titer_s\tdefault_call_s\tdefault_iterations\tcoordination_iter_s\tbytes_out_per_node\tbytes_back_per_node\tdevice\n' >"$out"
+[ -s "$out" ] || printf 'section\tdata\tworkers\tn\td\tk\tcall_s\tread_s\titerations\titer_s\tdefault_call_s\tdefault_iterations\tbytes_out_per_node\tbytes_back_per_node\tdevice\n' >"$out"
 for kind in $KINDS; do
   rows=$([ "$kind" = 8 ] && echo "$N8" || echo "$N768")
   cols=$([ "$kind" = 8 ] && echo "ARRAY['c1','c2','c3','c4','c5','c6','c7','c8']" || echo "ARRAY['v']")
@@ -128,26 +129,21 @@ for kind in $KINDS; do
     name=t${kind}_w$w
     log "$name: $rows rows x $kind over $w workers"
     make_table "$name" "$kind" "$rows" "$w"
-    make_table "${name}_tiny" "$kind" 1000 "$w"
     init=$([ "$kind" = 8 ] && echo "$init8" || echo "$init768")
     fit="SELECT iterations FROM gpu_kmeans_fit('$name', $K, columns => $cols, tol => 0, init_centroids => $init, max_iter => "
-    tiny="SELECT iterations FROM gpu_kmeans_fit('${name}_tiny', $K, columns => $cols, tol => 0, init_centroids => $init, max_iter => "
     staged "$fit 1)" >/dev/null   # warm: the GPUs' contexts, the pages
     read -r call rd it its <<<"$(staged "$fit $ITERS)")"
     read -r _ _ it1 _ <<<"$(staged "$fit 1)")"
-    read -r _ _ tit tits <<<"$(staged "$tiny $ITERS)")"
-    read -r _ _ tit1 _ <<<"$(staged "$tiny 1)")"
     read -r dcall _ _ dits <<<"$(staged "SELECT iterations FROM gpu_kmeans_fit('$name', $K, columns => $cols, seed => 1)")"
-    dev=$(q $base "SET pg_gpu.device = $device; SELECT device FROM gpu_kmeans_fit('${name}_tiny', 2, columns => $cols)")
-    # per node and iteration, about: the centroids out (a two-dimensional float8[] in
-    # binary: 28 bytes of header, 12 a value) with the query's messages (about 160 bytes);
-    # back the sums (k x d) and counts (k), one-dimensional arrays (20 bytes of header,
-    # 12 a value), inertia and changed (24), the result's messages (about 150)
-    bout=$((w > 0 ? 28 + 12 * K * kind + 160 : 0))
-    bback=$((w > 0 ? 20 + 12 * K * kind + 20 + 12 * K + 24 + 150 : 0))
-    printf 'citus\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$w" "$rows" "$kind" "$K" \
-      "$call" "$rd" "$its" "$(per_iter "$it" "$it1" "$its")" "$dcall" "$dits" \
-      "$(per_iter "$tit" "$tit1" "$tits")" "$bout" "$bback" "$dev" | tee -a "$out"
-    q $base "DROP TABLE $name, ${name}_tiny"
+    dev=$(q $base "SET pg_gpu.device = $device; SELECT device FROM gpu_kmeans_fit('$name', 2, columns => $cols, max_iter => 1)")
+    # per node and iteration, about: the centroids out (a bytea of k x d doubles, 8 bytes
+    # each, and its length) with the query's messages (about 160 bytes); back the sums
+    # (the same), the counts (a bigint[] in binary: 20 bytes of header, 12 a value),
+    # inertia and changed (24), the result's messages (about 150)
+    bout=$((w > 0 ? 4 + 8 * K * kind + 160 : 0))
+    bback=$((w > 0 ? 4 + 8 * K * kind + 20 + 12 * K + 24 + 150 : 0))
+    printf 'citus\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$w" "$rows" "$kind" "$K" \
+      "$call" "$rd" "$its" "$(per_iter "$it" "$it1" "$its")" "$dcall" "$dits" "$bout" "$bback" "$dev" | tee -a "$out"
+    q $base "DROP TABLE $name"
   done
 done
