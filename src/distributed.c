@@ -347,32 +347,24 @@ node_send(PgGpuNode *node, const char *sql, int nparams, const Oid *types,
 }
 
 /*
- * The result of the query sent: its rows (binary), after it completed; an
- * error on the node is raised here with its SQLSTATE, naming the node
+ * The next result of the query sent (NULL: it completed): its rows, in
+ * binary, all of them or one (single-row mode).  An error on the node is
+ * raised here with its SQLSTATE, naming the node.
  */
 static PGresult *
-node_result(PgGpuNode *node, const char *doing)
+node_next(PgGpuNode *node, const char *doing)
 {
-	PGresult   *res = NULL,
-			   *r;
+	PGresult   *res;
 
-	for (;;)
+	while (PQisBusy(node->conn))
 	{
-		while (PQisBusy(node->conn))
-		{
-			wait_socket(node->conn, WL_SOCKET_READABLE);
-			if (!PQconsumeInput(node->conn))
-				node_lost(node, doing);
-		}
-		if ((r = PQgetResult(node->conn)) == NULL)
-			break;
-		if (res)
-			PQclear(res);
-		res = r;
+		wait_socket(node->conn, WL_SOCKET_READABLE);
+		if (!PQconsumeInput(node->conn))
+			node_lost(node, doing);
 	}
-	if (res == NULL || PQstatus(node->conn) == CONNECTION_BAD)
-		node_lost(node, doing);
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	if ((res = PQgetResult(node->conn)) == NULL)
+		return NULL;
+	if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_SINGLE_TUPLE)
 	{
 		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 		const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
@@ -381,16 +373,35 @@ node_result(PgGpuNode *node, const char *doing)
 		char	   *m = pstrdup(msg ? msg : pchomp(PQerrorMessage(node->conn)));
 		char	   *dt = detail ? pstrdup(detail) : NULL;
 		char	   *ht = hint ? pstrdup(hint) : NULL;
-		int			code = state && strlen(state) == 5 ?
-			MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4]) : ERRCODE_CONNECTION_FAILURE;
 
 		PQclear(res);
+		/* no SQLSTATE: libpq's own error, the connection gone */
+		if (state == NULL || strlen(state) != 5)
+			node_lost(node, doing);
 		ereport(ERROR,
-				(errcode(code),
+				(errcode(MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4])),
 				 errmsg("Citus node %s:%d: %s", node->host, node->port, m),
 				 dt ? errdetail("%s", dt) : 0,
 				 ht ? errhint("%s", ht) : 0));
 	}
+	return res;
+}
+
+/* the whole result of the query sent, once it completed */
+static PGresult *
+node_result(PgGpuNode *node, const char *doing)
+{
+	PGresult   *res = NULL,
+			   *r;
+
+	while ((r = node_next(node, doing)) != NULL)
+	{
+		if (res)
+			PQclear(res);
+		res = r;
+	}
+	if (res == NULL || PQstatus(node->conn) == CONNECTION_BAD)
+		node_lost(node, doing);
 	return res;
 }
 
@@ -724,41 +735,56 @@ pg_gpu_cluster_labels(PgGpuCluster *cl, const double *C, int k, PgGpuRows *rows,
 		*distances = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(rows->nvalid, 1));
 	values[0] = centroids_param(C, k, cl->d, &lengths[0]);
 	pg_gpu_progress(true, "assigning %lld rows on %d Citus nodes", (long long) rows->nvalid, cl->nnodes);
-	for (int i = 0; i < cl->nnodes; i++)
-		node_send(&cl->nodes[i], "SELECT ids, clusters, distances FROM gpu_kmeans_node_labels($1)",
-				  1, types, values, lengths, "assigning its rows");
+	/* a row of arrays at a time (single-row mode): never a node's whole answer in memory at once */
 	for (int i = 0; i < cl->nnodes; i++)
 	{
-		PGresult   *res = node_result(&cl->nodes[i], "assigning its rows");
+		node_send(&cl->nodes[i], "SELECT ids, clusters, distances FROM gpu_kmeans_node_labels($1)",
+				  1, types, values, lengths, "assigning its rows");
+		if (!PQsetSingleRowMode(cl->nodes[i].conn))
+			node_lost(&cl->nodes[i], "assigning its rows");
+	}
+	for (int i = 0; i < cl->nnodes; i++)
+	{
+		PGresult   *res;
 
-		for (int t = 0; t < PQntuples(res); t++)
+		while ((res = node_next(&cl->nodes[i], "assigning its rows")) != NULL)
 		{
-			ArrayType  *ia = result_array(res, t, 0, INT8OID);
-			ArrayType  *ca = result_array(res, t, 1, INT4OID);
-			ArrayType  *da = result_array(res, t, 2, FLOAT8OID);
-			Datum	   *iv, *cv, *dv;
-			bool	   *cn, *dn;
-			int			m, m2;
-
-			deconstruct_array(ia, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &iv, NULL, &m);
-			deconstruct_array(ca, INT4OID, 4, true, TYPALIGN_INT, &cv, &cn, &m2);
-			deconstruct_array(da, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &dv, &dn, &m2);
-			for (int j = 0; j < m; j++)
+			for (int t = 0; t < PQntuples(res); t++)
 			{
-				if (cn[j] && ni < rows->ninvalid)
-					rows->invalid_ids[ni++] = DatumGetInt64(iv[j]);
-				else if (!cn[j] && nv < rows->nvalid)
+				ArrayType  *ia = result_array(res, t, 0, INT8OID);
+				ArrayType  *ca = result_array(res, t, 1, INT4OID);
+				ArrayType  *da = result_array(res, t, 2, FLOAT8OID);
+				Datum	   *iv,
+						   *cv,
+						   *dv;
+				bool	   *cn,
+						   *dn;
+				int			m,
+							m2;
+
+				deconstruct_array(ia, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &iv, NULL, &m);
+				deconstruct_array(ca, INT4OID, 4, true, TYPALIGN_INT, &cv, &cn, &m2);
+				deconstruct_array(da, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &dv, &dn, &m2);
+				for (int j = 0; j < m; j++)
 				{
-					rows->ids[nv] = DatumGetInt64(iv[j]);
-					(*labels)[nv] = DatumGetInt32(cv[j]) - 1;
-					if (distances)
-						(*distances)[nv] = DatumGetFloat8(dv[j]);
-					nv++;
+					if (cn[j] && ni < rows->ninvalid)
+						rows->invalid_ids[ni++] = DatumGetInt64(iv[j]);
+					else if (!cn[j] && nv < rows->nvalid)
+					{
+						rows->ids[nv] = DatumGetInt64(iv[j]);
+						(*labels)[nv] = DatumGetInt32(cv[j]) - 1;
+						if (distances)
+							(*distances)[nv] = DatumGetFloat8(dv[j]);
+						nv++;
+					}
 				}
+				pfree(ia), pfree(ca), pfree(da);
+				pfree(iv), pfree(cv), pfree(dv), pfree(cn), pfree(dn);
 			}
-			pfree(iv), pfree(cv), pfree(dv), pfree(cn), pfree(dn);
+			PQclear(res);
 		}
-		PQclear(res);
+		if (PQstatus(cl->nodes[i].conn) == CONNECTION_BAD)
+			node_lost(&cl->nodes[i], "assigning its rows");
 	}
 	if (nv != rows->nvalid || ni != rows->ninvalid)
 		ereport(ERROR,
