@@ -124,13 +124,24 @@ pg_gpu_citus_method(Oid relid)
 	return method;
 }
 
+/*
+ * Does a k-means call on relid run on the Citus nodes that hold its shards?
+ * Not for tables Citus does not distribute, nor with pg_gpu.citus_nodes
+ * off, nor for a call that says why not (why_not), nor in a transaction
+ * that has written: DEBUG1 says so for a distributed table.
+ */
 bool
 pg_gpu_on_nodes(Oid relid, const char *why_not)
 {
 	char		m = pg_gpu_citus_method(relid);
 
-	if (m == 0 || m == 'n' || !pg_gpu_citus_nodes)
+	if (m == 0 || m == 'n')
 		return false;
+	if (!pg_gpu_citus_nodes)
+	{
+		elog(DEBUG1, "pg_gpu: the distributed table is read through Citus's executor: pg_gpu.citus_nodes is off");
+		return false;
+	}
 	if (why_not)
 	{
 		elog(DEBUG1, "pg_gpu: the distributed table is read through Citus's executor: %s", why_not);
@@ -562,6 +573,7 @@ pg_gpu_cluster_load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, 
 		values[6] = array_binary(a, &lengths[6]);
 	}
 
+	elog(DEBUG1, "pg_gpu: \"%s\" is read on the %d Citus nodes that hold its shards", src->relname, cl->nnodes);
 	pg_gpu_progress(true, "connecting to %d Citus nodes", cl->nnodes);
 	for (int i = 0; i < cl->nnodes; i++)
 		node_connect(&cl->nodes[i]);
