@@ -67,7 +67,6 @@ typedef struct PgGpuNode
 	int			port;
 	int			nodeid;
 	char	   *shards;			/* regclass[] literal, the shards read there */
-	int			nshards;
 	PGconn	   *conn;
 	int64		first;			/* its rows' first index in the union */
 	int64		rows;
@@ -80,7 +79,6 @@ struct PgGpuCluster
 	int			nnodes;
 	PgGpuNode  *nodes;
 	int			d;
-	int			k;
 	PgGpuData  *home;			/* the fit's host memory (and the seeding sample) */
 	MemoryContextCallback cb;
 };
@@ -440,25 +438,32 @@ result_array(PGresult *res, int row, int col, Oid elemtype)
 	return DatumGetArrayTypeP(OidReceiveFunctionCall(F_ARRAY_RECV, &buf, elemtype, -1));
 }
 
-static int64
-result_int8(PGresult *res, int row, int col)
+/* a binary field of a result, to be read with pq_getmsg* */
+static StringInfoData
+result_field(PGresult *res, int row, int col)
 {
 	StringInfoData buf;
 
 	buf.data = PQgetvalue(res, row, col);
 	buf.len = PQgetlength(res, row, col);
+	buf.maxlen = buf.len;
 	buf.cursor = 0;
+	return buf;
+}
+
+static int64
+result_int8(PGresult *res, int row, int col)
+{
+	StringInfoData buf = result_field(res, row, col);
+
 	return pq_getmsgint64(&buf);
 }
 
 static double
 result_float8(PGresult *res, int row, int col)
 {
-	StringInfoData buf;
+	StringInfoData buf = result_field(res, row, col);
 
-	buf.data = PQgetvalue(res, row, col);
-	buf.len = PQgetlength(res, row, col);
-	buf.cursor = 0;
 	return pq_getmsgfloat8(&buf);
 }
 
@@ -493,7 +498,7 @@ find_nodes(PgGpuCluster *cl, Oid relid, const char *relname)
 							  "       WHERE n.isactive AND n.noderole = 'primary' AND pl.shardstate = 1"
 							  "       ORDER BY s.shardid, n.nodeid)"
 							  " SELECT nodename::text, nodeport, nodeid,"
-							  "        array_agg(pg_catalog.shard_name($1, shardid) ORDER BY shardid)::text, count(*),"
+							  "        array_agg(pg_catalog.shard_name($1, shardid) ORDER BY shardid)::text,"
 							  "        (SELECT count(*) FROM s) - (SELECT count(*) FROM p)"
 							  " FROM p GROUP BY nodeid, nodename, nodeport ORDER BY nodeid",
 							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
@@ -511,8 +516,7 @@ find_nodes(PgGpuCluster *cl, Oid relid, const char *relname)
 		node->port = DatumGetInt32(SPI_getbinval(t, td, 2, &isnull));
 		node->nodeid = DatumGetInt32(SPI_getbinval(t, td, 3, &isnull));
 		node->shards = MemoryContextStrdup(caller, SPI_getvalue(t, td, 4));
-		node->nshards = (int) DatumGetInt64(SPI_getbinval(t, td, 5, &isnull));
-		missing = DatumGetInt64(SPI_getbinval(t, td, 6, &isnull));
+		missing = DatumGetInt64(SPI_getbinval(t, td, 5, &isnull));
 	}
 	SPI_finish();
 	if (missing > 0)

@@ -755,18 +755,13 @@ def main():
     p.add_argument("--out")
     p.add_argument("--results")
     args = p.parse_args()
-    if args.embeddings and os.path.basename(args.embeddings).startswith("postgis-"):
-        print(postgis_section(args.embeddings))
-        return
-    if args.embeddings and os.path.basename(args.embeddings).startswith("n_init-"):
-        print(n_init_section(args.embeddings))
-        return
-    if args.embeddings and os.path.basename(args.embeddings).startswith("stream-"):
-        print(stream_section(args.embeddings))
-        return
-    if args.embeddings and os.path.basename(args.embeddings).startswith("citus-"):
-        print(citus_section(args.embeddings))
-        return
+    # a TSV measured apart, rendered alone by its name's prefix
+    apart = {"postgis-": postgis_section, "n_init-": n_init_section, "stream-": stream_section,
+             "citus-": citus_section}
+    for prefix, section in apart.items():
+        if args.embeddings and os.path.basename(args.embeddings).startswith(prefix):
+            print(section(args.embeddings))
+            return
     if args.embeddings:
         print({"gpu": embeddings_section, "sql": embeddings_sql_section, "cpu": embeddings_cpu_section,
                "seed": embeddings_seed_section}[embeddings_kind(args.embeddings)](args.embeddings))
