@@ -39,8 +39,8 @@ COMPUTE_OBJS += cuda/gpu/stand_in.o
 CUDA_LIBS =
 endif
 
-OBJS = src/pg_gpu.o src/compat.o src/read.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/info.o src/support.o src/model.o src/progress.o src/distributed.o src/worker.o $(COMPUTE_OBJS)
-# libpq: the coordinator of a Citus cluster talks to its nodes (src/distributed.c)
+OBJS = src/pg_gpu.o src/compat.o src/read.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/matrix_table.o src/info.o src/support.o src/model.o src/progress.o src/citus.o src/kmeans_nodes.o src/matmul_nodes.o src/worker.o $(COMPUTE_OBJS)
+# libpq: the coordinator of a Citus cluster talks to its nodes (src/citus.c)
 PG_CPPFLAGS = -Icuda $(BLAS_CFLAGS) -I$(libpq_srcdir)
 # identical floating-point rounding on CPU and GPU: no contraction into FMA
 PG_CFLAGS = -ffp-contract=off
@@ -67,7 +67,7 @@ cuda/compute.o cuda/seed.o cuda/columns.o cuda/parts.o cuda/route.o cuda/cpu/kme
 cuda/cpu/kmeans.o cuda/cpu/gemm.o: cuda/cpu/gemm.h
 cuda/cpu/kmeans.o cuda/cpu/blocks.o: cuda/cpu/blocks.h
 cuda/route.o: cuda/gpu/tc_shapes.h
-src/pg_gpu.o src/compat.o src/read.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/info.o src/support.o src/model.o src/progress.o: src/pg_gpu.h src/compat.h cuda/pg_gpu_compute.h
+src/pg_gpu.o src/compat.o src/read.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/matrix_table.o src/info.o src/support.o src/model.o src/progress.o: src/pg_gpu.h src/compat.h cuda/pg_gpu_compute.h
 
 
 # ---- unit tests of the compute layer (no PostgreSQL) ----

@@ -108,6 +108,9 @@ extern void *pg_gpu_matmul_buffer(PgGpuMatmul *w, int which, Size bytes, Size ke
 extern void pg_gpu_matmul_count(PgGpuMatmul *w, int which, Size bytes);
 /* the bytes the workspace's other two host buffers count */
 extern double pg_gpu_matmul_others(const PgGpuMatmul *w, int which);
+/* C (m x n) = A (m x k) B (k x n), row-major, in w's device (matmul.c) */
+extern void pg_gpu_matmul_run(PgGpuMatmul *w, pggpu_dtype dtype, int64 m, int64 n, int64 k,
+							  const void *a, const void *b, void *c);
 
 /* ---- reading relations (read.c) ---- */
 
@@ -192,7 +195,7 @@ pg_noreturn extern void pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGp
 /* ---- progress, in pg_stat_activity.query (progress.c) ---- */
 
 /* a call named fname begins (its stage shows until the memory context goes) */
-/* distributed.c: k-means on the nodes of a Citus cluster */
+/* citus.c: Citus's metadata; kmeans_nodes.c: k-means on the nodes of a Citus cluster */
 typedef struct PgGpuCluster PgGpuCluster;
 
 extern bool pg_gpu_citus_nodes;
@@ -392,5 +395,85 @@ extern void pg_gpu_part_receiver_finish(PgGpuPartReceiver *r);
 
 /* bytes of a part buffer */
 #define PG_GPU_PART_BYTES (256 * 1024)
+
+/* ---- gpu_matmul's matrix tables (matrix_table.c) ---- */
+
+typedef struct PgGpuMatTable
+{
+	const char *arg;			/* "a" or "b" */
+	Oid			relid;
+	char	   *relname;
+	char	   *qualname;
+	bool		sparse;
+	int			ncols;			/* 2 (dense) or 3 (sparse) */
+	char	   *names[3];		/* dense: id, vector; sparse: row, col, value */
+	int			att[3];			/* their attribute indexes */
+	Oid			types[3];		/* base types; for the vector, its element */
+	double		expected_rows;
+	/* after reading: the shape (sparse: largest indices, maybe widened) */
+	int64		rows;
+	int64		cols;
+	double	   *data;			/* dense: rows x cols, in a workspace buffer */
+	/* sparse entries */
+	int64		nnz;
+	int64	   *ri;
+	int64	   *ci;
+	double	   *v;
+} PgGpuMatTable;
+
+/* checks relid as operand arg ("a", "b"), its columns named by names or found */
+extern void pg_gpu_mat_resolve(Oid relid, ArrayType *names, const char *arg, PgGpuMatTable *t);
+/* reads a dense table into workspace buffer which, in row id order (ids 1..m) */
+extern void pg_gpu_mat_read_dense(PgGpuMatTable *t, PgGpuMatmul *w, int which);
+extern void pg_gpu_mat_read_sparse(PgGpuMatTable *t);
+/* a sparse table's entries into a zeroed rows x cols workspace buffer */
+extern void pg_gpu_mat_densify(PgGpuMatTable *t, PgGpuMatmul *w, int which);
+
+/* dense rows as read, with their ids (of one table, or of a node's shards) */
+typedef struct PgGpuDenseRows
+{
+	PgGpuMatmul *w;
+	int			which;			/* the workspace buffer they are read into */
+	MemoryContext cxt;			/* where ids live */
+	double		expected_rows;
+	int64		len;			/* elements per row, -1 before the first */
+	int64		first_id;
+	int64		rows;
+	int64		cap;
+	int64	   *ids;
+	double	   *data;			/* rows x len */
+	const PgGpuRowSpec *spec;	/* of the table being read */
+} PgGpuDenseRows;
+
+extern void pg_gpu_mat_rows_init(PgGpuDenseRows *r, PgGpuMatmul *w, int which, double expected_rows);
+extern void pg_gpu_mat_rows_read(PgGpuDenseRows *r, const PgGpuMatTable *t);
+
+/* matmul_nodes.c: a (dense, distributed by Citus) multiplied on its nodes */
+typedef struct PgGpuMatNodes PgGpuMatNodes;
+
+extern PgGpuMatNodes *pg_gpu_matmul_nodes_load(const PgGpuMatTable *a);
+extern void pg_gpu_matmul_nodes_shape(PgGpuMatNodes *mn, PgGpuMatTable *a);
+extern void pg_gpu_matmul_nodes_product(PgGpuMatNodes *mn, const PgGpuMatTable *a, const double *b,
+										int64 k, int64 n, double *c);
+
+/* a zeroed bitmap of nbits bits, in CurrentMemoryContext */
+static inline bits8 *
+pg_gpu_bits_alloc(int64 nbits)
+{
+	return MemoryContextAllocExtended(CurrentMemoryContext, (Size) (nbits + 7) / 8,
+									  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+}
+
+static inline bool
+pg_gpu_bit_get(const bits8 *bits, int64 i)
+{
+	return (bits[i >> 3] >> (i & 7)) & 1;
+}
+
+static inline void
+pg_gpu_bit_set(bits8 *bits, int64 i)
+{
+	bits[i >> 3] |= 1 << (i & 7);
+}
 
 #endif							/* PG_GPU_H */

@@ -1,7 +1,7 @@
 /*
- * worker.c - a Citus node's share of a distributed k-means: the functions
- * the coordinator (distributed.c) calls over libpq, on one connection, in
- * this order:
+ * worker.c - a Citus node's share of a distributed k-means or gpu_matmul.
+ * For k-means, the functions the coordinator (kmeans_nodes.c) calls over
+ * libpq, on one connection, in this order:
  *
  *   gpu_kmeans_node_load(shards, columns, ...)   read this node's shards
  *   gpu_kmeans_node_sample(seed, first, rate)    rows for the seeding
@@ -28,6 +28,7 @@
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "port/pg_bswap.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -40,6 +41,8 @@ PG_FUNCTION_INFO_V1(gpu_kmeans_node_sample);
 PG_FUNCTION_INFO_V1(gpu_kmeans_node_step);
 PG_FUNCTION_INFO_V1(gpu_kmeans_node_labels);
 PG_FUNCTION_INFO_V1(gpu_kmeans_node_close);
+PG_FUNCTION_INFO_V1(gpu_matmul_node_load);
+PG_FUNCTION_INFO_V1(gpu_matmul_node_product);
 
 /* rows in one row of gpu_kmeans_node_labels' result */
 #define LABELS_CHUNK (1 << 20)
@@ -370,4 +373,169 @@ gpu_kmeans_node_close(PG_FUNCTION_ARGS)
 {
 	close_set();
 	PG_RETURN_VOID();
+}
+
+/* ---- a distributed gpu_matmul: this node's rows of a ------------------------ */
+
+/*
+ * The coordinator (matmul_nodes.c) calls, on one connection:
+ *
+ *   gpu_matmul_node_load(shards, columns)   read this node's rows of a
+ *   gpu_matmul_node_product(b, k, n)        their rows of a b, with their ids
+ *
+ * The rows stay in this backend's workspace (pinned host memory, on a GPU)
+ * between the two, in a memory context of the session: freed by the
+ * product, by a new load, or by the backend's exit when the coordinator
+ * closes the connection.
+ */
+typedef struct NodeMatrix
+{
+	MemoryContext cxt;
+	PgGpuMatmul *w;
+	PgGpuDenseRows rows;
+} NodeMatrix;
+
+static NodeMatrix *node_matrix = NULL;
+
+static void
+close_matrix(void)
+{
+	NodeMatrix *s = node_matrix;
+
+	node_matrix = NULL;
+	if (s)
+		MemoryContextDelete(s->cxt);	/* the workspace's callback frees its device */
+}
+
+/*
+ * gpu_matmul_node_load(shards regclass[], columns text[]) RETURNS (rows
+ * bigint, first_id bigint, min_id bigint, max_id bigint, len integer, device
+ * text): reads the dense rows of the shards (their (id, vector) columns) in
+ * the order given; first_id, min_id, max_id and len are NULL without rows
+ */
+Datum
+gpu_matmul_node_load(PG_FUNCTION_ARGS)
+{
+	ArrayType  *shards = PG_GETARG_ARRAYTYPE_P(0);
+	ArrayType  *columns = PG_GETARG_ARRAYTYPE_P(1);
+	Datum	   *oids;
+	int			nshards;
+	NodeMatrix *s;
+	MemoryContext old;
+	TupleDesc	td;
+	Datum		v[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
+	int64		lo = PG_INT64_MAX,
+				hi = PG_INT64_MIN;
+
+	close_matrix();
+	deconstruct_array(shards, REGCLASSOID, 4, true, TYPALIGN_INT, &oids, NULL, &nshards);
+	s = MemoryContextAllocZero(TopMemoryContext, sizeof(NodeMatrix));
+	s->cxt = AllocSetContextCreate(TopMemoryContext, "pg_gpu node matrix", ALLOCSET_DEFAULT_SIZES);
+	node_matrix = s;
+	old = MemoryContextSwitchTo(s->cxt);
+	PG_TRY();
+	{
+		s->w = pg_gpu_matmul_open(pg_gpu_choose_backend(), s->cxt);
+		pg_gpu_mat_rows_init(&s->rows, s->w, PGGPU_MM_A, 0);
+		for (int i = 0; i < nshards; i++)
+		{
+			PgGpuMatTable t;
+
+			pg_gpu_mat_resolve(DatumGetObjectId(oids[i]), columns, "a", &t);
+			if (t.sparse)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("columns must name the row id and row vector columns of a dense matrix table")));
+			s->rows.expected_rows = t.expected_rows;
+			pg_gpu_mat_rows_read(&s->rows, &t);
+		}
+		if (s->rows.rows > 0)
+			pg_gpu_matmul_count(s->w, PGGPU_MM_A, (Size) s->rows.rows * s->rows.len * sizeof(double));
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(old);
+		close_matrix();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(old);
+
+	for (int64 r = 0; r < s->rows.rows; r++)
+	{
+		lo = Min(lo, s->rows.ids[r]);
+		hi = Max(hi, s->rows.ids[r]);
+	}
+	if (get_call_result_type(fcinfo, NULL, &td) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	v[0] = Int64GetDatum(s->rows.rows);
+	v[1] = Int64GetDatum(s->rows.first_id);
+	v[2] = Int64GetDatum(lo);
+	v[3] = Int64GetDatum(hi);
+	v[4] = Int32GetDatum((int32) s->rows.len);
+	v[5] = CStringGetTextDatum(pggpu_matmul_device_name(s->w->mm));
+	nulls[1] = nulls[2] = nulls[3] = nulls[4] = s->rows.rows == 0;
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(td), v, nulls)));
+}
+
+/*
+ * gpu_matmul_node_product(b bytea, k integer, n integer) RETURNS SETOF (ids
+ * bigint[], c bytea): the loaded rows of a times b (k x n doubles, row-major,
+ * in wire form), a result row of at most about 32 MB of c's rows (wire
+ * form) with their ids; then the loaded rows are freed
+ */
+Datum
+gpu_matmul_node_product(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	NodeMatrix *s = node_matrix;
+	bytea	   *b = PG_GETARG_BYTEA_PP(0);
+	int64		k = PG_GETARG_INT32(1),
+				n = PG_GETARG_INT32(2),
+				m;
+	int64		chunk;
+	double	   *B,
+			   *C;
+
+	if (s == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("no matrix rows are loaded in this session"),
+				 errhint("gpu_matmul_node_* are called by gpu_matmul on the Citus coordinator, starting with gpu_matmul_node_load.")));
+	m = s->rows.rows;
+	if (k < 1 || n < 1 || (m > 0 && k != s->rows.len) || VARSIZE_ANY_EXHDR(b) != 8 * k * n)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("b must be %lld x n doubles (8 bytes each), not %zu bytes for %lld x %lld",
+						(long long) s->rows.len, (size_t) VARSIZE_ANY_EXHDR(b), (long long) k, (long long) n)));
+	InitMaterializedSRF(fcinfo, 0);
+	if (m > 0)
+	{
+		B = pg_gpu_matmul_buffer(s->w, PGGPU_MM_B, (Size) k * n * sizeof(double), 0);
+		pg_gpu_doubles_from_wire(VARDATA_ANY(b), k * n, B);
+		C = pg_gpu_matmul_buffer(s->w, PGGPU_MM_C, (Size) m * n * sizeof(double), 0);
+		pg_gpu_matmul_run(s->w, PGGPU_FLOAT64, m, n, k, s->rows.data, B, C);
+		chunk = Max(1, (4 << 20) / n);
+		for (int64 r0 = 0; r0 < m; r0 += chunk)
+		{
+			int			rows = (int) Min(m - r0, chunk);
+			Datum	   *iv = palloc(sizeof(Datum) * rows);
+			bytea	   *c = palloc(VARHDRSZ + 8 * (Size) rows * n);
+			Datum		v[2];
+			bool		nulls[2] = {false, false};
+
+			CHECK_FOR_INTERRUPTS();
+			for (int i = 0; i < rows; i++)
+				iv[i] = Int64GetDatum(s->rows.ids[r0 + i]);
+			SET_VARSIZE(c, VARHDRSZ + 8 * (Size) rows * n);
+			pg_gpu_doubles_to_wire(C + r0 * n, (int64) rows * n, VARDATA(c));
+			v[0] = PointerGetDatum(construct_array(iv, rows, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+			v[1] = PointerGetDatum(c);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
+			pfree(iv), pfree(c);
+		}
+	}
+	close_matrix();
+	return (Datum) 0;
 }

@@ -147,6 +147,10 @@ done
 big_rows="SELECT i, $big_vals FROM generate_series(1, $big_n) i"
 emb_rows="SELECT i, ARRAY(SELECT (cos(j * (i % 5 + 1)) + 0.2 * sin(i * j * 0.37))::real FROM generate_series(1, 24) j)
 FROM generate_series(1, 2000) i"
+# am: 9000 x 8 (distributed) times bm: 8 x 1200 (local), a product whose
+# rows come back from each node in several chunks (4M values each)
+bm_n=1200
+am_rows="SELECT i, ARRAY(SELECT cos(i * 0.01 * j) + j FROM generate_series(1, 8) j) FROM generate_series(1, 9000) i"
 log "creating the distributed tables and their local copies"
 q "$coord_port" "
 SET citus.shard_count = 4;
@@ -178,6 +182,15 @@ CREATE TABLE big_local (LIKE big INCLUDING ALL);
 INSERT INTO big $big_rows;
 INSERT INTO big_local $big_rows;
 
+CREATE TABLE am (row_id int, row_vec float8[]);
+SELECT create_distributed_table('am', 'row_id');
+CREATE TABLE am_local (LIKE am);
+INSERT INTO am $am_rows;
+INSERT INTO am_local $am_rows;
+CREATE TABLE bm (row_id int, row_vec float8[]);
+INSERT INTO bm SELECT i, ARRAY(SELECT sin(i * 0.7 + j * 0.013) FROM generate_series(1, $bm_n) j)
+  FROM generate_series(1, 8) i;
+
 CREATE TABLE emb (id bigint PRIMARY KEY, v real[]);
 SELECT create_distributed_table('emb', 'id');
 CREATE TABLE emb_local (LIKE emb INCLUDING ALL);
@@ -198,6 +211,18 @@ check() {
     npass=$((npass + 1)); echo "ok   - $name"
   else
     nfail=$((nfail + 1)); echo "FAIL - $name"; printf '%s\n' "${out#f|}" | sed 's/^/       /'
+  fi
+}
+
+# expect_error NAME SQLSTATE PATTERN SQL [ROLE]: SQL fails with SQLSTATE and a message matching PATTERN
+expect_error() {
+  local name=$1 state=$2 pattern=$3 sql=$4 role=${5:-$user} out
+  out=$(psql -X -q -At -v VERBOSITY=verbose -h "$tmp" -p "$coord_port" -U "$role" -d postgres \
+          -c "SET pg_gpu.device = $device" -c "$sql" 2>&1) || true
+  if printf '%s' "$out" | grep -q "ERROR:  $state: " && printf '%s' "$out" | grep -Eq "$pattern"; then
+    npass=$((npass + 1)); echo "ok   - $name"
+  else
+    nfail=$((nfail + 1)); echo "FAIL - $name"; printf '%s\n' "$out" | head -5 | sed 's/^/       /'
   fi
 }
 
@@ -277,12 +302,49 @@ matmul_same() {
                        JOIN unnest(l.row_vec) WITH ORDINALITY lv(v, n) USING (n)) AS bad
         FROM gpu_matmul($1) d FULL JOIN gpu_matmul($2) l ON d.row_id = l.row_id) t"
 }
-check "gpu_matmul('a', 'b'): distributed dense a x local b = the product of the local copies" \
+check "gpu_matmul('a'::regclass, 'b'): distributed dense a x local b = the product of the local copies" \
   "$(matmul_same "'a'::regclass, 'b'::regclass" "'a_local'::regclass, 'b'::regclass" 200)"
 check "gpu_matmul('a', 's'): distributed dense a x distributed sparse s = the product of the local copies" \
   "$(matmul_same "'a'::regclass, 's'::regclass" "'a_local'::regclass, 's_local'::regclass" 200)"
 
-# ---- k-means on the workers (src/distributed.c) ---------------------------
+# ---- gpu_matmul on the workers (src/matmul_nodes.c) ------------------------
+# debug1 SQL: the DEBUG1 lines of SQL on the coordinator
+debug1() {
+  psql -X -q -At -h "$tmp" -p "$coord_port" -U "$user" -d postgres \
+    -c "SET pg_gpu.device = $device" -c "SET client_min_messages = debug1" -c "$1" 2>&1 | grep "DEBUG:  pg_gpu" || true
+}
+out=$(debug1 "SELECT count(*) FROM gpu_matmul('a'::regclass, 'b')")
+if printf '%s' "$out" | grep -q '"a" is read on the 2 Citus nodes'; then
+  npass=$((npass + 1)); echo "ok   - gpu_matmul('a'::regclass, 'b') with a distributed dense a runs on its two workers"
+else
+  nfail=$((nfail + 1)); echo "FAIL - gpu_matmul('a'::regclass, 'b') with a distributed dense a runs on its two workers"; printf '%s\n' "$out" | sed 's/^/       /'
+fi
+check "gpu_matmul('am'::regclass, 'bm'), 9000 x 8 x 1200 on the workers (several chunks a node): the local product, 1e-12" "
+  SELECT count(*) = 9000 AND count(*) FILTER (WHERE d.row_id IS NULL OR l.row_id IS NULL
+           OR cardinality(d.row_vec) <> $bm_n
+           OR (SELECT max(abs(x - y) / greatest(1, abs(y))) FROM unnest(d.row_vec, l.row_vec) u(x, y)) > 1e-12) = 0,
+         format('%s rows, %s distributed, %s local', count(*), count(d.row_id), count(l.row_id))
+  FROM gpu_matmul('am'::regclass, 'bm') d FULL JOIN gpu_matmul('am_local'::regclass, 'bm') l USING (row_id)"
+q "$coord_port" "
+CREATE TABLE a_bad (row_id int, row_vec float8[]);
+SELECT create_distributed_table('a_bad', 'row_vec');" >/dev/null
+bad_a() {
+  q "$coord_port" "TRUNCATE a_bad; INSERT INTO a_bad VALUES $1" >/dev/null
+}
+bad_a "(1, '{1,2,3,4,5,6}'), (2, '{1,1,1,1,1,1}'), (3, '{2,2,2,2,2,2}'), (2, '{3,3,3,3,3,3}')"
+expect_error "gpu_matmul on the workers: a row id twice (the copies on any shards): 22000" 22000 \
+  'row 2 appears more than once in "a_bad"' "SELECT * FROM gpu_matmul('a_bad'::regclass, 'b')"
+bad_a "(1, '{1,2,3,4,5,6}'), (2, '{1,1,1,1,1,1}'), (4, '{2,2,2,2,2,2}')"
+expect_error "gpu_matmul on the workers: row ids not 1..m: 22000" 22000 \
+  'the row ids of "a_bad" are not 1 to 3' "SELECT * FROM gpu_matmul('a_bad'::regclass, 'b')"
+bad_a "$(for i in $(seq 1 40); do printf '(%d, %s),' "$i" "'{1,2,3,4,5,6}'"; done) (41, '{1,2,3,4,5}')"
+expect_error "gpu_matmul on the workers: rows of two lengths: 22000" 22000 \
+  'rows of "a_bad.*" differ in length' "SELECT * FROM gpu_matmul('a_bad'::regclass, 'b')"
+expect_error "gpu_matmul on the workers: a 200 x 6 by b 8 x 1200: 22023 naming both shapes" 22023 \
+  'matrix dimensions do not match: "a" is 200 x 6, "bm" is 8 x 1200' "SELECT * FROM gpu_matmul('a'::regclass, 'bm')"
+q "$coord_port" "DROP TABLE a_bad" >/dev/null
+
+# ---- k-means on the workers (src/kmeans_nodes.c) ---------------------------
 check "k-means on a distributed table runs on its two workers" "
   SELECT device LIKE '% (2 Citus nodes)', device FROM gpu_kmeans_fit('pts', 3, seed => 1)"
 
@@ -377,7 +439,9 @@ for stmt in "CREATE ROLE analyst LOGIN" "GRANT USAGE ON SCHEMA public TO analyst
   "CREATE TABLE secret (id bigint PRIMARY KEY, x float8, y float8)" \
   "SELECT create_distributed_table('secret', 'id')" "INSERT INTO secret SELECT id, x, y FROM pts_local" \
   "GRANT SELECT ON pts TO analyst" "ALTER TABLE pts ENABLE ROW LEVEL SECURITY" \
-  "CREATE POLICY analyst_half ON pts TO analyst USING (id % 2 = 0)"; do
+  "CREATE POLICY analyst_half ON pts TO analyst USING (id % 2 = 0)" \
+  "GRANT SELECT ON a, b, a_local TO analyst" "ALTER TABLE a ENABLE ROW LEVEL SECURITY" \
+  "CREATE POLICY analyst_top ON a TO analyst USING (row_id <= 100)"; do
   q "$coord_port" "$stmt" >/dev/null
 done
 # check_as ROLE NAME SQL: check, as ROLE
@@ -396,17 +460,11 @@ check_as analyst "row security on the workers: a role's fit sees the rows the po
          AND f.device LIKE '%Citus%',
          format('fit over %s rows, %s visible through Citus', (SELECT sum(v) FROM unnest(f.sizes) v), (SELECT count(*) FROM pts))
   FROM gpu_kmeans_fit('pts', 3, init_centroids => $init) f"
-# expect_error NAME SQLSTATE PATTERN SQL [ROLE]: SQL fails with SQLSTATE and a message matching PATTERN
-expect_error() {
-  local name=$1 state=$2 pattern=$3 sql=$4 role=${5:-$user} out
-  out=$(psql -X -q -At -v VERBOSITY=verbose -h "$tmp" -p "$coord_port" -U "$role" -d postgres \
-          -c "SET pg_gpu.device = $device" -c "$sql" 2>&1) || true
-  if printf '%s' "$out" | grep -q "ERROR:  $state: " && printf '%s' "$out" | grep -Eq "$pattern"; then
-    npass=$((npass + 1)); echo "ok   - $name"
-  else
-    nfail=$((nfail + 1)); echo "FAIL - $name"; printf '%s\n' "$out" | head -5 | sed 's/^/       /'
-  fi
-}
+check_as analyst "row security on the workers: gpu_matmul of a role's rows of a (the policy's first 100) = their product" "
+  SELECT count(*) = 100 AND count(*) FILTER (WHERE l.row_id IS NULL
+           OR (SELECT max(abs(x - y) / greatest(1, abs(y))) FROM unnest(d.row_vec, l.row_vec) u(x, y)) > 1e-12) = 0,
+         format('%s rows', count(*))
+  FROM gpu_matmul('a'::regclass, 'b') d LEFT JOIN gpu_matmul('a_local'::regclass, 'b') l USING (row_id)"
 expect_error "a role without SELECT on the distributed table: 42501" 42501 "permission denied" \
   "SELECT * FROM gpu_kmeans_fit('secret', 3)" analyst
 
@@ -477,6 +535,8 @@ result_check "a worker stopped mid-fit: 08006 naming it, no session left on the 
 
 expect_error "a worker that is down: 08001 naming it" 08001 "could not connect to Citus node 127.0.0.1:$worker2_port" \
   "SELECT * FROM gpu_kmeans_fit('pts', 3)"
+expect_error "a worker that is down, gpu_matmul: 08001 naming it" 08001 "could not connect to Citus node 127.0.0.1:$worker2_port" \
+  "SELECT * FROM gpu_matmul('a'::regclass, 'b')"
 as_owner "$bindir/pg_ctl" -D "$tmp/worker2" -l "$tmp/worker2.log" -w start >/dev/null
 check "the worker back: the fit runs on both again" "
   SELECT sizes = '{1500,1000,500}' AND device LIKE '% (2 Citus nodes)', sizes::text

@@ -1,6 +1,7 @@
--- A Citus node's share of a distributed k-means (src/worker.c), called here
--- by hand on plain tables (tests/citus.sh runs it on a cluster): what the
--- coordinator receives must equal what SQL computes from the same rows.
+-- A Citus node's share of a distributed k-means or gpu_matmul (src/worker.c),
+-- called here by hand on plain tables (tests/citus.sh runs them on a
+-- cluster): what the coordinator receives must equal what SQL (or the same
+-- call on one table) computes from the same rows.
 CREATE TABLE nd_a (id int PRIMARY KEY, x float8, y float8);
 CREATE TABLE nd_b (id int PRIMARY KEY, x float8, y float8);
 INSERT INTO nd_a SELECT i, (i % 3) * 10 + sin(i), cos(i) FROM generate_series(1, 600) i;
@@ -77,3 +78,37 @@ SELECT gpu_kmeans_node_close();
 SELECT * FROM gpu_kmeans_node_step(nd_wire('{0,0}'), true);
 DROP VIEW nd_all;
 DROP TABLE nd_a, nd_b;
+
+-- gpu_matmul's share: a node's rows of a from two "shards" (odd and even
+-- row ids, float8[] and real[]), times b, with their ids
+CREATE TABLE nm_a1 (row_id int, row_vec float8[]);
+CREATE TABLE nm_a2 (row_id bigint, row_vec real[]);
+INSERT INTO nm_a1 SELECT i, ARRAY[i, 1, sin(i)] FROM generate_series(1, 300, 2) i;
+INSERT INTO nm_a2 SELECT i, ARRAY[i, 2, cos(i)]::real[] FROM generate_series(2, 300, 2) i;
+CREATE TABLE nm_all AS SELECT row_id, row_vec FROM nm_a1 UNION ALL SELECT row_id, row_vec::float8[] FROM nm_a2;
+CREATE TABLE nm_b (row_id int, row_vec float8[]);
+INSERT INTO nm_b SELECT i, ARRAY(SELECT i * 0.5 - j FROM generate_series(1, 4) j) FROM generate_series(1, 3) i;
+-- nothing loaded yet
+SELECT * FROM gpu_matmul_node_product(nd_wire('{1}'), 1, 1);
+SELECT rows, first_id, min_id, max_id, len
+FROM gpu_matmul_node_load(ARRAY['nm_a1', 'nm_a2']::regclass[], ARRAY['row_id', 'row_vec']);
+-- b of another size than k x n doubles, or another k than the rows' length
+SELECT * FROM gpu_matmul_node_product(nd_wire('{1, 2, 3}'), 3, 4);
+SELECT * FROM gpu_matmul_node_product(nd_wire('{1, 2, 3, 4}'), 2, 2);
+-- every row once, equal to gpu_matmul of all the rows
+SELECT count(*) AS rows, count(DISTINCT id) AS ids,
+       count(*) FILTER (WHERE (SELECT max(abs(x - y)) FROM unnest(p.v, m.row_vec) u(x, y)) > 1e-12) AS differ
+FROM (SELECT ids[i] AS id, nd_doubles(substr(c, 32 * (i - 1) + 1, 32)) AS v
+      FROM gpu_matmul_node_product((SELECT nd_wire(array_agg(x ORDER BY row_id, j))
+                                    FROM nm_b, unnest(row_vec) WITH ORDINALITY u(x, j)), 3, 4),
+           generate_subscripts(ids, 1) i) p
+JOIN gpu_matmul('nm_all'::regclass, 'nm_b') m ON m.row_id = p.id;
+-- the product frees the rows
+SELECT * FROM gpu_matmul_node_product(nd_wire('{1, 2, 3, 4}'), 1, 4);
+-- no rows: NULL shape; a sparse table's columns; rows of two lengths
+SELECT rows, first_id, len FROM gpu_matmul_node_load('{}'::regclass[], ARRAY['row_id', 'row_vec']);
+SELECT * FROM gpu_matmul_node_load(ARRAY['nm_a1']::regclass[], ARRAY['row_id', 'row_id', 'row_vec']);
+INSERT INTO nm_a2 VALUES (400, '{1, 2}');
+SELECT * FROM gpu_matmul_node_load(ARRAY['nm_a1', 'nm_a2']::regclass[], ARRAY['row_id', 'row_vec']);
+DROP TABLE nm_a1, nm_a2, nm_all, nm_b;
+DROP FUNCTION nd_wire(float8[]), nd_doubles(bytea);

@@ -1,29 +1,18 @@
 /*
- * distributed.c - k-means on a Citus distributed table where its rows live.
+ * citus.c - the Citus cluster as pg_gpu's coordinator sees it: Citus's
+ * metadata (which tables it distributes, where their shards are) and one
+ * libpq connection a node, for the calls that run where the rows live
+ * (kmeans_nodes.c, matmul_nodes.c; the nodes' side is worker.c).
  *
- * The coordinator finds the shards' placements in Citus's metadata
- * (pg_dist_shard, pg_dist_placement, pg_dist_node), opens one libpq
- * connection a node that holds shards, as the calling user with Citus's
- * authentication (citus.node_conninfo, pg_dist_authinfo), and has each node
- * read its own shards into its own GPU (or CPU) with gpu_kmeans_node_load
- * (worker.c).  The fit is the compute layer's pggpu_kmeans_over with the
- * nodes as its source: an iteration sends the centroids to every node at
- * once and gets back k x (d + 1) sums and counts from each, added here in
- * node order; the seeding gathers a sample that every node draws by the
- * same rule (each row by its index in the union of the nodes' rows), so a
- * fit depends on the seed and the shard layout only.  Memberships come back
- * from the nodes as rows of arrays (gpu_kmeans_node_labels).
- *
- * Every wait is on the sockets and the latch, so a cancel or
- * statement_timeout answers at once; then (and after any error) each busy
- * connection gets a cancel request (PQcancel) and every connection is
- * closed, which ends the node's backend and frees whatever it held.  The
- * connections live for one call: nothing stays on a node between calls.
- *
- * Not on the nodes (read through Citus's executor instead, as before):
- * reference and Citus local tables, scale => 'standard' fits,
- * gpu_kmeans_choose_k, and a transaction that has written already (its
- * uncommitted rows are seen only through Citus's own connections).
+ * A connection is made as the calling user with Citus's authentication
+ * (citus.node_conninfo, pg_dist_authinfo) within
+ * citus.node_connection_timeout, carries the session's pg_gpu settings,
+ * and lives for one call.  Every wait is on the sockets and the latch, so a
+ * cancel or statement_timeout answers at once; then (and after any error)
+ * each busy connection gets a cancel request (PQcancel) and every
+ * connection is closed, which ends the node's backend and frees whatever it
+ * held.  An error on a node is raised here with its SQLSTATE, naming the
+ * node; a lost connection is 08006, one never made 08001.
  */
 #include "postgres.h"
 
@@ -52,6 +41,7 @@
 #include "utils/wait_event.h"
 
 #include "pg_gpu.h"
+#include "citus.h"
 
 bool		pg_gpu_citus_nodes = true;
 
@@ -59,28 +49,6 @@ bool		pg_gpu_citus_nodes = true;
 static const char *const node_settings[] = {
 	"pg_gpu.device", "pg_gpu.kmeans_precision", "pg_gpu.kmeans_gpu_memory",
 	"pg_gpu.max_memory", "pg_gpu.cpu_threads", "pg_gpu.allow_tf32"
-};
-
-typedef struct PgGpuNode
-{
-	char	   *host;
-	int			port;
-	int			nodeid;
-	char	   *shards;			/* regclass[] literal, the shards read there */
-	PGconn	   *conn;
-	int64		first;			/* its rows' first index in the union */
-	int64		rows;
-	int64		invalid;
-	char	   *device;
-} PgGpuNode;
-
-struct PgGpuCluster
-{
-	int			nnodes;
-	PgGpuNode  *nodes;
-	int			d;
-	PgGpuData  *home;			/* the fit's host memory (and the seeding sample) */
-	MemoryContextCallback cb;
 };
 
 /*
@@ -153,20 +121,21 @@ pg_gpu_on_nodes(Oid relid, const char *why_not)
 	return true;
 }
 
+
 /* ---- connections --------------------------------------------------------- */
 
 static void
-release_cluster(void *arg)
+release_nodes(void *arg)
 {
-	PgGpuCluster *cl = (PgGpuCluster *) arg;
+	PgGpuNodes *ns = (PgGpuNodes *) arg;
 
-	for (int i = 0; i < cl->nnodes; i++)
+	for (int i = 0; i < ns->nnodes; i++)
 	{
-		PGconn	   *conn = cl->nodes[i].conn;
+		PGconn	   *conn = ns->nodes[i].conn;
 
 		if (conn == NULL)
 			continue;
-		cl->nodes[i].conn = NULL;
+		ns->nodes[i].conn = NULL;
 		/* a node still computing: stop it before the connection goes */
 		if (PQtransactionStatus(conn) == PQTRANS_ACTIVE)
 		{
@@ -183,8 +152,8 @@ release_cluster(void *arg)
 	}
 }
 
-pg_noreturn static void
-node_lost(PgGpuNode *node, const char *doing)
+pg_noreturn void
+pg_gpu_node_lost(PgGpuNode *node, const char *doing)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_CONNECTION_FAILURE),
@@ -343,8 +312,8 @@ node_connect(PgGpuNode *node)
 }
 
 /* sends a query (parameters in text, or binary where lengths[i] > 0); the result comes in binary */
-static void
-node_send(PgGpuNode *node, const char *sql, int nparams, const Oid *types,
+void
+pg_gpu_node_send(PgGpuNode *node, const char *sql, int nparams, const Oid *types,
 		  const char *const *values, const int *lengths, const char *doing)
 {
 	int			formats[8];
@@ -352,7 +321,7 @@ node_send(PgGpuNode *node, const char *sql, int nparams, const Oid *types,
 	for (int i = 0; i < nparams; i++)
 		formats[i] = lengths && lengths[i] > 0 ? 1 : 0;
 	if (!PQsendQueryParams(node->conn, sql, nparams, types, values, lengths, formats, 1))
-		node_lost(node, doing);
+		pg_gpu_node_lost(node, doing);
 }
 
 /*
@@ -360,8 +329,8 @@ node_send(PgGpuNode *node, const char *sql, int nparams, const Oid *types,
  * binary, all of them or one (single-row mode).  An error on the node is
  * raised here with its SQLSTATE, naming the node.
  */
-static PGresult *
-node_next(PgGpuNode *node, const char *doing)
+PGresult *
+pg_gpu_node_next(PgGpuNode *node, const char *doing)
 {
 	PGresult   *res;
 
@@ -369,7 +338,7 @@ node_next(PgGpuNode *node, const char *doing)
 	{
 		wait_socket(node->conn, WL_SOCKET_READABLE);
 		if (!PQconsumeInput(node->conn))
-			node_lost(node, doing);
+			pg_gpu_node_lost(node, doing);
 	}
 	if ((res = PQgetResult(node->conn)) == NULL)
 		return NULL;
@@ -386,7 +355,7 @@ node_next(PgGpuNode *node, const char *doing)
 		PQclear(res);
 		/* no SQLSTATE: libpq's own error, the connection gone */
 		if (state == NULL || strlen(state) != 5)
-			node_lost(node, doing);
+			pg_gpu_node_lost(node, doing);
 		ereport(ERROR,
 				(errcode(MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4])),
 				 errmsg("Citus node %s:%d: %s", node->host, node->port, m),
@@ -397,28 +366,28 @@ node_next(PgGpuNode *node, const char *doing)
 }
 
 /* the whole result of the query sent, once it completed */
-static PGresult *
-node_result(PgGpuNode *node, const char *doing)
+PGresult *
+pg_gpu_node_result(PgGpuNode *node, const char *doing)
 {
 	PGresult   *res = NULL,
 			   *r;
 
-	while ((r = node_next(node, doing)) != NULL)
+	while ((r = pg_gpu_node_next(node, doing)) != NULL)
 	{
 		if (res)
 			PQclear(res);
 		res = r;
 	}
 	if (res == NULL || PQstatus(node->conn) == CONNECTION_BAD)
-		node_lost(node, doing);
+		pg_gpu_node_lost(node, doing);
 	return res;
 }
 
 /* ---- binary values --------------------------------------------------------- */
 
 /* an array as its binary send form (a libpq parameter) */
-static char *
-array_binary(ArrayType *a, int *len)
+char *
+pg_gpu_array_binary(ArrayType *a, int *len)
 {
 	bytea	   *b = DatumGetByteaPP(OidFunctionCall1(F_ARRAY_SEND, PointerGetDatum(a)));
 
@@ -426,8 +395,8 @@ array_binary(ArrayType *a, int *len)
 	return VARDATA_ANY(b);
 }
 
-static ArrayType *
-result_array(PGresult *res, int row, int col, Oid elemtype)
+ArrayType *
+pg_gpu_result_array(PGresult *res, int row, int col, Oid elemtype)
 {
 	StringInfoData buf;
 
@@ -439,8 +408,8 @@ result_array(PGresult *res, int row, int col, Oid elemtype)
 }
 
 /* a binary field of a result, to be read with pq_getmsg* */
-static StringInfoData
-result_field(PGresult *res, int row, int col)
+StringInfoData
+pg_gpu_result_field(PGresult *res, int row, int col)
 {
 	StringInfoData buf;
 
@@ -451,38 +420,53 @@ result_field(PGresult *res, int row, int col)
 	return buf;
 }
 
-static int64
-result_int8(PGresult *res, int row, int col)
+int64
+pg_gpu_result_int8(PGresult *res, int row, int col)
 {
-	StringInfoData buf = result_field(res, row, col);
+	StringInfoData buf = pg_gpu_result_field(res, row, col);
 
 	return pq_getmsgint64(&buf);
 }
 
-static double
-result_float8(PGresult *res, int row, int col)
+double
+pg_gpu_result_float8(PGresult *res, int row, int col)
 {
-	StringInfoData buf = result_field(res, row, col);
+	StringInfoData buf = pg_gpu_result_field(res, row, col);
 
 	return pq_getmsgfloat8(&buf);
 }
 
 /* k x d centroids as a bytea parameter (binary: their wire form) */
-static char *
-centroids_param(const double *C, int k, int d, int *len)
-{
-	char	   *b = MemoryContextAllocHuge(CurrentMemoryContext, 8 * (Size) k * d);
 
-	pg_gpu_doubles_to_wire(C, (int64) k * d, b);
-	*len = 8 * k * d;
-	return b;
+/* a text[] literal of n names (a text parameter) */
+char *
+pg_gpu_names_literal(const char *const *names, int n)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfoChar(&s, '{');
+	for (int i = 0; i < n; i++)
+	{
+		appendStringInfo(&s, "%s\"", i ? "," : "");
+		for (const char *c = names[i]; *c; c++)
+		{
+			if (*c == '"' || *c == '\\')
+				appendStringInfoChar(&s, '\\');
+			appendStringInfoChar(&s, *c);
+		}
+		appendStringInfoChar(&s, '"');
+	}
+	appendStringInfoChar(&s, '}');
+	return s.data;
 }
 
-/* ---- the cluster ------------------------------------------------------------ */
+/* ---- the nodes of a table ------------------------------------------------- */
+
 
 /* the nodes holding relid's shards, one active placement a shard */
 static void
-find_nodes(PgGpuCluster *cl, Oid relid, const char *relname)
+find_nodes(PgGpuNodes *cl, Oid relid, const char *relname)
 {
 	Oid			argtypes[1] = {REGCLASSOID};
 	Datum		args[1] = {ObjectIdGetDatum(relid)};
@@ -526,293 +510,29 @@ find_nodes(PgGpuCluster *cl, Oid relid, const char *relname)
 						(long long) missing, relname)));
 }
 
-PgGpuCluster *
-pg_gpu_cluster_load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, const double *mean,
-					const double *std, PgGpuRows *rows)
-{
-	PgGpuCluster *cl = palloc0(sizeof(PgGpuCluster));
-	static const Oid types[7] = {REGCLASSARRAYOID, TEXTARRAYOID, TEXTOID, TEXTOID, INT4OID,
-	FLOAT8ARRAYOID, FLOAT8ARRAYOID};
-	const char *values[7];
-	int			lengths[7] = {0};
-	StringInfoData cols;
 
-	find_nodes(cl, src->relid, src->relname);
-	cl->d = src->ncols;
-	cl->cb.func = release_cluster;
-	cl->cb.arg = cl;
-	MemoryContextRegisterResetCallback(CurrentMemoryContext, &cl->cb);
-
-	initStringInfo(&cols);
-	appendStringInfoChar(&cols, '{');
-	for (int i = 0; i < src->natts; i++)
-	{
-		appendStringInfo(&cols, "%s\"", i ? "," : "");
-		for (const char *c = src->colnames[i]; *c; c++)
-		{
-			if (*c == '"' || *c == '\\')
-				appendStringInfoChar(&cols, '\\');
-			appendStringInfoChar(&cols, *c);
-		}
-		appendStringInfoChar(&cols, '"');
-	}
-	appendStringInfoChar(&cols, '}');
-	values[1] = cols.data;
-	values[2] = want_ids ? src->idname : NULL;
-	values[3] = metric == PGGPU_METRIC_COSINE ? "cosine" : "euclidean";
-	values[4] = psprintf("%d", src->ncols);
-	values[5] = values[6] = NULL;
-	if (mean)
-	{
-		ArrayType  *a;
-		Datum	   *v = palloc(sizeof(Datum) * src->ncols);
-
-		for (int j = 0; j < src->ncols; j++)
-			v[j] = Float8GetDatum(mean[j]);
-		a = construct_array(v, src->ncols, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
-		values[5] = array_binary(a, &lengths[5]);
-		for (int j = 0; j < src->ncols; j++)
-			v[j] = Float8GetDatum(std[j]);
-		a = construct_array(v, src->ncols, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
-		values[6] = array_binary(a, &lengths[6]);
-	}
-
-	elog(DEBUG1, "pg_gpu: \"%s\" is read on the %d Citus nodes that hold its shards", src->relname, cl->nnodes);
-	pg_gpu_progress(true, "connecting to %d Citus nodes", cl->nnodes);
-	for (int i = 0; i < cl->nnodes; i++)
-		node_connect(&cl->nodes[i]);
-	pg_gpu_progress(true, "%d Citus nodes reading their shards", cl->nnodes);
-	for (int i = 0; i < cl->nnodes; i++)
-	{
-		values[0] = cl->nodes[i].shards;
-		node_send(&cl->nodes[i],
-				  "SELECT rows, invalid, device FROM gpu_kmeans_node_load($1, $2, $3, $4, $5, $6, $7)",
-				  7, types, values, lengths, "reading its shards");
-	}
-	memset(rows, 0, sizeof(*rows));
-	for (int i = 0; i < cl->nnodes; i++)
-	{
-		PgGpuNode  *node = &cl->nodes[i];
-		PGresult   *res = node_result(node, "reading its shards");
-
-		node->first = rows->nvalid;
-		node->rows = result_int8(res, 0, 0);
-		node->invalid = result_int8(res, 0, 1);
-		node->device = pnstrdup(PQgetvalue(res, 0, 2), PQgetlength(res, 0, 2));
-		PQclear(res);
-		rows->nvalid += node->rows;
-		rows->ninvalid += node->invalid;
-	}
-	/* the fit's host memory: a CPU set of no rows (closed with the call's context) */
-	cl->home = pg_gpu_data_open(PGGPU_BACKEND_CPU, cl->d, 0);
-	pg_gpu_data_set_kmeans(cl->home, metric, true);
-	return cl;
-}
-
-const char *
-pg_gpu_cluster_device(const PgGpuCluster *cl)
-{
-	StringInfoData s;
-
-	initStringInfo(&s);
-	for (int i = 0; i < cl->nnodes; i++)
-	{
-		bool		seen = false;
-
-		for (int j = 0; j < i; j++)
-			seen |= strcmp(cl->nodes[j].device, cl->nodes[i].device) == 0;
-		if (!seen)
-			appendStringInfo(&s, "%s%s", s.len ? ", " : "", cl->nodes[i].device);
-	}
-	appendStringInfo(&s, " (%d Citus node%s)", cl->nnodes, cl->nnodes == 1 ? "" : "s");
-	return s.data;
-}
-
-/* the source's step: every node's at once, added in node order */
-static pggpu_status
-cluster_step(void *arg, const double *C, int k, bool begin, double *sums, int64_t *counts,
-			 double *inertia, int64_t *changed, int32_t *labels, pggpu_error *err)
-{
-	PgGpuCluster *cl = (PgGpuCluster *) arg;
-	int			d = cl->d;
-	static const Oid types[2] = {BYTEAOID, BOOLOID};
-	const char *values[2];
-	int			lengths[2] = {0, 0};
-	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu step", ALLOCSET_DEFAULT_SIZES);
-	MemoryContext old = MemoryContextSwitchTo(cxt);
-	double	   *psums = palloc(sizeof(double) * k * d);
-
-	Assert(labels == NULL);
-	values[0] = centroids_param(C, k, d, &lengths[0]);
-	values[1] = begin ? "true" : "false";
-	for (int i = 0; i < cl->nnodes; i++)
-		node_send(&cl->nodes[i], "SELECT sums, counts, inertia, changed FROM gpu_kmeans_node_step($1, $2)",
-				  2, types, values, lengths, "computing a k-means iteration");
-	memset(sums, 0, sizeof(double) * k * d);
-	memset(counts, 0, sizeof(int64_t) * k);
-	*inertia = 0;
-	*changed = 0;
-	for (int i = 0; i < cl->nnodes; i++)
-	{
-		PGresult   *res = node_result(&cl->nodes[i], "computing a k-means iteration");
-		ArrayType  *c = result_array(res, 0, 1, INT8OID);
-		const int64 *cv = (const int64 *) ARR_DATA_PTR(c);
-
-		if (PQgetlength(res, 0, 0) != 8 * k * d || ArrayGetNItems(ARR_NDIM(c), ARR_DIMS(c)) != k ||
-			ARR_HASNULL(c))
-			elog(ERROR, "Citus node %s:%d returned sums of another shape", cl->nodes[i].host, cl->nodes[i].port);
-		pg_gpu_doubles_from_wire(PQgetvalue(res, 0, 0), (int64) k * d, psums);
-		for (int64 j = 0; j < (int64) k * d; j++)
-			sums[j] += psums[j];
-		for (int j = 0; j < k; j++)
-			counts[j] += cv[j];
-		*inertia += result_float8(res, 0, 2);
-		*changed += result_int8(res, 0, 3);
-		PQclear(res);
-	}
-	MemoryContextSwitchTo(old);
-	MemoryContextDelete(cxt);
-	return PGGPU_OK;
-}
-
-/* the source's sample: every node's sampled rows, in node order, pushed at once */
-static pggpu_status
-cluster_sample(void *arg, uint64_t seed, double rate, pggpu_data *into, pggpu_error *err)
-{
-	PgGpuCluster *cl = (PgGpuCluster *) arg;
-	static const Oid types[3] = {INT8OID, INT8OID, FLOAT8OID};
-	const char *values[3];
-	PGresult  **got = palloc(sizeof(PGresult *) * cl->nnodes);
-	int64		m = 0;
-	double	   *X;
-	pggpu_status st;
-
-	values[0] = psprintf("%lld", (long long) (int64) seed);
-	values[2] = psprintf("%.17g", rate);
-	for (int i = 0; i < cl->nnodes; i++)
-	{
-		values[1] = psprintf("%lld", (long long) cl->nodes[i].first);
-		node_send(&cl->nodes[i], "SELECT gpu_kmeans_node_sample($1, $2, $3)", 3, types, values, NULL,
-				  "drawing the seeding sample");
-	}
-	/* (each result is read before the next node's: a sample is at most about 40 k rows) */
-	for (int i = 0; i < cl->nnodes; i++)
-	{
-		got[i] = node_result(&cl->nodes[i], "drawing the seeding sample");
-		if (PQgetlength(got[i], 0, 0) % (8 * cl->d) != 0)
-			elog(ERROR, "Citus node %s:%d returned a sample of another shape", cl->nodes[i].host, cl->nodes[i].port);
-		m += PQgetlength(got[i], 0, 0) / (8 * cl->d);
-	}
-	X = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(m, 1) * cl->d);
-	m = 0;
-	for (int i = 0; i < cl->nnodes; i++)
-	{
-		int64		nv = PQgetlength(got[i], 0, 0) / 8;
-
-		pg_gpu_doubles_from_wire(PQgetvalue(got[i], 0, 0), nv, X + m * cl->d);
-		m += nv / cl->d;
-		PQclear(got[i]);
-	}
-	st = pggpu_data_push_rows(into, X, m, err);
-	pfree(X);
-	return st;
-}
-
+/*
+ * Connects to every node that holds shards of relid, as the calling user;
+ * the connections close with the current memory context (after success,
+ * error or cancel), or with pg_gpu_nodes_close.
+ */
 void
-pg_gpu_cluster_fit(PgGpuCluster *cl, const pggpu_kmeans_params *p, pggpu_kmeans_result *r)
+pg_gpu_nodes_open(PgGpuNodes *ns, Oid relid, const char *relname)
 {
-	pggpu_kmeans_source src = {0};
-	pggpu_error err = {0};
-
-	src.home = cl->home->ds;
-	for (int i = 0; i < cl->nnodes; i++)
-		src.n += cl->nodes[i].rows;
-	src.step = cluster_step;
-	src.sample = cluster_sample;
-	src.arg = cl;
-	if (pggpu_kmeans_over(&src, p, r, &err) != PGGPU_OK)
-		pg_gpu_raise(&err);
+	memset(ns, 0, sizeof(*ns));
+	find_nodes(ns, relid, relname);
+	ns->cb.func = release_nodes;
+	ns->cb.arg = ns;
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, &ns->cb);
+	elog(DEBUG1, "pg_gpu: \"%s\" is read on the %d Citus nodes that hold its shards", relname, ns->nnodes);
+	pg_gpu_progress(true, "connecting to %d Citus nodes", ns->nnodes);
+	for (int i = 0; i < ns->nnodes; i++)
+		node_connect(&ns->nodes[i]);
 }
 
+/* closes the connections now: each node's backend ends, freeing what it held */
 void
-pg_gpu_cluster_labels(PgGpuCluster *cl, const double *C, int k, PgGpuRows *rows, int32 **labels,
-					  double **distances)
+pg_gpu_nodes_close(PgGpuNodes *ns)
 {
-	static const Oid types[1] = {BYTEAOID};
-	const char *values[1];
-	int			lengths[1];
-	int64		nv = 0,
-				ni = 0;
-
-	rows->ids = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * Max(rows->nvalid, 1));
-	rows->invalid_ids = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * Max(rows->ninvalid, 1));
-	*labels = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(rows->nvalid, 1));
-	if (distances)
-		*distances = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(rows->nvalid, 1));
-	values[0] = centroids_param(C, k, cl->d, &lengths[0]);
-	pg_gpu_progress(true, "assigning %lld rows on %d Citus nodes", (long long) rows->nvalid, cl->nnodes);
-	/* a row of arrays at a time (single-row mode): never a node's whole answer in memory at once */
-	for (int i = 0; i < cl->nnodes; i++)
-	{
-		node_send(&cl->nodes[i], "SELECT ids, clusters, distances FROM gpu_kmeans_node_labels($1)",
-				  1, types, values, lengths, "assigning its rows");
-		if (!PQsetSingleRowMode(cl->nodes[i].conn))
-			node_lost(&cl->nodes[i], "assigning its rows");
-	}
-	for (int i = 0; i < cl->nnodes; i++)
-	{
-		PGresult   *res;
-
-		while ((res = node_next(&cl->nodes[i], "assigning its rows")) != NULL)
-		{
-			for (int t = 0; t < PQntuples(res); t++)
-			{
-				ArrayType  *ia = result_array(res, t, 0, INT8OID);
-				ArrayType  *ca = result_array(res, t, 1, INT4OID);
-				ArrayType  *da = result_array(res, t, 2, FLOAT8OID);
-				Datum	   *iv,
-						   *cv,
-						   *dv;
-				bool	   *cn,
-						   *dn;
-				int			m,
-							m2;
-
-				deconstruct_array(ia, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &iv, NULL, &m);
-				deconstruct_array(ca, INT4OID, 4, true, TYPALIGN_INT, &cv, &cn, &m2);
-				deconstruct_array(da, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &dv, &dn, &m2);
-				for (int j = 0; j < m; j++)
-				{
-					if (cn[j] && ni < rows->ninvalid)
-						rows->invalid_ids[ni++] = DatumGetInt64(iv[j]);
-					else if (!cn[j] && nv < rows->nvalid)
-					{
-						rows->ids[nv] = DatumGetInt64(iv[j]);
-						(*labels)[nv] = DatumGetInt32(cv[j]) - 1;
-						if (distances)
-							(*distances)[nv] = DatumGetFloat8(dv[j]);
-						nv++;
-					}
-				}
-				pfree(ia), pfree(ca), pfree(da);
-				pfree(iv), pfree(cv), pfree(dv), pfree(cn), pfree(dn);
-			}
-			PQclear(res);
-		}
-		if (PQstatus(cl->nodes[i].conn) == CONNECTION_BAD)
-			node_lost(&cl->nodes[i], "assigning its rows");
-	}
-	if (nv != rows->nvalid || ni != rows->ninvalid)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("the Citus nodes returned %lld rows' clusters, not the %lld they read",
-						(long long) (nv + ni), (long long) (rows->nvalid + rows->ninvalid)),
-				 errhint("Rows changed while the call ran? Run it again.")));
-}
-
-void
-pg_gpu_cluster_close(PgGpuCluster *cl)
-{
-	release_cluster(cl);
-	pg_gpu_data_close(cl->home);
+	release_nodes(ns);
 }

@@ -1,0 +1,51 @@
+/*
+ * citus.h - the coordinator's connections to Citus nodes (citus.c), shared
+ * by the calls that run on the nodes (kmeans_nodes.c, matmul_nodes.c).
+ */
+#ifndef PG_GPU_CITUS_H
+#define PG_GPU_CITUS_H
+
+#include "libpq-fe.h"
+#include "lib/stringinfo.h"
+#include "utils/array.h"
+
+typedef struct PgGpuNode
+{
+	char	   *host;
+	int			port;
+	int			nodeid;
+	char	   *shards;			/* regclass[] literal, the shards read there */
+	PGconn	   *conn;
+	int64		first;			/* k-means: its rows' first index in the union */
+	int64		rows;
+	int64		invalid;		/* k-means: rows with NULL / NaN */
+	char	   *device;
+} PgGpuNode;
+
+/* the nodes that hold a table's shards, and a connection to each */
+typedef struct PgGpuNodes
+{
+	int			nnodes;
+	PgGpuNode  *nodes;
+	MemoryContextCallback cb;	/* closes the connections */
+} PgGpuNodes;
+
+extern void pg_gpu_nodes_open(PgGpuNodes *ns, Oid relid, const char *relname);
+extern void pg_gpu_nodes_close(PgGpuNodes *ns);
+
+/* a query to a node (parameters in text, or binary where lengths[i] > 0; results in binary) */
+extern void pg_gpu_node_send(PgGpuNode *node, const char *sql, int nparams, const Oid *types,
+							 const char *const *values, const int *lengths, const char *doing);
+extern PGresult *pg_gpu_node_next(PgGpuNode *node, const char *doing);
+extern PGresult *pg_gpu_node_result(PgGpuNode *node, const char *doing);
+pg_noreturn extern void pg_gpu_node_lost(PgGpuNode *node, const char *doing);
+
+/* binary values, as libpq parameters and results */
+extern char *pg_gpu_names_literal(const char *const *names, int n);
+extern char *pg_gpu_array_binary(ArrayType *a, int *len);
+extern ArrayType *pg_gpu_result_array(PGresult *res, int row, int col, Oid elemtype);
+extern StringInfoData pg_gpu_result_field(PGresult *res, int row, int col);
+extern int64 pg_gpu_result_int8(PGresult *res, int row, int col);
+extern double pg_gpu_result_float8(PGresult *res, int row, int col);
+
+#endif							/* PG_GPU_CITUS_H */

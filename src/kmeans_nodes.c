@@ -1,0 +1,316 @@
+/*
+ * kmeans_nodes.c - k-means on a Citus distributed table where its rows live.
+ *
+ * Each node that holds shards (citus.c connects to them) reads its own
+ * shards into its own GPU (or CPU) with gpu_kmeans_node_load (worker.c).
+ * The fit is the compute layer's pggpu_kmeans_over with the nodes as its
+ * source: an iteration sends the centroids to every node at once and gets
+ * back k x (d + 1) sums and counts from each, added here in node order; the
+ * seeding gathers a sample that every node draws by the same rule (each row
+ * by its index in the union of the nodes' rows), so a fit depends on the
+ * seed and the shard layout only.  Memberships come back from the nodes as
+ * rows of arrays (gpu_kmeans_node_labels).
+ *
+ * Not on the nodes (read through Citus's executor instead, as before):
+ * reference and Citus local tables, scale => 'standard' fits,
+ * gpu_kmeans_choose_k, and a transaction that has written already (its
+ * uncommitted rows are seen only through Citus's own connections).
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "libpq/pqformat.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "pg_gpu.h"
+#include "citus.h"
+
+struct PgGpuCluster
+{
+	PgGpuNodes	ns;
+	int			d;
+	PgGpuData  *home;			/* the fit's host memory (and the seeding sample) */
+};
+
+static char *
+centroids_param(const double *C, int k, int d, int *len)
+{
+	char	   *b = MemoryContextAllocHuge(CurrentMemoryContext, 8 * (Size) k * d);
+
+	pg_gpu_doubles_to_wire(C, (int64) k * d, b);
+	*len = 8 * k * d;
+	return b;
+}
+
+PgGpuCluster *
+pg_gpu_cluster_load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, const double *mean,
+					const double *std, PgGpuRows *rows)
+{
+	PgGpuCluster *cl = palloc0(sizeof(PgGpuCluster));
+	static const Oid types[7] = {REGCLASSARRAYOID, TEXTARRAYOID, TEXTOID, TEXTOID, INT4OID,
+	FLOAT8ARRAYOID, FLOAT8ARRAYOID};
+	const char *values[7];
+	int			lengths[7] = {0};
+
+	cl->d = src->ncols;
+	values[1] = pg_gpu_names_literal((const char *const *) src->colnames, src->natts);
+	values[2] = want_ids ? src->idname : NULL;
+	values[3] = metric == PGGPU_METRIC_COSINE ? "cosine" : "euclidean";
+	values[4] = psprintf("%d", src->ncols);
+	values[5] = values[6] = NULL;
+	if (mean)
+	{
+		ArrayType  *a;
+		Datum	   *v = palloc(sizeof(Datum) * src->ncols);
+
+		for (int j = 0; j < src->ncols; j++)
+			v[j] = Float8GetDatum(mean[j]);
+		a = construct_array(v, src->ncols, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+		values[5] = pg_gpu_array_binary(a, &lengths[5]);
+		for (int j = 0; j < src->ncols; j++)
+			v[j] = Float8GetDatum(std[j]);
+		a = construct_array(v, src->ncols, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+		values[6] = pg_gpu_array_binary(a, &lengths[6]);
+	}
+
+	pg_gpu_nodes_open(&cl->ns, src->relid, src->relname);
+	pg_gpu_progress(true, "%d Citus nodes reading their shards", cl->ns.nnodes);
+	for (int i = 0; i < cl->ns.nnodes; i++)
+	{
+		values[0] = cl->ns.nodes[i].shards;
+		pg_gpu_node_send(&cl->ns.nodes[i],
+				  "SELECT rows, invalid, device FROM gpu_kmeans_node_load($1, $2, $3, $4, $5, $6, $7)",
+				  7, types, values, lengths, "reading its shards");
+	}
+	memset(rows, 0, sizeof(*rows));
+	for (int i = 0; i < cl->ns.nnodes; i++)
+	{
+		PgGpuNode  *node = &cl->ns.nodes[i];
+		PGresult   *res = pg_gpu_node_result(node, "reading its shards");
+
+		node->first = rows->nvalid;
+		node->rows = pg_gpu_result_int8(res, 0, 0);
+		node->invalid = pg_gpu_result_int8(res, 0, 1);
+		node->device = pnstrdup(PQgetvalue(res, 0, 2), PQgetlength(res, 0, 2));
+		PQclear(res);
+		rows->nvalid += node->rows;
+		rows->ninvalid += node->invalid;
+	}
+	/* the fit's host memory: a CPU set of no rows (closed with the call's context) */
+	cl->home = pg_gpu_data_open(PGGPU_BACKEND_CPU, cl->d, 0);
+	pg_gpu_data_set_kmeans(cl->home, metric, true);
+	return cl;
+}
+
+const char *
+pg_gpu_cluster_device(const PgGpuCluster *cl)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	for (int i = 0; i < cl->ns.nnodes; i++)
+	{
+		bool		seen = false;
+
+		for (int j = 0; j < i; j++)
+			seen |= strcmp(cl->ns.nodes[j].device, cl->ns.nodes[i].device) == 0;
+		if (!seen)
+			appendStringInfo(&s, "%s%s", s.len ? ", " : "", cl->ns.nodes[i].device);
+	}
+	appendStringInfo(&s, " (%d Citus node%s)", cl->ns.nnodes, cl->ns.nnodes == 1 ? "" : "s");
+	return s.data;
+}
+
+/* the source's step: every node's at once, added in node order */
+static pggpu_status
+cluster_step(void *arg, const double *C, int k, bool begin, double *sums, int64_t *counts,
+			 double *inertia, int64_t *changed, int32_t *labels, pggpu_error *err)
+{
+	PgGpuCluster *cl = (PgGpuCluster *) arg;
+	int			d = cl->d;
+	static const Oid types[2] = {BYTEAOID, BOOLOID};
+	const char *values[2];
+	int			lengths[2] = {0, 0};
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu step", ALLOCSET_DEFAULT_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	double	   *psums = palloc(sizeof(double) * k * d);
+
+	Assert(labels == NULL);
+	values[0] = centroids_param(C, k, d, &lengths[0]);
+	values[1] = begin ? "true" : "false";
+	for (int i = 0; i < cl->ns.nnodes; i++)
+		pg_gpu_node_send(&cl->ns.nodes[i], "SELECT sums, counts, inertia, changed FROM gpu_kmeans_node_step($1, $2)",
+				  2, types, values, lengths, "computing a k-means iteration");
+	memset(sums, 0, sizeof(double) * k * d);
+	memset(counts, 0, sizeof(int64_t) * k);
+	*inertia = 0;
+	*changed = 0;
+	for (int i = 0; i < cl->ns.nnodes; i++)
+	{
+		PGresult   *res = pg_gpu_node_result(&cl->ns.nodes[i], "computing a k-means iteration");
+		ArrayType  *c = pg_gpu_result_array(res, 0, 1, INT8OID);
+		const int64 *cv = (const int64 *) ARR_DATA_PTR(c);
+
+		if (PQgetlength(res, 0, 0) != 8 * k * d || ArrayGetNItems(ARR_NDIM(c), ARR_DIMS(c)) != k ||
+			ARR_HASNULL(c))
+			elog(ERROR, "Citus node %s:%d returned sums of another shape", cl->ns.nodes[i].host, cl->ns.nodes[i].port);
+		pg_gpu_doubles_from_wire(PQgetvalue(res, 0, 0), (int64) k * d, psums);
+		for (int64 j = 0; j < (int64) k * d; j++)
+			sums[j] += psums[j];
+		for (int j = 0; j < k; j++)
+			counts[j] += cv[j];
+		*inertia += pg_gpu_result_float8(res, 0, 2);
+		*changed += pg_gpu_result_int8(res, 0, 3);
+		PQclear(res);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+	return PGGPU_OK;
+}
+
+/* the source's sample: every node's sampled rows, in node order, pushed at once */
+static pggpu_status
+cluster_sample(void *arg, uint64_t seed, double rate, pggpu_data *into, pggpu_error *err)
+{
+	PgGpuCluster *cl = (PgGpuCluster *) arg;
+	static const Oid types[3] = {INT8OID, INT8OID, FLOAT8OID};
+	const char *values[3];
+	PGresult  **got = palloc(sizeof(PGresult *) * cl->ns.nnodes);
+	int64		m = 0;
+	double	   *X;
+	pggpu_status st;
+
+	values[0] = psprintf("%lld", (long long) (int64) seed);
+	values[2] = psprintf("%.17g", rate);
+	for (int i = 0; i < cl->ns.nnodes; i++)
+	{
+		values[1] = psprintf("%lld", (long long) cl->ns.nodes[i].first);
+		pg_gpu_node_send(&cl->ns.nodes[i], "SELECT gpu_kmeans_node_sample($1, $2, $3)", 3, types, values, NULL,
+				  "drawing the seeding sample");
+	}
+	/* (each result is read before the next node's: a sample is at most about 40 k rows) */
+	for (int i = 0; i < cl->ns.nnodes; i++)
+	{
+		got[i] = pg_gpu_node_result(&cl->ns.nodes[i], "drawing the seeding sample");
+		if (PQgetlength(got[i], 0, 0) % (8 * cl->d) != 0)
+			elog(ERROR, "Citus node %s:%d returned a sample of another shape", cl->ns.nodes[i].host, cl->ns.nodes[i].port);
+		m += PQgetlength(got[i], 0, 0) / (8 * cl->d);
+	}
+	X = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(m, 1) * cl->d);
+	m = 0;
+	for (int i = 0; i < cl->ns.nnodes; i++)
+	{
+		int64		nv = PQgetlength(got[i], 0, 0) / 8;
+
+		pg_gpu_doubles_from_wire(PQgetvalue(got[i], 0, 0), nv, X + m * cl->d);
+		m += nv / cl->d;
+		PQclear(got[i]);
+	}
+	st = pggpu_data_push_rows(into, X, m, err);
+	pfree(X);
+	return st;
+}
+
+void
+pg_gpu_cluster_fit(PgGpuCluster *cl, const pggpu_kmeans_params *p, pggpu_kmeans_result *r)
+{
+	pggpu_kmeans_source src = {0};
+	pggpu_error err = {0};
+
+	src.home = cl->home->ds;
+	for (int i = 0; i < cl->ns.nnodes; i++)
+		src.n += cl->ns.nodes[i].rows;
+	src.step = cluster_step;
+	src.sample = cluster_sample;
+	src.arg = cl;
+	if (pggpu_kmeans_over(&src, p, r, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+}
+
+void
+pg_gpu_cluster_labels(PgGpuCluster *cl, const double *C, int k, PgGpuRows *rows, int32 **labels,
+					  double **distances)
+{
+	static const Oid types[1] = {BYTEAOID};
+	const char *values[1];
+	int			lengths[1];
+	int64		nv = 0,
+				ni = 0;
+
+	rows->ids = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * Max(rows->nvalid, 1));
+	rows->invalid_ids = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * Max(rows->ninvalid, 1));
+	*labels = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(rows->nvalid, 1));
+	if (distances)
+		*distances = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(rows->nvalid, 1));
+	values[0] = centroids_param(C, k, cl->d, &lengths[0]);
+	pg_gpu_progress(true, "assigning %lld rows on %d Citus nodes", (long long) rows->nvalid, cl->ns.nnodes);
+	/* a row of arrays at a time (single-row mode): never a node's whole answer in memory at once */
+	for (int i = 0; i < cl->ns.nnodes; i++)
+	{
+		pg_gpu_node_send(&cl->ns.nodes[i], "SELECT ids, clusters, distances FROM gpu_kmeans_node_labels($1)",
+				  1, types, values, lengths, "assigning its rows");
+		if (!PQsetSingleRowMode(cl->ns.nodes[i].conn))
+			pg_gpu_node_lost(&cl->ns.nodes[i], "assigning its rows");
+	}
+	for (int i = 0; i < cl->ns.nnodes; i++)
+	{
+		PGresult   *res;
+
+		while ((res = pg_gpu_node_next(&cl->ns.nodes[i], "assigning its rows")) != NULL)
+		{
+			for (int t = 0; t < PQntuples(res); t++)
+			{
+				ArrayType  *ia = pg_gpu_result_array(res, t, 0, INT8OID);
+				ArrayType  *ca = pg_gpu_result_array(res, t, 1, INT4OID);
+				ArrayType  *da = pg_gpu_result_array(res, t, 2, FLOAT8OID);
+				Datum	   *iv,
+						   *cv,
+						   *dv;
+				bool	   *cn,
+						   *dn;
+				int			m,
+							m2;
+
+				deconstruct_array(ia, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &iv, NULL, &m);
+				deconstruct_array(ca, INT4OID, 4, true, TYPALIGN_INT, &cv, &cn, &m2);
+				deconstruct_array(da, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &dv, &dn, &m2);
+				for (int j = 0; j < m; j++)
+				{
+					if (cn[j] && ni < rows->ninvalid)
+						rows->invalid_ids[ni++] = DatumGetInt64(iv[j]);
+					else if (!cn[j] && nv < rows->nvalid)
+					{
+						rows->ids[nv] = DatumGetInt64(iv[j]);
+						(*labels)[nv] = DatumGetInt32(cv[j]) - 1;
+						if (distances)
+							(*distances)[nv] = DatumGetFloat8(dv[j]);
+						nv++;
+					}
+				}
+				pfree(ia), pfree(ca), pfree(da);
+				pfree(iv), pfree(cv), pfree(dv), pfree(cn), pfree(dn);
+			}
+			PQclear(res);
+		}
+		if (PQstatus(cl->ns.nodes[i].conn) == CONNECTION_BAD)
+			pg_gpu_node_lost(&cl->ns.nodes[i], "assigning its rows");
+	}
+	if (nv != rows->nvalid || ni != rows->ninvalid)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("the Citus nodes returned %lld rows' clusters, not the %lld they read",
+						(long long) (nv + ni), (long long) (rows->nvalid + rows->ninvalid)),
+				 errhint("Rows changed while the call ran? Run it again.")));
+}
+
+void
+pg_gpu_cluster_close(PgGpuCluster *cl)
+{
+	pg_gpu_nodes_close(&cl->ns);
+	pg_gpu_data_close(cl->home);
+}
+

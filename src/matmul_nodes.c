@@ -1,0 +1,202 @@
+/*
+ * matmul_nodes.c - the table form of gpu_matmul where a is a Citus
+ * distributed table: each node that holds shards of a (citus.c connects to
+ * them) reads its own rows of a into its own GPU (or CPU) workspace
+ * (gpu_matmul_node_load, worker.c) while the coordinator reads b; b goes to
+ * every node, each multiplies its rows (gpu_matmul_node_product) and sends
+ * them back with their row ids, and the coordinator puts them in row id
+ * order.  a never crosses the network; b crosses it once a node, C once.
+ *
+ * The checks of a single node's call hold across the cluster: a's row ids
+ * are 1..m, each once (duplicates across nodes are found as the rows come
+ * back), all rows have one length, and it matches b's rows.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "port/pg_bswap.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "pg_gpu.h"
+#include "citus.h"
+
+/* what the nodes hold of a */
+struct PgGpuMatNodes
+{
+	PgGpuNodes	ns;
+	int64	   *first_id;		/* a row id a node read (for errors) */
+	int64	   *len;			/* its rows' length, -1 without rows */
+};
+
+/* connects to the nodes holding a's shards and has them read their rows (answered by _shape) */
+PgGpuMatNodes *
+pg_gpu_matmul_nodes_load(const PgGpuMatTable *a)
+{
+	PgGpuMatNodes *mn = palloc0(sizeof(PgGpuMatNodes));
+	static const Oid types[2] = {REGCLASSARRAYOID, TEXTARRAYOID};
+	const char *values[2];
+
+	Assert(!a->sparse);
+	pg_gpu_nodes_open(&mn->ns, a->relid, a->relname);
+	mn->first_id = palloc0(sizeof(int64) * Max(mn->ns.nnodes, 1));
+	mn->len = palloc0(sizeof(int64) * Max(mn->ns.nnodes, 1));
+	values[1] = pg_gpu_names_literal((const char *const *) a->names, 2);
+	pg_gpu_progress(true, "%d Citus nodes reading their rows of a", mn->ns.nnodes);
+	for (int i = 0; i < mn->ns.nnodes; i++)
+	{
+		values[0] = mn->ns.nodes[i].shards;
+		pg_gpu_node_send(&mn->ns.nodes[i],
+						 "SELECT rows, first_id, min_id, max_id, len, device FROM gpu_matmul_node_load($1, $2)",
+						 2, types, values, NULL, "reading its rows of a");
+	}
+	return mn;
+}
+
+/*
+ * a's shape from what the nodes read (a->rows, a->cols), checked as a
+ * single node checks it: rows, one length, ids 1..m
+ */
+void
+pg_gpu_matmul_nodes_shape(PgGpuMatNodes *mn, PgGpuMatTable *a)
+{
+	int64		m = 0,
+				lo = PG_INT64_MAX,
+				hi = PG_INT64_MIN;
+	int			with = -1;		/* a node with rows */
+
+	for (int i = 0; i < mn->ns.nnodes; i++)
+	{
+		PgGpuNode  *node = &mn->ns.nodes[i];
+		PGresult   *res = pg_gpu_node_result(node, "reading its rows of a");
+
+		node->rows = pg_gpu_result_int8(res, 0, 0);
+		node->device = pnstrdup(PQgetvalue(res, 0, 5), PQgetlength(res, 0, 5));
+		mn->len[i] = -1;
+		if (node->rows > 0)
+		{
+			mn->first_id[i] = pg_gpu_result_int8(res, 0, 1);
+			lo = Min(lo, pg_gpu_result_int8(res, 0, 2));
+			hi = Max(hi, pg_gpu_result_int8(res, 0, 3));
+			mn->len[i] = (int64) pg_ntoh32(*(const uint32 *) PQgetvalue(res, 0, 4));
+			m += node->rows;
+			if (with >= 0 && mn->len[i] != mn->len[with])
+				ereport(ERROR,
+						(errcode(ERRCODE_DATA_EXCEPTION),
+						 errmsg("rows of \"%s\" differ in length", a->relname),
+						 errdetail("Row %lld has %lld elements, row %lld has %lld.",
+								   (long long) mn->first_id[i], (long long) mn->len[i],
+								   (long long) mn->first_id[with], (long long) mn->len[with])));
+			if (with < 0)
+				with = i;
+		}
+		PQclear(res);
+	}
+	if (m == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("matrix table \"%s\" has no rows", a->relname),
+				 errhint("A matrix needs at least one row.")));
+	if (lo < 1 || hi > m)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("the row ids of \"%s\" are not 1 to %lld", a->relname, (long long) m),
+				 errdetail("\"%s\" has %lld rows, so its row ids must be 1 to %lld, but one is %lld.",
+						   a->relname, (long long) m, (long long) m, (long long) (lo < 1 ? lo : hi))));
+	a->rows = m;
+	a->cols = mn->len[with];
+}
+
+/*
+ * C (a->rows x n, row-major) = a b: b (k x n) sent to every node with rows,
+ * their products put in row id order as they come back, a row of arrays at
+ * a time (single-row mode)
+ */
+void
+pg_gpu_matmul_nodes_product(PgGpuMatNodes *mn, const PgGpuMatTable *a, const double *b,
+							int64 k, int64 n, double *c)
+{
+	static const Oid types[3] = {BYTEAOID, INT4OID, INT4OID};
+	const char *values[3];
+	int			lengths[3] = {0, 0, 0};
+	int64		m = a->rows,
+				got = 0;
+	bits8	   *seen;
+	char	   *wire;
+
+	if ((double) k * n * 8 > MaxAllocSize - VARHDRSZ)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("b is too large to send to the Citus nodes: %lld x %lld doubles is over 1 GB",
+						(long long) k, (long long) n),
+				 errhint("Multiply by blocks of b's columns, or set pg_gpu.citus_nodes = off to multiply on the coordinator.")));
+	wire = MemoryContextAllocHuge(CurrentMemoryContext, 8 * (Size) k * n);
+	pg_gpu_doubles_to_wire(b, k * n, wire);
+	values[0] = wire;
+	lengths[0] = (int) (8 * k * n);
+	values[1] = psprintf("%lld", (long long) k);
+	values[2] = psprintf("%lld", (long long) n);
+	pg_gpu_progress(true, "%d Citus nodes multiplying their rows of a", mn->ns.nnodes);
+	for (int i = 0; i < mn->ns.nnodes; i++)
+	{
+		if (mn->ns.nodes[i].rows == 0)
+			continue;
+		pg_gpu_node_send(&mn->ns.nodes[i], "SELECT ids, c FROM gpu_matmul_node_product($1, $2, $3)",
+						 3, types, values, lengths, "multiplying its rows of a");
+		if (!PQsetSingleRowMode(mn->ns.nodes[i].conn))
+			pg_gpu_node_lost(&mn->ns.nodes[i], "multiplying its rows of a");
+	}
+	pfree(wire);
+
+	seen = pg_gpu_bits_alloc(m);
+	for (int i = 0; i < mn->ns.nnodes; i++)
+	{
+		PgGpuNode  *node = &mn->ns.nodes[i];
+		PGresult   *res;
+
+		if (node->rows == 0)
+			continue;
+		while ((res = pg_gpu_node_next(node, "multiplying its rows of a")) != NULL)
+		{
+			for (int t = 0; t < PQntuples(res); t++)
+			{
+				ArrayType  *ia = pg_gpu_result_array(res, t, 0, INT8OID);
+				const int64 *ids = (const int64 *) ARR_DATA_PTR(ia);
+				int			rows = ArrayGetNItems(ARR_NDIM(ia), ARR_DIMS(ia));
+				const char *cw = PQgetvalue(res, t, 1);
+
+				if (ARR_HASNULL(ia) || PQgetlength(res, t, 1) != 8 * (int64) rows * n)
+					elog(ERROR, "Citus node %s:%d returned product rows of another shape", node->host, node->port);
+				for (int r = 0; r < rows; r++)
+				{
+					if (ids[r] < 1 || ids[r] > m)
+						elog(ERROR, "Citus node %s:%d returned row %lld, out of 1 to %lld",
+							 node->host, node->port, (long long) ids[r], (long long) m);
+					if (pg_gpu_bit_get(seen, ids[r] - 1))
+						ereport(ERROR,
+								(errcode(ERRCODE_DATA_EXCEPTION),
+								 errmsg("row %lld appears more than once in \"%s\"", (long long) ids[r], a->relname),
+								 errhint("Each row id of a dense matrix table must occur once.")));
+					pg_gpu_bit_set(seen, ids[r] - 1);
+					pg_gpu_doubles_from_wire(cw + 8 * (Size) r * n, n, c + (ids[r] - 1) * n);
+				}
+				got += rows;
+				pfree(ia);
+			}
+			PQclear(res);
+			CHECK_FOR_INTERRUPTS();
+		}
+		if (PQstatus(node->conn) == CONNECTION_BAD)
+			pg_gpu_node_lost(node, "multiplying its rows of a");
+	}
+	pfree(seen);
+	if (got != m)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("the Citus nodes returned %lld rows of the product, not the %lld they read",
+						(long long) got, (long long) m),
+				 errhint("Rows changed while the call ran? Run it again.")));
+	pg_gpu_nodes_close(&mn->ns);
+}
