@@ -26,12 +26,22 @@
 # (cheap to make; an iteration's work does not depend on the values).  Needs a PostgreSQL with Citus and pg_gpu
 # installed (the bundle's, via PG_CONFIG); DEVICE (gpu if gpu_info() lists
 # one, else cpu), N8, N768, K (100), ITERS (20), WORKERS ("1 2 4"), KINDS
-# ("8 768") from the environment.
+# ("8 768 mm") from the environment.
+#
+# KINDS "mm": the table form of gpu_matmul with a dense a (MM_M x MM_K
+# float8[], 100000 x 768) distributed by row_id over W workers (or a plain
+# table), times a local b (MM_K x MM_N, 768 x 768): the whole call
+# (SELECT count(*) of its rows), and its read and product from the DEBUG2
+# stages; into citusmm-*.tsv beside OUT (OUT's name with "citus" made
+# "citusmm").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib.sh"
 out=$(realpath -m "${1:-citus.tsv}")
-N8=${N8:-10000000} N768=${N768:-1000000} K=${K:-100} ITERS=${ITERS:-20} WORKERS=${WORKERS:-"1 2 4"} KINDS=${KINDS:-"8 768"}
+N8=${N8:-10000000} N768=${N768:-1000000} K=${K:-100} ITERS=${ITERS:-20} WORKERS=${WORKERS:-"1 2 4"} KINDS=${KINDS:-"8 768 mm"}
+MM_M=${MM_M:-100000} MM_K=${MM_K:-768} MM_N=${MM_N:-768}
+out_mm=$(dirname "$out")/$(basename "$out" | sed 's/^citus/citusmm/')
+[ "$out_mm" != "$out" ] || out_mm=${out%.tsv}-matmul.tsv
 base=54361
 ensure_citus || { echo "bench citus: no Citus" >&2; exit 1; }
 if [ "$(id -u)" -eq 0 ] && ! id postgres >/dev/null 2>&1; then useradd -r -m postgres; fi
@@ -122,7 +132,50 @@ staged() {
 per_iter() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN { if (n > 1) printf "%.5f", (a - b) / (n - 1); else printf "NaN" }'; }
 
 [ -s "$out" ] || printf 'section\tdata\tworkers\tn\td\tk\tcall_s\tread_s\titerations\titer_s\tdefault_call_s\tdefault_iterations\tbytes_out_per_node\tbytes_back_per_node\tdevice\n' >"$out"
+# matmul NAME: "wall_s read_s product_s" of gpu_matmul(NAME, mm_b) on the coordinator
+matmul() {
+  local t0 t1 line
+  t0=$(date +%s.%N)
+  line=$(psql -X -q -At -v ON_ERROR_STOP=1 -h "$tmp" -p $base -U "$user" -d postgres \
+           -c "SET pg_gpu.device = $device" -c "SET client_min_messages = debug2" \
+           -c "SELECT count(*) FROM gpu_matmul('$1'::regclass, 'mm_b')" 2>&1 >/dev/null |
+         grep -o 'gpu_matmul stages (ms): open [0-9.]*, read [0-9.]*, densify [0-9.]*, result buffer [0-9.]*, product [0-9.]*')
+  t1=$(date +%s.%N)
+  echo "$line" | awk -v a="$t1" -v b="$t0" '{ gsub(",", ""); printf "%.3f %.3f %.3f", a - b, $7 / 1e3, $14 / 1e3 }'
+}
+mm_bench() {
+  local w name call rd prod
+  [ -s "$out_mm" ] || printf 'section\tdata\tworkers\tm\tk\tn\tcall_s\tread_s\tproduct_s\tdevice\n' >"$out_mm"
+  # a's rows: one of 50 base rows each, its first value the row id
+  q $base "CREATE TABLE mm_src AS SELECT i AS row_id, ARRAY[i::float8] || c.v[2:$MM_K] AS row_vec
+           FROM generate_series(1, $MM_M) i
+           JOIN (SELECT b, ARRAY(SELECT sin(j * 0.37 * (b + 1) + b) FROM generate_series(1, $MM_K) j) AS v
+                 FROM generate_series(0, 49) b OFFSET 0) c ON c.b = mod(i, 50)"
+  q $base "CREATE TABLE mm_b AS SELECT i AS row_id, ARRAY(SELECT cos(i * 0.01 + j) FROM generate_series(1, $MM_N) j) AS row_vec
+           FROM generate_series(1, $MM_K) i"
+  for w in 0 $WORKERS; do
+    name=mm_w$w
+    log "$name: gpu_matmul of $MM_M x $MM_K by $MM_K x $MM_N, a over $w workers"
+    q $base "CREATE TABLE $name (row_id bigint, row_vec float8[])"
+    if [ "$w" -gt 0 ]; then
+      for v in 1 2 3 4; do
+        q $base "SELECT citus_set_node_property('127.0.0.1', $((base + v)), 'shouldhaveshards', $([ $v -le "$w" ] && echo true || echo false))" >/dev/null
+      done
+      q $base "SET citus.shard_count = 8; SELECT create_distributed_table('$name', 'row_id')" >/dev/null
+    fi
+    q $base "INSERT INTO $name SELECT * FROM mm_src"
+    q $base "VACUUM ANALYZE $name"
+    matmul "$name" >/dev/null   # warm
+    read -r call rd prod <<<"$(matmul "$name")"
+    printf 'citus_matmul\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$w" "$MM_M" "$MM_K" "$MM_N" \
+      "$call" "$rd" "$prod" "$device" | tee -a "$out_mm"
+    q $base "DROP TABLE $name"
+  done
+  q $base "DROP TABLE mm_src, mm_b"
+}
+
 for kind in $KINDS; do
+  if [ "$kind" = mm ]; then mm_bench; continue; fi
   rows=$([ "$kind" = 8 ] && echo "$N8" || echo "$N768")
   cols=$([ "$kind" = 8 ] && echo "ARRAY['c1','c2','c3','c4','c5','c6','c7','c8']" || echo "ARRAY['v']")
   for w in 0 $WORKERS; do

@@ -747,6 +747,30 @@ def citus_section(path, base="."):
         "divides by the workers and this round trip stays."])
 
 
+def citusmm_section(path, base="."):
+    """tests/bench/citus.sh's matmul TSV: gpu_matmul of a Citus table on its workers beside the single node"""
+    if path is None:
+        return "Not measured here: `tests/bench/citus.sh` makes its matmul TSV on a machine with Citus."
+    import csv
+    with open(path) as f:
+        recs = [r for r in csv.DictReader(f, delimiter="\t") if r["section"] == "citus_matmul"]
+    single = next((r for r in recs if r["workers"] == "0"), None)
+    rows = [["%s x %s by %s x %s" % (fmt_n(int(r["m"])), r["k"], r["k"], r["n"]),
+             r["workers"] if r["workers"] != "0" else "single node",
+             "%s s" % r["call_s"], "%s s" % r["read_s"], "%s s" % r["product_s"],
+             "%.2fx" % (float(single["call_s"]) / float(r["call_s"])) if single and r is not single else ""]
+            for r in recs]
+    return "\n".join([
+        "The table form of `gpu_matmul` with `a` distributed by rows, from [`%s`](%s) (the same cluster; "
+        "`a` of float8[] rows in 8 shards over the first W workers, or a plain table; `b` a plain table of "
+        "the coordinator; the whole call is `SELECT count(*)` of its rows; read and product from pg_gpu's "
+        "DEBUG2 stages: on the workers, read is theirs of `a` beside the coordinator's of `b`, and product "
+        "is `b` sent to each, their products and the rows back in order):" % (
+            os.path.basename(path), os.path.relpath(path, base)),
+        "",
+        table(["product", "workers", "whole call", "read", "product", "single node's call / this"], rows)])
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--embeddings")
@@ -757,7 +781,7 @@ def main():
     args = p.parse_args()
     # a TSV measured apart, rendered alone by its name's prefix
     apart = {"postgis-": postgis_section, "n_init-": n_init_section, "stream-": stream_section,
-             "citus-": citus_section}
+             "citus-": citus_section, "citusmm-": citusmm_section}
     for prefix, section in apart.items():
         if args.embeddings and os.path.basename(args.embeddings).startswith(prefix):
             print(section(args.embeddings))
@@ -809,6 +833,7 @@ def main():
           "## 7. Beyond the GPU's memory", "", stream_section(newest_results(args.results, "stream"), args.out), "",
           "Measured apart from the rest of this report, on the GPU machine (the newest `results/stream-*.tsv`).", "",
           "## 8. Scaling out", "", citus_section(newest_results(args.results, "citus"), args.out), "",
+          citusmm_section(newest_results(args.results, "citusmm"), args.out), "",
           "Measured apart from the rest of this report, on the GPU machine (the newest `results/citus-*.tsv`).", "",
           "## Plot", "",
           plot_error or "![time against N](%s)" % os.path.relpath(png, args.out), "",
