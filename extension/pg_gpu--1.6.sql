@@ -230,9 +230,9 @@ COMMENT ON FUNCTION gpu_matmul_node_load(regclass[], text[]) IS
 'internal (gpu_matmul of a Citus distributed table): reads this node''s rows of a (its shards'' id and vector columns) into this session''s GPU or CPU workspace until gpu_matmul_node_product or the session''s end';
 
 CREATE FUNCTION gpu_matmul_node_product(b bytea, k integer, n integer)
-RETURNS TABLE(ids bigint[], c bytea)
+RETURNS SETOF bytea
 AS 'MODULE_PATHNAME', 'gpu_matmul_node_product'
 LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION gpu_matmul_node_product(bytea, integer, integer) IS
-'internal (gpu_matmul of a Citus distributed table): the loaded rows of a times b (k x n big-endian doubles), with their row ids, in chunks; then frees them';
+'internal (gpu_matmul of a Citus distributed table): the loaded rows of a times b (k x n big-endian doubles), in pieces of their row ids (big-endian bigints) then their rows; then frees them';

@@ -95,13 +95,16 @@ FROM gpu_matmul_node_load(ARRAY['nm_a1', 'nm_a2']::regclass[], ARRAY['row_id', '
 -- b of another size than k x n doubles, or another k than the rows' length
 SELECT * FROM gpu_matmul_node_product(nd_wire('{1, 2, 3}'), 3, 4);
 SELECT * FROM gpu_matmul_node_product(nd_wire('{1, 2, 3, 4}'), 2, 2);
--- every row once, equal to gpu_matmul of all the rows
+-- every row once, equal to gpu_matmul of all the rows (a piece: its rows'
+-- ids as big-endian bigints, then the rows, 4 doubles each)
 SELECT count(*) AS rows, count(DISTINCT id) AS ids,
        count(*) FILTER (WHERE (SELECT max(abs(x - y)) FROM unnest(p.v, m.row_vec) u(x, y)) > 1e-12) AS differ
-FROM (SELECT ids[i] AS id, nd_doubles(substr(c, 32 * (i - 1) + 1, 32)) AS v
-      FROM gpu_matmul_node_product((SELECT nd_wire(array_agg(x ORDER BY row_id, j))
-                                    FROM nm_b, unnest(row_vec) WITH ORDINALITY u(x, j)), 3, 4),
-           generate_subscripts(ids, 1) i) p
+FROM (SELECT ('x' || encode(substr(piece, 8 * i + 1, 8), 'hex'))::bit(64)::bigint AS id,
+             nd_doubles(substr(piece, 8 * rows + 32 * i + 1, 32)) AS v
+      FROM (SELECT piece, length(piece) / 40 AS rows
+            FROM gpu_matmul_node_product((SELECT nd_wire(array_agg(x ORDER BY row_id, j))
+                                          FROM nm_b, unnest(row_vec) WITH ORDINALITY u(x, j)), 3, 4) piece) q,
+           generate_series(0, rows - 1) i) p
 JOIN gpu_matmul('nm_all'::regclass, 'nm_b') m ON m.row_id = p.id;
 -- the product frees the rows
 SELECT * FROM gpu_matmul_node_product(nd_wire('{1, 2, 3, 4}'), 1, 4);

@@ -3,9 +3,9 @@
  * distributed table: each node that holds shards of a (citus.c connects to
  * them) reads its own rows of a into its own GPU (or CPU) workspace
  * (gpu_matmul_node_load, worker.c) while the coordinator reads b; b goes to
- * every node, each multiplies its rows (gpu_matmul_node_product) and sends
- * them back with their row ids, and the coordinator puts them in row id
- * order.  a never crosses the network; b crosses it once a node, C once.
+ * every node, each multiplies its rows (gpu_matmul_node_product) and streams
+ * them back with their row ids, pieces of a few megabytes sent as they are
+ * made, and the coordinator puts them in row id order.  a never crosses the network; b crosses it once a node, C once.
  *
  * The checks of a single node's call hold across the cluster: a's row ids
  * are 1..m, each once (duplicates across nodes are found as the rows come
@@ -143,7 +143,7 @@ pg_gpu_matmul_nodes_product(PgGpuMatNodes *mn, const PgGpuMatTable *a, const dou
 	{
 		if (mn->ns.nodes[i].rows == 0)
 			continue;
-		pg_gpu_node_send(&mn->ns.nodes[i], "SELECT ids, c FROM gpu_matmul_node_product($1, $2, $3)",
+		pg_gpu_node_send(&mn->ns.nodes[i], "SELECT gpu_matmul_node_product($1, $2, $3)",
 						 3, types, values, lengths, "multiplying its rows of a");
 		if (!PQsetSingleRowMode(mn->ns.nodes[i].conn))
 			pg_gpu_node_lost(&mn->ns.nodes[i], "multiplying its rows of a");
@@ -162,28 +162,31 @@ pg_gpu_matmul_nodes_product(PgGpuMatNodes *mn, const PgGpuMatTable *a, const dou
 		{
 			for (int t = 0; t < PQntuples(res); t++)
 			{
-				ArrayType  *ia = pg_gpu_result_array(res, t, 0, INT8OID);
-				const int64 *ids = (const int64 *) ARR_DATA_PTR(ia);
-				int			rows = ArrayGetNItems(ARR_NDIM(ia), ARR_DIMS(ia));
-				const char *cw = PQgetvalue(res, t, 1);
+				/* a piece: its rows' ids, then the rows */
+				const char *piece = PQgetvalue(res, t, 0);
+				int64		rows = PQgetlength(res, t, 0) / (8 * (n + 1));
 
-				if (ARR_HASNULL(ia) || PQgetlength(res, t, 1) != 8 * (int64) rows * n)
+				if (PQgetisnull(res, t, 0) || rows < 1 || PQgetlength(res, t, 0) != 8 * rows * (n + 1))
 					elog(ERROR, "Citus node %s:%d returned product rows of another shape", node->host, node->port);
-				for (int r = 0; r < rows; r++)
+				for (int64 r = 0; r < rows; r++)
 				{
-					if (ids[r] < 1 || ids[r] > m)
+					uint64		be;
+					int64		id;
+
+					memcpy(&be, piece + 8 * r, 8);
+					id = (int64) pg_ntoh64(be);
+					if (id < 1 || id > m)
 						elog(ERROR, "Citus node %s:%d returned row %lld, out of 1 to %lld",
-							 node->host, node->port, (long long) ids[r], (long long) m);
-					if (pg_gpu_bit_get(seen, ids[r] - 1))
+							 node->host, node->port, (long long) id, (long long) m);
+					if (pg_gpu_bit_get(seen, id - 1))
 						ereport(ERROR,
 								(errcode(ERRCODE_DATA_EXCEPTION),
-								 errmsg("row %lld appears more than once in \"%s\"", (long long) ids[r], a->relname),
+								 errmsg("row %lld appears more than once in \"%s\"", (long long) id, a->relname),
 								 errhint("Each row id of a dense matrix table must occur once.")));
-					pg_gpu_bit_set(seen, ids[r] - 1);
-					pg_gpu_doubles_from_wire(cw + 8 * (Size) r * n, n, c + (ids[r] - 1) * n);
+					pg_gpu_bit_set(seen, id - 1);
+					pg_gpu_doubles_from_wire(piece + 8 * rows + 8 * (Size) r * n, n, c + (id - 1) * n);
 				}
 				got += rows;
-				pfree(ia);
 			}
 			PQclear(res);
 			CHECK_FOR_INTERRUPTS();

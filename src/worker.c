@@ -480,62 +480,81 @@ gpu_matmul_node_load(PG_FUNCTION_ARGS)
 }
 
 /*
- * gpu_matmul_node_product(b bytea, k integer, n integer) RETURNS SETOF (ids
- * bigint[], c bytea): the loaded rows of a times b (k x n doubles, row-major,
- * in wire form), a result row of at most about 32 MB of c's rows (wire
- * form) with their ids; then the loaded rows are freed
+ * gpu_matmul_node_product(b bytea, k integer, n integer) RETURNS SETOF bytea:
+ * the loaded rows of a times b (k x n doubles, row-major, in wire form), in
+ * pieces of at most PRODUCT_CHUNK values (4 MB): each its rows' ids
+ * (big-endian bigints) then their rows (n doubles each, wire form).  Value
+ * per call, called in a SELECT list, so each piece is sent as it is made
+ * (a FROM item would gather them all in a tuplestore first).  After the
+ * last, the loaded rows are freed.
  */
+#define PRODUCT_CHUNK (1 << 19)
+
+typedef struct ProductState
+{
+	double	   *C;				/* rows x n */
+	int64		n;
+	int64		next;			/* the first row of the next piece */
+} ProductState;
+
 Datum
 gpu_matmul_node_product(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	FuncCallContext *fc;
+	ProductState *ps;
 	NodeMatrix *s = node_matrix;
-	bytea	   *b = PG_GETARG_BYTEA_PP(0);
-	int64		k = PG_GETARG_INT32(1),
-				n = PG_GETARG_INT32(2),
-				m;
-	int64		chunk;
-	double	   *B,
-			   *C;
 
-	if (s == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("no matrix rows are loaded in this session"),
-				 errhint("gpu_matmul_node_* are called by gpu_matmul on the Citus coordinator, starting with gpu_matmul_node_load.")));
-	m = s->rows.rows;
-	if (k < 1 || n < 1 || (m > 0 && k != s->rows.len) || VARSIZE_ANY_EXHDR(b) != 8 * k * n)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("b must be %lld x n doubles (8 bytes each), not %zu bytes for %lld x %lld",
-						(long long) s->rows.len, (size_t) VARSIZE_ANY_EXHDR(b), (long long) k, (long long) n)));
-	InitMaterializedSRF(fcinfo, 0);
-	if (m > 0)
+	if (SRF_IS_FIRSTCALL())
 	{
-		B = pg_gpu_matmul_buffer(s->w, PGGPU_MM_B, (Size) k * n * sizeof(double), 0);
-		pg_gpu_doubles_from_wire(VARDATA_ANY(b), k * n, B);
-		C = pg_gpu_matmul_buffer(s->w, PGGPU_MM_C, (Size) m * n * sizeof(double), 0);
-		pg_gpu_matmul_run(s->w, PGGPU_FLOAT64, m, n, k, s->rows.data, B, C);
-		chunk = Max(1, (4 << 20) / n);
-		for (int64 r0 = 0; r0 < m; r0 += chunk)
-		{
-			int			rows = (int) Min(m - r0, chunk);
-			Datum	   *iv = palloc(sizeof(Datum) * rows);
-			bytea	   *c = palloc(VARHDRSZ + 8 * (Size) rows * n);
-			Datum		v[2];
-			bool		nulls[2] = {false, false};
+		bytea	   *b = PG_GETARG_BYTEA_PP(0);
+		int64		k = PG_GETARG_INT32(1),
+					n = PG_GETARG_INT32(2),
+					m;
+		double	   *B;
 
-			CHECK_FOR_INTERRUPTS();
-			for (int i = 0; i < rows; i++)
-				iv[i] = Int64GetDatum(s->rows.ids[r0 + i]);
-			SET_VARSIZE(c, VARHDRSZ + 8 * (Size) rows * n);
-			pg_gpu_doubles_to_wire(C + r0 * n, (int64) rows * n, VARDATA(c));
-			v[0] = PointerGetDatum(construct_array(iv, rows, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-			v[1] = PointerGetDatum(c);
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
-			pfree(iv), pfree(c);
+		fc = SRF_FIRSTCALL_INIT();
+		if (s == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("no matrix rows are loaded in this session"),
+					 errhint("gpu_matmul_node_* are called by gpu_matmul on the Citus coordinator, starting with gpu_matmul_node_load.")));
+		m = s->rows.rows;
+		if (k < 1 || n < 1 || (m > 0 && k != s->rows.len) || VARSIZE_ANY_EXHDR(b) != 8 * k * n)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("b must be %lld x n doubles (8 bytes each), not %zu bytes for %lld x %lld",
+							(long long) s->rows.len, (size_t) VARSIZE_ANY_EXHDR(b), (long long) k, (long long) n)));
+		ps = MemoryContextAllocZero(fc->multi_call_memory_ctx, sizeof(ProductState));
+		ps->n = n;
+		if (m > 0)
+		{
+			B = pg_gpu_matmul_buffer(s->w, PGGPU_MM_B, (Size) k * n * sizeof(double), 0);
+			pg_gpu_doubles_from_wire(VARDATA_ANY(b), k * n, B);
+			ps->C = pg_gpu_matmul_buffer(s->w, PGGPU_MM_C, (Size) m * n * sizeof(double), 0);
+			pg_gpu_matmul_run(s->w, PGGPU_FLOAT64, m, n, k, s->rows.data, B, ps->C);
 		}
+		fc->user_fctx = ps;
+	}
+	fc = SRF_PERCALL_SETUP();
+	ps = (ProductState *) fc->user_fctx;
+	if (s != NULL && ps->next < s->rows.rows)
+	{
+		int64		rows = Min(s->rows.rows - ps->next, Max(1, PRODUCT_CHUNK / ps->n));
+		Size		bytes = 8 * (Size) rows * (ps->n + 1);
+		bytea	   *piece = palloc(VARHDRSZ + bytes);
+		char	   *out = VARDATA(piece);
+
+		SET_VARSIZE(piece, VARHDRSZ + bytes);
+		for (int64 i = 0; i < rows; i++)
+		{
+			uint64		id = pg_hton64((uint64) s->rows.ids[ps->next + i]);
+
+			memcpy(out + 8 * i, &id, 8);
+		}
+		pg_gpu_doubles_to_wire(ps->C + ps->next * ps->n, rows * ps->n, out + 8 * rows);
+		ps->next += rows;
+		SRF_RETURN_NEXT(fc, PointerGetDatum(piece));
 	}
 	close_matrix();
-	return (Datum) 0;
+	SRF_RETURN_DONE(fc);
 }

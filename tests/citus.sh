@@ -148,7 +148,7 @@ big_rows="SELECT i, $big_vals FROM generate_series(1, $big_n) i"
 emb_rows="SELECT i, ARRAY(SELECT (cos(j * (i % 5 + 1)) + 0.2 * sin(i * j * 0.37))::real FROM generate_series(1, 24) j)
 FROM generate_series(1, 2000) i"
 # am: 9000 x 8 (distributed) times bm: 8 x 1200 (local), a product whose
-# rows come back from each node in several chunks (4M values each)
+# rows come back from each node in many pieces (of 2^19 values)
 bm_n=1200
 am_rows="SELECT i, ARRAY(SELECT cos(i * 0.01 * j) + j FROM generate_series(1, 8) j) FROM generate_series(1, 9000) i"
 log "creating the distributed tables and their local copies"
@@ -319,7 +319,7 @@ if printf '%s' "$out" | grep -q '"a" is read on the 2 Citus nodes'; then
 else
   nfail=$((nfail + 1)); echo "FAIL - gpu_matmul('a'::regclass, 'b') with a distributed dense a runs on its two workers"; printf '%s\n' "$out" | sed 's/^/       /'
 fi
-check "gpu_matmul('am'::regclass, 'bm'), 9000 x 8 x 1200 on the workers (several chunks a node): the local product, 1e-12" "
+check "gpu_matmul('am'::regclass, 'bm'), 9000 x 8 x 1200 on the workers (many pieces a node): the local product, 1e-12" "
   SELECT count(*) = 9000 AND count(*) FILTER (WHERE d.row_id IS NULL OR l.row_id IS NULL
            OR cardinality(d.row_vec) <> $bm_n
            OR (SELECT max(abs(x - y) / greatest(1, abs(y))) FROM unnest(d.row_vec, l.row_vec) u(x, y)) > 1e-12) = 0,
