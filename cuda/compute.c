@@ -256,6 +256,12 @@ pggpu_data_push_rows(pggpu_data *ds, const double *rows, int64_t m, pggpu_error 
 	return PGGPU_OK;
 }
 
+bool
+pggpu_data_parked(const pggpu_data *ds)
+{
+	return ds->parked;
+}
+
 pggpu_status
 pggpu_data_park(pggpu_data *ds, pggpu_error *err)
 {

@@ -39,7 +39,7 @@ struct pggpu_data
 	int			k;				/* centroids in the k-means state */
 	double		push_seconds;	/* time spent in pushes */
 	char		device_name[256];
-	int			gpu_index;		/* pggpu_data_open's */
+	int			gpu_index;		/* the GPU it is on (the GPU backend sets it), else pggpu_data_open's */
 	int			scale_e;		/* the rows are held as 2^scale_e times the pushed ones (compute.c) */
 	/* the least and largest non-zero |value| of the rows as pushed, while range_known (compute.c) */
 	bool		range_known;
@@ -199,6 +199,10 @@ struct pggpu_matmul
 	void	   *host[3];		/* PGGPU_MM_A, _B, _C */
 	size_t		host_cap[3];
 	void	   *impl;			/* the GPU backend's state */
+	int			gpu;			/* the GPU it is on, -1: the CPU */
+	/* a thread of pggpu_matmul_run_split: leave between blocks when stopped(arg) */
+	bool		(*stopped) (void *arg);
+	void	   *stopped_arg;
 };
 
 /*
@@ -229,10 +233,36 @@ void		pggpu_openblas_threads(const pggpu_openblas *ob, int threads);
 pggpu_status pggpu_gpu_mm_open(pggpu_matmul *mm, int gpu_index, pggpu_error *err);
 void	   *pggpu_gpu_host_alloc(size_t bytes, size_t *got);
 void		pggpu_gpu_host_free(void *p, size_t size);
+/* (stops between blocks when mm->stopped says so: PGGPU_ERR_INVALID "stopped") */
 pggpu_status pggpu_gpu_mm_run(pggpu_matmul *mm, const pggpu_matmul_params *p,
 							  const void *a, const void *b, void *c,
 							  pggpu_matmul_info *info, pggpu_error *err);
 void		pggpu_gpu_mm_close(pggpu_matmul *mm);
+
+/* ---- several GPUs at once (together.c) ----------------------------------- */
+
+/* set by the calling thread when an interrupt is pending: the jobs leave */
+#ifdef __cplusplus
+typedef struct pggpu_stop pggpu_stop;	/* (C++ files only pass it on) */
+#else
+typedef struct pggpu_stop
+{
+	_Atomic bool flag;
+} pggpu_stop;
+#endif
+
+typedef void (*pggpu_job_fn) (void *arg, int i, pggpu_stop *stop);
+
+/*
+ * job(arg, i, stop) for i = 0 .. n-1 at once, a thread each, all signals
+ * blocked in them; meanwhile the calling thread polls pending (may be NULL)
+ * every 0.2 ms and sets stop when it says so.  Returns when every job has
+ * ended.  The jobs must not call the caller's interrupt callback.
+ */
+void		pggpu_run_together(pggpu_job_fn job, void *arg, int n, pggpu_pending_fn pending,
+							   pggpu_stop *stop);
+bool		pggpu_stopped(const pggpu_stop *stop);
+bool		pggpu_stopped_arg(void *stop);
 
 /* ---- the driver's own (compute.c, seed.c) --------------------------------- */
 

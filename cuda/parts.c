@@ -25,6 +25,7 @@
  * src/kmeans_nodes.c) run the same loop as local parts.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -132,54 +133,246 @@ done:
 	return st;
 }
 
+/* one group's share of a step: its parts' sums, added in part order */
+typedef struct share
+{
+	double	   *sums;
+	int64_t    *counts;
+	double	   *psums;			/* a part's, before it is added */
+	int64_t    *pcounts;
+	double		inertia;
+	int64_t		changed;
+	int			next;			/* the group's next part to do (nparts: all done) */
+	bool		next_was;		/* whether it was parked (it may be unparked already) */
+	pggpu_status st;
+	pggpu_error err;
+} share;
+
+typedef struct step_work
+{
+	pggpu_data *const *parts;
+	int			nparts;
+	const double *C;
+	int			k;
+	bool		begin;
+	int32_t    *labels;
+	const int64_t *offs;		/* each part's first row in the union */
+	const int  *group;			/* each part's group */
+	share	   *shares;			/* a group's */
+} step_work;
+
+/* the group's next part after pi, or nparts */
+static int
+next_of(const step_work *w, int g, int pi)
+{
+	while (++pi < w->nparts && w->group[pi] != g)
+		;
+	return pi;
+}
+
+/*
+ * Group g's parts in order, from the first not done: each one's share
+ * added to the group's (a part found parked is parked again after it; the
+ * next one's rows are on their way to its GPU while this one computes).
+ * Leaves between parts when stop is set; on an error, with it in the share.
+ */
+static void
+step_group(step_work *w, int g, pggpu_stop *stop)
+{
+	share	   *sh = &w->shares[g];
+	pggpu_data *const *parts = w->parts;
+	int			k = w->k,
+				pi = sh->next;
+	bool		was = sh->next_was;
+
+	while (pi < w->nparts && sh->st == PGGPU_OK && !pggpu_stopped(stop))
+	{
+		int			nx = next_of(w, g, pi);
+		bool		next_was = nx < w->nparts && parts[nx]->parked;
+		double		pin;
+		int64_t		pch;
+		pggpu_status st = PGGPU_OK;
+
+		if (next_was)
+			st = pggpu_data_unpark(parts[nx], &sh->err);
+		if (st == PGGPU_OK)
+			st = pggpu_kmeans_partial(parts[pi], w->C, k, w->begin, sh->psums, sh->pcounts, &pin, &pch,
+									  &sh->err);
+		if (st == PGGPU_OK && w->labels && parts[pi]->n > 0)
+			st = parts[pi]->ops->km_fetch(parts[pi], w->labels + w->offs[pi], NULL, &sh->err);
+		if ((sh->st = pggpu_repark(parts[pi], was, st, &sh->err)) != PGGPU_OK)
+			break;
+		for (int64_t i = 0; i < (int64_t) k * parts[0]->d; i++)
+			sh->sums[i] = PGGPU_ADD(sh->sums[i], sh->psums[i]);
+		for (int c = 0; c < k; c++)
+			sh->counts[c] += sh->pcounts[c];
+		sh->inertia += pin;
+		sh->changed += pch;
+		sh->next = pi = nx;
+		sh->next_was = was = next_was;
+	}
+}
+
+static void
+step_group_job(void *arg, int g, pggpu_stop *stop)
+{
+	step_group((step_work *) arg, g, stop);
+}
+
+/*
+ * The groups of a step: on GPUs, each resident part alone and a GPU's
+ * parked parts together (streamed through it one at a time), run at once,
+ * a thread a group; else (parts on the CPU, whose passes have threads of
+ * their own; one group; no way to poll for interrupts) one group in the
+ * calling thread.  Returns the number of groups.
+ */
+static int
+step_groups(pggpu_data *const *parts, int nparts, int *group)
+{
+	int			ngroups = 0;
+	bool		threads = parts[0]->interrupt == NULL || parts[0]->pending != NULL;
+
+	for (int pi = 0; pi < nparts; pi++)
+		threads &= parts[pi]->backend == PGGPU_BACKEND_GPU;
+	for (int pi = 0; pi < nparts; pi++)
+	{
+		group[pi] = -1;
+		if (!threads)
+			group[pi] = 0;
+		else if (parts[pi]->parked)
+			for (int pj = 0; pj < pi && group[pi] < 0; pj++)
+				if (parts[pj]->parked && parts[pj]->gpu_index == parts[pi]->gpu_index)
+					group[pi] = group[pj];
+		if (group[pi] < 0)
+			group[pi] = ngroups++;
+	}
+	if (!threads || ngroups > PGGPU_MAX_THREADS)
+	{
+		for (int pi = 0; pi < nparts; pi++)
+			group[pi] = 0;
+		ngroups = 1;
+	}
+	return ngroups < 1 ? 1 : ngroups;
+}
+
+/* whether the parts' GPUs are more than one */
+static bool
+several_gpus(pggpu_data *const *parts, int nparts)
+{
+	for (int pi = 1; pi < nparts; pi++)
+		if (parts[pi]->backend == PGGPU_BACKEND_GPU && parts[pi]->gpu_index != parts[0]->gpu_index)
+			return true;
+	return false;
+}
+
 pggpu_status
 pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, bool begin,
 				 double *sums, int64_t *counts, double *inertia, int64_t *changed,
 				 int32_t *labels, pggpu_error *err)
 {
 	int			d = parts[0]->d;
-	double	   *psums = (double *) pggpu_scratch_alloc(parts[0], sizeof(double) * k * d);
-	int64_t    *pcounts = (int64_t *) pggpu_scratch_alloc(parts[0], sizeof(int64_t) * k);
-	bool		was = parts[0]->parked,
-				next_was = false;
-	int64_t		off = 0;
+	step_work	w = {parts, nparts, C, k, begin, labels};
+	/* (two of the home set's few scratch slots: the fit holds some too) */
+	char	   *book = (char *) pggpu_scratch_alloc(parts[0], (sizeof(int) + sizeof(int64_t) +
+															  sizeof(pggpu_interrupt_fn)) * nparts);
+	int		   *group = (int *) book;
+	int64_t    *offs = (int64_t *) (book + sizeof(int) * nparts);
+	pggpu_interrupt_fn *saved = (pggpu_interrupt_fn *) (book + (sizeof(int) + sizeof(int64_t)) * nparts);
+	char	   *acc = NULL;
+	int			ngroups;
+	size_t		per;
 	pggpu_status st = PGGPU_OK;
 
 	memset(sums, 0, sizeof(double) * k * d);
 	memset(counts, 0, sizeof(int64_t) * k);
 	*inertia = 0;
 	*changed = 0;
-	if (psums == NULL || pcounts == NULL)
+	if (book == NULL)
 	{
 		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 		goto done;
 	}
-	for (int pi = 0; pi < nparts; pi++, was = next_was)
+	ngroups = step_groups(parts, nparts, group);
+	for (int pi = 0; pi < nparts; pi++)
+		offs[pi] = pi == 0 ? 0 : offs[pi - 1] + parts[pi - 1]->n;
+	/* a group's share: its sums and counts, and a part's */
+	per = sizeof(share) + 2 * (sizeof(double) * k * d + sizeof(int64_t) * k);
+	if ((acc = (char *) pggpu_scratch_alloc(parts[0], per * ngroups)) == NULL)
 	{
-		double		pin;
-		int64_t		pch;
+		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+		goto done;
+	}
+	memset(acc, 0, per * ngroups);
+	w.shares = (share *) acc;
+	w.offs = offs;
+	w.group = group;
+	for (int g = 0; g < ngroups; g++)
+	{
+		share	   *sh = &w.shares[g];
+		char	   *at = acc + sizeof(share) * ngroups + (per - sizeof(share)) * g;
 
-		/*
-		 * the next part's rows on their way to the GPU (its own stream)
-		 * while this one computes: the copies run back to back
-		 */
-		if (pi + 1 < nparts && (next_was = parts[pi + 1]->parked))
-			CHECK(pggpu_data_unpark(parts[pi + 1], err));
-		st = pggpu_kmeans_partial(parts[pi], C, k, begin, psums, pcounts, &pin, &pch, err);
-		if (st == PGGPU_OK && labels && parts[pi]->n > 0)
-			st = parts[pi]->ops->km_fetch(parts[pi], labels + off, NULL, err);
-		CHECK(pggpu_repark(parts[pi], was, st, err));
+		sh->sums = (double *) at;
+		sh->psums = sh->sums + (size_t) k * d;
+		sh->counts = (int64_t *) (sh->psums + (size_t) k * d);
+		sh->pcounts = sh->counts + k;
+		sh->next = next_of(&w, g, -1);
+		sh->next_was = sh->next < nparts && parts[sh->next]->parked;
+	}
+	if (ngroups == 1)
+		step_group(&w, 0, NULL);
+	else
+	{
+		pggpu_stop	stop;
+		bool		left = false;
+
+		/* no callback from the threads: the calling thread polls (together.c) */
+		for (int pi = 0; pi < nparts; pi++)
+			saved[pi] = parts[pi]->interrupt, parts[pi]->interrupt = NULL;
+		pggpu_run_together(step_group_job, &w, ngroups, parts[0]->pending, &stop);
+		for (int pi = 0; pi < nparts; pi++)
+			parts[pi]->interrupt = saved[pi];
+		for (int g = 0; g < ngroups; g++)
+			left |= w.shares[g].st == PGGPU_OK && w.shares[g].next < nparts;
+		if (left)
+		{
+			/* stopped for a pending interrupt: the callback here (it may longjmp) */
+			if (parts[0]->interrupt)
+				parts[0]->interrupt(parts[0]->interrupt_arg);
+			/* it came back (interrupts held off): the rest on this thread */
+			for (int g = 0; g < ngroups; g++)
+				step_group(&w, g, NULL);
+		}
+	}
+	/* the groups' shares added in order; the first failure (in part order) reported */
+	for (int pi = 0; pi < nparts && st == PGGPU_OK; pi++)
+	{
+		share	   *sh = &w.shares[group[pi]];
+
+		if (sh->st != PGGPU_OK && sh->next == pi)
+		{
+			*err = sh->err;
+			st = sh->st;
+			if (parts[pi]->backend == PGGPU_BACKEND_GPU && several_gpus(parts, nparts))
+			{
+				char		msg[sizeof(err->msg)];
+
+				snprintf(msg, sizeof(msg), "GPU %d: %s", parts[pi]->gpu_index, sh->err.msg);
+				memcpy(err->msg, msg, sizeof(msg));
+			}
+		}
+	}
+	for (int g = 0; g < ngroups && st == PGGPU_OK; g++)
+	{
 		for (int64_t i = 0; i < (int64_t) k * d; i++)
-			sums[i] = PGGPU_ADD(sums[i], psums[i]);
+			sums[i] = PGGPU_ADD(sums[i], w.shares[g].sums[i]);
 		for (int c = 0; c < k; c++)
-			counts[c] += pcounts[c];
-		*inertia += pin;
-		*changed += pch;
-		off += parts[pi]->n;
+			counts[c] += w.shares[g].counts[c];
+		*inertia += w.shares[g].inertia;
+		*changed += w.shares[g].changed;
 	}
 done:
-	pggpu_scratch_free(parts[0], psums);
-	pggpu_scratch_free(parts[0], pcounts);
+	pggpu_scratch_free(parts[0], book);
+	pggpu_scratch_free(parts[0], acc);
 	return st;
 }
 

@@ -79,6 +79,7 @@ typedef struct pggpu_device_info
 	int64_t		memory_free;	/* bytes */
 	int			driver_version; /* 1000 * major + 10 * minor, as CUDA */
 	int			runtime_version;
+	bool		usable;			/* this build runs on it (its compute capability) */
 } pggpu_device_info;
 
 pggpu_status pggpu_gpu_info(int index, pggpu_device_info *out, pggpu_error *err);
@@ -138,6 +139,7 @@ const char *pggpu_data_device_name(const pggpu_data *ds);
  */
 pggpu_status pggpu_data_park(pggpu_data *ds, pggpu_error *err);
 pggpu_status pggpu_data_unpark(pggpu_data *ds, pggpu_error *err);
+bool		pggpu_data_parked(const pggpu_data *ds);
 
 /* Frees everything the set holds (device, pinned and host memory).  NULL ok. */
 void		pggpu_data_close(pggpu_data *ds);
@@ -440,6 +442,11 @@ typedef struct pggpu_matmul_params
 	int64_t		gpu_memory;		/* most GPU bytes for operands; 0: what is free */
 	pggpu_interrupt_fn check_interrupts;	/* may be NULL; may longjmp */
 	void	   *interrupt_arg;
+	/*
+	 * pggpu_matmul_run_split: whether an interrupt is pending, polled while
+	 * the GPUs' threads run (NULL with check_interrupts: one after another)
+	 */
+	pggpu_pending_fn pending;
 } pggpu_matmul_params;
 
 typedef struct pggpu_matmul_info
@@ -459,6 +466,18 @@ typedef struct pggpu_matmul_info
 pggpu_status pggpu_matmul_run(pggpu_matmul *mm, const pggpu_matmul_params *p,
 							  const void *a, const void *b, void *c,
 							  pggpu_matmul_info *info, pggpu_error *err);
+
+/*
+ * pggpu_matmul_run over n workspaces (several GPUs, or parts of one), A's
+ * rows split between them in n contiguous shares, all at once (a thread a
+ * workspace on the GPU, one after another on the CPU).  a, b and c may be
+ * any one workspace's buffers.  An error names the GPU that failed, when
+ * they are several; the first (in workspace order) is reported, after all
+ * have stopped.
+ */
+pggpu_status pggpu_matmul_run_split(pggpu_matmul *const *mms, int n, const pggpu_matmul_params *p,
+									const void *a, const void *b, void *c,
+									pggpu_matmul_info *info, pggpu_error *err);
 
 /*
  * Pinned host memory is slow to allocate, so buffers freed by closed

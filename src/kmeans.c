@@ -201,10 +201,13 @@ load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, PgGpuRows *rows
 
 	pg_gpu_data_set_kmeans(data, metric, pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
 	pg_gpu_read_source(src, data, want_ids, rows);
-	if (data->nparts > 1)
+	if (data->nshares > 1)
+		elog(DEBUG1, "pg_gpu: %lld rows of \"%s\" dealt to %d shares on %s",
+			 (long long) rows->nvalid, src->relname, data->nshares, pg_gpu_data_device(data));
+	if (data->nparts > data->nshares)
 		elog(DEBUG1, "pg_gpu: %lld rows of \"%s\" in %d parts of up to %lld rows (pg_gpu.kmeans_gpu_memory = %d MB), streamed through %s",
 			 (long long) rows->nvalid, src->relname, data->nparts, (long long) pggpu_data_rows(data->parts[0]),
-			 pg_gpu_kmeans_gpu_memory, pggpu_data_device_name(data->ds));
+			 pg_gpu_kmeans_gpu_memory, pg_gpu_data_device(data));
 	notice_skipped(src, rows, skipped);
 	return data;
 }
@@ -462,7 +465,7 @@ fit_data(PgGpuData *data, const FitSettings *fs, int k, double *given, bool want
 	out->iterations = res.iterations;
 	out->converged = res.converged;
 	out->device = pstrdup(out->cluster ? pg_gpu_cluster_device(out->cluster) :
-						  pggpu_data_device_name(data->ds));
+						  pg_gpu_data_device(data));
 	/* the nodes' memberships: each row's nearest final centroid, with its id */
 	if (want_labels && out->cluster)
 		pg_gpu_cluster_labels(out->cluster, out->scaled, k, &out->rows, &out->labels, NULL);
@@ -759,11 +762,11 @@ assign_rows(KmeansOut *o, const char *fname, pggpu_metric metric, const double *
 	o->labels = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(o->rows.nvalid, 1));
 	o->distances = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(o->rows.nvalid, 1));
 	pg_gpu_progress(true, "assigning %lld rows", (long long) o->rows.nvalid);
-	/* part by part (one at a time on the GPU: each parked again after) */
+	/* part by part (a parked one parked again after: one at a time on its GPU) */
 	for (int i = 0; i < data->nparts; i++)
 	{
 		pggpu_data *ds = data->parts[i];
-		bool		parked = i < data->nparts - 1;
+		bool		parked = pggpu_data_parked(ds);
 
 		if ((mean && pggpu_data_shift_scale(ds, mean, std, &err) != PGGPU_OK) ||
 			pggpu_assign(ds, centroids, o->k, o->labels + off, o->distances + off, &err) != PGGPU_OK ||
@@ -857,7 +860,7 @@ get_rows_parts(PgGpuData *data, const int64 *rows, int m, double *X)
 			r++;
 		if (r > r0)
 		{
-			bool		parked = i < data->nparts - 1;
+			bool		parked = pggpu_data_parked(ds);
 
 			local = palloc(sizeof(int64) * (r - r0));
 			for (int q = r0; q < r; q++)

@@ -61,11 +61,13 @@ pg_gpu_matmul_run(PgGpuMatmul *w, pggpu_dtype dtype, int64 m, int64 n, int64 k,
 	p.allow_tf32 = pg_gpu_allow_tf32;
 	p.gpu_memory = (int64) pg_gpu_matmul_gpu_memory * 1024 * 1024;
 	p.check_interrupts = pg_gpu_check_interrupts;
-	if (pggpu_matmul_run(w->mm, &p, a, b, c, &info, &err) != PGGPU_OK)
+	p.pending = pg_gpu_interrupt_pending;
+	/* a's rows split over the shares' workspaces (several GPUs), unless too few */
+	if (pggpu_matmul_run_split(w->all, m >= w->nall ? w->nall : 1, &p, a, b, c, &info, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
-	elog(DEBUG2, "pg_gpu: %lld x %lld x %lld %s product on %s: %lld block products of %lld x %lld x %lld",
+	elog(DEBUG2, "pg_gpu: %lld x %lld x %lld %s product on %s (%d shares of its rows): %lld block products of %lld x %lld x %lld",
 		 (long long) m, (long long) k, (long long) n, dtype == PGGPU_FLOAT64 ? "float8" : "float4",
-		 pggpu_matmul_device_name(w->mm), (long long) info.products,
+		 pggpu_matmul_device_name(w->mm), m >= w->nall ? w->nall : 1, (long long) info.products,
 		 (long long) info.mb, (long long) info.kb, (long long) info.nb);
 }
 
@@ -275,7 +277,7 @@ matmul_tables_first(FunctionCallInfo fcinfo, FuncCallContext *fc)
 		pg_gpu_matmul_run(w, PGGPU_FLOAT64, res->m, res->n, ka, a.data, b.data, (void *) res->c);
 	t5 = GetCurrentTimestamp();
 	/* only C is needed from here on */
-	pggpu_matmul_keep_only(w->mm, PGGPU_MM_C);
+	pg_gpu_matmul_keep_only(w, PGGPU_MM_C);
 	elog(DEBUG2, "pg_gpu: gpu_matmul stages (ms): open %.1f, read %.1f, densify %.1f, result buffer %.1f, product %.1f, release %.1f",
 		 (t1 - t0) / 1000.0, (t2 - t1) / 1000.0, (t3 - t2) / 1000.0, (t4 - t3) / 1000.0,
 		 (t5 - t4) / 1000.0, (GetCurrentTimestamp() - t5) / 1000.0);

@@ -147,6 +147,28 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomStringVariable("pg_gpu.gpus",
+							   "The GPUs a call may use.",
+							   "all (default): every GPU this build can use; or a list of indexes "
+							   "from gpu_info(), such as '0,1'.  A k-means call deals its rows to them "
+							   "and gpu_matmul its rows of a; the results agree with one GPU's up to "
+							   "the rounding of adding the GPUs' sums.",
+							   &pg_gpu_gpus,
+							   "all",
+							   PGC_USERSET,
+							   0,
+							   pg_gpu_check_gpus, NULL, NULL);
+	DefineCustomIntVariable("pg_gpu.parts",
+							"The shares a call's rows are split into.",
+							"0 (default): one a GPU of pg_gpu.gpus, one on the CPU.  More than the "
+							"GPUs deals several to a GPU in turn; on the CPU splits as the GPUs "
+							"would.  For testing the combining of shares on one GPU or the CPU; "
+							"not faster.",
+							&pg_gpu_parts,
+							0, 0, PGGPU_MAX_THREADS,
+							PGC_USERSET,
+							0,
+							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("pg_gpu");
 }
 
@@ -262,13 +284,6 @@ pg_gpu_check_interrupts(void *arg)
 	CHECK_FOR_INTERRUPTS();
 }
 
-/* for the CPU backend's threads: polled by this thread while they run */
-static bool
-interrupt_pending(void)
-{
-	return InterruptPending;
-}
-
 static void
 data_release(void *arg)
 {
@@ -280,20 +295,22 @@ data_release(void *arg)
 	data->ds = NULL;
 }
 
-/* a new part of data, set up as the others (ERROR when it cannot be opened) */
+/* a new part of data on gpu, set up as the others (ERROR when it cannot be opened) */
 static pggpu_data *
-open_part(PgGpuData *data, int64 expected_rows)
+open_part(PgGpuData *data, int gpu, int64 expected_rows)
 {
 	pggpu_error err = {0};
 	pggpu_data *ds;
 
-	if (pggpu_data_open(&ds, data->backend, -1, data->d, expected_rows, &err) != PGGPU_OK)
+	if ((data->nparts & (data->nparts - 1)) == 0 && data->nparts >= 4)
+		data->parts = repalloc(data->parts, sizeof(pggpu_data *) * data->nparts * 2);
+	if (pggpu_data_open(&ds, data->backend, gpu, data->d, expected_rows, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	data->parts[data->nparts++] = ds;
 	pggpu_data_set_threads(ds,
 						   pg_gpu_cpu_threads >= 1 ? pg_gpu_cpu_threads :
 						   1 + max_parallel_workers_per_gather,
-						   interrupt_pending);
+						   pg_gpu_interrupt_pending);
 	pggpu_data_set_interrupts(ds, pg_gpu_check_interrupts, NULL);
 	pggpu_data_set_metric(ds, data->metric);
 	pggpu_data_set_double_only(ds, data->double_only);
@@ -304,21 +321,39 @@ PgGpuData *
 pg_gpu_data_open(pggpu_backend backend, int d, int64 expected_rows)
 {
 	PgGpuData  *data = palloc0(sizeof(PgGpuData));
-	/*
-	 * a part's rows, 8 bytes a value: a quarter of the cap (two parts are
-	 * on the GPU at once while streaming; the k-means state and workspace
-	 * take the rest)
-	 */
-	double		cap = pg_gpu_kmeans_gpu_memory * 1048576.0 / 4 / (8.0 * d);
+	int			most = 1;		/* shares on one GPU */
+	int64		share_rows;
 
 	data->backend = backend;
 	data->d = d;
-	data->part_rows = pg_gpu_kmeans_gpu_memory > 0 ? (int64) Max(cap, 1) : 0;
+	data->nshares = pg_gpu_shares(backend, data->share_gpu);
+	for (int i = 0; i < data->nshares; i++)
+	{
+		int			on = 0;
+
+		for (int j = 0; j < data->nshares; j++)
+			on += data->share_gpu[j] == data->share_gpu[i];
+		most = Max(most, on);
+	}
+	/*
+	 * a part's rows, 8 bytes a value: a quarter of the cap (two parts are
+	 * on the GPU at once while streaming; the k-means state and workspace
+	 * take the rest), shared by a GPU's shares
+	 */
+	if (pg_gpu_kmeans_gpu_memory > 0)
+		data->part_rows = (int64) Max(pg_gpu_kmeans_gpu_memory * 1048576.0 / 4 / (8.0 * d) / most, 1);
 	data->parts = palloc0(sizeof(pggpu_data *) * 4);
 	data->cb.func = data_release;
 	data->cb.arg = data;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, &data->cb);
-	data->ds = open_part(data, data->part_rows > 0 ? Min(expected_rows, data->part_rows) : expected_rows);
+	share_rows = expected_rows / data->nshares + 1;
+	for (int i = 0; i < data->nshares; i++)
+	{
+		open_part(data, data->share_gpu[i],
+				  data->part_rows > 0 ? Min(share_rows, data->part_rows) : share_rows);
+		data->share_part[i] = i;
+	}
+	data->ds = data->parts[0];
 	return data;
 }
 
@@ -335,15 +370,48 @@ pg_gpu_data_set_kmeans(PgGpuData *data, pggpu_metric metric, bool double_only)
 }
 
 pggpu_data *
+pg_gpu_data_filling(PgGpuData *data)
+{
+	return data->parts[data->share_part[data->next_share]];
+}
+
+pggpu_data *
 pg_gpu_data_next_part(PgGpuData *data)
 {
 	pggpu_error err = {0};
+	int			s = data->next_share;
+	pggpu_data *full = data->parts[data->share_part[s]];
 
-	if (pggpu_data_park(data->parts[data->nparts - 1], &err) != PGGPU_OK)
+	if (pggpu_data_park(full, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
-	if ((data->nparts & (data->nparts - 1)) == 0 && data->nparts >= 4)
-		data->parts = repalloc(data->parts, sizeof(pggpu_data *) * data->nparts * 2);
-	return open_part(data, data->part_rows);
+	/* (no smaller batches than the full part's: its last batch moves over) */
+	open_part(data, data->share_gpu[s], Max(data->part_rows, pggpu_data_batch_rows(full)));
+	data->share_part[s] = data->nparts - 1;
+	return data->parts[data->nparts - 1];
+}
+
+void
+pg_gpu_data_next_share(PgGpuData *data)
+{
+	data->next_share = (data->next_share + 1) % data->nshares;
+}
+
+const char *
+pg_gpu_data_device(const PgGpuData *data)
+{
+	int			gpus = 0;
+
+	for (int i = 0; i < data->nshares; i++)
+	{
+		bool		seen = false;
+
+		for (int j = 0; j < i; j++)
+			seen |= data->share_gpu[j] == data->share_gpu[i];
+		gpus += !seen && data->share_gpu[i] >= 0;
+	}
+	if (gpus < 2)
+		return pggpu_data_device_name(data->ds);
+	return psprintf("%s (%d GPUs)", pggpu_data_device_name(data->ds), gpus);
 }
 
 int64
@@ -367,7 +435,9 @@ matmul_release(void *arg)
 {
 	PgGpuMatmul *w = (PgGpuMatmul *) arg;
 
-	pggpu_matmul_close(w->mm);
+	for (int i = 0; i < w->nall; i++)
+		pggpu_matmul_close(w->all[i]);
+	w->nall = 0;
 	w->mm = NULL;
 }
 
@@ -376,11 +446,14 @@ pg_gpu_matmul_open(pggpu_backend backend, MemoryContext cxt)
 {
 	PgGpuMatmul *w = MemoryContextAllocZero(cxt, sizeof(PgGpuMatmul));
 	pggpu_error err = {0};
+	int			gpus[PGGPU_MAX_THREADS];
+	int			n;
 
 	w->cb.func = matmul_release;
 	w->cb.arg = w;
 	MemoryContextRegisterResetCallback(cxt, &w->cb);
-	if (pggpu_matmul_open(&w->mm, backend, -1, &err) != PGGPU_OK)
+	n = pg_gpu_shares(backend, gpus);
+	if (pggpu_matmul_open(&w->mm, backend, gpus[0], &err) != PGGPU_OK)
 	{
 		/* a GPU without cuBLAS: auto falls back like with no GPU at all */
 		if (err.code != PGGPU_ERR_NO_GPU || pg_gpu_device != PG_GPU_DEVICE_AUTO)
@@ -389,8 +462,34 @@ pg_gpu_matmul_open(pggpu_backend backend, MemoryContext cxt)
 		memset(&err, 0, sizeof(err));
 		if (pggpu_matmul_open(&w->mm, PGGPU_BACKEND_CPU, -1, &err) != PGGPU_OK)
 			pg_gpu_raise(&err);
+		backend = PGGPU_BACKEND_CPU;
+		n = pg_gpu_shares(backend, gpus);
+	}
+	w->all[w->nall++] = w->mm;
+	/* the other shares of a's rows (pg_gpu.gpus, pg_gpu.parts): a workspace each */
+	for (int i = 1; i < n; i++)
+	{
+		if (pggpu_matmul_open(&w->all[i], backend, gpus[i], &err) != PGGPU_OK)
+			pg_gpu_raise(&err);
+		w->nall++;
 	}
 	return w;
+}
+
+void
+pg_gpu_matmul_keep_only(PgGpuMatmul *w, int which)
+{
+	pggpu_matmul_keep_only(w->mm, which);
+	for (int i = 1; i < w->nall; i++)
+		pggpu_matmul_close(w->all[i]);
+	w->nall = 1;
+}
+
+/* (for the compute layer's threads: polled by this thread while they run) */
+bool
+pg_gpu_interrupt_pending(void)
+{
+	return InterruptPending;
 }
 
 /* bytes as "N MB", or "N kB" under a megabyte (rounded up) */

@@ -11,6 +11,7 @@
 #include "executor/tuptable.h"
 #include "tcop/dest.h"
 #include "utils/array.h"
+#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/relcache.h"
 
@@ -53,6 +54,17 @@ extern int64 pg_gpu_grow_cap(int64 need, int64 want, double unit, double others)
 extern void pg_gpu_check_memory(double bytes, const char *what, const char *detail_fmt,...)
 			pg_attribute_printf(3, 4);
 
+/* gpus.c: pg_gpu.gpus and pg_gpu.parts */
+extern char *pg_gpu_gpus;
+extern int	pg_gpu_parts;
+extern bool pg_gpu_check_gpus(char **newval, void **extra, GucSource source);
+/*
+ * The shares a call's rows are dealt to on backend (at most
+ * PGGPU_MAX_THREADS): their number, and each one's GPU in gpus (-1 on the
+ * CPU).  ERROR when pg_gpu.gpus names a GPU that cannot be used.
+ */
+extern int	pg_gpu_shares(pggpu_backend backend, int *gpus);
+
 /* the backend pg_gpu.device selects now (may ERROR, may NOTICE once) */
 extern pggpu_backend pg_gpu_choose_backend(void);
 
@@ -61,13 +73,18 @@ pg_noreturn extern void pg_gpu_raise(const pggpu_error *err);
 
 /* CHECK_FOR_INTERRUPTS for the compute layer's callback */
 extern void pg_gpu_check_interrupts(void *arg);
+/* InterruptPending, for the compute layer's threads' pollers */
+extern bool pg_gpu_interrupt_pending(void);
 
 /*
  * A data set whose device and pinned memory are freed when the memory context
- * it was opened in goes away: on success, ERROR and cancel alike.  Rows
- * beyond pg_gpu.kmeans_gpu_memory (or what the GPU has) go into further
- * parts, each parked (in pinned host memory) but the last: the compute
- * layer streams them through the GPU (pggpu_kmeans_parts).  ds is parts[0].
+ * it was opened in goes away: on success, ERROR and cancel alike.  Its rows
+ * are dealt to shares (pg_gpu_shares: the GPUs of pg_gpu.gpus, or
+ * pg_gpu.parts) a batch at a time, in turn; a share's rows beyond
+ * pg_gpu.kmeans_gpu_memory (or what its GPU has) go into further parts of
+ * it, each parked (in pinned host memory) but its last: the compute layer
+ * streams them through the GPU (pggpu_kmeans_parts), the GPUs at once.
+ * parts are in the order they were opened; ds is parts[0].
  */
 typedef struct PgGpuData
 {
@@ -79,6 +96,10 @@ typedef struct PgGpuData
 	int			d;
 	pggpu_metric metric;
 	bool		double_only;
+	int			nshares;
+	int			share_gpu[PGGPU_MAX_THREADS];	/* a share's GPU (-1: the CPU) */
+	int			share_part[PGGPU_MAX_THREADS];	/* the part of it being filled */
+	int			next_share;		/* the share the next batch goes to */
 	MemoryContextCallback cb;
 } PgGpuData;
 
@@ -86,8 +107,14 @@ extern PgGpuData *pg_gpu_data_open(pggpu_backend backend, int d, int64 expected_
 extern void pg_gpu_data_close(PgGpuData *data);
 /* the metric and precision of the data's k-means (every part's) */
 extern void pg_gpu_data_set_kmeans(PgGpuData *data, pggpu_metric metric, bool double_only);
-/* the last part parked and a new one opened after it: returns it */
+/* the part the next batch goes to (the next share's) */
+extern pggpu_data *pg_gpu_data_filling(PgGpuData *data);
+/* the next share's part full: parked, and a new one opened for the share; returns it */
 extern pggpu_data *pg_gpu_data_next_part(PgGpuData *data);
+/* a batch went to the next share: the one after it is next */
+extern void pg_gpu_data_next_share(PgGpuData *data);
+/* its device(s): "cpu", a GPU's name, "NAME (N GPUs)" */
+extern const char *pg_gpu_data_device(const PgGpuData *data);
 extern int64 pg_gpu_data_rows(const PgGpuData *data);
 
 /*
@@ -97,12 +124,16 @@ extern int64 pg_gpu_data_rows(const PgGpuData *data);
  */
 typedef struct PgGpuMatmul
 {
-	pggpu_matmul *mm;
+	pggpu_matmul *mm;			/* all[0] */
+	pggpu_matmul *all[PGGPU_MAX_THREADS];	/* a workspace a share of a's rows (pg_gpu_shares) */
+	int			nall;
 	MemoryContextCallback cb;
 	Size		bytes[3];		/* what each host buffer was asked to hold */
 } PgGpuMatmul;
 
 extern PgGpuMatmul *pg_gpu_matmul_open(pggpu_backend backend, MemoryContext cxt);
+/* frees all but buffer which of the first workspace (for reading a result out) */
+extern void pg_gpu_matmul_keep_only(PgGpuMatmul *w, int which);
 extern void *pg_gpu_matmul_buffer(PgGpuMatmul *w, int which, Size bytes, Size keep);
 /* counts buffer which as bytes in pg_gpu.max_memory (what was read into it) */
 extern void pg_gpu_matmul_count(PgGpuMatmul *w, int which, Size bytes);

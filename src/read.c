@@ -450,11 +450,19 @@ pg_gpu_run_select(const char *sql, DestReceiver *dest, bool read_only)
 
 /* ---- k-means data: parts into the data set's staging buffers ---------------- */
 
+/* a batch as pushed: the part it went to, and where in it */
+typedef struct BatchAt
+{
+	int			part;
+	int64		at;
+	int64		rows;
+} BatchAt;
+
 typedef struct SoaSink
 {
 	const PgGpuSource *src;
 	PgGpuData  *data;
-	pggpu_data *ds;				/* the part being filled (data's last) */
+	pggpu_data *ds;				/* the part being filled (the next share's) */
 	bool		want_ids;
 	double	   *batch;
 	int64		batch_rows;
@@ -467,6 +475,10 @@ typedef struct SoaSink
 	int64		nbad,
 				capbad;
 	int64		ninvalid;
+	/* with ids and several shares: each batch's place, in read order */
+	BatchAt    *batches;
+	int64		nbatches,
+				capbatches;
 } SoaSink;
 
 /* room for n more ids in *arr */
@@ -498,26 +510,74 @@ flush_batch(SoaSink *s)
 					  "", " read so far");
 	/*
 	 * A full part (pg_gpu.kmeans_gpu_memory), or a GPU whose memory the part
-	 * filled: the part parked, the batch into a new one (the batches of
-	 * every part but the last are whole, so a part never takes rows after a
-	 * partial batch)
+	 * filled: the part parked, the batch into a new one of its share (the
+	 * batches of every part but the last are whole, so a part never takes
+	 * rows after a partial batch)
 	 */
 	st = s->data->part_rows > 0 && have > 0 && have + s->fill > s->data->part_rows ?
 		PGGPU_ERR_GPU_MEMORY : pggpu_data_push(s->ds, s->fill, &err);
 	if (st == PGGPU_ERR_GPU_MEMORY && have > 0)
 	{
 		double	   *old = s->batch;
+		int64		old_rows = s->batch_rows;
 
 		s->ds = pg_gpu_data_next_part(s->data);
 		s->batch = pggpu_data_batch(s->ds);
-		memcpy(s->batch, old, sizeof(double) * s->batch_rows * s->src->ncols);
+		s->batch_rows = pggpu_data_batch_rows(s->ds);
+		for (int j = 0; j < s->src->ncols; j++)
+			memcpy(s->batch + j * s->batch_rows, old + j * old_rows, sizeof(double) * s->fill);
+		have = 0;
 		st = pggpu_data_push(s->ds, s->fill, &err);
 	}
 	if (st != PGGPU_OK)
 		pg_gpu_raise(&err);
+	if (s->want_ids && s->data->nshares > 1)
+	{
+		if (s->nbatches == s->capbatches)
+		{
+			s->capbatches = Max(s->capbatches * 2, 64);
+			s->batches = s->batches ? repalloc_huge(s->batches, sizeof(BatchAt) * s->capbatches)
+				: MemoryContextAllocHuge(s->cxt, sizeof(BatchAt) * s->capbatches);
+		}
+		s->batches[s->nbatches].part = s->data->share_part[s->data->next_share];
+		s->batches[s->nbatches].rows = s->fill;
+		s->batches[s->nbatches++].at = have;
+	}
 	pg_gpu_progress(false, "reading, %lld rows", (long long) pg_gpu_data_rows(s->data));
 	s->fill = 0;
+	/* the next batch to the next share */
+	pg_gpu_data_next_share(s->data);
+	s->ds = pg_gpu_data_filling(s->data);
 	s->batch = pggpu_data_batch(s->ds);
+	s->batch_rows = pggpu_data_batch_rows(s->ds);
+}
+
+/*
+ * The ids (read order) put in the data's order, parts one after another:
+ * a batch's rows where it went (with several shares they differ)
+ */
+static void
+ids_in_part_order(SoaSink *s)
+{
+	PgGpuData  *data = s->data;
+	int64	   *base = palloc(sizeof(int64) * data->nparts);
+	int64	   *out;
+	int64		r = 0;
+
+	for (int i = 0; i < data->nparts; i++)
+		base[i] = i == 0 ? 0 : base[i - 1] + pggpu_data_rows(data->parts[i - 1]);
+	out = MemoryContextAllocHuge(s->cxt, sizeof(int64) * Max(s->nids, 1));
+	for (int64 b = 0; b < s->nbatches; b++)
+	{
+		const BatchAt *ba = &s->batches[b];
+
+		memcpy(out + base[ba->part] + ba->at, s->ids + r, sizeof(int64) * ba->rows);
+		r += ba->rows;
+	}
+	Assert(r == s->nids);
+	pfree(s->ids);
+	s->ids = out;
+	pfree(base);
 }
 
 static void
@@ -585,7 +645,7 @@ pg_gpu_read_sources(const PgGpuSource *srcs, int nsrcs, PgGpuData *data, bool wa
 
 	memset(&s, 0, sizeof(s));
 	s.data = data;
-	s.ds = data->parts[data->nparts - 1];
+	s.ds = pg_gpu_data_filling(data);
 	s.want_ids = want_ids;
 	s.batch = pggpu_data_batch(s.ds);
 	s.batch_rows = pggpu_data_batch_rows(s.ds);
@@ -614,6 +674,8 @@ pg_gpu_read_sources(const PgGpuSource *srcs, int nsrcs, PgGpuData *data, bool wa
 
 	if (s.fill > 0)
 		flush_batch(&s);
+	if (want_ids && data->nshares > 1)
+		ids_in_part_order(&s);
 	rows->nvalid = pg_gpu_data_rows(data);
 	rows->ninvalid = s.ninvalid;
 	rows->ids = s.ids;

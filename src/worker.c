@@ -222,7 +222,7 @@ gpu_kmeans_node_load(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	v[0] = Int64GetDatum(s->rows.nvalid);
 	v[1] = Int64GetDatum(s->rows.ninvalid);
-	v[2] = CStringGetTextDatum(pggpu_data_device_name(s->data->ds));
+	v[2] = CStringGetTextDatum(pg_gpu_data_device(s->data));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(td), v, nulls)));
 }
 

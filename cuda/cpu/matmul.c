@@ -40,6 +40,7 @@ pggpu_matmul_open(pggpu_matmul **out, pggpu_backend backend, int gpu_index,
 	if (mm == NULL)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	mm->backend = backend;
+	mm->gpu = -1;
 	strcpy(mm->device_name, "cpu");
 	if (backend == PGGPU_BACKEND_GPU &&
 		(st = pggpu_gpu_mm_open(mm, gpu_index, err)) != PGGPU_OK)
@@ -292,4 +293,117 @@ pggpu_matmul_run(pggpu_matmul *mm, const pggpu_matmul_params *p,
 	if (mm->backend == PGGPU_BACKEND_GPU)
 		return pggpu_gpu_mm_run(mm, p, a, b, c, info, err);
 	return cpu_run(p, a, b, c, info, err);
+}
+
+/* a split product: the workspaces' shares of A's rows */
+typedef struct split
+{
+	pggpu_matmul *const *mms;
+	const pggpu_matmul_params *p;
+	const char *a;
+	const char *b;
+	char	   *c;
+	int64_t    *first;			/* a workspace's first row, n + 1 of them */
+	pggpu_matmul_info *infos;
+	pggpu_status *st;
+	pggpu_error *errs;
+	bool	   *done;
+} split;
+
+/* workspace i's rows of the product (interrupts as p says; stop: a thread's) */
+static void
+split_share(split *sp, int i, pggpu_stop *stop)
+{
+	pggpu_matmul_params q = *sp->p;
+	int64_t		es = q.dtype == PGGPU_FLOAT64 ? 8 : 4;
+	int64_t		r0 = sp->first[i];
+
+	q.m = sp->first[i + 1] - r0;
+	if (q.m == 0 || sp->done[i])
+	{
+		sp->done[i] = true;
+		return;
+	}
+	if (stop)
+	{
+		q.check_interrupts = NULL;
+		sp->mms[i]->stopped = pggpu_stopped_arg;
+		sp->mms[i]->stopped_arg = stop;
+	}
+	sp->st[i] = pggpu_matmul_run(sp->mms[i], &q, sp->a + r0 * q.k * es, sp->b, sp->c + r0 * q.n * es,
+								 &sp->infos[i], &sp->errs[i]);
+	sp->mms[i]->stopped = NULL;
+	sp->done[i] = sp->st[i] == PGGPU_OK || !pggpu_stopped(stop);
+}
+
+static void
+split_job(void *arg, int i, pggpu_stop *stop)
+{
+	split_share((split *) arg, i, stop);
+}
+
+pggpu_status
+pggpu_matmul_run_split(pggpu_matmul *const *mms, int n, const pggpu_matmul_params *p,
+					   const void *a, const void *b, void *c, pggpu_matmul_info *info,
+					   pggpu_error *err)
+{
+	int64_t		first[PGGPU_MAX_THREADS + 1];
+	pggpu_matmul_info infos[PGGPU_MAX_THREADS];
+	pggpu_status sts[PGGPU_MAX_THREADS];
+	pggpu_error *errs;
+	bool		done[PGGPU_MAX_THREADS];
+	split		sp = {mms, p, (const char *) a, (const char *) b, (char *) c, first, infos, sts, NULL, done};
+	bool		threads = p->pending != NULL || p->check_interrupts == NULL;
+	bool		several = false;
+	pggpu_status st = PGGPU_OK;
+
+	if (n < 1 || n > PGGPU_MAX_THREADS)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "a product split over %d workspaces", n);
+	if (n == 1)
+		return pggpu_matmul_run(mms[0], p, a, b, c, info, err);
+	if ((errs = (pggpu_error *) calloc(n, sizeof(pggpu_error))) == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	sp.errs = errs;
+	for (int i = 0; i <= n; i++)
+		first[i] = p->m * i / n;
+	for (int i = 0; i < n; i++)
+	{
+		threads &= mms[i]->backend == PGGPU_BACKEND_GPU;
+		several |= mms[i]->gpu != mms[0]->gpu;
+		sts[i] = PGGPU_OK;
+		done[i] = false;
+		memset(&infos[i], 0, sizeof(infos[i]));
+	}
+	if (threads)
+	{
+		pggpu_stop	stop;
+		bool		left = false;
+
+		pggpu_run_together(split_job, &sp, n, p->pending, &stop);
+		for (int i = 0; i < n; i++)
+			left |= !done[i];
+		/* stopped for a pending interrupt: the callback here (it may longjmp) */
+		if (left && p->check_interrupts)
+			p->check_interrupts(p->interrupt_arg);
+	}
+	/* (on the CPU, whose OpenBLAS has threads of its own: one after another) */
+	for (int i = 0; i < n; i++)
+		if (!done[i])
+			split_share(&sp, i, NULL);
+	for (int i = 0; i < n && st == PGGPU_OK; i++)
+		if (sts[i] != PGGPU_OK)
+		{
+			st = sts[i];
+			*err = errs[i];
+			if (several && mms[i]->gpu >= 0)
+				snprintf(err->msg, sizeof(err->msg), "GPU %d: %s", mms[i]->gpu, errs[i].msg);
+		}
+	if (info)
+	{
+		*info = infos[0];
+		for (int i = 1; i < n; i++)
+			info->products += infos[i].products;
+	}
+	free(errs);
+	return st;
 }

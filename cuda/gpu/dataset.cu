@@ -128,6 +128,7 @@ gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
 	pggpu_find_gpus(gpu_index, &s->dev, &p, err);
 	if (s->dev < 0)
 		return PGGPU_ERR_NO_GPU;
+	ds->gpu_index = s->dev;		/* the GPU taken (-1 asked for the first) */
 	CU(cudaSetDevice(s->dev));
 	snprintf(ds->device_name, sizeof(ds->device_name), "%s", p.name);
 	s->sm_count = p.multiProcessorCount;
@@ -708,29 +709,47 @@ gpu_km_fetch(pggpu_data *ds, int32_t *labels, double *dist2, pggpu_error *err)
 	return PGGPU_OK;
 }
 
+/*
+ * Every op but open makes its set's GPU current first: CUDA's current device
+ * is the calling thread's, and one thread may work on sets of several GPUs
+ * (parts.c), or on one after another thread's
+ */
+template <typename F, F f> struct on_gpu;
+template <typename R, typename... A, R (*f) (pggpu_data *, A...)>
+struct on_gpu<R (*) (pggpu_data *, A...), f>
+{
+	static R call(pggpu_data *ds, A... a)
+	{
+		if (ds->impl != NULL && ST(ds)->dev >= 0)
+			(void) cudaSetDevice(ST(ds)->dev);
+		return f(ds, a...);
+	}
+};
+#define ON_GPU(f) on_gpu<decltype(&f), &f>::call
+
 static const pggpu_ops gpu_ops = {
 	gpu_open,
-	gpu_batch,
-	gpu_push,
-	gpu_close,
-	gpu_range,
-	gpu_scale,
-	gpu_km_begin,
-	gpu_put_centroids,
-	gpu_get_centroids,
-	gpu_km_step,
-	gpu_km_counts,
-	gpu_km_point,
-	gpu_km_pick,
-	gpu_km_fetch,
-	gpu_km_pp_steps,
-	gpu_km_normalize,
-	gpu_km_weights,
-	gpu_km_gather,
-	gpu_col_sums,
-	gpu_col_affine,
-	gpu_park,
-	gpu_unpark,
+	ON_GPU(gpu_batch),
+	ON_GPU(gpu_push),
+	ON_GPU(gpu_close),
+	ON_GPU(gpu_range),
+	ON_GPU(gpu_scale),
+	ON_GPU(gpu_km_begin),
+	ON_GPU(gpu_put_centroids),
+	ON_GPU(gpu_get_centroids),
+	ON_GPU(gpu_km_step),
+	ON_GPU(gpu_km_counts),
+	ON_GPU(gpu_km_point),
+	ON_GPU(gpu_km_pick),
+	ON_GPU(gpu_km_fetch),
+	ON_GPU(gpu_km_pp_steps),
+	ON_GPU(gpu_km_normalize),
+	ON_GPU(gpu_km_weights),
+	ON_GPU(gpu_km_gather),
+	ON_GPU(gpu_col_sums),
+	ON_GPU(gpu_col_affine),
+	ON_GPU(gpu_park),
+	ON_GPU(gpu_unpark),
 };
 
 extern "C" const pggpu_ops *const pggpu_gpu_ops = &gpu_ops;

@@ -95,6 +95,7 @@ pggpu_gpu_info_impl(int index, pggpu_device_info *out, pggpu_error *err)
 	out->cc_major = p.major;
 	out->cc_minor = p.minor;
 	out->multiprocessors = p.multiProcessorCount;
+	out->usable = usable(&p);
 	CU(cudaSetDevice(index));
 	CU(cudaMemGetInfo(&fr, &tot));
 	out->memory_total = (int64_t) tot;

@@ -183,6 +183,7 @@ typedef struct mm_gpu
 	size_t		capA,
 				capB,
 				capC;			/* bytes of each buffer */
+	pggpu_matmul *mm;			/* its workspace (for mm->stopped) */
 } mm_gpu;
 
 /* events: per buffer slot s, EV_X + s */
@@ -241,6 +242,10 @@ pggpu_pinned_cache_bytes(void)
 	return pinned.total;
 }
 
+/*
+ * (portable: a product split over several GPUs feeds them all from one
+ * workspace's buffers, pggpu_matmul_run_split)
+ */
 extern "C" void *
 pggpu_gpu_host_alloc(size_t bytes, size_t *got)
 {
@@ -261,14 +266,14 @@ pggpu_gpu_host_alloc(size_t bytes, size_t *got)
 		pinned.size[best] = 0;
 		return p;
 	}
-	if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess)
+	if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess)
 	{
 		(void) cudaGetLastError();
 		/* cached buffers too small to use may be what is in the way */
 		for (int i = 0; i < CACHE_SLOTS; i++)
 			if (pinned.p[i] != NULL)
 				cache_drop(i);
-		if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess)
+		if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess)
 		{
 			(void) cudaGetLastError();
 			return NULL;
@@ -326,9 +331,11 @@ pggpu_gpu_mm_open(pggpu_matmul *mm, int gpu_index, pggpu_error *err)
 	if (g == NULL)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	mm->impl = g;
+	g->mm = mm;
 	g->dev = -1;
 	if (pggpu_find_gpus(gpu_index, &g->dev, &prop, err) == 0 || g->dev < 0)
 		return PGGPU_ERR_NO_GPU;
+	mm->gpu = g->dev;
 	if (!load_cublas())
 		return pggpu_fail(err, PGGPU_ERR_NO_GPU, "%s", blas.why);
 	snprintf(mm->device_name, sizeof(mm->device_name), "%s", prop.name);
@@ -585,6 +592,8 @@ run(mm_gpu *g, const pggpu_matmul_params *p, const char *A, const char *B, char 
 				CU(cudaEventSynchronize(ev[EV_A_FREE + as]));
 				if (p->check_interrupts)
 					p->check_interrupts(p->interrupt_arg);
+				if (g->mm->stopped && g->mm->stopped(g->mm->stopped_arg))
+					return pggpu_fail(err, PGGPU_ERR_INVALID, "stopped");
 
 				CU(cudaMemcpy2DAsync(g->dA[as], kbb * es, A + (i0 * k + p0) * es, k * es,
 									 kbb * es, mbb, cudaMemcpyHostToDevice, g->h2d));

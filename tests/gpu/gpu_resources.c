@@ -669,6 +669,65 @@ test_oom(PGconn *c, const char *db, const char *hog)
 	PQfinish(fresh);
 }
 
+/* ---- several GPUs (pg_gpu.gpus, pg_gpu.parts) ----------------------------------- */
+
+/*
+ * A GPU pg_gpu.gpus names that the host lacks: 22023 naming it.  The rows
+ * dealt to 4 shares on this GPU (the threads of parts.c and together.c at
+ * work): the same fit as whole; a statement_timeout mid-fit answered in time
+ * (the caller polls while the threads run); a product split in 4; and
+ * afterwards the GPU's memory back.
+ */
+static void
+test_shares(PGconn *c, long base_mb)
+{
+	char		sql[400],
+				msg[512];
+	char	   *st,
+			   *whole,
+			   *shared;
+	long		ngpus = value_long(c, "SELECT count(*) FROM gpu_info()");
+	const char *fit = "SELECT sizes::text || '|' || centroids::text || '|' || iterations FROM gpu_kmeans_fit('res_pts', 5, "
+		"init_centroids => ARRAY[[0,0,0.5,0],[10,-7,0.5,3],[20,-14,0.5,6],[30,-21,0.5,9],[40,-28,0.5,12]]::float8[], tol => 0)";
+	const char *product = "SELECT count(*) || '|' || sum(v) FROM gpu_matmul('res_mc'::regclass, 'res_mc'::regclass), unnest(row_vec) v";
+	double		t0;
+
+	snprintf(sql, sizeof(sql), "SET pg_gpu.gpus = '%ld'", ngpus);
+	must(c, sql);
+	st = fails_with(c, "SELECT * FROM gpu_kmeans_fit('res_pts', 3)", msg, sizeof(msg));
+	snprintf(sql, sizeof(sql), "pg_gpu.gpus names GPU %ld, which this host does not have", ngpus);
+	check(st && strcmp(st, "22023") == 0 && strstr(msg, sql) != NULL,
+		  "pg_gpu.gpus = '%ld' (no such GPU): %s %s", ngpus, st ? st : "no error", msg);
+	free(st);
+	must(c, "RESET pg_gpu.gpus");
+
+	whole = value(c, fit);
+	must(c, "SET pg_gpu.parts = 4");
+	shared = value(c, fit);
+	check(same_answer(whole, shared, 1e-12), "a fit over 4 shares on one GPU: %s, whole: %s", shared, whole);
+	free(shared);
+	free(whole);
+	must(c, "RESET pg_gpu.parts");
+	whole = value(c, product);
+	must(c, "SET pg_gpu.parts = 4");
+	shared = value(c, product);
+	check(same_answer(whole, shared, 1e-12), "a product split in 4 on one GPU: %s, whole: %s", shared, whole);
+	free(shared);
+	free(whole);
+
+	must(c, "SET statement_timeout = '1s'");
+	t0 = now_s();
+	st = fails_with(c, "SELECT iterations FROM gpu_kmeans_fit('res_big', 1024, max_iter => 100000, tol => 0, seed => 5)",
+					msg, sizeof(msg));
+	check(st && strcmp(st, "57014") == 0 && now_s() - t0 < 2.5,
+		  "statement_timeout 1 s on a fit over 4 shares: %s after %.2f s", st ? st : "no error", now_s() - t0);
+	free(st);
+	must(c, "RESET statement_timeout");
+	must(c, "RESET pg_gpu.parts");
+	check(alive(c), "the backend alive after the shares' timeout");
+	check_gpu_back(c, base_mb, "the shares' calls");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -721,6 +780,7 @@ main(int argc, char **argv)
 		test_leaks(c, calls, &base_mb);
 		test_errors(c, base_mb);
 		test_cancel(c, base_mb);
+		test_shares(c, base_mb);
 		test_interrupts(DB, "gpu");
 		check_gpu_back(c, base_mb, "the cancelled and terminated backends");
 		test_concurrent(DB, "gpu");

@@ -162,6 +162,7 @@ main(int argc, char **argv)
 	section("mm errors", test_mm_errors);
 	section("mm interrupts", test_mm_interrupts);
 	section("mm pinned", test_mm_pinned_cache);
+	section("mm split", test_mm_split);
 
 	printf("# total %.1f s\n", now_s() - t0);
 	if (gpu_skipped > 0)

@@ -1,5 +1,7 @@
 #include "unit.h"
 
+#include <pthread.h>
+
 /* ---- matrix products ------------------------------------------------------------ */
 
 /*
@@ -714,4 +716,84 @@ test_mm_pinned_cache(void)
 	pggpu_pinned_cache_limit(0);
 	CHECK(pggpu_pinned_cache_bytes() == 0, "limit 0 leaves %zu bytes cached", pggpu_pinned_cache_bytes());
 	pggpu_pinned_cache_limit((size_t) 512 << 20);
+}
+
+/* the split's poller: yes once, at its first poll; the callback counted, and where it ran */
+static int	split_polls,
+			split_callbacks;
+static bool split_elsewhere;
+static pthread_t split_caller;
+
+static bool
+split_pending(void)
+{
+	return ++split_polls == 1;
+}
+
+static void
+split_callback(void *arg)
+{
+	(void) arg;
+	split_callbacks++;
+	split_elsewhere |= !pthread_equal(pthread_self(), split_caller);
+}
+
+/*
+ * A product split over three workspaces (pggpu_matmul_run_split): a's rows
+ * in three contiguous shares, on the GPU at once (a thread each), on the
+ * CPU one after another; the product checked as any, also with fewer rows
+ * than workspaces.  On the GPU, an interrupt pending at the poller's first
+ * look stops the threads; the callback runs on the caller's thread alone
+ * and (it returns) the product is finished there, whole.
+ */
+void
+test_mm_split(void)
+{
+	for (int b = 0; b < 2; b++)
+	{
+		pggpu_backend be = b ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU;
+		pggpu_matmul *mms[3] = {0};
+		int64_t		shapes[3][3] = {{1000, 300, 200}, {2, 50, 40}, {3000, 500, 700}};
+
+		if ((mms[0] = mm_open(be)) == NULL || (mms[1] = mm_open(be)) == NULL || (mms[2] = mm_open(be)) == NULL)
+		{
+			for (int i = 0; i < 3; i++)
+				pggpu_matmul_close(mms[i]);
+			continue;
+		}
+		for (int s = 0; s < 3; s++)
+		{
+			pggpu_matmul_params p = mm_params(F64, shapes[s][0], shapes[s][1], shapes[s][2], 0);
+			pggpu_matmul_info info = {0};
+			pggpu_error err = {0};
+			bool		interrupted = s == 2;
+			void	   *A,
+					   *B,
+					   *C;
+
+			mm_set_case(interrupted ? "split in 3, interrupted," : "split in 3", be, &p);
+			if (interrupted)
+			{
+				p.check_interrupts = split_callback;
+				p.pending = split_pending;
+				split_polls = split_callbacks = 0;
+				split_elsewhere = false;
+				split_caller = pthread_self();
+			}
+			if (!mm_operands(mms[0], &p, false, 7000 + s, &A, &B, &C))
+				continue;
+			for (int64_t e = 0; e < p.m * p.n; e++)
+				mm_set(C, e, p.dtype, NAN);
+			if (!CHECK(pggpu_matmul_run_split(mms, 3, &p, A, B, C, &info, &err) == PGGPU_OK,
+					   "split product: %s", err.msg))
+				continue;
+			mm_verify(&p, A, B, C, MM_TOL64);
+			if (interrupted && b)
+				CHECK(split_polls >= 1 && split_callbacks >= 1 && !split_elsewhere,
+					  "%d polls, %d callbacks%s", split_polls, split_callbacks,
+					  split_elsewhere ? ", some on another thread" : "");
+		}
+		for (int i = 0; i < 3; i++)
+			pggpu_matmul_close(mms[i]);
+	}
 }

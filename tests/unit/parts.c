@@ -1,5 +1,7 @@
 #include "unit.h"
 
+#include <pthread.h>
+
 /* ---- several parts (cuda/parts.c) ---------------------------------------------- */
 
 /* rows [lo, hi) of D as a data set of their own on be */
@@ -13,6 +15,34 @@ load_rows(pggpu_backend be, const dataset *D, int64_t lo, int64_t hi)
 	S.group = NULL;
 	return load(be, &S, 0);
 }
+
+/*
+ * Parts on the GPU step at once, a thread each (together.c): the calling
+ * thread polls "pending"; these count its calls, say yes to the
+ * interrupt_at-th, and note the callback's calls and whether any came on
+ * another thread than the caller's
+ */
+static int	polls,
+			interrupt_at,
+			callbacks;
+static bool callback_elsewhere;
+static pthread_t caller;
+
+static bool
+pending_once(void)
+{
+	return ++polls == interrupt_at;
+}
+
+static void
+note_callback(void *arg)
+{
+	(void) arg;
+	callbacks++;
+	callback_elsewhere |= !pthread_equal(pthread_self(), caller);
+}
+
+static bool	with_callbacks;
 
 /* a fit over parts cut at cuts[0..np] (cuts[0] = 0, cuts[np] = n), each on bes[i] */
 static bool
@@ -30,6 +60,11 @@ fit_parts_parked(const dataset *D, const int64_t *cuts, const pggpu_backend *bes
 		ok = parts[i] != NULL;
 		if (ok)
 			pggpu_data_set_metric(parts[i], metric);
+		if (ok && with_callbacks)
+		{
+			pggpu_data_set_interrupts(parts[i], note_callback, NULL);
+			pggpu_data_set_threads(parts[i], 1, pending_once);
+		}
 		if (ok && park)
 			ok = CHECK(pggpu_data_park(parts[i], &err) == PGGPU_OK, "park: %s", err.msg);
 	}
@@ -54,6 +89,23 @@ fit_parts(const dataset *D, const int64_t *cuts, const pggpu_backend *bes, int n
 		  const pggpu_kmeans_params *p, km_out *o)
 {
 	return fit_parts_parked(D, cuts, bes, np, metric, p, o, false);
+}
+
+/* fit_parts with every part's callback and pending (the threads' poller) set */
+static bool
+fit_parts_polled(const dataset *D, const int64_t *cuts, const pggpu_backend *bes, int np,
+				 const pggpu_kmeans_params *p, km_out *o, int at)
+{
+	bool		ok;
+
+	polls = callbacks = 0;
+	interrupt_at = at;
+	callback_elsewhere = false;
+	caller = pthread_self();
+	with_callbacks = true;
+	ok = fit_parts_parked(D, cuts, bes, np, PGGPU_METRIC_EUCLIDEAN, p, o, false);
+	with_callbacks = false;
+	return ok;
 }
 
 /* the same on one data set of every row */
@@ -127,6 +179,34 @@ test_parts(void)
 		else
 			gpu_skipped++;
 	}
+
+	/*
+	 * Threads: four GPU parts step at once, the caller polling; an interrupt
+	 * found pending while they run stops them, the callback runs on the
+	 * caller's thread alone, and (it returned: interrupts held off) the step
+	 * is finished there: the same bits as uninterrupted.
+	 */
+	set_case("parts on the gpu at once, interrupted");
+	if (have_gpu)
+	{
+		p.init = PGGPU_INIT_GIVEN;
+		p.init_centroids = init;
+		if (fit_parts(&D, cuts, gpu4, 4, PGGPU_METRIC_EUCLIDEAN, &p, &many) &&
+			fit_parts_polled(&D, cuts, gpu4, 4, &p, &again, 1 << 30))
+		{
+			cmp_km("polled, never pending, vs unpolled", &again, &many, n, k, D.d, 0);
+			CHECK(polls > 0 && callbacks == 0, "%d polls, %d callbacks: the caller did not poll", polls, callbacks);
+		}
+		for (int at = 1; at <= 3; at++)
+			if (fit_parts_polled(&D, cuts, gpu4, 4, &p, &again, at))
+			{
+				cmp_km("interrupted (the callback returns), vs not", &again, &many, n, k, D.d, 0);
+				CHECK(callbacks >= 1 && !callback_elsewhere, "pending at poll %d: %d callbacks%s", at,
+					  callbacks, callback_elsewhere ? ", some on another thread" : "");
+			}
+	}
+	else
+		gpu_skipped++;
 
 	p.init_centroids = NULL;
 	p.tol = 1e-4;

@@ -189,6 +189,7 @@ void test_mixed_magnitudes(void);
 void test_fit_only(void);
 void test_standardize(void);
 void test_silhouette(void);
+void test_mm_split(void);
 void test_parts(void);
 
 /* errors.c */

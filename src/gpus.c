@@ -1,0 +1,139 @@
+/*
+ * gpus.c - the GPUs a call uses (pg_gpu.gpus) and the shares its rows are
+ * dealt to (pg_gpu.parts).
+ *
+ * A k-means call's rows go to the shares a batch at a time, in turn, so the
+ * shares are even whatever the table's statistics say; each share is one
+ * data set on its GPU (or, past pg_gpu.kmeans_gpu_memory, several, streamed
+ * through it), and every iteration adds their sums in share order on the
+ * host (parts.c, together.c: the GPUs compute at once).  gpu_matmul cuts
+ * a's rows into as many contiguous shares.  On the CPU, pg_gpu.parts splits
+ * the same way, which is how the combining is tested without a GPU.
+ */
+#include "postgres.h"
+
+#include "utils/guc.h"
+
+#include "pg_gpu.h"
+
+char	   *pg_gpu_gpus = NULL;
+int			pg_gpu_parts = 0;
+
+/*
+ * The GPU indexes of a pg_gpu.gpus value into out (at most max), their
+ * number; -1 for "all", -2 when it does not parse (*why says why)
+ */
+static int
+parse_gpus(const char *s, int *out, int max, const char **why)
+{
+	int			n = 0;
+
+	while (*s == ' ')
+		s++;
+	if (pg_strcasecmp(s, "all") == 0 || *s == '\0')
+		return -1;
+	for (;;)
+	{
+		char	   *end;
+		long		v;
+
+		while (*s == ' ')
+			s++;
+		errno = 0;
+		v = strtol(s, &end, 10);
+		if (end == s || errno != 0 || v < 0 || v > 1023)
+		{
+			*why = "Give \"all\" or a list of GPU indexes (from gpu_info()), such as '0,1'.";
+			return -2;
+		}
+		for (int i = 0; i < n; i++)
+			if (out[i] == (int) v)
+			{
+				*why = "A GPU is named twice; to split the rows of one GPU, set pg_gpu.parts.";
+				return -2;
+			}
+		if (n == max)
+		{
+			*why = psprintf("At most %d GPUs can be named.", max);
+			return -2;
+		}
+		out[n++] = (int) v;
+		s = end;
+		while (*s == ' ')
+			s++;
+		if (*s == '\0')
+			return n;
+		if (*s++ != ',')
+		{
+			*why = "Separate the GPU indexes with commas, such as '0,1'.";
+			return -2;
+		}
+	}
+}
+
+bool
+pg_gpu_check_gpus(char **newval, void **extra, GucSource source)
+{
+	int			list[PGGPU_MAX_THREADS];
+	const char *why = NULL;
+
+	if (*newval == NULL || parse_gpus(*newval, list, PGGPU_MAX_THREADS, &why) != -2)
+		return true;
+	GUC_check_errdetail("%s", why);
+	return false;
+}
+
+int
+pg_gpu_shares(pggpu_backend backend, int *gpus)
+{
+	int			list[PGGPU_MAX_THREADS];
+	int			n;
+	const char *why = NULL;
+
+	if (backend == PGGPU_BACKEND_CPU)
+	{
+		n = pg_gpu_parts > 0 ? pg_gpu_parts : 1;
+		for (int i = 0; i < n; i++)
+			gpus[i] = -1;
+		return n;
+	}
+	n = parse_gpus(pg_gpu_gpus ? pg_gpu_gpus : "all", list, PGGPU_MAX_THREADS, &why);
+	if (n == -1)
+	{
+		/* every usable GPU, by its index */
+		n = 0;
+		for (int i = 0; i < 1024 && n < PGGPU_MAX_THREADS; i++)
+		{
+			pggpu_device_info info;
+			pggpu_error err = {0};
+
+			if (pggpu_gpu_info(i, &info, &err) != PGGPU_OK)
+				break;
+			if (info.usable)
+				list[n++] = i;
+		}
+	}
+	else
+		for (int i = 0; i < n; i++)
+		{
+			pggpu_device_info info;
+			pggpu_error err = {0};
+
+			if (pggpu_gpu_info(list[i], &info, &err) != PGGPU_OK || !info.usable)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("pg_gpu.gpus names GPU %d, which %s", list[i],
+								err.msg[0] ? "this host does not have" : "this build of pg_gpu cannot use"),
+						 err.msg[0] ? errdetail("%s.", err.msg)
+						 : errdetail("Its compute capability is %d.%d.", info.cc_major, info.cc_minor),
+						 errhint("SELECT * FROM gpu_info() lists the GPUs; set pg_gpu.gpus to 'all' or to some of them.")));
+		}
+	if (n < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("no GPU can be used")));
+	/* pg_gpu.parts shares (0: one a GPU), dealt to the GPUs in turn */
+	for (int i = 0; i < (pg_gpu_parts > 0 ? pg_gpu_parts : n); i++)
+		gpus[i] = list[i % n];
+	return pg_gpu_parts > 0 ? pg_gpu_parts : n;
+}
