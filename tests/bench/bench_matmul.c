@@ -2,7 +2,7 @@
  * bench_matmul.c - TFLOP/s of pggpu_matmul_run beside cuBLAS called directly,
  * in one process, on the same data.
  *
- *   tests/bench/bench_matmul gpu|cpu [N ...]     (default N: 4096 8192; float64)
+ *   tests/bench/bench_matmul gpu|cpu [-G LIST ...] [N ...]  (default N: 4096 8192; float64)
  *
  * For each N (an N x N by N x N product) it prints, per row:
  *   pg_gpu      pggpu_matmul_run, host to host: pinned host buffers in, the
@@ -11,6 +11,10 @@
  *   cublas      cublasDgemm on operands already on the GPU (the ceiling);
  *   cublas+copy cudaMemcpy A and B in, cublasDgemm, cudaMemcpy C out, in turn:
  *               the straightforward host-to-host way.
+ *   split LIST  pggpu_matmul_run_split over a workspace on each GPU of LIST
+ *               ("0,1"; "0,0": two on GPU 0), A's rows in as many shares,
+ *               at once: what gpu_matmul does with pg_gpu.gpus (or
+ *               pg_gpu.parts); with each -G given.
  * Times are medians of REPS runs after one warm-up; FLOP = 2 N^3.
  * With cpu, only the pg_gpu row (OpenBLAS) is measured.
  */
@@ -65,6 +69,36 @@ die(const pggpu_error *err)
 {
 	fprintf(stderr, "error: %s\n", err->msg);
 	exit(1);
+}
+
+/* the split product over a workspace on each GPU of list ("0,1") */
+static void
+bench_split(const char *list, pggpu_backend backend, const pggpu_matmul_params *p,
+			const double *A, const double *B, double *C)
+{
+	pggpu_matmul *mms[16];
+	pggpu_error err = {0};
+	int			n = 0;
+	double		t[REPS];
+	char		what[64];
+
+	for (const char *s = list; *s && n < 16; s = strchr(s, ',') ? strchr(s, ',') + 1 : s + strlen(s))
+		if (pggpu_matmul_open(&mms[n++], backend, atoi(s), &err) != PGGPU_OK)
+			die(&err);
+	if (pggpu_matmul_run_split(mms, n, p, A, B, C, NULL, &err) != PGGPU_OK)
+		die(&err);
+	for (int r = 0; r < REPS; r++)
+	{
+		double		t0 = now();
+
+		if (pggpu_matmul_run_split(mms, n, p, A, B, C, NULL, &err) != PGGPU_OK)
+			die(&err);
+		t[r] = now() - t0;
+	}
+	snprintf(what, sizeof(what), "split %s", list);
+	report(what, p->m, median(t, REPS));
+	for (int i = 0; i < n; i++)
+		pggpu_matmul_close(mms[i]);
 }
 
 #ifdef BENCH_CUBLAS
@@ -130,13 +164,26 @@ main(int argc, char **argv)
 	pggpu_backend backend;
 	pggpu_matmul *mm;
 	pggpu_error err = {0};
-	int			nsizes = argc > 2 ? argc - 2 : 2;
 	long		defaults[] = {4096, 8192};
+	const char *splits[16];
+	int			nsplits = 0;
+	long		sizes[64];
+	int			nsizes = 0;
 
 	if (argc < 2 || (strcmp(argv[1], "gpu") != 0 && strcmp(argv[1], "cpu") != 0))
 	{
-		fprintf(stderr, "usage: %s gpu|cpu [N ...]\n", argv[0]);
+		fprintf(stderr, "usage: %s gpu|cpu [-G LIST ...] [N ...]\n", argv[0]);
 		return 2;
+	}
+	for (int a = 2; a < argc; a++)
+		if (strcmp(argv[a], "-G") == 0 && a + 1 < argc && nsplits < 16)
+			splits[nsplits++] = argv[++a];
+		else if (nsizes < 64)
+			sizes[nsizes++] = atol(argv[a]);
+	if (nsizes == 0)
+	{
+		sizes[nsizes++] = defaults[0];
+		sizes[nsizes++] = defaults[1];
 	}
 	backend = strcmp(argv[1], "gpu") == 0 ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU;
 	if (pggpu_matmul_open(&mm, backend, -1, &err) != PGGPU_OK)
@@ -144,7 +191,7 @@ main(int argc, char **argv)
 	printf("device: %s, float64, median of %d runs\n", pggpu_matmul_device_name(mm), REPS);
 	for (int s = 0; s < nsizes; s++)
 	{
-		long		n = argc > 2 ? atol(argv[2 + s]) : defaults[s];
+		long		n = sizes[s];
 		size_t		bytes = (size_t) n * n * sizeof(double);
 		double	   *A = pggpu_matmul_buffer(mm, PGGPU_MM_A, bytes, 0, &err);
 		double	   *B = pggpu_matmul_buffer(mm, PGGPU_MM_B, bytes, 0, &err);
@@ -176,6 +223,8 @@ main(int argc, char **argv)
 		report("pg_gpu", n, median(t, reps));
 		printf("             (%lld block products of %lld x %lld x %lld)\n", (long long) info.products,
 			   (long long) info.mb, (long long) info.kb, (long long) info.nb);
+		for (int g = 0; g < nsplits; g++)
+			bench_split(splits[g], backend, &p, A, B, C);
 #ifdef BENCH_CUBLAS
 		if (backend == PGGPU_BACKEND_GPU)
 			bench_cublas(n, A, B, C);

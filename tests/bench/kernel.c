@@ -36,6 +36,13 @@
  * passes with the final labelling; the bytes streamed a pass and the
  * largest centroid difference from the resident fit in the note).
  *
+ * -G GPUS: several GPUs (issue 30): the rows in contiguous shares on the
+ * GPUs listed ("0,1"; "0,0": two shares on GPU 0), ITERS iterations from
+ * the first k rows by pggpu_kmeans_parts (the shares' steps at once, a
+ * thread a GPU) beside the same fit whole on the first GPU (section gpus:
+ * seconds a pass, as -M; the whole fit's and the centroids' difference in
+ * the note).
+ *
  * bandwidth: the GPU's memory bandwidth, a device-to-device cudaMemcpy of
  * 1 GiB (it reads and writes every byte: 2 x bytes / time), median of 10;
  * and the PCIe floor of streaming, a 1 GiB copy from pinned host memory to
@@ -66,6 +73,7 @@ static bool parallel = false;	/* -P */
 static int	force_label = 0;	/* -R */
 static char route[256];			/* the last fit's route (pggpu_data_route) */
 static double stream_mb = 0;	/* -M: streamed through parts of this many MB */
+static const char *gpu_list = NULL;	/* -G: shares on these GPUs ("0,1") */
 
 /*
  * One fit over the first n rows of X (d columns, column j at X + j * stride).
@@ -255,6 +263,95 @@ run_stream(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters
 	return ok;
 }
 
+/*
+ * -G: the fit of ITERS iterations from the first k rows with the rows in
+ * contiguous shares on the GPUs of gpu_list ("0,1"; "0,0": two on GPU 0),
+ * by pggpu_kmeans_parts (the shares' steps at once), beside it whole on the
+ * first GPU
+ */
+static bool
+run_shares(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
+{
+	int			gpus[64];
+	int			np = 0;
+	pggpu_data *parts[64] = {0};
+	pggpu_kmeans_params p = {.k = k, .max_iter = iters, .tol = 0, .init = PGGPU_INIT_GIVEN};
+	pggpu_kmeans_result r = {0},
+				r1 = {0};
+	pggpu_error err = {0};
+	double	   *C = malloc(sizeof(double) * k * d);
+	double		t0,
+				t_shares = 0,
+				load_s,
+				fit_s,
+				diff = 0;
+	bool		ok = true;
+
+	for (const char *s = gpu_list; *s && np < 64; s = strchr(s, ',') ? strchr(s, ',') + 1 : s + strlen(s))
+		gpus[np++] = atoi(s);
+	for (int i = 0; i < k; i++)
+		for (int j = 0; j < d; j++)
+			C[i * d + j] = X[j * n + i];
+	p.init_centroids = C;
+	r.centroids = malloc(sizeof(double) * k * d);
+	r.sizes = malloc(sizeof(int64_t) * k);
+	r1.centroids = malloc(sizeof(double) * k * d);
+	r1.sizes = malloc(sizeof(int64_t) * k);
+	for (int s = 0; s < np && ok; s++)
+	{
+		int64_t		lo = n * s / np,
+					hi = n * (s + 1) / np,
+					b;
+
+		ok = pggpu_data_open(&parts[s], be, gpus[s], d, hi - lo, &err) == PGGPU_OK;
+		if (!ok)
+			break;
+		pggpu_data_set_threads(parts[s], threads, NULL);
+		b = pggpu_data_batch_rows(parts[s]);
+		for (int64_t done = lo; ok && done < hi; done += b)
+		{
+			int64_t		m = hi - done < b ? hi - done : b;
+			double	   *buf = pggpu_data_batch(parts[s]);
+
+			for (int j = 0; j < d; j++)
+				memcpy(buf + j * b, X + j * n + done, m * sizeof(double));
+			ok = pggpu_data_push(parts[s], m, &err) == PGGPU_OK;
+		}
+	}
+	if (ok)
+	{
+		/* (a first fit: every GPU's setup) */
+		ok = pggpu_kmeans_parts(parts, np, &p, &r, &err) == PGGPU_OK;
+		t0 = bench_now();
+		ok = ok && pggpu_kmeans_parts(parts, np, &p, &r, &err) == PGGPU_OK;
+		t_shares = bench_now() - t0;
+	}
+	for (int i = 0; i < np; i++)
+		pggpu_data_close(parts[i]);
+	if (ok && fit(be, n, n, d, X, &p, &r1, &load_s, &fit_s, &err))
+		for (int64_t e = 0; e < (int64_t) k * d; e++)
+		{
+			double		scale = fabs(r1.centroids[e]) > 1 ? fabs(r1.centroids[e]) : 1;
+
+			diff = fmax(diff, fabs(r.centroids[e] - r1.centroids[e]) / scale);
+		}
+	else
+		fit_s = NAN;
+	if (ok)
+		bench_emit("gpus", method, n, d, k, t_shares / (r.iterations + 1),
+				   "seconds a pass over the rows (%d iterations and the final labelling); %d shares on GPUs %s; "
+				   "whole on one GPU %.4f s a pass; centroids within %.2g of the whole fit's",
+				   r.iterations, np, gpu_list, fit_s / (r1.iterations + 1), diff);
+	else
+		bench_emit("gpus", method, n, d, k, -1, "failed: %s", err.msg);
+	free(C);
+	free(r.centroids);
+	free(r.sizes);
+	free(r1.centroids);
+	free(r1.sizes);
+	return ok;
+}
+
 /* one case: per-iteration, seeding and load times; false when it failed */
 static bool
 run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
@@ -426,16 +523,18 @@ main(int argc, char **argv)
 	if (argc < 2 || (strcmp(argv[1], "gpu") && strcmp(argv[1], "cpu") &&
 					 strcmp(argv[1], "bandwidth")))
 	{
-		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-S] [-P] [-R LABEL] [-M MB] N,d,k ...\n"
+		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-S] [-P] [-R LABEL] [-M MB] [-G GPUS] N,d,k ...\n"
 				"       %s bandwidth [-t TSV]\n       %s print D ROWS\n",
 				argv[0], argv[0], argv[0]);
 		return 2;
 	}
 	optind = 2;
-	while ((opt = getopt(argc, argv, "t:i:b:c:T:DESPR:M:")) != -1)
+	while ((opt = getopt(argc, argv, "t:i:b:c:T:DESPR:M:G:")) != -1)
 	{
 		if (opt == 'M')
 			stream_mb = atof(optarg);
+		else if (opt == 'G')
+			gpu_list = optarg;
 		else if (opt == 'D')
 			double_only = true;
 		else if (opt == 'E')
@@ -513,7 +612,8 @@ main(int argc, char **argv)
 		}
 		if (!X)
 			bench_emit(section, method, n, d, k, -1, "failed: out of host memory");
-		if (!X || !(stream_mb > 0 ? run_stream(be, n, d, k, X, iters) : run_case(be, n, d, k, X, iters)))
+		if (!X || !(gpu_list ? run_shares(be, n, d, k, X, iters) :
+					stream_mb > 0 ? run_stream(be, n, d, k, X, iters) : run_case(be, n, d, k, X, iters)))
 			failed++;
 		bench_done(key, n, bench_now() - t0);
 	}
