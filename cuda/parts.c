@@ -333,15 +333,13 @@ pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, b
 			parts[pi]->interrupt = saved[pi];
 		for (int g = 0; g < ngroups; g++)
 			left |= w.shares[g].st == PGGPU_OK && w.shares[g].next < nparts;
+		/* an interrupt seen pending: the callback here (it may longjmp) */
+		if (pggpu_stopped(&stop) && parts[0]->interrupt)
+			parts[0]->interrupt(parts[0]->interrupt_arg);
+		/* it came back (interrupts held off): the rest on this thread */
 		if (left)
-		{
-			/* stopped for a pending interrupt: the callback here (it may longjmp) */
-			if (parts[0]->interrupt)
-				parts[0]->interrupt(parts[0]->interrupt_arg);
-			/* it came back (interrupts held off): the rest on this thread */
 			for (int g = 0; g < ngroups; g++)
 				step_group(&w, g, NULL);
-		}
 	}
 	/* the groups' shares added in order; the first failure (in part order) reported */
 	for (int pi = 0; pi < nparts && st == PGGPU_OK; pi++)

@@ -377,13 +377,10 @@ pggpu_matmul_run_split(pggpu_matmul *const *mms, int n, const pggpu_matmul_param
 	if (threads)
 	{
 		pggpu_stop	stop;
-		bool		left = false;
 
 		pggpu_run_together(split_job, &sp, n, p->pending, &stop);
-		for (int i = 0; i < n; i++)
-			left |= !done[i];
-		/* stopped for a pending interrupt: the callback here (it may longjmp) */
-		if (left && p->check_interrupts)
+		/* an interrupt seen pending: the callback here (it may longjmp) */
+		if (pggpu_stopped(&stop) && p->check_interrupts)
 			p->check_interrupts(p->interrupt_arg);
 	}
 	/* (on the CPU, whose OpenBLAS has threads of its own: one after another) */

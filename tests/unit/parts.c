@@ -25,20 +25,24 @@ load_rows(pggpu_backend be, const dataset *D, int64_t lo, int64_t hi)
 static int	polls,
 			interrupt_at,
 			callbacks;
-static bool callback_elsewhere;
+static bool callback_elsewhere,
+			handled;
 static pthread_t caller;
 
+/* pending from the interrupt_at-th poll until the callback has run (as InterruptPending) */
 static bool
 pending_once(void)
 {
-	return ++polls == interrupt_at;
+	return ++polls >= interrupt_at && !handled;
 }
 
 static void
 note_callback(void *arg)
 {
 	(void) arg;
-	callbacks++;
+	if (polls >= interrupt_at)
+		handled = true;
+	callbacks += polls >= interrupt_at;
 	callback_elsewhere |= !pthread_equal(pthread_self(), caller);
 }
 
@@ -100,7 +104,7 @@ fit_parts_polled(const dataset *D, const int64_t *cuts, const pggpu_backend *bes
 
 	polls = callbacks = 0;
 	interrupt_at = at;
-	callback_elsewhere = false;
+	callback_elsewhere = handled = false;
 	caller = pthread_self();
 	with_callbacks = true;
 	ok = fit_parts_parked(D, cuts, bes, np, PGGPU_METRIC_EUCLIDEAN, p, o, false);
