@@ -688,7 +688,7 @@ test_shares(PGconn *c, long base_mb)
 			   *shared;
 	long		ngpus = value_long(c, "SELECT count(*) FROM gpu_info()");
 	const char *fit = "SELECT sizes::text || '|' || centroids::text || '|' || iterations FROM gpu_kmeans_fit('res_pts', 5, "
-		"init_centroids => ARRAY[[0,0,0.5,0],[10,-7,0.5,3],[20,-14,0.5,6],[30,-21,0.5,9],[40,-28,0.5,12]]::float8[], tol => 0)";
+		"columns => ARRAY['x1','x2','x3','x4'], init_centroids => ARRAY[[0,0,0.5,0],[10,-7,0.5,3],[20,-14,0.5,6],[30,-21,0.5,9],[40,-28,0.5,12]]::float8[], tol => 0)";
 	const char *product = "SELECT count(*) || '|' || sum(v) FROM gpu_matmul('res_mc'::regclass, 'res_mc'::regclass), unnest(row_vec) v";
 	double		t0;
 
