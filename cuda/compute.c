@@ -57,6 +57,18 @@ pggpu_gpu_count(pggpu_error *err)
 	return pggpu_gpu_count_impl(err);
 }
 
+int
+pggpu_gpu_list(int *usable, int max, int *total, pggpu_error *err)
+{
+	if (pggpu_gpu_ops == NULL)
+	{
+		*total = 0;
+		pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
+		return 0;
+	}
+	return pggpu_gpu_list_impl(usable, max, total, err);
+}
+
 pggpu_status
 pggpu_gpu_info(int index, pggpu_device_info *out, pggpu_error *err)
 {

@@ -189,6 +189,7 @@ extern const pggpu_ops *const pggpu_gpu_ops;
 int			pggpu_gpu_count_impl(pggpu_error *err);
 pggpu_status pggpu_gpu_info_impl(int index, pggpu_device_info *out,
 								 pggpu_error *err);
+int			pggpu_gpu_list_impl(int *usable, int max, int *total, pggpu_error *err);
 
 /* ---- matrix products (cpu/matmul.c, gpu/matmul.cu) ----------------------- */
 

@@ -79,10 +79,15 @@ typedef struct pggpu_device_info
 	int64_t		memory_free;	/* bytes */
 	int			driver_version; /* 1000 * major + 10 * minor, as CUDA */
 	int			runtime_version;
-	bool		usable;			/* this build runs on it (its compute capability) */
 } pggpu_device_info;
 
 pggpu_status pggpu_gpu_info(int index, pggpu_device_info *out, pggpu_error *err);
+
+/*
+ * The indexes of the usable GPUs (at most max) into usable, their number;
+ * total: the GPUs CUDA sees, usable or not.  Makes no CUDA context.
+ */
+int			pggpu_gpu_list(int *usable, int max, int *total, pggpu_error *err);
 
 /* ---- data sets ---------------------------------------------------------- */
 

@@ -98,36 +98,34 @@ pg_gpu_shares(pggpu_backend backend, int *gpus)
 		return n;
 	}
 	n = parse_gpus(pg_gpu_gpus ? pg_gpu_gpus : "all", list, PGGPU_MAX_THREADS, &why);
-	if (n == -1)
 	{
-		/* every usable GPU, by its index */
-		n = 0;
-		for (int i = 0; i < 1024 && n < PGGPU_MAX_THREADS; i++)
-		{
-			pggpu_device_info info;
-			pggpu_error err = {0};
+		int			usable[PGGPU_MAX_THREADS];
+		int			total;
+		pggpu_error err = {0};
+		int			nu = pggpu_gpu_list(usable, PGGPU_MAX_THREADS, &total, &err);
 
-			if (pggpu_gpu_info(i, &info, &err) != PGGPU_OK)
-				break;
-			if (info.usable)
-				list[n++] = i;
+		if (n == -1)
+		{
+			/* every usable GPU */
+			memcpy(list, usable, sizeof(int) * nu);
+			n = nu;
 		}
-	}
-	else
 		for (int i = 0; i < n; i++)
 		{
-			pggpu_device_info info;
-			pggpu_error err = {0};
+			bool		ok = false;
 
-			if (pggpu_gpu_info(list[i], &info, &err) != PGGPU_OK || !info.usable)
+			for (int u = 0; u < nu; u++)
+				ok |= usable[u] == list[i];
+			if (!ok)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("pg_gpu.gpus names GPU %d, which %s", list[i],
-								err.msg[0] ? "this host does not have" : "this build of pg_gpu cannot use"),
-						 err.msg[0] ? errdetail("%s.", err.msg)
-						 : errdetail("Its compute capability is %d.%d.", info.cc_major, info.cc_minor),
+								list[i] >= total ? "this host does not have" : "this build of pg_gpu cannot use"),
+						 list[i] >= total ? errdetail("CUDA sees %d GPU%s.", total, total == 1 ? "" : "s")
+						 : errdetail("Its compute capability is below the build's target."),
 						 errhint("SELECT * FROM gpu_info() lists the GPUs; set pg_gpu.gpus to 'all' or to some of them.")));
 		}
+	}
 	if (n < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -76,6 +76,30 @@ pggpu_gpu_count_impl(pggpu_error *err)
 	return pggpu_find_gpus(-1, &chosen, &p, err);
 }
 
+extern "C" int
+pggpu_gpu_list_impl(int *usable_out, int max, int *total, pggpu_error *err)
+{
+	int			n = 0,
+				ok = 0;
+
+	/* properties only: no context is made (a GPU whose memory is full still lists) */
+	*total = 0;
+	if (cudaGetDeviceCount(&n) != cudaSuccess)
+	{
+		(void) cudaGetLastError();
+		return pggpu_fail(err, PGGPU_ERR_NO_GPU, "CUDA finds no usable GPU"), 0;
+	}
+	*total = n;
+	for (int i = 0; i < n && ok < max; i++)
+	{
+		cudaDeviceProp p;
+
+		if (cudaGetDeviceProperties(&p, i) == cudaSuccess && usable(&p))
+			usable_out[ok++] = i;
+	}
+	return ok;
+}
+
 extern "C" pggpu_status
 pggpu_gpu_info_impl(int index, pggpu_device_info *out, pggpu_error *err)
 {
@@ -95,7 +119,6 @@ pggpu_gpu_info_impl(int index, pggpu_device_info *out, pggpu_error *err)
 	out->cc_major = p.major;
 	out->cc_minor = p.minor;
 	out->multiprocessors = p.multiProcessorCount;
-	out->usable = usable(&p);
 	CU(cudaSetDevice(index));
 	CU(cudaMemGetInfo(&fr, &tot));
 	out->memory_total = (int64_t) tot;

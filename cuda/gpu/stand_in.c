@@ -15,6 +15,16 @@ pggpu_gpu_count_impl(pggpu_error *err)
 	return 0;
 }
 
+int
+pggpu_gpu_list_impl(int *usable, int max, int *total, pggpu_error *err)
+{
+	(void) usable;
+	(void) max;
+	*total = 0;
+	pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
+	return 0;
+}
+
 pggpu_status
 pggpu_gpu_info_impl(int index, pggpu_device_info *out, pggpu_error *err)
 {

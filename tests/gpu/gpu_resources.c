@@ -674,22 +674,26 @@ test_oom(PGconn *c, const char *db, const char *hog)
 /*
  * A GPU pg_gpu.gpus names that the host lacks: 22023 naming it.  The rows
  * dealt to 4 shares on this GPU (the threads of parts.c and together.c at
- * work): the same fit as whole; a statement_timeout mid-fit answered in time
- * (the caller polls while the threads run); a product split in 4; and
- * afterwards the GPU's memory back.
+ * work): the same fit as whole, and a product split in 4 as whole; a
+ * statement_timeout mid-fit answered in time (the caller polls while the
+ * threads run).  The first round loads kernels for the shares' shapes (the
+ * context keeps them: *base_mb is taken again after it); the second must
+ * give the GPU's memory back.
  */
 static void
-test_shares(PGconn *c, long base_mb)
+test_shares(PGconn *c, long *base_mb)
 {
 	char		sql[400],
 				msg[512];
-	char	   *st,
-			   *whole,
-			   *shared;
+	char	   *st;
 	long		ngpus = value_long(c, "SELECT count(*) FROM gpu_info()");
-	const char *fit = "SELECT sizes::text || '|' || centroids::text || '|' || iterations FROM gpu_kmeans_fit('res_pts', 5, "
-		"columns => ARRAY['x1','x2','x3','x4'], init_centroids => ARRAY[[0,0,0.5,0],[10,-7,0.5,3],[20,-14,0.5,6],[30,-21,0.5,9],[40,-28,0.5,12]]::float8[], tol => 0)";
-	const char *product = "SELECT count(*) || '|' || sum(v) FROM gpu_matmul('res_mc'::regclass, 'res_mc'::regclass), unnest(row_vec) v";
+	const char *calls[2] = {
+		"SELECT sizes::text || '|' || centroids::text || '|' || iterations FROM gpu_kmeans_fit('res_pts', 5, "
+		"columns => ARRAY['x1','x2','x3','x4'], init_centroids => "
+		"ARRAY[[0,0,0.5,0],[10,-7,0.5,3],[20,-14,0.5,6],[30,-21,0.5,9],[40,-28,0.5,12]]::float8[], tol => 0)",
+		"SELECT count(*) || '|' || sum(v) FROM gpu_matmul('res_mc'::regclass, 'res_mc'::regclass), unnest(row_vec) v"
+	};
+	const char *what[2] = {"a fit", "a product"};
 	double		t0;
 
 	snprintf(sql, sizeof(sql), "SET pg_gpu.gpus = '%ld'", ngpus);
@@ -701,31 +705,38 @@ test_shares(PGconn *c, long base_mb)
 	free(st);
 	must(c, "RESET pg_gpu.gpus");
 
-	whole = value(c, fit);
-	must(c, "SET pg_gpu.parts = 4");
-	shared = value(c, fit);
-	check(same_answer(whole, shared, 1e-12), "a fit over 4 shares on one GPU: %s, whole: %s", shared, whole);
-	free(shared);
-	free(whole);
-	must(c, "RESET pg_gpu.parts");
-	whole = value(c, product);
-	must(c, "SET pg_gpu.parts = 4");
-	shared = value(c, product);
-	check(same_answer(whole, shared, 1e-12), "a product split in 4 on one GPU: %s, whole: %s", shared, whole);
-	free(shared);
-	free(whole);
+	for (int round = 0; round < 2; round++)
+	{
+		if (round == 1)
+			*base_mb = gpu_free_mb(c);
+		for (int i = 0; i < 2; i++)
+		{
+			char	   *whole,
+					   *shared;
 
-	must(c, "SET statement_timeout = '1s'");
-	t0 = now_s();
-	st = fails_with(c, "SELECT iterations FROM gpu_kmeans_fit('res_big', 1024, max_iter => 100000, tol => 0, seed => 5)",
-					msg, sizeof(msg));
-	check(st && strcmp(st, "57014") == 0 && now_s() - t0 < 2.5,
-		  "statement_timeout 1 s on a fit over 4 shares: %s after %.2f s", st ? st : "no error", now_s() - t0);
-	free(st);
-	must(c, "RESET statement_timeout");
-	must(c, "RESET pg_gpu.parts");
-	check(alive(c), "the backend alive after the shares' timeout");
-	check_gpu_back(c, base_mb, "the shares' calls");
+			must(c, "RESET pg_gpu.parts");
+			whole = value(c, calls[i]);
+			must(c, "SET pg_gpu.parts = 4");
+			shared = value(c, calls[i]);
+			if (round == 0)
+				check(same_answer(whole, shared, 1e-12), "%s over 4 shares on one GPU: %s, whole: %s",
+					  what[i], shared, whole);
+			free(shared);
+			free(whole);
+		}
+		must(c, "SET statement_timeout = '1s'");
+		t0 = now_s();
+		st = fails_with(c, "SELECT iterations FROM gpu_kmeans_fit('res_big', 1024, max_iter => 100000, tol => 0, seed => 5)",
+						msg, sizeof(msg));
+		if (round == 0)
+			check(st && strcmp(st, "57014") == 0 && now_s() - t0 < 2.5,
+				  "statement_timeout 1 s on a fit over 4 shares: %s after %.2f s", st ? st : "no error", now_s() - t0);
+		free(st);
+		must(c, "RESET statement_timeout");
+		must(c, "RESET pg_gpu.parts");
+	}
+	check(alive(c), "the backend alive after the shares' timeouts");
+	check_gpu_back(c, *base_mb, "a second round of the shares' calls");
 }
 
 int
@@ -780,7 +791,7 @@ main(int argc, char **argv)
 		test_leaks(c, calls, &base_mb);
 		test_errors(c, base_mb);
 		test_cancel(c, base_mb);
-		test_shares(c, base_mb);
+		test_shares(c, &base_mb);
 		test_interrupts(DB, "gpu");
 		check_gpu_back(c, base_mb, "the cancelled and terminated backends");
 		test_concurrent(DB, "gpu");
