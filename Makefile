@@ -110,7 +110,7 @@ gpu-check:
 	tests/gpu/gpu-check.sh
 
 # libFuzzer target over the compute layer (CPU backend), with ASan and UBSan
-FUZZ_SRCS = cuda/compute.c cuda/seed.c cuda/columns.c cuda/parts.c cuda/route.c cuda/cpu/kmeans.c cuda/cpu/columns.c cuda/cpu/blocks.c cuda/cpu/gemm.c cuda/cpu/matmul.c cuda/gpu/stand_in.c
+FUZZ_SRCS = cuda/compute.c cuda/seed.c cuda/columns.c cuda/parts.c cuda/together.c cuda/route.c cuda/cpu/kmeans.c cuda/cpu/columns.c cuda/cpu/blocks.c cuda/cpu/gemm.c cuda/cpu/matmul.c cuda/gpu/stand_in.c
 tests/fuzz/fuzz_compute: tests/fuzz/fuzz_compute.c $(FUZZ_SRCS) cuda/compute_internal.h cuda/pg_gpu_compute.h
 	clang -g -O1 -std=gnu11 -ffp-contract=off -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  -Icuda $(BLAS_CFLAGS) -o $@ tests/fuzz/fuzz_compute.c $(FUZZ_SRCS) $(BLAS_LIBS) -lm
