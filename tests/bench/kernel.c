@@ -172,6 +172,30 @@ embedding_fill(int64_t n, int d, double *X, int64_t stride)
 }
 
 /*
+ * The fit of all n rows as one data set, beside r (a fit of them held
+ * apart): its seconds a pass, NaN when it failed; *diff the largest
+ * difference of the centroids (relative above 1)
+ */
+static double
+fit_whole(pggpu_backend be, int64_t n, int d, const double *X, const pggpu_kmeans_params *p,
+		  const pggpu_kmeans_result *r, pggpu_kmeans_result *r1, double *diff, pggpu_error *err)
+{
+	double		load_s,
+				fit_s;
+
+	*diff = 0;
+	if (!fit(be, n, n, d, X, p, r1, &load_s, &fit_s, err))
+		return NAN;
+	for (int64_t e = 0; e < (int64_t) p->k * d; e++)
+	{
+		double		scale = fabs(r1->centroids[e]) > 1 ? fabs(r1->centroids[e]) : 1;
+
+		*diff = fmax(*diff, fabs(r->centroids[e] - r1->centroids[e]) / scale);
+	}
+	return fit_s;
+}
+
+/*
  * -M: the fit of ITERS iterations from the first k rows streamed through
  * parts of stream_mb MB, beside it resident
  */
@@ -188,7 +212,6 @@ run_stream(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters
 	double	   *C = malloc(sizeof(double) * k * d);
 	double		t0,
 				t_stream,
-				load_s,
 				fit_s,
 				diff = 0,
 				streamed = 0;
@@ -238,15 +261,7 @@ run_stream(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters
 	}
 	for (int i = 0; i < np; i++)
 		pggpu_data_close(parts[i]);
-	if (ok && fit(be, n, n, d, X, &p, &r1, &load_s, &fit_s, &err))
-		for (int64_t e = 0; e < (int64_t) k * d; e++)
-		{
-			double		scale = fabs(r1.centroids[e]) > 1 ? fabs(r1.centroids[e]) : 1;
-
-			diff = fmax(diff, fabs(r.centroids[e] - r1.centroids[e]) / scale);
-		}
-	else
-		fit_s = NAN;
+	fit_s = ok ? fit_whole(be, n, d, X, &p, &r, &r1, &diff, &err) : NAN;
 	/* a fit of ITERS iterations passes over the rows ITERS + 1 times (the final labelling) */
 	if (ok)
 		bench_emit("stream", method, n, d, k, t_stream / (r.iterations + 1),
@@ -282,7 +297,6 @@ run_shares(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters
 	double	   *C = malloc(sizeof(double) * k * d);
 	double		t0,
 				t_shares = 0,
-				load_s,
 				fit_s,
 				diff = 0;
 	bool		ok = true;
@@ -328,15 +342,7 @@ run_shares(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters
 	}
 	for (int i = 0; i < np; i++)
 		pggpu_data_close(parts[i]);
-	if (ok && fit(be, n, n, d, X, &p, &r1, &load_s, &fit_s, &err))
-		for (int64_t e = 0; e < (int64_t) k * d; e++)
-		{
-			double		scale = fabs(r1.centroids[e]) > 1 ? fabs(r1.centroids[e]) : 1;
-
-			diff = fmax(diff, fabs(r.centroids[e] - r1.centroids[e]) / scale);
-		}
-	else
-		fit_s = NAN;
+	fit_s = ok ? fit_whole(be, n, d, X, &p, &r, &r1, &diff, &err) : NAN;
 	if (ok)
 		bench_emit("gpus", method, n, d, k, t_shares / (r.iterations + 1),
 				   "seconds a pass over the rows (%d iterations and the final labelling); %d shares on GPUs %s; "
