@@ -14,6 +14,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "libpq/pqformat.h"
 #include "miscadmin.h"
 #include "port/pg_bswap.h"
 #include "utils/array.h"
@@ -80,7 +81,11 @@ pg_gpu_matmul_nodes_shape(PgGpuMatNodes *mn, PgGpuMatTable *a)
 			mn->first_id[i] = pg_gpu_result_int8(res, 0, 1);
 			lo = Min(lo, pg_gpu_result_int8(res, 0, 2));
 			hi = Max(hi, pg_gpu_result_int8(res, 0, 3));
-			mn->len[i] = (int64) pg_ntoh32(*(const uint32 *) PQgetvalue(res, 0, 4));
+			{
+				StringInfoData f = pg_gpu_result_field(res, 0, 4);
+
+				mn->len[i] = pq_getmsgint(&f, 4);
+			}
 			m += node->rows;
 			if (with >= 0 && mn->len[i] != mn->len[with])
 				ereport(ERROR,
@@ -111,8 +116,8 @@ pg_gpu_matmul_nodes_shape(PgGpuMatNodes *mn, PgGpuMatTable *a)
 
 /*
  * C (a->rows x n, row-major) = a b: b (k x n) sent to every node with rows,
- * their products put in row id order as they come back, a row of arrays at
- * a time (single-row mode)
+ * their products put in row id order as they come back, a piece at a time
+ * (single-row mode)
  */
 void
 pg_gpu_matmul_nodes_product(PgGpuMatNodes *mn, const PgGpuMatTable *a, const double *b,

@@ -175,8 +175,13 @@ gpu_kmeans_node_load(PG_FUNCTION_ARGS)
 
 	close_set();
 	deconstruct_array(shards, REGCLASSOID, 4, true, TYPALIGN_INT, &oids, NULL, &nshards);
-	s = MemoryContextAllocZero(TopMemoryContext, sizeof(NodeSet));
-	s->cxt = AllocSetContextCreate(TopMemoryContext, "pg_gpu node set", ALLOCSET_DEFAULT_SIZES);
+	{
+		/* the set lives in its own context, freed with it */
+		MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "pg_gpu node set", ALLOCSET_DEFAULT_SIZES);
+
+		s = MemoryContextAllocZero(cxt, sizeof(NodeSet));
+		s->cxt = cxt;
+	}
 	s->d = d;
 	s->with_ids = id_column != NULL;
 	node_set = s;
@@ -430,8 +435,12 @@ gpu_matmul_node_load(PG_FUNCTION_ARGS)
 
 	close_matrix();
 	deconstruct_array(shards, REGCLASSOID, 4, true, TYPALIGN_INT, &oids, NULL, &nshards);
-	s = MemoryContextAllocZero(TopMemoryContext, sizeof(NodeMatrix));
-	s->cxt = AllocSetContextCreate(TopMemoryContext, "pg_gpu node matrix", ALLOCSET_DEFAULT_SIZES);
+	{
+		MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "pg_gpu node matrix", ALLOCSET_DEFAULT_SIZES);
+
+		s = MemoryContextAllocZero(cxt, sizeof(NodeMatrix));
+		s->cxt = cxt;
+	}
 	node_matrix = s;
 	old = MemoryContextSwitchTo(s->cxt);
 	PG_TRY();
