@@ -83,6 +83,28 @@ pg_gpu_check_gpus(char **newval, void **extra, GucSource source)
 	return false;
 }
 
+/*
+ * The usable GPUs' indexes, and how many GPUs CUDA sees: asked once a
+ * backend (as pg_gpu.c's count), from the GPUs' properties alone
+ */
+static int
+usable_gpus(const int **usable, int *total)
+{
+	static int	list[PGGPU_MAX_THREADS];
+	static int	nlist = -1,
+				seen;
+
+	if (nlist < 0)
+	{
+		pggpu_error err = {0};
+
+		nlist = pggpu_gpu_list(list, PGGPU_MAX_THREADS, &seen, &err);
+	}
+	*usable = list;
+	*total = seen;
+	return nlist;
+}
+
 int
 pg_gpu_shares(pggpu_backend backend, int *gpus)
 {
@@ -99,10 +121,9 @@ pg_gpu_shares(pggpu_backend backend, int *gpus)
 	}
 	n = parse_gpus(pg_gpu_gpus ? pg_gpu_gpus : "all", list, PGGPU_MAX_THREADS, &why);
 	{
-		int			usable[PGGPU_MAX_THREADS];
+		const int  *usable;
 		int			total;
-		pggpu_error err = {0};
-		int			nu = pggpu_gpu_list(usable, PGGPU_MAX_THREADS, &total, &err);
+		int			nu = usable_gpus(&usable, &total);
 
 		if (n == -1)
 		{

@@ -52,6 +52,8 @@ pg_gpu_matmul_run(PgGpuMatmul *w, pggpu_dtype dtype, int64 m, int64 n, int64 k,
 	pggpu_matmul_params p;
 	pggpu_matmul_info info;
 	pggpu_error err = {0};
+	/* a's rows split over the shares' workspaces (several GPUs), unless too few */
+	int			shares = m >= w->nall ? w->nall : 1;
 
 	memset(&p, 0, sizeof(p));
 	p.dtype = dtype;
@@ -62,12 +64,11 @@ pg_gpu_matmul_run(PgGpuMatmul *w, pggpu_dtype dtype, int64 m, int64 n, int64 k,
 	p.gpu_memory = (int64) pg_gpu_matmul_gpu_memory * 1024 * 1024;
 	p.check_interrupts = pg_gpu_check_interrupts;
 	p.pending = pg_gpu_interrupt_pending;
-	/* a's rows split over the shares' workspaces (several GPUs), unless too few */
-	if (pggpu_matmul_run_split(w->all, m >= w->nall ? w->nall : 1, &p, a, b, c, &info, &err) != PGGPU_OK)
+	if (pggpu_matmul_run_split(w->all, shares, &p, a, b, c, &info, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	elog(DEBUG2, "pg_gpu: %lld x %lld x %lld %s product on %s (%d shares of its rows): %lld block products of %lld x %lld x %lld",
 		 (long long) m, (long long) k, (long long) n, dtype == PGGPU_FLOAT64 ? "float8" : "float4",
-		 pggpu_matmul_device_name(w->mm), m >= w->nall ? w->nall : 1, (long long) info.products,
+		 pggpu_matmul_device_name(w->all[0]), shares, (long long) info.products,
 		 (long long) info.mb, (long long) info.kb, (long long) info.nb);
 }
 

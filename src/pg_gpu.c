@@ -438,7 +438,6 @@ matmul_release(void *arg)
 	for (int i = 0; i < w->nall; i++)
 		pggpu_matmul_close(w->all[i]);
 	w->nall = 0;
-	w->mm = NULL;
 }
 
 PgGpuMatmul *
@@ -453,19 +452,19 @@ pg_gpu_matmul_open(pggpu_backend backend, MemoryContext cxt)
 	w->cb.arg = w;
 	MemoryContextRegisterResetCallback(cxt, &w->cb);
 	n = pg_gpu_shares(backend, gpus);
-	if (pggpu_matmul_open(&w->mm, backend, gpus[0], &err) != PGGPU_OK)
+	if (pggpu_matmul_open(&w->all[0], backend, gpus[0], &err) != PGGPU_OK)
 	{
 		/* a GPU without cuBLAS: auto falls back like with no GPU at all */
 		if (err.code != PGGPU_ERR_NO_GPU || pg_gpu_device != PG_GPU_DEVICE_AUTO)
 			pg_gpu_raise(&err);
 		notice_fallback(err.msg);
 		memset(&err, 0, sizeof(err));
-		if (pggpu_matmul_open(&w->mm, PGGPU_BACKEND_CPU, -1, &err) != PGGPU_OK)
+		if (pggpu_matmul_open(&w->all[0], PGGPU_BACKEND_CPU, -1, &err) != PGGPU_OK)
 			pg_gpu_raise(&err);
 		backend = PGGPU_BACKEND_CPU;
 		n = pg_gpu_shares(backend, gpus);
 	}
-	w->all[w->nall++] = w->mm;
+	w->nall = 1;
 	/* the other shares of a's rows (pg_gpu.gpus, pg_gpu.parts): a workspace each */
 	for (int i = 1; i < n; i++)
 	{
@@ -479,7 +478,7 @@ pg_gpu_matmul_open(pggpu_backend backend, MemoryContext cxt)
 void
 pg_gpu_matmul_keep_only(PgGpuMatmul *w, int which)
 {
-	pggpu_matmul_keep_only(w->mm, which);
+	pggpu_matmul_keep_only(w->all[0], which);
 	for (int i = 1; i < w->nall; i++)
 		pggpu_matmul_close(w->all[i]);
 	w->nall = 1;
@@ -566,7 +565,7 @@ pg_gpu_matmul_buffer(PgGpuMatmul *w, int which, Size bytes, Size keep)
 							"Its matrices A, B and C take rows x columns x 8 bytes each (4 for real[]).");
 		w->bytes[which] = bytes;
 	}
-	p = pggpu_matmul_buffer(w->mm, which, bytes, keep, &err);
+	p = pggpu_matmul_buffer(w->all[0], which, bytes, keep, &err);
 
 	if (p == NULL)
 		pg_gpu_raise(&err);

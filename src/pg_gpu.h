@@ -124,8 +124,7 @@ extern int64 pg_gpu_data_rows(const PgGpuData *data);
  */
 typedef struct PgGpuMatmul
 {
-	pggpu_matmul *mm;			/* all[0] */
-	pggpu_matmul *all[PGGPU_MAX_THREADS];	/* a workspace a share of a's rows (pg_gpu_shares) */
+	pggpu_matmul *all[PGGPU_MAX_THREADS];	/* a workspace a share of a's rows (pg_gpu_shares); all[0] holds the buffers */
 	int			nall;
 	MemoryContextCallback cb;
 	Size		bytes[3];		/* what each host buffer was asked to hold */

@@ -483,7 +483,7 @@ gpu_matmul_node_load(PG_FUNCTION_ARGS)
 	v[2] = Int64GetDatum(lo);
 	v[3] = Int64GetDatum(hi);
 	v[4] = Int32GetDatum((int32) s->rows.len);
-	v[5] = CStringGetTextDatum(pggpu_matmul_device_name(s->w->mm));
+	v[5] = CStringGetTextDatum(pggpu_matmul_device_name(s->w->all[0]));
 	nulls[1] = nulls[2] = nulls[3] = nulls[4] = s->rows.rows == 0;
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(td), v, nulls)));
 }
