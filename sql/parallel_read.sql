@@ -1,6 +1,9 @@
 -- Tables are read by parallel workers in block order: the results are those
 -- of a serial read, whatever the number of workers.
 SET min_parallel_table_scan_size = 0;
+-- one GPU: on several, the rows are also dealt to shares (sql/shares.sql),
+-- which adds DEBUG1 lines of its own
+SET pg_gpu.gpus = '0';
 CREATE TABLE pr_pts (id bigint PRIMARY KEY, x float8, y real, z numeric, n int);
 INSERT INTO pr_pts
 SELECT i,

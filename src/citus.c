@@ -45,10 +45,14 @@
 
 bool		pg_gpu_citus_nodes = true;
 
-/* the settings a node's backend takes from the calling session */
+/*
+ * The settings a node's backend takes from the calling session: those any
+ * role may set.  The superuser's bounds (pg_gpu.max_memory, pg_gpu.gpus)
+ * are each node's own.
+ */
 static const char *const node_settings[] = {
 	"pg_gpu.device", "pg_gpu.kmeans_precision", "pg_gpu.kmeans_gpu_memory",
-	"pg_gpu.max_memory", "pg_gpu.cpu_threads", "pg_gpu.allow_tf32"
+	"pg_gpu.cpu_threads", "pg_gpu.allow_tf32"
 };
 
 /*

@@ -219,8 +219,8 @@ matmul_tables_first(FunctionCallInfo fcinfo, FuncCallContext *fc)
 		elog(ERROR, "gpu_matmul: return type must be a row type");
 	fc->tuple_desc = BlessTupleDesc(tupdesc);
 
-	pg_gpu_mat_resolve(PG_GETARG_OID(0), PG_ARGISNULL(2) ? NULL : PG_GETARG_ARRAYTYPE_P(2), "a", &a);
-	pg_gpu_mat_resolve(PG_GETARG_OID(1), PG_ARGISNULL(3) ? NULL : PG_GETARG_ARRAYTYPE_P(3), "b", &b);
+	pg_gpu_mat_resolve(PG_GETARG_OID(0), PG_ARGISNULL(2) ? NULL : PG_GETARG_ARRAYTYPE_P(2), "a_columns", &a);
+	pg_gpu_mat_resolve(PG_GETARG_OID(1), PG_ARGISNULL(3) ? NULL : PG_GETARG_ARRAYTYPE_P(3), "b_columns", &b);
 
 	/* a dense a distributed by Citus: multiplied where its rows are */
 	if (pg_gpu_on_nodes(a.relid, a.sparse ? "a is a sparse matrix table" : NULL))

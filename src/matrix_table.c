@@ -50,19 +50,19 @@ pg_gpu_mat_resolve(Oid relid, ArrayType *names, const char *arg, PgGpuMatTable *
 		if (ARR_NDIM(names) > 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-					 errmsg("%s_columns must be a one-dimensional array of column names", arg)));
+					 errmsg("%s must be a one-dimensional array of column names", arg)));
 		deconstruct_array(names, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
 		if (n != 2 && n != 3)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("%s_columns must name 2 columns (dense matrix) or 3 (sparse matrix), not %d", arg, n),
+					 errmsg("%s must name 2 columns (dense matrix) or 3 (sparse matrix), not %d", arg, n),
 					 errhint("Dense: ARRAY['row id column', 'row vector column']; sparse: ARRAY['row id column', 'column id column', 'value column'].")));
 		for (int i = 0; i < n; i++)
 		{
 			if (nulls[i])
 				ereport(ERROR,
 						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-						 errmsg("%s_columns must not contain NULL", arg)));
+						 errmsg("%s must not contain NULL", arg)));
 			t->names[i] = TextDatumGetCString(elems[i]);
 			att[i] = pg_gpu_find_column(td, t->names[i]);
 			if (att[i] < 0)
@@ -84,12 +84,12 @@ pg_gpu_mat_resolve(Oid relid, ArrayType *names, const char *arg, PgGpuMatTable *
 					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 					 errmsg("\"%s\" is not a matrix table", t->relname),
 					 errdetail("It has neither the columns (row_id, row_vec) of a dense matrix nor (row_id, col_id, value) of a sparse one."),
-					 errhint("Name its columns with %s_columns => ARRAY['id', 'vector'] (dense) or ARRAY['row', 'col', 'value'] (sparse).", arg)));
+					 errhint("Name its columns with %s => ARRAY['id', 'vector'] (dense) or ARRAY['row', 'col', 'value'] (sparse).", arg)));
 		if (vec >= 0 && col >= 0 && val >= 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_AMBIGUOUS_COLUMN),
 					 errmsg("\"%s\" has the columns of both a dense matrix (row_id, row_vec) and a sparse one (row_id, col_id, value)", t->relname),
-					 errhint("Say which to use with %s_columns => ARRAY['row_id', 'row_vec'] or ARRAY['row_id', 'col_id', 'value'].", arg)));
+					 errhint("Say which to use with %s => ARRAY['row_id', 'row_vec'] or ARRAY['row_id', 'col_id', 'value'].", arg)));
 		t->ncols = vec >= 0 ? 2 : 3;
 		att[0] = id;
 		att[1] = vec >= 0 ? vec : col;

@@ -113,25 +113,29 @@ _PG_init(void)
 							"The rows read (8 bytes per value and per id) with their labels and "
 							"distances, or the three matrices of gpu_matmul, and the parallel "
 							"read's shared memory, wherever they are held; checked before anything "
-							"is allocated.  -1: no limit.",
+							"is allocated.  -1: no limit.  Superuser only (as temp_file_limit): a "
+							"role cannot raise the bound set for it.",
 							&pg_gpu_max_memory,
 							8192 * 1024, -1, INT_MAX,
-							PGC_USERSET,
+							PGC_SUSET,
 							GUC_UNIT_KB,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("pg_gpu.pinned_memory_cache",
 							"Pinned host memory kept by a backend between gpu_matmul calls.",
 							"Page-locked memory is slow to allocate; buffers freed by one call are "
-							"kept for the next, up to this much.  0 frees them at once.",
+							"kept for the next, up to this much.  0 frees them at once.  Superuser "
+							"only: page-locked memory is taken from the whole host.",
 							&pg_gpu_pinned_memory_cache,
 							512, 0, INT_MAX / 2,
-							PGC_USERSET,
+							PGC_SUSET,
 							GUC_UNIT_MB,
 							NULL, assign_pinned_cache, NULL);
 	DefineCustomIntVariable("pg_gpu.cpu_threads",
 							"Threads of a k-means call on the CPU.",
 							"0: as many as a parallel query may use (1 + "
-							"max_parallel_workers_per_gather).  The results do not depend on it.",
+							"max_parallel_workers_per_gather).  Never more than 1 + "
+							"max_worker_processes, the server's bound on a query's processes.  "
+							"The results do not depend on it.",
 							&pg_gpu_cpu_threads,
 							0, 0, PGGPU_MAX_THREADS,
 							PGC_USERSET,
@@ -152,10 +156,11 @@ _PG_init(void)
 							   "all (default): every GPU this build can use; or a list of indexes "
 							   "from gpu_info(), such as '0,1'.  A k-means call deals its rows to them "
 							   "and gpu_matmul its rows of a; the results agree with one GPU's up to "
-							   "the rounding of adding the GPUs' sums.",
+							   "the rounding of adding the GPUs' sums.  Superuser only, so that "
+							   "ALTER ROLE or ALTER DATABASE can give roles their GPUs.",
 							   &pg_gpu_gpus,
 							   "all",
-							   PGC_USERSET,
+							   PGC_SUSET,
 							   0,
 							   pg_gpu_check_gpus, NULL, NULL);
 	DefineCustomIntVariable("pg_gpu.parts",
@@ -163,10 +168,10 @@ _PG_init(void)
 							"0 (default): one a GPU of pg_gpu.gpus, one on the CPU.  More than the "
 							"GPUs deals several to a GPU in turn; on the CPU splits as the GPUs "
 							"would.  For testing the combining of shares on one GPU or the CPU; "
-							"not faster.",
+							"not faster.  Superuser only.",
 							&pg_gpu_parts,
 							0, 0, PGGPU_MAX_THREADS,
-							PGC_USERSET,
+							PGC_SUSET,
 							0,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("pg_gpu");
@@ -307,14 +312,24 @@ open_part(PgGpuData *data, int gpu, int64 expected_rows)
 	if (pggpu_data_open(&ds, data->backend, gpu, data->d, expected_rows, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	data->parts[data->nparts++] = ds;
-	pggpu_data_set_threads(ds,
-						   pg_gpu_cpu_threads >= 1 ? pg_gpu_cpu_threads :
-						   1 + max_parallel_workers_per_gather,
-						   pg_gpu_interrupt_pending);
+	pggpu_data_set_threads(ds, pg_gpu_threads(), pg_gpu_interrupt_pending);
 	pggpu_data_set_interrupts(ds, pg_gpu_check_interrupts, NULL);
 	pggpu_data_set_metric(ds, data->metric);
 	pggpu_data_set_double_only(ds, data->double_only);
 	return ds;
+}
+
+/*
+ * The threads of a call on the CPU: pg_gpu.cpu_threads, or as many as a
+ * parallel query may use; any role may set either, so both are bounded by
+ * what the server lets one query have (max_worker_processes, set at start)
+ */
+int
+pg_gpu_threads(void)
+{
+	int			want = pg_gpu_cpu_threads >= 1 ? pg_gpu_cpu_threads : 1 + max_parallel_workers_per_gather;
+
+	return Max(1, Min(want, 1 + max_worker_processes));
 }
 
 PgGpuData *

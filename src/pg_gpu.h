@@ -40,6 +40,7 @@ extern int	pg_gpu_matmul_gpu_memory;	/* MB, 0 = what is free */
 extern int	pg_gpu_kmeans_gpu_memory;	/* MB for a k-means call's rows, 0 = what is free */
 extern int	pg_gpu_max_memory;	/* kB a call's data may take, -1 = no limit */
 extern int	pg_gpu_cpu_threads;	/* 0: 1 + max_parallel_workers_per_gather */
+extern int	pg_gpu_threads(void);	/* what a call uses: the above, at most 1 + max_worker_processes */
 
 /* may a call's data take bytes under pg_gpu.max_memory? */
 extern bool pg_gpu_memory_allowed(double bytes);
@@ -430,7 +431,7 @@ extern void pg_gpu_part_receiver_finish(PgGpuPartReceiver *r);
 
 typedef struct PgGpuMatTable
 {
-	const char *arg;			/* "a" or "b" */
+	const char *arg;			/* the argument naming its columns: "a_columns", "b_columns", "columns" */
 	Oid			relid;
 	char	   *relname;
 	char	   *qualname;

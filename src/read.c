@@ -575,7 +575,8 @@ ids_in_part_order(SoaSink *s)
 		r += ba->rows;
 	}
 	Assert(r == s->nids);
-	pfree(s->ids);
+	if (s->ids)					/* NULL when no row was usable */
+		pfree(s->ids);
 	s->ids = out;
 	pfree(base);
 }
