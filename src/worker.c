@@ -399,8 +399,8 @@ gpu_kmeans_node_sample(PG_FUNCTION_ARGS)
 	if (first < 0 || first > PG_INT64_MAX - s->rows.nvalid)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("first must be between 0 and %lld, not %lld",
-						(long long) (PG_INT64_MAX - s->rows.nvalid), (long long) first),
+				 errmsg("first must not be negative nor overflow a bigint with this node's rows, not %lld",
+						(long long) first),
 				 errhint("first is the index of this node's first row in the union of the nodes' rows.")));
 	if (!(rate > 0 && rate <= 1))
 		ereport(ERROR,
