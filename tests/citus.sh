@@ -508,14 +508,17 @@ for port in "$worker_port" "$worker2_port"; do
   [ "$(q "$port" "SELECT extnamespace::regnamespace FROM pg_extension WHERE extname = 'pg_gpu'")" = gpu ] ||
     { echo "ALTER EXTENSION pg_gpu SET SCHEMA gpu did not reach the worker on port $port" >&2; exit 1; }
 done
-q "$coord_port" "SELECT bool_and(success) FROM run_command_on_all_nodes(\$\$
-CREATE TABLE IF NOT EXISTS public.planted_log (at timestamptz);
+for port in "$coord_port" "$worker_port" "$worker2_port"; do
+  q "$port" "SET citus.enable_ddl_propagation = off;
+CREATE TABLE public.planted_log (at timestamptz);
+GRANT INSERT ON public.planted_log TO PUBLIC;
 CREATE FUNCTION public.pg_gpu_node_kmeans_load(regclass[], text[], text, text, integer, float8[], float8[],
     OUT rows bigint, OUT invalid bigint, OUT device text) RETURNS record LANGUAGE plpgsql
 AS \$p\$ BEGIN INSERT INTO public.planted_log VALUES (now()); RAISE EXCEPTION 'the planted function ran'; END \$p\$;
 CREATE FUNCTION public.pg_gpu_node_matmul_load(regclass[], text[], OUT rows bigint, OUT first_id bigint,
     OUT min_id bigint, OUT max_id bigint, OUT len integer, OUT device text) RETURNS record LANGUAGE plpgsql
-AS \$p\$ BEGIN RAISE EXCEPTION 'the planted function ran'; END \$p\$\$\$)" >/dev/null 2>&1 || true
+AS \$p\$ BEGIN INSERT INTO public.planted_log VALUES (now()); RAISE EXCEPTION 'the planted function ran'; END \$p\$" >/dev/null
+done
 check "pg_gpu in schema gpu, off the caller's path: gpu.gpu_kmeans_fit runs on the workers, the planted public.pg_gpu_node_kmeans_load does not" "
   SELECT sizes = '{1500,1000,500}' AND device LIKE '% (2 Citus nodes)'
          AND current_setting('search_path') NOT LIKE '%gpu%'
@@ -524,11 +527,14 @@ check "pg_gpu in schema gpu, off the caller's path: gpu.gpu_kmeans_fit runs on t
   FROM gpu.gpu_kmeans_fit('pts', 3, init_centroids => $init)"
 check "pg_gpu in schema gpu: gpu.gpu_matmul of a distributed a runs on the workers, the planted function does not" "
   SELECT count(*) = 200, format('%s rows', count(*)) FROM gpu.gpu_matmul('a'::regclass, 'b')"
-check "the planted function never ran on any node" "
-  SELECT coalesce(sum(result::int), 0) = 0, format('%s runs', coalesce(sum(result::int), 0))
-  FROM run_command_on_all_nodes(\$\$SELECT count(*) FROM public.planted_log\$\$)"
-q "$coord_port" "SELECT run_command_on_all_nodes(\$\$DROP FUNCTION public.pg_gpu_node_kmeans_load(regclass[], text[], text, text, integer, float8[], float8[]);
-  DROP FUNCTION public.pg_gpu_node_matmul_load(regclass[], text[]); DROP TABLE public.planted_log\$\$)" >/dev/null
+runs=0
+for port in "$coord_port" "$worker_port" "$worker2_port"; do
+  runs=$((runs + $(q "$port" "SELECT count(*) FROM public.planted_log")))
+  q "$port" "SET citus.enable_ddl_propagation = off;
+DROP FUNCTION public.pg_gpu_node_kmeans_load(regclass[], text[], text, text, integer, float8[], float8[]);
+DROP FUNCTION public.pg_gpu_node_matmul_load(regclass[], text[]); DROP TABLE public.planted_log" >/dev/null
+done
+check "the planted function never ran on any node" "SELECT $runs = 0, '$runs runs'"
 q "$coord_port" "ALTER EXTENSION pg_gpu SET SCHEMA public" >/dev/null
 
 # no pg_gpu session is left on a worker once a call has ended
