@@ -1,6 +1,6 @@
 -- Reading honours what SELECT honours: table and column privileges and
 -- row-level security.  No function is SECURITY DEFINER.
-SELECT proname, prosecdef FROM pg_proc WHERE proname LIKE 'gpu\_%' ORDER BY 1;
+SELECT proname, prosecdef FROM pg_proc WHERE proname LIKE 'gpu\_%' OR proname LIKE 'pg\_gpu\_%' ORDER BY 1;
 CREATE ROLE regress_pg_gpu_reader;
 CREATE ROLE regress_pg_gpu_colreader;
 CREATE TABLE s_pts (id int PRIMARY KEY, x float8, y float8, owner text);

@@ -21,17 +21,24 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/xact.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "libpq-fe.h"
 #include "libpq/pqformat.h"
 #include "miscadmin.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
 #include "pgstat.h"
 #include "storage/latch.h"
 #include "utils/array.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -94,6 +101,86 @@ pg_gpu_citus_method(Oid relid)
 	return method;
 }
 
+/* the nodes' functions (worker.c), as the coordinator calls them */
+static const char *const node_functions[] = {
+	"pg_gpu_node_kmeans_load", "pg_gpu_node_kmeans_sample", "pg_gpu_node_kmeans_step",
+	"pg_gpu_node_kmeans_labels", "pg_gpu_node_kmeans_close", "pg_gpu_node_matmul_load",
+	"pg_gpu_node_matmul_product"
+};
+
+/* pg_gpu's schema here (and, as Citus creates the extension alike, on every node) */
+static Oid
+extension_schema(void)
+{
+	Oid			ext = get_extension_oid("pg_gpu", false);
+	Relation	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			nsp = InvalidOid;
+
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(ext));
+	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	if (HeapTupleIsValid(tup = systable_getnext(scan)))
+		nsp = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	if (!OidIsValid(nsp) || get_namespace_name(nsp) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_SCHEMA),
+				 errmsg("the schema of extension pg_gpu does not exist"),
+				 errhint("Reinstall the extension: DROP EXTENSION pg_gpu; CREATE EXTENSION pg_gpu.")));
+	return nsp;
+}
+
+/* pg_gpu's schema, quoted as an identifier: what qualifies every call sent to a node */
+const char *
+pg_gpu_node_schema(void)
+{
+	return quote_identifier(get_namespace_name(extension_schema()));
+}
+
+/* the GRANT that lets role run the nodes' functions (on every node) */
+char *
+pg_gpu_node_grant(const char *role)
+{
+	StringInfoData s;
+	const char *nsp = pg_gpu_node_schema();
+
+	initStringInfo(&s);
+	appendStringInfoString(&s, "GRANT EXECUTE ON FUNCTION ");
+	for (int i = 0; i < lengthof(node_functions); i++)
+		appendStringInfo(&s, "%s%s.%s", i ? ", " : "", nsp, node_functions[i]);
+	appendStringInfo(&s, " TO %s", quote_identifier(role));
+	return s.data;
+}
+
+/*
+ * May the calling user execute the nodes' functions?  Checked on the
+ * coordinator's own copies (a Citus deployment grants on every node alike);
+ * NULL if so, else why not
+ */
+static const char *
+node_functions_refused(void)
+{
+	Oid			nsp = extension_schema();
+	char	   *nspname = get_namespace_name(nsp);
+
+	for (int i = 0; i < lengthof(node_functions); i++)
+	{
+		Oid			fn = LookupFuncName(list_make2(makeString(nspname), makeString(pstrdup(node_functions[i]))),
+									   -1, NULL, true);
+
+		if (!OidIsValid(fn))
+			return psprintf("function %s.%s does not exist (ALTER EXTENSION pg_gpu UPDATE installs it)",
+							quote_identifier(nspname), node_functions[i]);
+		if (pg_gpu_proc_aclcheck(fn, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
+			return psprintf("the calling role may not execute pg_gpu's node functions (%s on every node lets it)",
+							pg_gpu_node_grant(GetUserNameFromId(GetUserId(), false)));
+	}
+	return NULL;
+}
+
 /*
  * Does a k-means call on relid run on the Citus nodes that hold its shards?
  * Not for tables Citus does not distribute, nor with pg_gpu.citus_nodes
@@ -120,6 +207,11 @@ pg_gpu_on_nodes(Oid relid, const char *why_not)
 	if (GetTopTransactionIdIfAny() != InvalidTransactionId)
 	{
 		elog(DEBUG1, "pg_gpu: the distributed table is read through Citus's executor: this transaction has written, and its rows are seen only on Citus's connections");
+		return false;
+	}
+	if ((why_not = node_functions_refused()) != NULL)
+	{
+		elog(DEBUG1, "pg_gpu: the distributed table is read through Citus's executor: %s", why_not);
 		return false;
 	}
 	return true;
@@ -267,6 +359,8 @@ node_connect(PgGpuNode *node)
 		if (v)
 			appendStringInfo(&opts, " -c %s=%s", node_settings[i], v);
 	}
+	/* nothing on the node resolves by the caller's path: every name sent is qualified */
+	appendStringInfoString(&opts, " -c search_path=pg_catalog");
 	/* (GetConfigOption's value of an integer lives in a static buffer until its next call) */
 	timeout = GetConfigOption("citus.node_connection_timeout", true, false);
 	if (timeout == NULL || !parse_int(timeout, &timeout_ms, GUC_UNIT_MS, NULL) || timeout_ms <= 0)
@@ -346,7 +440,8 @@ pg_gpu_node_next(PgGpuNode *node, const char *doing)
 	}
 	if ((res = PQgetResult(node->conn)) == NULL)
 		return NULL;
-	if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_SINGLE_TUPLE)
+	if (PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_SINGLE_TUPLE &&
+		PQresultStatus(res) != PGRES_COMMAND_OK)
 	{
 		const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 		const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
@@ -360,6 +455,14 @@ pg_gpu_node_next(PgGpuNode *node, const char *doing)
 		/* no SQLSTATE: libpq's own error, the connection gone */
 		if (state == NULL || strlen(state) != 5)
 			pg_gpu_node_lost(node, doing);
+		/* the node's functions not granted to this role there */
+		if (strcmp(state, "42501") == 0 && strncmp(m, "permission denied for function", 30) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("Citus node %s:%d: %s", node->host, node->port, m),
+					 errdetail("The role may execute pg_gpu's node functions on the coordinator, not on this node."),
+					 errhint("Run on every node (e.g. with run_command_on_all_nodes): %s",
+							 pg_gpu_node_grant(GetUserNameFromId(GetUserId(), false)))));
 		ereport(ERROR,
 				(errcode(MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4])),
 				 errmsg("Citus node %s:%d: %s", node->host, node->port, m),
@@ -399,16 +502,53 @@ pg_gpu_array_binary(ArrayType *a, int *len)
 	return VARDATA_ANY(b);
 }
 
+/* a node's answer that is not what it should be: 08P01, naming the node */
+pg_noreturn void
+pg_gpu_node_bad_answer(PgGpuNode *node, const char *doing, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROTOCOL_VIOLATION),
+			 errmsg("Citus node %s:%d returned %s while %s", node->host, node->port, what, doing),
+			 errhint("Check that every node runs the same pg_gpu as the coordinator (ALTER EXTENSION pg_gpu UPDATE, and the same build installed).")));
+}
+
+/* a result of rows (ntuples of them, -1: any) of nfields columns */
+void
+pg_gpu_node_check_result(PgGpuNode *node, PGresult *res, int ntuples, int nfields, const char *doing)
+{
+	if ((PQresultStatus(res) != PGRES_TUPLES_OK && PQresultStatus(res) != PGRES_SINGLE_TUPLE) ||
+		PQnfields(res) != nfields || (ntuples >= 0 && PQntuples(res) != ntuples) ||
+		PQbinaryTuples(res) != 1)
+		pg_gpu_node_bad_answer(node, doing,
+							   psprintf("%d rows of %d columns, not %d of %d", PQntuples(res), PQnfields(res),
+										ntuples, nfields));
+}
+
+/* a binary field of a result of len bytes (-1: any), not NULL */
+static StringInfoData
+node_field(PgGpuNode *node, PGresult *res, int row, int col, int len, const char *doing)
+{
+	if (PQgetisnull(res, row, col) || (len >= 0 && PQgetlength(res, row, col) != len))
+		pg_gpu_node_bad_answer(node, doing, psprintf("%s in column %d", PQgetisnull(res, row, col) ? "NULL" :
+													 psprintf("a value of %d bytes", PQgetlength(res, row, col)),
+													 col + 1));
+	return pg_gpu_result_field(res, row, col);
+}
+
+/* a one-dimensional array (or empty) of elemtype */
 ArrayType *
-pg_gpu_result_array(PGresult *res, int row, int col, Oid elemtype)
+pg_gpu_result_array(PgGpuNode *node, PGresult *res, int row, int col, Oid elemtype, const char *doing)
 {
 	StringInfoData buf;
+	ArrayType  *a;
 
-	if (PQgetisnull(res, row, col))
-		elog(ERROR, "a Citus node returned NULL for an array");
+	node_field(node, res, row, col, -1, doing);
 	initStringInfo(&buf);
 	appendBinaryStringInfo(&buf, PQgetvalue(res, row, col), PQgetlength(res, row, col));
-	return DatumGetArrayTypeP(OidReceiveFunctionCall(F_ARRAY_RECV, &buf, elemtype, -1));
+	a = DatumGetArrayTypeP(OidReceiveFunctionCall(F_ARRAY_RECV, &buf, elemtype, -1));
+	if (ARR_NDIM(a) > 1 || ARR_ELEMTYPE(a) != elemtype)
+		pg_gpu_node_bad_answer(node, doing, "an array of another shape");
+	return a;
 }
 
 /* a binary field of a result, to be read with pq_getmsg* */
@@ -425,17 +565,25 @@ pg_gpu_result_field(PGresult *res, int row, int col)
 }
 
 int64
-pg_gpu_result_int8(PGresult *res, int row, int col)
+pg_gpu_result_int8(PgGpuNode *node, PGresult *res, int row, int col, const char *doing)
 {
-	StringInfoData buf = pg_gpu_result_field(res, row, col);
+	StringInfoData buf = node_field(node, res, row, col, 8, doing);
 
 	return pq_getmsgint64(&buf);
 }
 
-double
-pg_gpu_result_float8(PGresult *res, int row, int col)
+int32
+pg_gpu_result_int4(PgGpuNode *node, PGresult *res, int row, int col, const char *doing)
 {
-	StringInfoData buf = pg_gpu_result_field(res, row, col);
+	StringInfoData buf = node_field(node, res, row, col, 4, doing);
+
+	return (int32) pq_getmsgint(&buf, 4);
+}
+
+double
+pg_gpu_result_float8(PgGpuNode *node, PGresult *res, int row, int col, const char *doing)
+{
+	StringInfoData buf = node_field(node, res, row, col, 8, doing);
 
 	return pq_getmsgfloat8(&buf);
 }
@@ -486,7 +634,11 @@ find_nodes(PgGpuNodes *cl, Oid relid, const char *relname)
 							  "       WHERE n.isactive AND n.noderole = 'primary' AND pl.shardstate = 1"
 							  "       ORDER BY s.shardid, n.nodeid)"
 							  " SELECT nodename::text, nodeport, nodeid,"
-							  "        array_agg(pg_catalog.shard_name($1, shardid) ORDER BY shardid)::text,"
+							  "        pg_catalog.array_agg(CASE WHEN (SELECT n.nspname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n"
+							  "                                         ON n.oid OPERATOR(pg_catalog.=) c.relnamespace WHERE c.oid OPERATOR(pg_catalog.=) $1)"
+							  "                                        OPERATOR(pg_catalog.=) 'public'"
+							  "                                  THEN 'public.' OPERATOR(pg_catalog.||) pg_catalog.shard_name($1, shardid)"
+							  "                                  ELSE pg_catalog.shard_name($1, shardid) END ORDER BY shardid)::text,"
 							  "        (SELECT count(*) FROM s) - (SELECT count(*) FROM p)"
 							  " FROM p GROUP BY nodeid, nodename, nodeport ORDER BY nodeid",
 							  1, argtypes, args, NULL, true, 0) != SPI_OK_SELECT)
@@ -515,6 +667,22 @@ find_nodes(PgGpuNodes *cl, Oid relid, const char *relname)
 }
 
 
+/* a command (no rows) on every node's connection at once */
+static void
+nodes_command(PgGpuNodes *ns, const char *sql, const char *doing)
+{
+	for (int i = 0; i < ns->nnodes; i++)
+		pg_gpu_node_send(&ns->nodes[i], sql, 0, NULL, NULL, NULL, doing);
+	for (int i = 0; i < ns->nnodes; i++)
+	{
+		PGresult   *res = pg_gpu_node_result(&ns->nodes[i], doing);
+
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			pg_gpu_node_bad_answer(&ns->nodes[i], doing, "rows to a command");
+		PQclear(res);
+	}
+}
+
 /*
  * Connects to every node that holds shards of relid, as the calling user;
  * the connections close with the current memory context (after success,
@@ -532,11 +700,14 @@ pg_gpu_nodes_open(PgGpuNodes *ns, Oid relid, const char *relname)
 	pg_gpu_progress(true, "connecting to %d Citus nodes", ns->nnodes);
 	for (int i = 0; i < ns->nnodes; i++)
 		node_connect(&ns->nodes[i]);
+	/* one transaction a node: what a node loads lives until its end (worker.c) */
+	nodes_command(ns, "BEGIN", "starting a transaction");
 }
 
 /* closes the connections now: each node's backend ends, freeing what it held */
 void
 pg_gpu_nodes_close(PgGpuNodes *ns)
 {
+	nodes_command(ns, "COMMIT", "ending its transaction");
 	release_nodes(ns);
 }

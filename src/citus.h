@@ -40,12 +40,21 @@ extern PGresult *pg_gpu_node_next(PgGpuNode *node, const char *doing);
 extern PGresult *pg_gpu_node_result(PgGpuNode *node, const char *doing);
 pg_noreturn extern void pg_gpu_node_lost(PgGpuNode *node, const char *doing);
 
-/* binary values, as libpq parameters and results */
+/* pg_gpu's schema (quoted), which qualifies every call sent to a node; the GRANT a role needs there */
+extern const char *pg_gpu_node_schema(void);
+extern char *pg_gpu_node_grant(const char *role);
+
+/* binary values, as libpq parameters and results; a node's answer checked (08P01 naming it) */
 extern char *pg_gpu_names_literal(const char *const *names, int n);
 extern char *pg_gpu_array_binary(ArrayType *a, int *len);
-extern ArrayType *pg_gpu_result_array(PGresult *res, int row, int col, Oid elemtype);
+pg_noreturn extern void pg_gpu_node_bad_answer(PgGpuNode *node, const char *doing, const char *what);
+extern void pg_gpu_node_check_result(PgGpuNode *node, PGresult *res, int ntuples, int nfields,
+									 const char *doing);
+extern ArrayType *pg_gpu_result_array(PgGpuNode *node, PGresult *res, int row, int col, Oid elemtype,
+									  const char *doing);
 extern StringInfoData pg_gpu_result_field(PGresult *res, int row, int col);
-extern int64 pg_gpu_result_int8(PGresult *res, int row, int col);
-extern double pg_gpu_result_float8(PGresult *res, int row, int col);
+extern int64 pg_gpu_result_int8(PgGpuNode *node, PGresult *res, int row, int col, const char *doing);
+extern int32 pg_gpu_result_int4(PgGpuNode *node, PGresult *res, int row, int col, const char *doing);
+extern double pg_gpu_result_float8(PgGpuNode *node, PGresult *res, int row, int col, const char *doing);
 
 #endif							/* PG_GPU_CITUS_H */

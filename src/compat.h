@@ -9,6 +9,7 @@
 #include "postgres.h"
 
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_proc.h"
 #include "nodes/parsenodes.h"
 #include "utils/acl.h"
 #include "utils/rel.h"
@@ -45,6 +46,17 @@ pg_gpu_namespace_aclcheck(Oid nspid, Oid roleid, AclMode mode)
 	return object_aclcheck(NamespaceRelationId, nspid, roleid, mode);
 #else
 	return pg_namespace_aclcheck(nspid, roleid, mode);
+#endif
+}
+
+/* (the same for a function) */
+static inline AclResult
+pg_gpu_proc_aclcheck(Oid procid, Oid roleid, AclMode mode)
+{
+#if PG_VERSION_NUM >= 160000
+	return object_aclcheck(ProcedureRelationId, procid, roleid, mode);
+#else
+	return pg_proc_aclcheck(procid, roleid, mode);
 #endif
 }
 

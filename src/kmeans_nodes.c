@@ -2,14 +2,17 @@
  * kmeans_nodes.c - k-means on a Citus distributed table where its rows live.
  *
  * Each node that holds shards (citus.c connects to them) reads its own
- * shards into its own GPU (or CPU) with gpu_kmeans_node_load (worker.c).
+ * shards into its own GPU (or CPU) with pg_gpu_node_kmeans_load (worker.c).
  * The fit is the compute layer's pggpu_kmeans_over with the nodes as its
  * source: an iteration sends the centroids to every node at once and gets
  * back k x (d + 1) sums and counts from each, added here in node order; the
  * seeding gathers a sample that every node draws by the same rule (each row
  * by its index in the union of the nodes' rows), so a fit depends on the
  * seed and the shard layout only.  Memberships come back from the nodes as
- * rows of arrays (gpu_kmeans_node_labels).
+ * rows of arrays (pg_gpu_node_kmeans_labels).  Every call is qualified
+ * with pg_gpu's schema, on connections whose search_path is pg_catalog, in
+ * one transaction a node (citus.c), and every answer is checked before it is
+ * used (08P01 naming the node).
  *
  * Not on the nodes (read through Citus's executor instead, as before):
  * reference and Citus local tables, scale => 'standard' fits,
@@ -34,6 +37,7 @@ struct PgGpuCluster
 	PgGpuNodes	ns;
 	int			d;
 	PgGpuData  *home;			/* the fit's host memory (and the seeding sample) */
+	const char *nsp;			/* pg_gpu's schema, quoted: every call sent is qualified with it */
 };
 
 static char *
@@ -55,6 +59,7 @@ pg_gpu_cluster_load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, 
 	FLOAT8ARRAYOID, FLOAT8ARRAYOID};
 	const char *values[7];
 	int			lengths[7] = {0};
+	char	   *sql;
 
 	cl->d = src->ncols;
 	values[1] = pg_gpu_names_literal((const char *const *) src->colnames, src->natts);
@@ -77,24 +82,30 @@ pg_gpu_cluster_load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, 
 		values[6] = pg_gpu_array_binary(a, &lengths[6]);
 	}
 
+	cl->nsp = pg_gpu_node_schema();
 	pg_gpu_nodes_open(&cl->ns, src->relid, src->relname);
 	pg_gpu_progress(true, "%d Citus nodes reading their shards", cl->ns.nnodes);
+	sql = psprintf("SELECT rows, invalid, device FROM %s.pg_gpu_node_kmeans_load($1, $2, $3, $4, $5, $6, $7)",
+				   cl->nsp);
 	for (int i = 0; i < cl->ns.nnodes; i++)
 	{
 		values[0] = cl->ns.nodes[i].shards;
-		pg_gpu_node_send(&cl->ns.nodes[i],
-				  "SELECT rows, invalid, device FROM gpu_kmeans_node_load($1, $2, $3, $4, $5, $6, $7)",
-				  7, types, values, lengths, "reading its shards");
+		pg_gpu_node_send(&cl->ns.nodes[i], sql, 7, types, values, lengths, "reading its shards");
 	}
 	memset(rows, 0, sizeof(*rows));
 	for (int i = 0; i < cl->ns.nnodes; i++)
 	{
 		PgGpuNode  *node = &cl->ns.nodes[i];
-		PGresult   *res = pg_gpu_node_result(node, "reading its shards");
+		const char *doing = "reading its shards";
+		PGresult   *res = pg_gpu_node_result(node, doing);
 
+		pg_gpu_node_check_result(node, res, 1, 3, doing);
 		node->first = rows->nvalid;
-		node->rows = pg_gpu_result_int8(res, 0, 0);
-		node->invalid = pg_gpu_result_int8(res, 0, 1);
+		node->rows = pg_gpu_result_int8(node, res, 0, 0, doing);
+		node->invalid = pg_gpu_result_int8(node, res, 0, 1, doing);
+		if (node->rows < 0 || node->invalid < 0 || node->rows > PG_INT64_MAX / 4 - rows->nvalid ||
+			node->invalid > PG_INT64_MAX / 4 - rows->ninvalid || PQgetisnull(res, 0, 2))
+			pg_gpu_node_bad_answer(node, doing, "counts of rows that cannot be");
 		node->device = pnstrdup(PQgetvalue(res, 0, 2), PQgetlength(res, 0, 2));
 		PQclear(res);
 		rows->nvalid += node->rows;
@@ -138,33 +149,48 @@ cluster_step(void *arg, const double *C, int k, bool begin, double *sums, int64_
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu step", ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	double	   *psums = palloc(sizeof(double) * k * d);
+	const char *doing = "computing a k-means iteration";
+	char	   *sql = psprintf("SELECT sums, counts, inertia, changed FROM %s.pg_gpu_node_kmeans_step($1, $2)",
+							   cl->nsp);
 
 	Assert(labels == NULL);
 	values[0] = centroids_param(C, k, d, &lengths[0]);
 	values[1] = begin ? "true" : "false";
 	for (int i = 0; i < cl->ns.nnodes; i++)
-		pg_gpu_node_send(&cl->ns.nodes[i], "SELECT sums, counts, inertia, changed FROM gpu_kmeans_node_step($1, $2)",
-				  2, types, values, lengths, "computing a k-means iteration");
+		pg_gpu_node_send(&cl->ns.nodes[i], sql, 2, types, values, lengths, doing);
 	memset(sums, 0, sizeof(double) * k * d);
 	memset(counts, 0, sizeof(int64_t) * k);
 	*inertia = 0;
 	*changed = 0;
 	for (int i = 0; i < cl->ns.nnodes; i++)
 	{
-		PGresult   *res = pg_gpu_node_result(&cl->ns.nodes[i], "computing a k-means iteration");
-		ArrayType  *c = pg_gpu_result_array(res, 0, 1, INT8OID);
-		const int64 *cv = (const int64 *) ARR_DATA_PTR(c);
+		PgGpuNode  *node = &cl->ns.nodes[i];
+		PGresult   *res = pg_gpu_node_result(node, doing);
+		ArrayType  *c;
+		const int64 *cv;
+		int64		nchanged;
 
-		if (PQgetlength(res, 0, 0) != 8 * k * d || ArrayGetNItems(ARR_NDIM(c), ARR_DIMS(c)) != k ||
-			ARR_HASNULL(c))
-			elog(ERROR, "Citus node %s:%d returned sums of another shape", cl->ns.nodes[i].host, cl->ns.nodes[i].port);
+		pg_gpu_node_check_result(node, res, 1, 4, doing);
+		c = pg_gpu_result_array(node, res, 0, 1, INT8OID, doing);
+		cv = (const int64 *) ARR_DATA_PTR(c);
+		if (PQgetisnull(res, 0, 0) || PQgetlength(res, 0, 0) != 8 * k * d)
+			pg_gpu_node_bad_answer(node, doing, psprintf("sums of another size than %d x %d doubles", k, d));
+		if (ArrayGetNItems(ARR_NDIM(c), ARR_DIMS(c)) != k || ARR_HASNULL(c))
+			pg_gpu_node_bad_answer(node, doing, psprintf("counts of another length than %d", k));
+		for (int j = 0; j < k; j++)
+			if (cv[j] < 0 || cv[j] > node->rows)
+				pg_gpu_node_bad_answer(node, doing, psprintf("a count of %lld for a node of %lld rows",
+															 (long long) cv[j], (long long) node->rows));
+		nchanged = pg_gpu_result_int8(node, res, 0, 3, doing);
+		if (nchanged < 0 || nchanged > node->rows)
+			pg_gpu_node_bad_answer(node, doing, "a count of changed rows that cannot be");
 		pg_gpu_doubles_from_wire(PQgetvalue(res, 0, 0), (int64) k * d, psums);
 		for (int64 j = 0; j < (int64) k * d; j++)
 			sums[j] += psums[j];
 		for (int j = 0; j < k; j++)
 			counts[j] += cv[j];
-		*inertia += pg_gpu_result_float8(res, 0, 2);
-		*changed += pg_gpu_result_int8(res, 0, 3);
+		*inertia += pg_gpu_result_float8(node, res, 0, 2, doing);
+		*changed += nchanged;
 		PQclear(res);
 	}
 	MemoryContextSwitchTo(old);
@@ -184,20 +210,27 @@ cluster_sample(void *arg, uint64_t seed, double rate, pggpu_data *into, pggpu_er
 	double	   *X;
 	pggpu_status st;
 
+	const char *doing = "drawing the seeding sample";
+	char	   *sql = psprintf("SELECT %s.pg_gpu_node_kmeans_sample($1, $2, $3)", cl->nsp);
+
 	values[0] = psprintf("%lld", (long long) (int64) seed);
 	values[2] = psprintf("%.17g", rate);
 	for (int i = 0; i < cl->ns.nnodes; i++)
 	{
 		values[1] = psprintf("%lld", (long long) cl->ns.nodes[i].first);
-		pg_gpu_node_send(&cl->ns.nodes[i], "SELECT gpu_kmeans_node_sample($1, $2, $3)", 3, types, values, NULL,
-				  "drawing the seeding sample");
+		pg_gpu_node_send(&cl->ns.nodes[i], sql, 3, types, values, NULL, doing);
 	}
 	/* (each result is read before the next node's: a sample is at most about 40 k rows) */
 	for (int i = 0; i < cl->ns.nnodes; i++)
 	{
-		got[i] = pg_gpu_node_result(&cl->ns.nodes[i], "drawing the seeding sample");
-		if (PQgetlength(got[i], 0, 0) % (8 * cl->d) != 0)
-			elog(ERROR, "Citus node %s:%d returned a sample of another shape", cl->ns.nodes[i].host, cl->ns.nodes[i].port);
+		PgGpuNode  *node = &cl->ns.nodes[i];
+
+		got[i] = pg_gpu_node_result(node, doing);
+		pg_gpu_node_check_result(node, got[i], 1, 1, doing);
+		if (PQgetisnull(got[i], 0, 0) || PQgetlength(got[i], 0, 0) % (8 * cl->d) != 0 ||
+			PQgetlength(got[i], 0, 0) / (8 * cl->d) > node->rows)
+			pg_gpu_node_bad_answer(node, doing, psprintf("a sample that is not rows of %d doubles, at most %lld",
+														 cl->d, (long long) node->rows));
 		m += PQgetlength(got[i], 0, 0) / (8 * cl->d);
 	}
 	X = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(m, 1) * cl->d);
@@ -240,6 +273,8 @@ pg_gpu_cluster_labels(PgGpuCluster *cl, const double *C, int k, PgGpuRows *rows,
 	int			lengths[1];
 	int64		nv = 0,
 				ni = 0;
+	const char *doing = "assigning its rows";
+	char	   *sql = psprintf("SELECT ids, clusters, distances FROM %s.pg_gpu_node_kmeans_labels($1)", cl->nsp);
 
 	rows->ids = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * Max(rows->nvalid, 1));
 	rows->invalid_ids = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * Max(rows->ninvalid, 1));
@@ -251,22 +286,30 @@ pg_gpu_cluster_labels(PgGpuCluster *cl, const double *C, int k, PgGpuRows *rows,
 	/* a row of arrays at a time (single-row mode): never a node's whole answer in memory at once */
 	for (int i = 0; i < cl->ns.nnodes; i++)
 	{
-		pg_gpu_node_send(&cl->ns.nodes[i], "SELECT ids, clusters, distances FROM gpu_kmeans_node_labels($1)",
-				  1, types, values, lengths, "assigning its rows");
+		pg_gpu_node_send(&cl->ns.nodes[i], sql, 1, types, values, lengths, doing);
 		if (!PQsetSingleRowMode(cl->ns.nodes[i].conn))
-			pg_gpu_node_lost(&cl->ns.nodes[i], "assigning its rows");
+			pg_gpu_node_lost(&cl->ns.nodes[i], doing);
 	}
 	for (int i = 0; i < cl->ns.nnodes; i++)
 	{
+		PgGpuNode  *node = &cl->ns.nodes[i];
 		PGresult   *res;
+		int64		seen = 0;	/* this node's rows so far */
 
-		while ((res = pg_gpu_node_next(&cl->ns.nodes[i], "assigning its rows")) != NULL)
+		while ((res = pg_gpu_node_next(node, doing)) != NULL)
 		{
+			if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 0)
+			{
+				/* (single-row mode ends with an empty result) */
+				PQclear(res);
+				continue;
+			}
+			pg_gpu_node_check_result(node, res, -1, 3, doing);
 			for (int t = 0; t < PQntuples(res); t++)
 			{
-				ArrayType  *ia = pg_gpu_result_array(res, t, 0, INT8OID);
-				ArrayType  *ca = pg_gpu_result_array(res, t, 1, INT4OID);
-				ArrayType  *da = pg_gpu_result_array(res, t, 2, FLOAT8OID);
+				ArrayType  *ia = pg_gpu_result_array(node, res, t, 0, INT8OID, doing);
+				ArrayType  *ca = pg_gpu_result_array(node, res, t, 1, INT4OID, doing);
+				ArrayType  *da = pg_gpu_result_array(node, res, t, 2, FLOAT8OID, doing);
 				Datum	   *iv,
 						   *cv,
 						   *dv;
@@ -275,9 +318,26 @@ pg_gpu_cluster_labels(PgGpuCluster *cl, const double *C, int k, PgGpuRows *rows,
 				int			m,
 							m2;
 
+				int			m3;
+
+				if (ARR_HASNULL(ia))
+					pg_gpu_node_bad_answer(node, doing, "a NULL id");
 				deconstruct_array(ia, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &iv, NULL, &m);
 				deconstruct_array(ca, INT4OID, 4, true, TYPALIGN_INT, &cv, &cn, &m2);
-				deconstruct_array(da, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &dv, &dn, &m2);
+				deconstruct_array(da, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &dv, &dn, &m3);
+				if (m2 != m || m3 != m)
+					pg_gpu_node_bad_answer(node, doing, psprintf("ids, clusters and distances of %d, %d and %d rows",
+																 m, m2, m3));
+				seen += m;
+				if (seen > node->rows + node->invalid)
+					pg_gpu_node_bad_answer(node, doing, psprintf("more rows than the %lld it read",
+																 (long long) (node->rows + node->invalid)));
+				for (int j = 0; j < m; j++)
+				{
+					if (cn[j] != dn[j] || (!cn[j] && (DatumGetInt32(cv[j]) < 1 || DatumGetInt32(cv[j]) > k)))
+						pg_gpu_node_bad_answer(node, doing, psprintf("cluster %s for a fit of %d clusters",
+																	 cn[j] ? "NULL" : psprintf("%d", DatumGetInt32(cv[j])), k));
+				}
 				for (int j = 0; j < m; j++)
 				{
 					if (cn[j] && ni < rows->ninvalid)
@@ -296,8 +356,8 @@ pg_gpu_cluster_labels(PgGpuCluster *cl, const double *C, int k, PgGpuRows *rows,
 			}
 			PQclear(res);
 		}
-		if (PQstatus(cl->ns.nodes[i].conn) == CONNECTION_BAD)
-			pg_gpu_node_lost(&cl->ns.nodes[i], "assigning its rows");
+		if (PQstatus(node->conn) == CONNECTION_BAD)
+			pg_gpu_node_lost(node, doing);
 	}
 	if (nv != rows->nvalid || ni != rows->ninvalid)
 		ereport(ERROR,

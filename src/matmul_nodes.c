@@ -2,14 +2,17 @@
  * matmul_nodes.c - the table form of gpu_matmul where a is a Citus
  * distributed table: each node that holds shards of a (citus.c connects to
  * them) reads its own rows of a into its own GPU (or CPU) workspace
- * (gpu_matmul_node_load, worker.c) while the coordinator reads b; b goes to
- * every node, each multiplies its rows (gpu_matmul_node_product) and streams
+ * (pg_gpu_node_matmul_load, worker.c) while the coordinator reads b; b goes to
+ * every node, each multiplies its rows (pg_gpu_node_matmul_product) and streams
  * them back with their row ids, pieces of a few megabytes sent as they are
  * made, and the coordinator puts them in row id order.  a never crosses the network; b crosses it once a node, C once.
  *
  * The checks of a single node's call hold across the cluster: a's row ids
  * are 1..m, each once (duplicates across nodes are found as the rows come
- * back), all rows have one length, and it matches b's rows.
+ * back), all rows have one length, and it matches b's rows.  Every call is
+ * qualified with pg_gpu's schema, on connections whose search_path is
+ * pg_catalog, in one transaction a node (citus.c), and every answer is
+ * checked before it is used (08P01 naming the node).
  */
 #include "postgres.h"
 
@@ -39,6 +42,8 @@ pg_gpu_matmul_nodes_load(const PgGpuMatTable *a)
 	PgGpuMatNodes *mn = palloc0(sizeof(PgGpuMatNodes));
 	static const Oid types[2] = {REGCLASSARRAYOID, TEXTARRAYOID};
 	const char *values[2];
+	char	   *sql = psprintf("SELECT rows, first_id, min_id, max_id, len, device FROM %s.pg_gpu_node_matmul_load($1, $2)",
+							   pg_gpu_node_schema());
 
 	Assert(!a->sparse);
 	pg_gpu_nodes_open(&mn->ns, a->relid, a->relname);
@@ -49,9 +54,7 @@ pg_gpu_matmul_nodes_load(const PgGpuMatTable *a)
 	for (int i = 0; i < mn->ns.nnodes; i++)
 	{
 		values[0] = mn->ns.nodes[i].shards;
-		pg_gpu_node_send(&mn->ns.nodes[i],
-						 "SELECT rows, first_id, min_id, max_id, len, device FROM gpu_matmul_node_load($1, $2)",
-						 2, types, values, NULL, "reading its rows of a");
+		pg_gpu_node_send(&mn->ns.nodes[i], sql, 2, types, values, NULL, "reading its rows of a");
 	}
 	return mn;
 }
@@ -71,21 +74,28 @@ pg_gpu_matmul_nodes_shape(PgGpuMatNodes *mn, PgGpuMatTable *a)
 	for (int i = 0; i < mn->ns.nnodes; i++)
 	{
 		PgGpuNode  *node = &mn->ns.nodes[i];
-		PGresult   *res = pg_gpu_node_result(node, "reading its rows of a");
+		const char *doing = "reading its rows of a";
+		PGresult   *res = pg_gpu_node_result(node, doing);
 
-		node->rows = pg_gpu_result_int8(res, 0, 0);
+		pg_gpu_node_check_result(node, res, 1, 6, doing);
+		node->rows = pg_gpu_result_int8(node, res, 0, 0, doing);
+		if (node->rows < 0 || node->rows > PG_INT64_MAX / 4 - m || PQgetisnull(res, 0, 5))
+			pg_gpu_node_bad_answer(node, doing, "a count of rows that cannot be");
 		node->device = pnstrdup(PQgetvalue(res, 0, 5), PQgetlength(res, 0, 5));
 		mn->len[i] = -1;
 		if (node->rows > 0)
 		{
-			mn->first_id[i] = pg_gpu_result_int8(res, 0, 1);
-			lo = Min(lo, pg_gpu_result_int8(res, 0, 2));
-			hi = Max(hi, pg_gpu_result_int8(res, 0, 3));
-			{
-				StringInfoData f = pg_gpu_result_field(res, 0, 4);
+			int64		nlo,
+						nhi;
 
-				mn->len[i] = pq_getmsgint(&f, 4);
-			}
+			mn->first_id[i] = pg_gpu_result_int8(node, res, 0, 1, doing);
+			nlo = pg_gpu_result_int8(node, res, 0, 2, doing);
+			nhi = pg_gpu_result_int8(node, res, 0, 3, doing);
+			mn->len[i] = pg_gpu_result_int4(node, res, 0, 4, doing);
+			if (nlo > nhi || mn->first_id[i] < nlo || mn->first_id[i] > nhi || mn->len[i] < 1)
+				pg_gpu_node_bad_answer(node, doing, "row ids or a row length that cannot be");
+			lo = Min(lo, nlo);
+			hi = Max(hi, nhi);
 			m += node->rows;
 			if (with >= 0 && mn->len[i] != mn->len[with])
 				ereport(ERROR,
@@ -130,6 +140,8 @@ pg_gpu_matmul_nodes_product(PgGpuMatNodes *mn, const PgGpuMatTable *a, const dou
 				got = 0;
 	bits8	   *seen;
 	char	   *wire;
+	const char *doing = "multiplying its rows of a";
+	char	   *sql = psprintf("SELECT %s.pg_gpu_node_matmul_product($1, $2, $3)", pg_gpu_node_schema());
 
 	if ((double) k * n * 8 > MaxAllocSize - VARHDRSZ)
 		ereport(ERROR,
@@ -148,10 +160,9 @@ pg_gpu_matmul_nodes_product(PgGpuMatNodes *mn, const PgGpuMatTable *a, const dou
 	{
 		if (mn->ns.nodes[i].rows == 0)
 			continue;
-		pg_gpu_node_send(&mn->ns.nodes[i], "SELECT gpu_matmul_node_product($1, $2, $3)",
-						 3, types, values, lengths, "multiplying its rows of a");
+		pg_gpu_node_send(&mn->ns.nodes[i], sql, 3, types, values, lengths, doing);
 		if (!PQsetSingleRowMode(mn->ns.nodes[i].conn))
-			pg_gpu_node_lost(&mn->ns.nodes[i], "multiplying its rows of a");
+			pg_gpu_node_lost(&mn->ns.nodes[i], doing);
 	}
 	pfree(wire);
 
@@ -160,11 +171,19 @@ pg_gpu_matmul_nodes_product(PgGpuMatNodes *mn, const PgGpuMatTable *a, const dou
 	{
 		PgGpuNode  *node = &mn->ns.nodes[i];
 		PGresult   *res;
+		int64		from_node = 0;
 
 		if (node->rows == 0)
 			continue;
-		while ((res = pg_gpu_node_next(node, "multiplying its rows of a")) != NULL)
+		while ((res = pg_gpu_node_next(node, doing)) != NULL)
 		{
+			if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 0)
+			{
+				/* (single-row mode ends with an empty result) */
+				PQclear(res);
+				continue;
+			}
+			pg_gpu_node_check_result(node, res, -1, 1, doing);
 			for (int t = 0; t < PQntuples(res); t++)
 			{
 				/* a piece: its rows' ids, then the rows */
@@ -172,7 +191,12 @@ pg_gpu_matmul_nodes_product(PgGpuMatNodes *mn, const PgGpuMatTable *a, const dou
 				int64		rows = PQgetlength(res, t, 0) / (8 * (n + 1));
 
 				if (PQgetisnull(res, t, 0) || rows < 1 || PQgetlength(res, t, 0) != 8 * rows * (n + 1))
-					elog(ERROR, "Citus node %s:%d returned product rows of another shape", node->host, node->port);
+					pg_gpu_node_bad_answer(node, doing, psprintf("a piece of the product that is not rows of an id and %lld doubles",
+																 (long long) n));
+				from_node += rows;
+				if (from_node > node->rows)
+					pg_gpu_node_bad_answer(node, doing, psprintf("more rows of the product than the %lld it read",
+																 (long long) node->rows));
 				for (int64 r = 0; r < rows; r++)
 				{
 					uint64		be;
@@ -181,8 +205,8 @@ pg_gpu_matmul_nodes_product(PgGpuMatNodes *mn, const PgGpuMatTable *a, const dou
 					memcpy(&be, piece + 8 * r, 8);
 					id = (int64) pg_ntoh64(be);
 					if (id < 1 || id > m)
-						elog(ERROR, "Citus node %s:%d returned row %lld, out of 1 to %lld",
-							 node->host, node->port, (long long) id, (long long) m);
+						pg_gpu_node_bad_answer(node, doing, psprintf("row %lld, out of 1 to %lld",
+																	 (long long) id, (long long) m));
 					if (pg_gpu_bit_get(seen, id - 1))
 						ereport(ERROR,
 								(errcode(ERRCODE_DATA_EXCEPTION),
@@ -197,7 +221,7 @@ pg_gpu_matmul_nodes_product(PgGpuMatNodes *mn, const PgGpuMatTable *a, const dou
 			CHECK_FOR_INTERRUPTS();
 		}
 		if (PQstatus(node->conn) == CONNECTION_BAD)
-			pg_gpu_node_lost(node, "multiplying its rows of a");
+			pg_gpu_node_lost(node, doing);
 	}
 	pfree(seen);
 	if (got != m)

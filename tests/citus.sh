@@ -444,6 +444,20 @@ for stmt in "CREATE ROLE analyst LOGIN" "GRANT USAGE ON SCHEMA public TO analyst
   "CREATE POLICY analyst_top ON a TO analyst USING (row_id <= 100)"; do
   q "$coord_port" "$stmt" >/dev/null
 done
+# the node functions are internal, not granted to PUBLIC: a deployment grants
+# them to the roles that run distributed fits, on every node
+node_fns="pg_gpu_node_kmeans_load, pg_gpu_node_kmeans_sample, pg_gpu_node_kmeans_step, pg_gpu_node_kmeans_labels,
+  pg_gpu_node_kmeans_close, pg_gpu_node_matmul_load, pg_gpu_node_matmul_product"
+grant_nodes() {  # grant_nodes SCHEMA ROLE
+  local fns
+  fns=$(echo "$node_fns" | tr -d '\n' | sed "s/pg_gpu_node_/$1.pg_gpu_node_/g")
+  q "$coord_port" "SELECT bool_and(success) FROM run_command_on_all_nodes(\$\$GRANT EXECUTE ON FUNCTION $fns TO $2\$\$)" |
+    grep -qx t || { echo "could not grant the node functions to $2 on every node" >&2; exit 1; }
+}
+grant_nodes public analyst
+q "$coord_port" "CREATE ROLE outsider LOGIN" >/dev/null
+q "$coord_port" "GRANT SELECT ON pts TO outsider" >/dev/null
+q "$coord_port" "CREATE POLICY outsider_all ON pts TO outsider USING (true)" >/dev/null
 # check_as ROLE NAME SQL: check, as ROLE
 check_as() {
   local role=$1 name=$2 sql=$3 out
@@ -467,6 +481,61 @@ check_as analyst "row security on the workers: gpu_matmul of a role's rows of a 
   FROM gpu_matmul('a'::regclass, 'b') d LEFT JOIN gpu_matmul('a_local'::regclass, 'b') l USING (row_id)"
 expect_error "a role without SELECT on the distributed table: 42501" 42501 "permission denied" \
   "SELECT * FROM gpu_kmeans_fit('secret', 3)" analyst
+check_as outsider "a role without EXECUTE on the node functions: the same fit, read through Citus's executor" "
+  SELECT sizes = '{1500,1000,500}' AND device NOT LIKE '%Citus%', format('%s %s', sizes, device)
+  FROM gpu_kmeans_fit('pts', 3, init_centroids => $init)"
+out=$(psql -X -q -At -h "$tmp" -p "$coord_port" -U outsider -d postgres -c "SET pg_gpu.device = $device" \
+        -c "SET client_min_messages = debug1" -c "SELECT sizes FROM gpu_kmeans_fit('pts', 3, init_centroids => $init)" 2>&1) || true
+if printf '%s' "$out" | grep -q "may not execute pg_gpu's node functions (GRANT EXECUTE ON FUNCTION public.pg_gpu_node_kmeans_load"; then
+  npass=$((npass + 1)); echo "ok   - without EXECUTE: DEBUG1 says why the executor path, naming the GRANT"
+else
+  nfail=$((nfail + 1)); echo "FAIL - without EXECUTE: DEBUG1 says why the executor path, naming the GRANT"; printf '%s\n' "$out" | grep -i "pg_gpu" | head -5 | sed 's/^/       /'
+fi
+# granted on the coordinator only: the worker's 42501 names the GRANT
+q "$coord_port" "SET citus.enable_ddl_propagation = off; GRANT EXECUTE ON FUNCTION $node_fns TO outsider" >/dev/null
+expect_error "EXECUTE granted on the coordinator only: the workers' 42501 names the GRANT" 42501 \
+  "Citus node .*permission denied for function pg_gpu_node_kmeans_load" \
+  "SELECT * FROM gpu_kmeans_fit('pts', 3, init_centroids => $init)" outsider
+q "$coord_port" "SET citus.enable_ddl_propagation = off; REVOKE EXECUTE ON FUNCTION $node_fns FROM outsider" >/dev/null
+
+# ---- schema: pg_gpu outside the caller's path, a planted function in it ----
+# every call sent to a node is qualified with pg_gpu's schema, on a
+# connection whose search_path is pg_catalog: a public.pg_gpu_node_* (public
+# being on the caller's path) must never run
+q "$coord_port" "CREATE SCHEMA gpu" >/dev/null
+q "$coord_port" "ALTER EXTENSION pg_gpu SET SCHEMA gpu" >/dev/null
+for port in "$worker_port" "$worker2_port"; do
+  [ "$(q "$port" "SELECT extnamespace::regnamespace FROM pg_extension WHERE extname = 'pg_gpu'")" = gpu ] ||
+    { echo "ALTER EXTENSION pg_gpu SET SCHEMA gpu did not reach the worker on port $port" >&2; exit 1; }
+done
+for port in "$coord_port" "$worker_port" "$worker2_port"; do
+  q "$port" "SET citus.enable_ddl_propagation = off;
+CREATE TABLE public.planted_log (at timestamptz);
+GRANT INSERT ON public.planted_log TO PUBLIC;
+CREATE FUNCTION public.pg_gpu_node_kmeans_load(regclass[], text[], text, text, integer, float8[], float8[],
+    OUT rows bigint, OUT invalid bigint, OUT device text) RETURNS record LANGUAGE plpgsql
+AS \$p\$ BEGIN INSERT INTO public.planted_log VALUES (now()); RAISE EXCEPTION 'the planted function ran'; END \$p\$;
+CREATE FUNCTION public.pg_gpu_node_matmul_load(regclass[], text[], OUT rows bigint, OUT first_id bigint,
+    OUT min_id bigint, OUT max_id bigint, OUT len integer, OUT device text) RETURNS record LANGUAGE plpgsql
+AS \$p\$ BEGIN INSERT INTO public.planted_log VALUES (now()); RAISE EXCEPTION 'the planted function ran'; END \$p\$" >/dev/null
+done
+check "pg_gpu in schema gpu, off the caller's path: gpu.gpu_kmeans_fit runs on the workers, the planted public.pg_gpu_node_kmeans_load does not" "
+  SELECT sizes = '{1500,1000,500}' AND device LIKE '% (2 Citus nodes)'
+         AND current_setting('search_path') NOT LIKE '%gpu%'
+         AND to_regproc('public.pg_gpu_node_kmeans_load') IS NOT NULL,
+         format('%s %s, search_path %s', sizes, device, current_setting('search_path'))
+  FROM gpu.gpu_kmeans_fit('pts', 3, init_centroids => $init)"
+check "pg_gpu in schema gpu: gpu.gpu_matmul of a distributed a runs on the workers, the planted function does not" "
+  SELECT count(*) = 200, format('%s rows', count(*)) FROM gpu.gpu_matmul('a'::regclass, 'b')"
+runs=0
+for port in "$coord_port" "$worker_port" "$worker2_port"; do
+  runs=$((runs + $(q "$port" "SELECT count(*) FROM public.planted_log")))
+  q "$port" "SET citus.enable_ddl_propagation = off;
+DROP FUNCTION public.pg_gpu_node_kmeans_load(regclass[], text[], text, text, integer, float8[], float8[]);
+DROP FUNCTION public.pg_gpu_node_matmul_load(regclass[], text[]); DROP TABLE public.planted_log" >/dev/null
+done
+check "the planted function never ran on any node" "SELECT $runs = 0, '$runs runs'"
+q "$coord_port" "ALTER EXTENSION pg_gpu SET SCHEMA public" >/dev/null
 
 # no pg_gpu session is left on a worker once a call has ended
 sessions_left() {
