@@ -111,5 +111,24 @@ SELECT (SELECT count(*) FROM kp_wide_fit f, jsonb_array_elements(f.model->'centr
        (SELECT count(*) FROM kp_wide_fit f, unnest(f.ids, f.clusters) m(id, cluster)
         JOIN gpu_kmeans_apply('kp_wide', f.model) a USING (id) WHERE a.cluster = m.cluster) AS same_clusters;
 
-DROP TABLE kp, kp_big, kp_small, kp_models, kp_sub, kp_sub_fit, kp_vec, kp_store, kp_in, kp_c, kp_wide, kp_wide_fit CASCADE;
+-- messages name the value gpu_kmeans_predict was given
+SELECT gpu_kmeans_predict(model, ARRAY[[1, 2], [3, 4]]::float8[]) FROM kp_store WHERE name = 'm';
+SELECT gpu_kmeans_predict(s.model, r) FROM kp_store s, (SELECT 1 AS id, ARRAY[[1, 2]]::float8[] AS v) r WHERE s.name = 'm';
+SELECT gpu_kmeans_predict(s.model, r) FROM kp_store s, (SELECT 1 AS id, ARRAY[1, 2]::float8[] AS v) r WHERE s.name = 'm';
+
+-- a model past jsonb's limit of 256 MB (about 13 million values; 6.5
+-- million centroids' values with scale 'standard', kept twice) is said
+-- before the fit, which then returns its model NULL (here the fit itself
+-- stops at once: 2 rows for k = 1000)
+CREATE TABLE kp_huge (id int PRIMARY KEY, v real[]);
+INSERT INTO kp_huge SELECT g, array_fill(g::real, ARRAY[16000]) FROM generate_series(1, 2) g;
+SELECT model FROM gpu_kmeans_fit('kp_huge', 1000, columns => ARRAY['v']);
+\set VERBOSITY terse
+SELECT model FROM gpu_kmeans_fit('kp_huge', 500, columns => ARRAY['v'], scale => 'standard');
+SELECT model FROM gpu_kmeans_choose_k('kp_huge', ARRAY[2, 1000], columns => ARRAY['v']);
+-- within the limit: no NOTICE (k = 700: 11.2 million values)
+SELECT model FROM gpu_kmeans_fit('kp_huge', 700, columns => ARRAY['v']);
+\set VERBOSITY default
+
+DROP TABLE kp, kp_big, kp_small, kp_models, kp_sub, kp_sub_fit, kp_vec, kp_store, kp_in, kp_c, kp_wide, kp_wide_fit, kp_huge CASCADE;
 DROP FUNCTION kp_label();

@@ -514,8 +514,8 @@ model_too_large(const KmeansOut *o, const FitSettings *fs, int k, bool before)
 	if (before && pg_gpu_model_fits(k, d, fs->standard))
 		return false;
 	ereport(NOTICE,
-			(errmsg("%s: the model of k = %d clusters of %d values %s jsonb's limit of 256 MB; model is NULL",
-					o->fname, k, d, before ? "would pass" : "passes"),
+			(errmsg("%s: the model of k = %d clusters of %d values %s jsonb's limit of 256 MB; its model %s NULL",
+					o->fname, k, d, before ? "would exceed" : "exceeds", before ? "will be" : "is"),
 			 errdetail("A model holds k x d centroids%s, about 20 bytes a value in jsonb (%lld MB by that estimate).",
 					   fs->standard ? " twice (scaled_centroids, for scale => 'standard')" : "",
 					   (long long) (pg_gpu_model_estimate(k, d, fs->standard) >> 20)),
@@ -982,14 +982,15 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 	pg_gpu_resolve_source(PG_GETARG_OID(AK_RELATION),
 						  PG_ARGISNULL(AK_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(AK_COLUMNS),
 						  NULL, false, fs->metric == PGGPU_METRIC_COSINE, &o.src);
+	/* before the read and the fits */
+	for (int i = 0; i < nks; i++)
+		model_too_large(&o, fs, ks[i], true);
 	pg_gpu_progress_begin(o.fname);
 	data = load(&o.src, fs->metric, false, &o.rows, "they take no part in the fits");
 	if (o.rows.nvalid == 0)
 		pg_gpu_no_usable_rows(&o.src, &o.rows);
 	for (int i = 0; i < nks; i++)
 		check_k(ks[i], &o.rows);
-	for (int i = 0; i < nks; i++)
-		model_too_large(&o, fs, ks[i], true);
 	standardize(data, fs, &o);
 
 	/* the sample: each row with probability sample_size / n, by the seed */

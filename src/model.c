@@ -535,7 +535,8 @@ pg_gpu_model_check_source(const PgGpuModel *m, const PgGpuSource *src)
  *   A model held inline (small, or a constant, or computed) is compared by
  *   its bytes as they come, compressed or not (no decompression).
  * - across queries and statements (a trigger gets a fresh fn_extra each
- *   statement), a small backend cache of the last MODEL_CACHE_SIZE models,
+ *   statement), a small backend cache of the last MODEL_CACHE_SIZE models
+ *   (and MODEL_CACHE_BYTES of memory: a larger model is parsed once a query),
  *   keyed by their raw bytes as stored (compressed, not decompressed: a
  *   toast fetch without pglz/lz4 and without parsing), compared whole
  *   (length, a hash, then memcmp).  Not by the toast pointer: there the
@@ -550,6 +551,8 @@ pg_gpu_model_check_source(const PgGpuModel *m, const PgGpuSource *src)
  * query uses frees nothing under it.
  */
 #define MODEL_CACHE_SIZE 8
+/* and at most this many bytes (raw and parsed): larger ones only for a query */
+#define MODEL_CACHE_BYTES ((Size) 128 * 1024 * 1024)
 
 typedef struct ParsedModel
 {
@@ -559,6 +562,7 @@ typedef struct ParsedModel
 	char	   *raw;			/* the model's bytes as stored (maybe compressed) */
 	Size		rawlen;
 	uint32		hash;
+	Size		bytes;			/* its memory */
 	PgGpuModel *m;				/* cosine: centroids normalised, as applied */
 	double		c_lo,			/* the centroids' non-zero magnitudes */
 				c_hi;
@@ -664,11 +668,32 @@ model_lookup(struct varlena *stored, Datum value)
 	MemoryContextSwitchTo(old);
 	MemoryContextSetParent(cxt, TopMemoryContext);
 	pm->refs = 1;				/* the caller's */
+	pm->bytes = MemoryContextMemAllocated(cxt, true);
+	if (pm->bytes > MODEL_CACHE_BYTES)
+		return pm;				/* too large to keep beyond the query */
 	if (model_cache[victim])
 		model_unref(model_cache[victim]);
 	model_cache[victim] = pm;
 	pm->refs++;					/* the backend cache's */
 	pm->used = ++model_clock;
+	/* within MODEL_CACHE_BYTES: the least recently used others go */
+	for (;;)
+	{
+		Size		total = 0;
+		int			lru = -1;
+
+		for (int i = 0; i < MODEL_CACHE_SIZE; i++)
+			if (model_cache[i])
+			{
+				total += model_cache[i]->bytes;
+				if (model_cache[i] != pm && (lru < 0 || model_cache[i]->used < model_cache[lru]->used))
+					lru = i;
+			}
+		if (total <= MODEL_CACHE_BYTES || lru < 0)
+			break;
+		model_unref(model_cache[lru]);
+		model_cache[lru] = NULL;
+	}
 	return pm;
 }
 

@@ -177,10 +177,12 @@ geometry_point(struct varlena *v, const char **data, const PgGpuRowSpec *spec,
 	if (type != GSER_POINT)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 what ? errmsg("%s is a geometry that is not a point", what) :
 				 errmsg("%s has a geometry%s that is not a point",
 						value_name(spec, slot, id, what), in_column(spec, what)),
+				 what ? errhint("A model of points applies to points: pass ST_Centroid or ST_PointOnSurface of the shape.") :
 				 errhint("k-means clusters points: pass a view with ST_Centroid(%s), or ST_PointOnSurface.",
-						 what ? "geom" : NameStr(spec->colname))));
+						 NameStr(spec->colname))));
 	if (npoints == 0)
 		return 0;
 	if (p + 8 + dims * sizeof(float8) > end)
@@ -215,8 +217,10 @@ vector_parts(PgGpuVecKind kind, struct varlena *v, const char **data, bool *has_
 		if (ARR_NDIM(a) > 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 what ? errmsg("%s is a %d-dimensional array", what, ARR_NDIM(a)) :
 					 errmsg("%s has a %d-dimensional array%s",
 							value_name(spec, slot, id, what), ARR_NDIM(a), in_column(spec, what)),
+					 what ? errhint("A row's values are a one-dimensional array.") :
 					 errhint("A vector column holds one-dimensional arrays.")));
 		*has_nulls = ARR_HASNULL(a) && array_contains_nulls(a);
 		*data = ARR_DATA_PTR(a);
