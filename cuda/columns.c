@@ -254,16 +254,39 @@ sil_distance(const double *a, const double *b, int d, pggpu_metric metric)
 }
 
 pggpu_status
-pggpu_silhouette(pggpu_data *ds, const double *X, const int32_t *labels, int m, int k,
+pggpu_silhouette(pggpu_data *ds, double *X, const int32_t *labels, int m, int k,
 				 double *score, pggpu_error *err)
 {
 	int			d = ds->d;
-	double	   *sum = (double *) pggpu_scratch_alloc(ds, sizeof(double) * m * (size_t) k);
-	int64_t    *cnt = (int64_t *) pggpu_scratch_alloc(ds, sizeof(int64_t) * k);
+	double	   *sum;
+	int64_t    *cnt;
 	double		total = 0;
 	int			used = 0;
 
 	*score = NAN;
+
+	/*
+	 * Euclidean: the distances of rows near 1e154 overflow when squared, and
+	 * those near 1e-162 underflow, as in a fit.  The silhouette is a ratio
+	 * of distances, unchanged when every row is multiplied by one power of
+	 * two: X is scaled as a fit scales its data (exact; e = 0 where it lies
+	 * in range already).  Cosine rows are unit vectors: no scale.
+	 */
+	if (ds->metric != PGGPU_METRIC_COSINE)
+	{
+		double		lo = INFINITY,
+					hi = 0;
+		int			e;
+		pggpu_status st;
+
+		pggpu_magnitudes(X, (int64_t) m * d, &lo, &hi);
+		if ((st = pggpu_scale_exponent(lo, hi, &e, err)) != PGGPU_OK)
+			return st;
+		for (int64_t i = 0; e != 0 && i < (int64_t) m * d; i++)
+			X[i] = ldexp(X[i], e);
+	}
+	sum = (double *) pggpu_scratch_alloc(ds, sizeof(double) * m * (size_t) k);
+	cnt = (int64_t *) pggpu_scratch_alloc(ds, sizeof(int64_t) * k);
 	if (sum == NULL || cnt == NULL)
 	{
 		pggpu_scratch_free(ds, sum);

@@ -375,8 +375,8 @@ pggpu_scratch_free_all(pggpu_data *ds)
 #define SCALE_LO (-500)
 
 /* the least and largest non-zero magnitudes of x (INFINITY and 0 if none) */
-static void
-range_array(const double *x, int64_t len, double *lo, double *hi)
+void
+pggpu_magnitudes(const double *x, int64_t len, double *lo, double *hi)
 {
 	for (int64_t i = 0; i < len; i++)
 	{
@@ -393,8 +393,8 @@ range_array(const double *x, int64_t len, double *lo, double *hi)
  * The scale exponent for non-zero magnitudes in [lo, hi] (lo = INFINITY:
  * none), or PGGPU_ERR_RANGE.
  */
-static pggpu_status
-scale_exponent(double lo, double hi, int *e, pggpu_error *err)
+pggpu_status
+pggpu_scale_exponent(double lo, double hi, int *e, pggpu_error *err)
 {
 	int			e_lo,
 				e_hi;
@@ -455,8 +455,8 @@ pggpu_prepare_scale(pggpu_data *ds, const double *extra, int64_t nextra, int *e,
 		hi = ds->range_hi;
 	}
 	if (extra)
-		range_array(extra, nextra, &lo, &hi);
-	if ((st = scale_exponent(lo, hi, e, err)) != PGGPU_OK)
+		pggpu_magnitudes(extra, nextra, &lo, &hi);
+	if ((st = pggpu_scale_exponent(lo, hi, e, err)) != PGGPU_OK)
 		return st;
 	delta = *e - ds->scale_e;
 	if (delta == 0 || ds->n == 0)
@@ -632,6 +632,7 @@ one_start(pggpu_data *ds, const pggpu_kmeans_params *p, int start, int e, int64_
 		pggpu_interrupts(p);
 		CHECK(ops->km_step(ds, true, sst, err));
 		r->iterations++;
+		r->changed = sst->changed;
 		if (p->progress)
 			p->progress(p->progress_arg, start, r->iterations);
 		if (sst->empty > 0)
@@ -668,6 +669,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 			   *best = NULL;
 	double		best_inertia = INFINITY;
 	int			best_iterations = 0;
+	int64_t		best_changed = 0;
 	bool		best_converged = false;
 	pggpu_step_stats sst;
 	pggpu_status st = PGGPU_OK;
@@ -734,6 +736,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 		{
 			best_inertia = sst.inertia;
 			best_iterations = r->iterations;
+			best_changed = r->changed;
 			best_converged = r->converged;
 			CHECK(ops->km_get_centroids(ds, best, err));
 		}
@@ -744,6 +747,7 @@ pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p,
 		pggpu_interrupts(p);
 		CHECK(ops->km_step(ds, false, &sst, err));
 		r->iterations = best_iterations;
+		r->changed = best_changed;
 		r->converged = best_converged;
 	}
 

@@ -335,6 +335,9 @@ pggpu_status pggpu_fail(pggpu_error *err, pggpu_status code, const char *fmt,...
 #define PGGPU_ADD(a, b) ((a) + (b))
 #endif
 
+/* DBL_MIN (2^-1022, the least normal double), for host and device code alike */
+#define PGGPU_DBL_MIN 0x1p-1022
+
 /* SplitMix64 finaliser: a good 64-bit mix, used as a counter-based RNG */
 PGGPU_HD uint64_t
 pggpu_mix64(uint64_t z)
@@ -436,13 +439,15 @@ pggpu_draw_weight(const double *dist2, const double *rw, int64_t i0, int64_t n)
  * centroids after each update, given centroids); a zero vector stays zero.
  * The same roundings on the host and the GPU: |c| = m sqrt(sum (c_j / m)^2)
  * over j in order (m = max |c_j|: no square overflows), each operation
- * rounded on its own (no fused multiply-add).
+ * rounded on its own (no fused multiply-add); for c below double's normal
+ * range (m < DBL_MIN), c_j / m times norm / sqrt(sum (c_j / m)^2).
  */
 PGGPU_HD void
 pggpu_normalize(double *c, int d, double norm)
 {
 	double		m = 0,
 				ss = 0,
+				den,
 				f;
 
 	for (int j = 0; j < d; j++)
@@ -455,9 +460,27 @@ pggpu_normalize(double *c, int d, double norm)
 
 		ss = PGGPU_ADD(ss, PGGPU_MUL(q, q));
 	}
-	f = norm / PGGPU_MUL(m, sqrt(ss));
-	for (int j = 0; j < d; j++)
-		c[j] = PGGPU_MUL(c[j], f);
+	den = PGGPU_MUL(m, sqrt(ss));
+	f = norm / den;
+	if (den >= PGGPU_DBL_MIN && isfinite(f))
+		for (int j = 0; j < d; j++)
+			c[j] = PGGPU_MUL(c[j], f);
+	else
+	{
+		/*
+		 * m (so |c|) below double's normal range (subnormal data): the one
+		 * factor norm / |c| would overflow (to Infinity, and c to NaN) or be
+		 * rounded in the subnormal product.  Divide by m first (|c_j / m| <=
+		 * 1, the q above), then by the norm of c / m (sqrt(ss) >= 1, so
+		 * norm / sqrt(ss) <= norm): neither step overflows.  Taken only
+		 * where the usual factor fails, so that data in the normal range
+		 * keep their one rounding and their results, bit for bit.
+		 */
+		double		g = norm / sqrt(ss);
+
+		for (int j = 0; j < d; j++)
+			c[j] = PGGPU_MUL(c[j] / m, g);
+	}
 }
 
 /* each of the k rows of C (k x d, row-major) scaled to norm `norm` */

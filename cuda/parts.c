@@ -450,6 +450,7 @@ lloyd(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int start, d
 		if (src->home->metric == PGGPU_METRIC_COSINE)
 			pggpu_normalize_rows(C, k, d, 1.0);
 		r->iterations++;
+		r->changed = changed;
 		if (p->progress)
 			p->progress(p->progress_arg, start, r->iterations);
 		if ((double) changed <= p->tol * (double) src->n)
@@ -494,6 +495,7 @@ pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 	int64_t    *counts = NULL;
 	double		best_inertia = INFINITY;
 	int			best_iterations = 0;
+	int64_t		best_changed = 0;
 	bool		best_converged = false;
 	pggpu_status st = PGGPU_OK;
 
@@ -541,6 +543,7 @@ pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 		{
 			best_inertia = inertia;
 			best_iterations = r->iterations;
+			best_changed = r->changed;
 			best_converged = r->converged;
 			memcpy(best, C, sizeof(double) * k * d);
 		}
@@ -549,6 +552,7 @@ pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 	{
 		memcpy(C, best, sizeof(double) * k * d);
 		r->iterations = best_iterations;
+		r->changed = best_changed;
 		r->converged = best_converged;
 	}
 	pggpu_interrupts(p);

@@ -262,6 +262,7 @@ typedef struct pggpu_kmeans_result
 	double		inertia;		/* sum of squared distances to own centroid */
 	int			iterations;		/* of the start kept (n_init) */
 	bool		converged;		/* of the start kept */
+	int64_t		changed;		/* out: rows whose label changed in the last iteration (of the start kept) */
 	double		seed_seconds;	/* out: choosing the initial centroids (all starts) */
 	double		iterate_seconds;	/* out: the Lloyd iterations (all starts; not the final passes) */
 } pggpu_kmeans_result;
@@ -321,15 +322,31 @@ int			pggpu_nearest(const double *x, const double *C, int k, int d, double *dist
 void		pggpu_unit_rows(double *C, int k, int d);
 
 /*
- * The mean silhouette of m rows X (m x d, from pggpu_data_get_rows of ds)
- * labelled 0..k-1, as scikit-learn's silhouette_score on them (Euclidean;
- * cosine: 1 - cos), O(m^2 d); NaN when they hold fewer than two clusters.
- * Polls ds's interrupt callback.
+ * The power-of-two scale every fit and assignment computes at (compute.c):
+ * pggpu_magnitudes widens [*lo, *hi] (start: INFINITY, 0) to the non-zero
+ * magnitudes of x; pggpu_scale_exponent gives the exponent e for them, 0
+ * where they lie within [2^-500, 2^501) already (results bit-identical to
+ * unscaled), so that 2^e x keeps its squares and their sums normal doubles
+ * (values near 1e154 and up overflow when squared, near 1e-162 and down
+ * underflow); PGGPU_ERR_RANGE where they span more than 2^1001.  For the
+ * host's own arithmetic on a model's centroids (gpu_kmeans_predict).
  */
+void		pggpu_magnitudes(const double *x, int64_t n, double *lo, double *hi);
+pggpu_status pggpu_scale_exponent(double lo, double hi, int *e, pggpu_error *err);
+
 /* whether row i is in the sample of rate p (0..1] drawn by seed (a counter hash) */
 bool		pggpu_sampled(uint64_t seed, int64_t i, double p);
 
-pggpu_status pggpu_silhouette(pggpu_data *ds, const double *X, const int32_t *labels, int m,
+/*
+ * The mean silhouette of m rows X (m x d, from pggpu_data_get_rows of ds)
+ * labelled 0..k-1, as scikit-learn's silhouette_score on them (Euclidean;
+ * cosine: 1 - cos), O(m^2 d); NaN when they hold fewer than two clusters.
+ * Euclidean: X is first scaled in place by the power of two a fit would
+ * scale them by (pggpu_scale_exponent), so that the silhouette, a ratio of
+ * distances, is the same for data of any magnitude (bit-identical where
+ * the data need no scaling).  Polls ds's interrupt callback.
+ */
+pggpu_status pggpu_silhouette(pggpu_data *ds, double *X, const int32_t *labels, int m,
 							  int k, double *score, pggpu_error *err);
 
 /*

@@ -243,6 +243,8 @@ typedef struct KmeansOut
 	double		inertia;
 	int			iterations;
 	bool		converged;
+	int64		changed;		/* rows that changed cluster in the last iteration */
+	bool		want_model;		/* gpu_kmeans_fit: its model column */
 	char	   *device;
 	int64		next;			/* next row to return */
 	PgGpuCluster *cluster;		/* the rows are on a Citus cluster's nodes */
@@ -464,6 +466,7 @@ fit_data(PgGpuData *data, const FitSettings *fs, int k, double *given, bool want
 	out->inertia = res.inertia;
 	out->iterations = res.iterations;
 	out->converged = res.converged;
+	out->changed = res.changed;
 	out->device = pstrdup(out->cluster ? pg_gpu_cluster_device(out->cluster) :
 						  pg_gpu_data_device(data));
 	/* the nodes' memberships: each row's nearest final centroid, with its id */
@@ -486,16 +489,46 @@ notice_not_converged(const KmeansOut *out, const FitSettings *fs)
 	ereport(NOTICE,
 			(errmsg("%s: k-means stopped at max_iter = %d without converging",
 					out->fname, fs->p.max_iter),
-			 errdetail("More rows than tol = %g of them (%.0f of %lld) changed cluster in the last iteration.",
-					   fs->p.tol, floor(fs->p.tol * (double) out->rows.nvalid), (long long) out->rows.nvalid),
+			 errdetail("%lld of %lld rows changed cluster in the last iteration; tol = %g allows at most %.0f.",
+					   (long long) out->changed, (long long) out->rows.nvalid,
+					   fs->p.tol, floor(fs->p.tol * (double) out->rows.nvalid)),
 			 errhint("Raise max_iter or tol; gpu_kmeans_fit's converged column says the same.")));
 }
 
-/* the model of a fit (src, settings and results of out) as jsonb */
+/*
+ * Whether the model of k clusters (o->src.ncols values each) would pass
+ * jsonb's limit of 256 MB (about 13 million values, 6.5 million with scale
+ * 'standard', which keeps the centroids twice); a NOTICE if so (before:
+ * before the fit).  A NOTICE and a NULL model, not an error: the fit's
+ * centroids, sizes and memberships are still right and returned (a k x d
+ * double precision[] holds up to 134 million values), and the README allows
+ * k = 1000 at d = 16000, so an error would leave such fits without any
+ * result, after having run them.  Said before the fit, so that whoever
+ * waits for the model knows at once.
+ */
+static bool
+model_too_large(const KmeansOut *o, const FitSettings *fs, int k, bool before)
+{
+	int			d = o->src.ncols;
+
+	if (before && pg_gpu_model_fits(k, d, fs->standard))
+		return false;
+	ereport(NOTICE,
+			(errmsg("%s: the model of k = %d clusters of %d values %s jsonb's limit of 256 MB; its model %s NULL",
+					o->fname, k, d, before ? "would exceed" : "exceeds", before ? "will be" : "is"),
+			 errdetail("A model holds k x d centroids%s, about 20 bytes a value in jsonb (%lld MB by that estimate).",
+					   fs->standard ? " twice (scaled_centroids, for scale => 'standard')" : "",
+					   (long long) (pg_gpu_model_estimate(k, d, fs->standard) >> 20)),
+			 errhint("The centroids column holds the fit: store it and use gpu_kmeans_assign, or lower k or the number of columns.")));
+	return true;
+}
+
+/* the model of a fit (src, settings and results of out) as jsonb; NULL: too large */
 static Datum
-model_datum(const KmeansOut *o, const FitSettings *fs)
+model_datum(const KmeansOut *o, const FitSettings *fs, bool *isnull)
 {
 	PgGpuModel	m = {0};
+	Datum		model;
 
 	m.k = o->k;
 	m.d = o->src.ncols;
@@ -523,7 +556,14 @@ model_datum(const KmeansOut *o, const FitSettings *fs)
 	m.max_iter = fs->p.max_iter;
 	m.tol = fs->p.tol;
 	m.device = o->device;
-	return pg_gpu_model_to_jsonb(&m);
+	/* too large by the estimate: said before the fit */
+	*isnull = !pg_gpu_model_fits(o->k, m.d, fs->standard);
+	if (*isnull)
+		return (Datum) 0;
+	model = pg_gpu_model_to_jsonb(&m, isnull);
+	if (*isnull)
+		model_too_large(o, fs, o->k, false);
+	return model;
 }
 
 static void
@@ -564,6 +604,8 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 		out->given = true;
 	}
 
+	if (out->want_model)
+		model_too_large(out, fs, k, true);
 	start = GetCurrentTimestamp();
 	pg_gpu_progress_begin(out->fname);
 	skipped = want_labels ? "they come back with cluster NULL" : "they take no part in the fit";
@@ -707,6 +749,7 @@ gpu_kmeans_fit(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	memset(&o, 0, sizeof(o));
 	o.fname = "gpu_kmeans_fit";
+	o.want_model = rsinfo->setDesc->natts > 6;
 	run_kmeans(fcinfo, memberships, &o);
 	returning = GetCurrentTimestamp();
 	d = o.src.ncols;
@@ -728,7 +771,7 @@ gpu_kmeans_fit(PG_FUNCTION_ARGS)
 	v[5] = CStringGetTextDatum(o.device);
 	/* (an extension script before 1.4 declares six columns) */
 	if (rsinfo->setDesc->natts > 6)
-		v[6] = model_datum(&o, &o.fs);
+		v[6] = model_datum(&o, &o.fs, &nulls[6]);
 	if (memberships)
 		membership_arrays(&o, &v[7], &v[8]), nulls[7] = nulls[8] = false;
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
@@ -939,6 +982,9 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 	pg_gpu_resolve_source(PG_GETARG_OID(AK_RELATION),
 						  PG_ARGISNULL(AK_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(AK_COLUMNS),
 						  NULL, false, fs->metric == PGGPU_METRIC_COSINE, &o.src);
+	/* before the read and the fits */
+	for (int i = 0; i < nks; i++)
+		model_too_large(&o, fs, ks[i], true);
 	pg_gpu_progress_begin(o.fname);
 	data = load(&o.src, fs->metric, false, &o.rows, "they take no part in the fits");
 	if (o.rows.nvalid == 0)
@@ -978,7 +1024,7 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 		v[3] = Int32GetDatum(o.iterations);
 		v[4] = BoolGetDatum(o.converged);
 		v[5] = Int32GetDatum(m);
-		v[6] = model_datum(&o, fs);
+		v[6] = model_datum(&o, fs, &nulls[6]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
 		pfree(o.labels);
 	}

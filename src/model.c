@@ -17,7 +17,10 @@
 
 #include "common/shortest_dec.h"
 #include "lib/stringinfo.h"
+#include "access/detoast.h"
+#include "common/hashfn.h"
 #include "executor/executor.h"
+#include "miscadmin.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -34,65 +37,161 @@
 
 /* ---- writing ---------------------------------------------------------------- */
 
-static void
-put_double(StringInfo s, double v)
-{
-	char		buf[DOUBLE_SHORTEST_DECIMAL_LEN];
+/*
+ * The model is built as a JsonbValue tree and converted once
+ * (JsonbValueToJsonb), not printed as text and parsed back by jsonb_in: no
+ * JSON text of the whole model (over 250 MB for 13 million values), no
+ * lexing.  Each double is still turned into a numeric through its shortest
+ * exact decimal (numeric_in on a buffer of at most 25 characters):
+ * PostgreSQL 15 has no exact float8 -> numeric (float8_numeric rounds to 15
+ * digits), and the shortest decimal is what makes a stored model hold the
+ * very doubles that were fit.
+ *
+ * jsonb's own limit: a container's children are addressed by 28-bit
+ * offsets (JENTRY_OFFLENMASK), so the centroids, like the whole object,
+ * must take under 256 MB.  A double takes about 20 bytes in jsonb (4 of
+ * JEntry, 4 of varlena header, 2 of numeric header, 17 digits in 5 base-10000
+ * digits of 2 bytes; up to 3 more of alignment, 2 more of header for
+ * exponents beyond +-63 decimal places): about 13 million values, 6.5
+ * million centroids' values with scale 'standard' (centroids and
+ * scaled_centroids).  pg_gpu_model_fits estimates that before a fit;
+ * ModelWriter counts the exact bytes while the tree is built, so that the
+ * conversion is never attempted where it would fail (54000 after the whole
+ * fit).
+ */
+#define MODEL_BYTES_PER_VALUE 20
+#define MODEL_MAX_BYTES ((int64) JENTRY_OFFLENMASK)
 
-	if (!isfinite(v))
+typedef struct ModelWriter
+{
+	JsonbParseState *st;
+	int64		bytes;			/* the jsonb's size so far (a close upper bound) */
+	int64		n;				/* values written (for interrupts) */
+} ModelWriter;
+
+static void
+push_key(ModelWriter *w, const char *key)
+{
+	JsonbValue	v;
+
+	v.type = jbvString;
+	v.val.string.val = (char *) key;
+	v.val.string.len = strlen(key);
+	pushJsonbValue(&w->st, WJB_KEY, &v);
+	w->bytes += 4 + v.val.string.len;
+}
+
+/* a scalar: as an array element (in_array) or an object's value */
+static void
+push_scalar(ModelWriter *w, JsonbValue *v, bool in_array)
+{
+	pushJsonbValue(&w->st, in_array ? WJB_ELEM : WJB_VALUE, v);
+	/*
+	 * its JEntry, then the value; a numeric is aligned to 4 bytes (JEntries
+	 * and headers are multiples of 4, so bytes % 4 follows the buffer's)
+	 */
+	w->bytes += 4;
+	if (v->type == jbvNumeric)
+		w->bytes = INTALIGN(w->bytes) + VARSIZE(v->val.numeric);
+	else if (v->type == jbvString)
+		w->bytes += v->val.string.len;
+}
+
+static void
+push_string(ModelWriter *w, const char *str, bool in_array)
+{
+	JsonbValue	v;
+
+	v.type = jbvString;
+	v.val.string.val = (char *) str;
+	v.val.string.len = strlen(str);
+	push_scalar(w, &v, in_array);
+}
+
+static void
+push_bool(ModelWriter *w, bool b)
+{
+	JsonbValue	v;
+
+	v.type = jbvBool;
+	v.val.boolean = b;
+	push_scalar(w, &v, false);
+}
+
+static void
+push_int(ModelWriter *w, int64 i, bool in_array)
+{
+	JsonbValue	v;
+
+	v.type = jbvNumeric;
+	v.val.numeric = int64_to_numeric(i);
+	push_scalar(w, &v, in_array);
+}
+
+/* a double in its shortest exact decimal form; not finite: null */
+static void
+push_double(ModelWriter *w, double d, bool in_array)
+{
+	JsonbValue	v;
+
+	if (!isfinite(d))
+		v.type = jbvNull;
+	else
 	{
-		appendStringInfoString(s, "null");
-		return;
+		char		buf[DOUBLE_SHORTEST_DECIMAL_LEN];
+
+		double_to_shortest_decimal_buf(d, buf);
+		v.type = jbvNumeric;
+		v.val.numeric = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(buf),
+															ObjectIdGetDatum(InvalidOid),
+															Int32GetDatum(-1)));
 	}
-	double_to_shortest_decimal_buf(v, buf);
-	appendStringInfoString(s, buf);
+	push_scalar(w, &v, in_array);
+	/* a large model takes seconds: answer a cancel or statement_timeout */
+	if ((++w->n & 4095) == 0)
+		CHECK_FOR_INTERRUPTS();
 }
 
 static void
-put_key(StringInfo s, const char *key)
+begin_array(ModelWriter *w, bool in_array)
 {
-	appendStringInfoString(s, s->len > 1 ? ", " : "");
-	escape_json(s, key);
-	appendStringInfoString(s, ": ");
+	pushJsonbValue(&w->st, WJB_BEGIN_ARRAY, NULL);
+	/* its JEntry in the parent, aligned, its header */
+	w->bytes = INTALIGN(w->bytes + 4) + 4;
+	(void) in_array;
 }
 
 static void
-put_doubles(StringInfo s, const double *v, int n)
+end_array(ModelWriter *w)
 {
-	appendStringInfoChar(s, '[');
+	pushJsonbValue(&w->st, WJB_END_ARRAY, NULL);
+}
+
+static void
+push_doubles(ModelWriter *w, const double *v, int n, bool in_array)
+{
+	begin_array(w, in_array);
 	for (int i = 0; i < n; i++)
-	{
-		if (i > 0)
-			appendStringInfoString(s, ", ");
-		put_double(s, v[i]);
-	}
-	appendStringInfoChar(s, ']');
+		push_double(w, v[i], true);
+	end_array(w);
 }
 
 static void
-put_matrix(StringInfo s, const double *m, int rows, int cols)
+push_matrix(ModelWriter *w, const double *m, int rows, int cols)
 {
-	appendStringInfoChar(s, '[');
+	begin_array(w, false);
 	for (int r = 0; r < rows; r++)
-	{
-		if (r > 0)
-			appendStringInfoString(s, ", ");
-		put_doubles(s, m + (int64) r * cols, cols);
-	}
-	appendStringInfoChar(s, ']');
+		push_doubles(w, m + (int64) r * cols, cols, true);
+	end_array(w);
 }
 
 static void
-put_strings(StringInfo s, char *const *v, int n)
+push_strings(ModelWriter *w, char *const *v, int n)
 {
-	appendStringInfoChar(s, '[');
+	begin_array(w, false);
 	for (int i = 0; i < n; i++)
-	{
-		if (i > 0)
-			appendStringInfoString(s, ", ");
-		escape_json(s, v[i]);
-	}
-	appendStringInfoChar(s, ']');
+		push_string(w, v[i], true);
+	end_array(w);
 }
 
 static const char *
@@ -101,74 +200,98 @@ input_name(PgGpuVecKind kind)
 	return kind == PG_GPU_VEC_NONE ? "columns" : kind == PG_GPU_VEC_GEOMETRY ? "geometry" : "vector";
 }
 
-Datum
-pg_gpu_model_to_jsonb(const PgGpuModel *m)
+int64
+pg_gpu_model_estimate(int64 k, int d, bool standard)
 {
-	StringInfoData s;
+	return ((standard ? 2 : 1) * k * d + (standard ? 2 : 0) * (int64) d) * MODEL_BYTES_PER_VALUE;
+}
 
-	initStringInfo(&s);
-	appendStringInfoChar(&s, '{');
-	put_key(&s, "kind");
-	escape_json(&s, MODEL_KIND);
-	put_key(&s, "version");
-	appendStringInfo(&s, "%d", MODEL_VERSION);
-	put_key(&s, "k");
-	appendStringInfo(&s, "%d", m->k);
-	put_key(&s, "dims");
-	appendStringInfo(&s, "%d", m->d);
-	put_key(&s, "input");
-	escape_json(&s, input_name(m->veckind));
-	put_key(&s, "columns");
-	put_strings(&s, m->columns, m->ncols);
-	put_key(&s, "column_types");
-	put_strings(&s, m->types, m->ncols);
-	put_key(&s, "metric");
-	escape_json(&s, m->metric == PGGPU_METRIC_COSINE ? "cosine" : "euclidean");
-	put_key(&s, "scale");
-	escape_json(&s, m->standard ? "standard" : "none");
+bool
+pg_gpu_model_fits(int64 k, int d, bool standard)
+{
+	/* a margin of 1 MB for the other keys (sizes, columns, figures) */
+	return pg_gpu_model_estimate(k, d, standard) + k * 28 + (int64) d * 80 + (1 << 20) <= MODEL_MAX_BYTES;
+}
+
+Datum
+pg_gpu_model_to_jsonb(const PgGpuModel *m, bool *toolarge)
+{
+	ModelWriter w = {0};
+	JsonbValue *res;
+	MemoryContext cxt,
+				old;
+	Jsonb	   *jb = NULL;
+
+	/* the tree (twice or three times the jsonb) goes with this context */
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu model", ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	pushJsonbValue(&w.st, WJB_BEGIN_OBJECT, NULL);
+	push_key(&w, "kind");
+	push_string(&w, MODEL_KIND, false);
+	push_key(&w, "version");
+	push_int(&w, MODEL_VERSION, false);
+	push_key(&w, "k");
+	push_int(&w, m->k, false);
+	push_key(&w, "dims");
+	push_int(&w, m->d, false);
+	push_key(&w, "input");
+	push_string(&w, input_name(m->veckind), false);
+	push_key(&w, "columns");
+	push_strings(&w, m->columns, m->ncols);
+	push_key(&w, "column_types");
+	push_strings(&w, m->types, m->ncols);
+	push_key(&w, "metric");
+	push_string(&w, m->metric == PGGPU_METRIC_COSINE ? "cosine" : "euclidean", false);
+	push_key(&w, "scale");
+	push_string(&w, m->standard ? "standard" : "none", false);
 	if (m->standard)
 	{
-		put_key(&s, "mean");
-		put_doubles(&s, m->mean, m->d);
-		put_key(&s, "std");
-		put_doubles(&s, m->std, m->d);
+		push_key(&w, "mean");
+		push_doubles(&w, m->mean, m->d, false);
+		push_key(&w, "std");
+		push_doubles(&w, m->std, m->d, false);
 	}
-	put_key(&s, "centroids");
-	put_matrix(&s, m->centroids, m->k, m->d);
+	push_key(&w, "centroids");
+	push_matrix(&w, m->centroids, m->k, m->d);
 	if (m->standard)
 	{
-		put_key(&s, "scaled_centroids");
-		put_matrix(&s, m->scaled, m->k, m->d);
+		push_key(&w, "scaled_centroids");
+		push_matrix(&w, m->scaled, m->k, m->d);
 	}
-	put_key(&s, "sizes");
-	appendStringInfoChar(&s, '[');
+	push_key(&w, "sizes");
+	begin_array(&w, false);
 	for (int c = 0; c < m->k; c++)
-		appendStringInfo(&s, "%s" INT64_FORMAT, c > 0 ? ", " : "", m->sizes[c]);
-	appendStringInfoChar(&s, ']');
-	put_key(&s, "inertia");
-	put_double(&s, m->inertia);
-	put_key(&s, "iterations");
-	appendStringInfo(&s, "%d", m->iterations);
-	put_key(&s, "converged");
-	appendStringInfoString(&s, m->converged ? "true" : "false");
-	put_key(&s, "rows");
-	appendStringInfo(&s, INT64_FORMAT, m->rows);
-	put_key(&s, "relation");
-	escape_json(&s, m->relation);
-	put_key(&s, "init");
-	escape_json(&s, m->init);
-	put_key(&s, "seed");
-	appendStringInfo(&s, INT64_FORMAT, m->seed);
-	put_key(&s, "n_init");
-	appendStringInfo(&s, "%d", m->n_init);
-	put_key(&s, "max_iter");
-	appendStringInfo(&s, "%d", m->max_iter);
-	put_key(&s, "tol");
-	put_double(&s, m->tol);
-	put_key(&s, "device");
-	escape_json(&s, m->device);
-	appendStringInfoChar(&s, '}');
-	return DirectFunctionCall1(jsonb_in, CStringGetDatum(s.data));
+		push_int(&w, m->sizes[c], true);
+	end_array(&w);
+	push_key(&w, "inertia");
+	push_double(&w, m->inertia, false);
+	push_key(&w, "iterations");
+	push_int(&w, m->iterations, false);
+	push_key(&w, "converged");
+	push_bool(&w, m->converged);
+	push_key(&w, "rows");
+	push_int(&w, m->rows, false);
+	push_key(&w, "relation");
+	push_string(&w, m->relation, false);
+	push_key(&w, "init");
+	push_string(&w, m->init, false);
+	push_key(&w, "seed");
+	push_int(&w, m->seed, false);
+	push_key(&w, "n_init");
+	push_int(&w, m->n_init, false);
+	push_key(&w, "max_iter");
+	push_int(&w, m->max_iter, false);
+	push_key(&w, "tol");
+	push_double(&w, m->tol, false);
+	push_key(&w, "device");
+	push_string(&w, m->device, false);
+	res = pushJsonbValue(&w.st, WJB_END_OBJECT, NULL);
+	*toolarge = w.bytes > MODEL_MAX_BYTES;
+	MemoryContextSwitchTo(old);
+	if (!*toolarge)
+		jb = JsonbValueToJsonb(res);	/* in the caller's context */
+	MemoryContextDelete(cxt);
+	return PointerGetDatum(jb);
 }
 
 /* ---- reading ---------------------------------------------------------------- */
@@ -273,8 +396,15 @@ doubles_key(JsonbContainer *c, const char *key, int rows, int cols, bool require
 				bad_model("Row %d of \"%s\" is not an array of %d numbers.", r + 1, key, cols);
 			row = v->val.binary.data;
 			for (int j = 0; j < cols; j++)
+			{
 				out[(int64) r * cols + j] = num_value(getIthJsonbValueFromContainer(row, j), key);
+				/* a large model takes seconds: answer a cancel or statement_timeout */
+				if ((j & 4095) == 4095)
+					CHECK_FOR_INTERRUPTS();
+			}
 		}
+		if ((r & 4095) == 4095 || cols >= 4096)
+			CHECK_FOR_INTERRUPTS();
 	}
 	for (int64 i = 0; i < (int64) rows * Max(cols, 1); i++)
 		if (!isfinite(out[i]))
@@ -389,55 +519,243 @@ pg_gpu_model_check_source(const PgGpuModel *m, const PgGpuSource *src)
 						src->colnames[0], src->relname, src->ncols, m->d)));
 }
 
+/*
+ * gpu_kmeans_predict's models, parsed once.  Parsing a model (every double a
+ * numeric turned back into a float8) takes milliseconds for a large one,
+ * and so does detoasting it (fetching and decompressing its chunks): per
+ * row, that was 3 ms for 5000 rows of a 0.9 MB model (15.9 s), 19 ms a row
+ * in a trigger.  So a model is recognised without detoasting it:
+ *
+ * - within a query (fn_extra), a model stored out of line is known by its
+ *   toast pointer: the toast relation, the value's OID, its raw and stored
+ *   sizes.  Safe there: a toast value is removed (and its OID free again)
+ *   only by a vacuum after the row holding it is deleted, and no vacuum
+ *   removes a row the query's snapshot still sees; the pointer came from
+ *   such a row, so while the query runs no other value can have its OID.
+ *   A model held inline (small, or a constant, or computed) is compared by
+ *   its bytes as they come, compressed or not (no decompression).
+ * - across queries and statements (a trigger gets a fresh fn_extra each
+ *   statement), a small backend cache of the last MODEL_CACHE_SIZE models
+ *   (and MODEL_CACHE_BYTES of memory: a larger model is parsed once a query),
+ *   keyed by their raw bytes as stored (compressed, not decompressed: a
+ *   toast fetch without pglz/lz4 and without parsing), compared whole
+ *   (length, a hash, then memcmp).  Not by the toast pointer: there the
+ *   snapshot argument does not hold (the row may be deleted and vacuumed
+ *   between two statements, and after an OID wraparound a new model in the
+ *   same toast table may get the same value OID, and even the same sizes),
+ *   and a wrong model would give wrong clusters silently.
+ *
+ * An entry is reference-counted: the backend cache holds one reference,
+ * each query using it another, dropped when the query's fn_mcxt goes (a
+ * reset callback, which runs on errors too), so evicting an entry a running
+ * query uses frees nothing under it.
+ */
+#define MODEL_CACHE_SIZE 8
+/* and at most this many bytes (raw and parsed): larger ones only for a query */
+#define MODEL_CACHE_BYTES ((Size) 128 * 1024 * 1024)
+
+typedef struct ParsedModel
+{
+	MemoryContext cxt;			/* holds all of it */
+	int			refs;
+	uint64		used;			/* the backend cache's clock, for LRU */
+	char	   *raw;			/* the model's bytes as stored (maybe compressed) */
+	Size		rawlen;
+	uint32		hash;
+	Size		bytes;			/* its memory */
+	PgGpuModel *m;				/* cosine: centroids normalised, as applied */
+	double		c_lo,			/* the centroids' non-zero magnitudes */
+				c_hi;
+} ParsedModel;
+
+static ParsedModel *model_cache[MODEL_CACHE_SIZE];
+static uint64 model_clock;
+
+static void
+model_unref(ParsedModel *pm)
+{
+	if (--pm->refs == 0)
+		MemoryContextDelete(pm->cxt);
+}
+
 /* what gpu_kmeans_predict keeps across the rows of a query (fn_extra) */
 typedef struct PredictCache
 {
 	MemoryContext cxt;			/* what follows; reset when the model changes */
-	Jsonb	   *jb;				/* the model's bytes, to know it again */
-	PgGpuModel *m;
+	ParsedModel *pm;			/* referenced (see predict_release) */
+	bool		ondisk;			/* the model was a toast pointer: */
+	varatt_external ptr;		/* ... this one */
+	char	   *raw;			/* else its bytes as they came */
+	Size		rawlen;
+	PgGpuModel *m;				/* pm->m */
 	double	   *x;
+	/* the centroids at scale 2^sc_e */
+	int			sc_e;
+	double	   *sc;
 	/* a row argument: its type, and the model's columns in it */
 	Oid			rowtype;
 	int32		rowtypmod;
 	int		   *atts;
 	Oid		   *types;
 	PgGpuVecKind colkind;		/* of a vector model's column */
+	MemoryContextCallback release;
 } PredictCache;
 
+/* fn_mcxt going (the query's end, or an error): the model's reference goes */
+static void
+predict_release(void *arg)
+{
+	PredictCache *pc = arg;
+
+	if (pc->pm)
+		model_unref(pc->pm);
+	pc->pm = NULL;
+}
+
+/* the parsed model of raw bytes `raw` (stored form), from the backend cache or parsed */
+static ParsedModel *
+model_lookup(struct varlena *stored, Datum value)
+{
+	Size		len = VARSIZE_ANY(stored);
+	uint32		h = DatumGetUInt32(hash_any((const unsigned char *) stored, (int) Min(len, (Size) INT_MAX)));
+	int			victim = 0;
+	ParsedModel *pm;
+	MemoryContext cxt,
+				old;
+	Jsonb	   *jb;
+
+	for (int i = 0; i < MODEL_CACHE_SIZE; i++)
+	{
+		pm = model_cache[i];
+		if (pm && pm->rawlen == len && pm->hash == h && memcmp(pm->raw, stored, len) == 0)
+		{
+			pm->used = ++model_clock;
+			pm->refs++;
+			return pm;
+		}
+		if (pm == NULL || (model_cache[victim] && pm->used < model_cache[victim]->used))
+			victim = i;
+	}
+
+	/*
+	 * Parse it in a context under CurrentMemoryContext, so that an error
+	 * (not a model) frees it; moved under TopMemoryContext once it parsed.
+	 */
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "gpu_kmeans_predict model", ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	pm = palloc0(sizeof(ParsedModel));
+	pm->cxt = cxt;
+	jb = DatumGetJsonbP(value);
+	pm->m = pg_gpu_model_from_jsonb(jb);
+	if (pm->m->metric == PGGPU_METRIC_COSINE)
+	{
+		/* as the assignment pass normalises them */
+		double	   *c = palloc(sizeof(double) * pm->m->k * pm->m->d);
+
+		memcpy(c, pm->m->scaled, sizeof(double) * pm->m->k * pm->m->d);
+		pggpu_unit_rows(c, pm->m->k, pm->m->d);
+		pm->m->scaled = c;
+	}
+	pm->c_lo = INFINITY;
+	pm->c_hi = 0;
+	pggpu_magnitudes(pm->m->scaled, (int64) pm->m->k * pm->m->d, &pm->c_lo, &pm->c_hi);
+	pm->raw = palloc(len);
+	memcpy(pm->raw, stored, len);
+	pm->rawlen = len;
+	pm->hash = h;
+	if ((Pointer) jb != DatumGetPointer(value))
+		pfree(jb);				/* the detoasted copy: not kept */
+	MemoryContextSwitchTo(old);
+	MemoryContextSetParent(cxt, TopMemoryContext);
+	pm->refs = 1;				/* the caller's */
+	pm->bytes = MemoryContextMemAllocated(cxt, true);
+	if (pm->bytes > MODEL_CACHE_BYTES)
+		return pm;				/* too large to keep beyond the query */
+	if (model_cache[victim])
+		model_unref(model_cache[victim]);
+	model_cache[victim] = pm;
+	pm->refs++;					/* the backend cache's */
+	pm->used = ++model_clock;
+	/* within MODEL_CACHE_BYTES: the least recently used others go */
+	for (;;)
+	{
+		Size		total = 0;
+		int			lru = -1;
+
+		for (int i = 0; i < MODEL_CACHE_SIZE; i++)
+			if (model_cache[i])
+			{
+				total += model_cache[i]->bytes;
+				if (model_cache[i] != pm && (lru < 0 || model_cache[i]->used < model_cache[lru]->used))
+					lru = i;
+			}
+		if (total <= MODEL_CACHE_BYTES || lru < 0)
+			break;
+		model_unref(model_cache[lru]);
+		model_cache[lru] = NULL;
+	}
+	return pm;
+}
+
 static PredictCache *
-predict_cache(FunctionCallInfo fcinfo, Jsonb *jb)
+predict_cache(FunctionCallInfo fcinfo)
 {
 	PredictCache *pc = fcinfo->flinfo->fn_extra;
+	Datum		value = PG_GETARG_DATUM(0);
+	struct varlena *given = (struct varlena *) DatumGetPointer(value);
+	struct varlena *stored;
+	bool		ondisk = VARATT_IS_EXTERNAL_ONDISK(given);
+	varatt_external ptr;
+	ParsedModel *pm;
 	MemoryContext old;
 
-	if (pc && pc->jb && VARSIZE(pc->jb) == VARSIZE(jb) && memcmp(pc->jb, jb, VARSIZE(jb)) == 0)
-		return pc;
-	/* another model (a join of models and rows): the last one's memory goes */
+	if (ondisk)
+		VARATT_EXTERNAL_GET_POINTER(ptr, given);
+	if (pc && pc->pm)
+	{
+		/* the same toast value (see above), or the same bytes */
+		if (ondisk ? pc->ondisk && pc->ptr.va_valueid == ptr.va_valueid &&
+			pc->ptr.va_toastrelid == ptr.va_toastrelid && pc->ptr.va_rawsize == ptr.va_rawsize &&
+			pc->ptr.va_extinfo == ptr.va_extinfo :
+			!pc->ondisk && !VARATT_IS_EXTERNAL(given) && pc->rawlen == VARSIZE_ANY(given) &&
+			memcmp(pc->raw, given, pc->rawlen) == 0)
+			return pc;
+	}
 	if (pc == NULL)
 	{
 		pc = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(PredictCache));
-		pc->cxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "gpu_kmeans_predict model",
+		pc->cxt = AllocSetContextCreate(fcinfo->flinfo->fn_mcxt, "gpu_kmeans_predict",
 										ALLOCSET_SMALL_SIZES);
+		pc->release.func = predict_release;
+		pc->release.arg = pc;
+		MemoryContextRegisterResetCallback(fcinfo->flinfo->fn_mcxt, &pc->release);
 		fcinfo->flinfo->fn_extra = pc;
 	}
+	/* another model (a join of models and rows): the last one's goes */
+	predict_release(pc);
 	MemoryContextReset(pc->cxt);
-	memset((char *) pc + offsetof(PredictCache, jb), 0, sizeof(PredictCache) - offsetof(PredictCache, jb));
-	old = MemoryContextSwitchTo(pc->cxt);
-	pc->m = pg_gpu_model_from_jsonb(jb);
-	pc->x = palloc(sizeof(double) * pc->m->d);
-	if (pc->m->metric == PGGPU_METRIC_COSINE)
-	{
-		/* as the assignment pass normalises them */
-		double	   *c = palloc(sizeof(double) * pc->m->k * pc->m->d);
+	memset((char *) pc + offsetof(PredictCache, ondisk), 0,
+		   offsetof(PredictCache, release) - offsetof(PredictCache, ondisk));
 
-		memcpy(c, pc->m->scaled, sizeof(double) * pc->m->k * pc->m->d);
-		pggpu_unit_rows(c, pc->m->k, pc->m->d);
-		pc->m->scaled = c;
+	/* the bytes as stored: fetched from the toast table, not decompressed */
+	stored = VARATT_IS_EXTERNAL(given) ? detoast_external_attr(given) : given;
+	pm = model_lookup(stored, value);
+	pc->pm = pm;
+	pc->m = pm->m;
+	old = MemoryContextSwitchTo(pc->cxt);
+	pc->x = palloc(sizeof(double) * pm->m->d);
+	pc->ondisk = ondisk;
+	if (ondisk)
+		pc->ptr = ptr;
+	else
+	{
+		pc->rawlen = VARSIZE_ANY(stored);
+		pc->raw = palloc(pc->rawlen);
+		memcpy(pc->raw, stored, pc->rawlen);
 	}
-	/* last: a model that fails to parse is never taken for a known one */
-	pc->jb = palloc(VARSIZE(jb));
-	memcpy(pc->jb, jb, VARSIZE(jb));
 	MemoryContextSwitchTo(old);
+	if (stored != given)
+		pfree(stored);
 	return pc;
 }
 
@@ -492,7 +810,8 @@ row_values(PredictCache *pc, HeapTupleHeader th, MemoryContext mcxt)
 			return false;
 		if (m->veckind == PG_GPU_VEC_NONE)
 			pc->x[i] = pg_gpu_datum_to_double(v, pc->types[i]);
-		else if (pg_gpu_vector_values(pc->colkind, v, m->d, pc->x, m->columns[i]) < 0)
+		else if (pg_gpu_vector_values(pc->colkind, v, m->d, pc->x,
+									  psprintf("column \"%s\" of the row", m->columns[i])) < 0)
 			return false;
 	}
 	return true;
@@ -557,6 +876,44 @@ bare_values(PredictCache *pc, Datum v, Oid argtype)
 			 errhint("Pass the table's row (gpu_kmeans_predict(model, t) FROM t), or ARRAY[...] of the values in the order of model->'columns'.")));
 }
 
+/*
+ * The centroids to compare pc->x with, pc->x scaled with them: as every fit
+ * and assignment does (pggpu_prepare_scale), the row and the centroids are
+ * multiplied by the power of two that keeps their squares and sums normal
+ * doubles (values near 1e154 and up overflow when squared, near 1e-162 and
+ * down underflow to 0, and every row would go to cluster 1).  Exact, so the
+ * nearest centroid is the one gpu_kmeans_apply finds; e = 0 (no copy) where
+ * the values are in range.  The scaled centroids are kept for the next row
+ * of the same scale.  Magnitudes too far apart for any scale: 22003, as
+ * gpu_kmeans_apply.
+ */
+static const double *
+scaled_centroids(PredictCache *pc)
+{
+	PgGpuModel *m = pc->m;
+	double		lo = pc->pm->c_lo,
+				hi = pc->pm->c_hi;
+	int			e;
+	pggpu_error err = {0};
+
+	pggpu_magnitudes(pc->x, m->d, &lo, &hi);
+	if (pggpu_scale_exponent(lo, hi, &e, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	if (e == 0)
+		return m->scaled;
+	for (int j = 0; j < m->d; j++)
+		pc->x[j] = ldexp(pc->x[j], e);
+	if (pc->sc == NULL || pc->sc_e != e)
+	{
+		if (pc->sc == NULL)
+			pc->sc = MemoryContextAllocHuge(pc->cxt, sizeof(double) * m->k * m->d);
+		for (int64 i = 0; i < (int64) m->k * m->d; i++)
+			pc->sc[i] = ldexp(m->scaled[i], e);
+		pc->sc_e = e;
+	}
+	return pc->sc;
+}
+
 PG_FUNCTION_INFO_V1(gpu_kmeans_predict);
 
 /*
@@ -568,7 +925,7 @@ PG_FUNCTION_INFO_V1(gpu_kmeans_predict);
 Datum
 gpu_kmeans_predict(PG_FUNCTION_ARGS)
 {
-	PredictCache *pc = predict_cache(fcinfo, PG_GETARG_JSONB_P(0));
+	PredictCache *pc = predict_cache(fcinfo);
 	PgGpuModel *m = pc->m;
 	Oid			argtype = get_fn_expr_argtype(fcinfo->flinfo, 1);
 	bool		ok;
@@ -588,5 +945,5 @@ gpu_kmeans_predict(PG_FUNCTION_ARGS)
 	if (m->standard)
 		for (int j = 0; j < m->d; j++)
 			pc->x[j] = (pc->x[j] - m->mean[j]) / m->std[j];
-	PG_RETURN_INT32(pggpu_nearest(pc->x, m->scaled, m->k, m->d, NULL) + 1);
+	PG_RETURN_INT32(pggpu_nearest(pc->x, scaled_centroids(pc), m->k, m->d, NULL) + 1);
 }

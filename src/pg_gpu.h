@@ -286,7 +286,16 @@ typedef struct PgGpuModel
 	const char *device;
 } PgGpuModel;
 
-extern Datum pg_gpu_model_to_jsonb(const PgGpuModel *m);
+/*
+ * The model as jsonb; *toolarge (and (Datum) 0) where it would pass jsonb's
+ * limit of 256 MB (about 13 million values), which only an exact count
+ * while it is built can tell.  pg_gpu_model_fits: whether a model of k x d
+ * centroids is expected to fit (about 20 bytes a value), for a fit to say so
+ * before it runs; pg_gpu_model_estimate: that estimate, in bytes.
+ */
+extern Datum pg_gpu_model_to_jsonb(const PgGpuModel *m, bool *toolarge);
+extern bool pg_gpu_model_fits(int64 k, int d, bool standard);
+extern int64 pg_gpu_model_estimate(int64 k, int d, bool standard);
 /* ERRORs (22023) on a value that is not a model of this version */
 extern PgGpuModel *pg_gpu_model_from_jsonb(Jsonb *jb);
 /* ERRORs when the columns src resolved are not of the kinds the model was fit on */

@@ -16,6 +16,7 @@
  */
 #include "postgres.h"
 
+#include <float.h>
 #include <math.h>
 
 #include "access/htup_details.h"
@@ -127,13 +128,34 @@ row_name(const PgGpuRowSpec *spec, TupleTableSlot *slot, int64 id)
 }
 
 /*
+ * What a message about a vector names: the value (`what`, gpu_kmeans_predict's
+ * argument or a column of its row), else the row of the relation (slot), or
+ * its first non-NULL row (slot NULL: finding the length)
+ */
+static char *
+value_name(const PgGpuRowSpec *spec, TupleTableSlot *slot, int64 id, const char *what)
+{
+	if (what)
+		return pstrdup(what);
+	return psprintf("the %s of \"%s\"", slot ? row_name(spec, slot, id) : "first non-NULL row",
+					NameStr(spec->relname));
+}
+
+/* " in column ..." after value_name, where it names a relation's row */
+static char *
+in_column(const PgGpuRowSpec *spec, const char *what)
+{
+	return what ? "" : psprintf(" in column \"%s\"", NameStr(spec->colname));
+}
+
+/*
  * A geometry's coordinates: 2 (x, y) or 3 (x, y, z; an m is left out), at
  * *data as float8; 0 for an empty point.  Anything but a point is an ERROR
- * (22023) naming the row.
+ * (22023) naming the row (or `what`, see value_name).
  */
 static int64
 geometry_point(struct varlena *v, const char **data, const PgGpuRowSpec *spec,
-			   TupleTableSlot *slot, int64 id)
+			   TupleTableSlot *slot, int64 id, const char *what)
 {
 	const uint8 *p = (const uint8 *) VARDATA(v);
 	const uint8 *end = (const uint8 *) v + VARSIZE(v);
@@ -155,9 +177,10 @@ geometry_point(struct varlena *v, const char **data, const PgGpuRowSpec *spec,
 	if (type != GSER_POINT)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("the %s of \"%s\" has a geometry in column \"%s\" that is not a point",
-						slot ? row_name(spec, slot, id) : "first non-NULL row",
-						NameStr(spec->relname), NameStr(spec->colname)),
+				 what ? errmsg("%s is a geometry that is not a point", what) :
+				 errmsg("%s has a geometry%s that is not a point",
+						value_name(spec, slot, id, what), in_column(spec, what)),
+				 what ? errhint("A model of points applies to points: pass ST_Centroid or ST_PointOnSurface of the shape.") :
 				 errhint("k-means clusters points: pass a view with ST_Centroid(%s), or ST_PointOnSurface.",
 						 NameStr(spec->colname))));
 	if (npoints == 0)
@@ -177,11 +200,11 @@ geometry_point(struct varlena *v, const char **data, const PgGpuRowSpec *spec,
  */
 static int64
 vector_parts(PgGpuVecKind kind, struct varlena *v, const char **data, bool *has_nulls,
-			 const PgGpuRowSpec *spec, TupleTableSlot *slot, int64 id)
+			 const PgGpuRowSpec *spec, TupleTableSlot *slot, int64 id, const char *what)
 {
 	*has_nulls = false;
 	if (kind == PG_GPU_VEC_GEOMETRY)
-		return geometry_point(v, data, spec, slot, id);
+		return geometry_point(v, data, spec, slot, id, what);
 	if (kind == PG_GPU_VEC_PGVECTOR || kind == PG_GPU_VEC_HALFVEC)
 	{
 		*data = PGVECTOR_DATA(v);
@@ -194,9 +217,10 @@ vector_parts(PgGpuVecKind kind, struct varlena *v, const char **data, bool *has_
 		if (ARR_NDIM(a) > 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-					 errmsg("the %s of \"%s\" has a %d-dimensional array in column \"%s\"",
-							slot ? row_name(spec, slot, id) : "first non-NULL row",
-							NameStr(spec->relname), ARR_NDIM(a), NameStr(spec->colname)),
+					 what ? errmsg("%s is a %d-dimensional array", what, ARR_NDIM(a)) :
+					 errmsg("%s has a %d-dimensional array%s",
+							value_name(spec, slot, id, what), ARR_NDIM(a), in_column(spec, what)),
+					 what ? errhint("A row's values are a one-dimensional array.") :
 					 errhint("A vector column holds one-dimensional arrays.")));
 		*has_nulls = ARR_HASNULL(a) && array_contains_nulls(a);
 		*data = ARR_DATA_PTR(a);
@@ -210,6 +234,7 @@ pg_gpu_unit_row(double *x, int64 stride, int64 d)
 	/* |x| = m sqrt(sum (x_j / m)^2): no square overflows or underflows to 0 */
 	double		m = 0,
 				ss = 0,
+				den,
 				f;
 
 	for (int64 j = 0; j < d; j++)
@@ -222,9 +247,26 @@ pg_gpu_unit_row(double *x, int64 stride, int64 d)
 
 		ss += q * q;
 	}
-	f = 1.0 / (m * sqrt(ss));
-	for (int64 j = 0; j < d; j++)
-		x[j * stride] *= f;
+	den = m * sqrt(ss);
+	f = 1.0 / den;
+	if (den >= DBL_MIN && isfinite(f))
+		for (int64 j = 0; j < d; j++)
+			x[j * stride] *= f;
+	else
+	{
+		/*
+		 * |x| below double's normal range (a subnormal row, say {5e-324,
+		 * 0}): 1 / |x| overflows (x would turn to NaN) or is rounded in the
+		 * subnormal product.  Divide by m first, then by the norm of x / m
+		 * (sqrt(ss) >= 1): neither step overflows.  As pggpu_normalize does;
+		 * only here, so that rows in the normal range keep their one
+		 * rounding and their results, bit for bit.
+		 */
+		double		g = 1.0 / sqrt(ss);
+
+		for (int64 j = 0; j < d; j++)
+			x[j * stride] = x[j * stride] / m * g;
+	}
 	return true;
 }
 
@@ -258,7 +300,7 @@ first_vector_len(const PgGpuSource *src, const char *limit)
 			bool		nulls;
 
 			if (!isnull)
-				len = vector_parts(src->veckind, PG_DETOAST_DATUM(d), &data, &nulls, spec, NULL, 0);
+				len = vector_parts(src->veckind, PG_DETOAST_DATUM(d), &data, &nulls, spec, NULL, 0, NULL);
 			if (len == 0 && src->veckind != PG_GPU_VEC_GEOMETRY)
 				break;
 		}
@@ -328,7 +370,7 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 		goto skip;
 	raw = (struct varlena *) DatumGetPointer(slot->tts_values[a]);
 	v = PG_DETOAST_DATUM(slot->tts_values[a]);
-	len = vector_parts(spec->veckind, v, &data, &nulls, spec, slot, id);
+	len = vector_parts(spec->veckind, v, &data, &nulls, spec, slot, id, NULL);
 	if (len == 0 && spec->veckind == PG_GPU_VEC_GEOMETRY)
 		goto skip_free;			/* an empty point: unusable, as a NULL */
 	if (len != d && spec->veckind == PG_GPU_VEC_GEOMETRY)
@@ -397,9 +439,8 @@ pg_gpu_vector_values(PgGpuVecKind kind, Datum value, int64 d, double *out, const
 	bool		nulls;
 	int64		len;
 
-	namestrcpy(&spec->relname, what);
-	namestrcpy(&spec->colname, what);
-	len = vector_parts(kind, v, &data, &nulls, spec, NULL, 0);
+	/* messages name the value (what), not a relation's row */
+	len = vector_parts(kind, v, &data, &nulls, spec, NULL, 0, what);
 	if (nulls || (len == 0 && kind == PG_GPU_VEC_GEOMETRY))
 		return -1;
 	if (len != d)

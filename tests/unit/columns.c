@@ -273,6 +273,27 @@ test_silhouette(void)
 		CHECK(fabs(score - (s0 + s1) / 2) < 1e-15, "hand case: %.17g, not %.17g", score, (s0 + s1) / 2);
 		CHECK(ds && pggpu_silhouette(ds, X, l1, 4, 2, &score, &err) == PGGPU_OK && isnan(score),
 			  "one cluster: %.17g, not NaN", score);
+
+		/*
+		 * scale-invariant: the same rows times 2^530 (squares overflow),
+		 * 2^-560 (squares underflow) and 2^-1070 (subnormal) give the same
+		 * silhouette, bit for bit (they are scaled as a fit scales)
+		 */
+		{
+			double		want = 0;
+			const int	es[3] = {530, -560, -1070};
+
+			CHECK(ds && pggpu_silhouette(ds, X, l2, 4, 2, &want, &err) == PGGPU_OK, "silhouette: %s", err.msg);
+			for (int t = 0; t < 3; t++)
+			{
+				double		Y[4];
+
+				for (int i = 0; i < 4; i++)
+					Y[i] = ldexp(X[i], es[t]);
+				CHECK(ds && pggpu_silhouette(ds, Y, l2, 4, 2, &score, &err) == PGGPU_OK && score == want,
+					  "rows times 2^%d: silhouette %.17g, unscaled %.17g", es[t], score, want);
+			}
+		}
 		pggpu_data_close(ds);
 		data_free(&H);
 	}

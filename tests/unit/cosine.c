@@ -1,4 +1,5 @@
 #include "unit.h"
+#include "compute_internal.h"
 
 /* ---- cosine: spherical k-means and cosine assignment ------------------------ */
 
@@ -104,9 +105,71 @@ fit_cosine(pggpu_backend be, const dataset *D, const pggpu_kmeans_params *p, km_
 	return CHECK(o->st == PGGPU_OK, "%s cosine k-means: %s", be_name(be), err.msg);
 }
 
+/*
+ * pggpu_normalize on vectors below double's normal range: the factor
+ * 1 / |c| overflowed (Infinity, the vector NaN).  Now finite, of norm 1,
+ * and equal to the same vector scaled into range first (exact) to within
+ * an ulp or two; vectors in range keep their results bit for bit.
+ */
+static void
+normalize_subnormal(void)
+{
+	const double cases[][3] = {
+		{5e-324, 0, 0},
+		{0, -5e-324, 1e-323},
+		{1e-310, -3e-310, 2e-315},
+		{2.2e-308, 1e-308, 0},
+		{0x1p-1022, 0, 0},
+	};
+
+	set_case("pggpu_normalize on subnormal vectors");
+	for (int t = 0; t < (int) (sizeof(cases) / sizeof(cases[0])); t++)
+	{
+		double		c[3],
+					up[3],
+					nrm = 0;
+
+		memcpy(c, cases[t], sizeof(c));
+		for (int j = 0; j < 3; j++)
+			up[j] = ldexp(cases[t][j], 600);
+		pggpu_normalize(c, 3, 1.0);
+		pggpu_normalize(up, 3, 1.0);
+		for (int j = 0; j < 3; j++)
+		{
+			CHECK(isfinite(c[j]), "case %d: element %d is %g", t, j, c[j]);
+			CHECK(fabs(c[j] - up[j]) <= 4 * DBL_EPSILON, "case %d: element %d is %.17g, scaled first %.17g",
+				  t, j, c[j], up[j]);
+			nrm += c[j] * c[j];
+		}
+		CHECK(fabs(sqrt(nrm) - 1) < 1e-15, "case %d: norm %.17g", t, sqrt(nrm));
+		/* a norm other than 1, as the fit's 2^e */
+		memcpy(c, cases[t], sizeof(c));
+		pggpu_normalize(c, 3, 0x1p500);
+		for (int j = 0; j < 3; j++)
+			CHECK(isfinite(c[j]) && fabs(ldexp(c[j], -500) - up[j]) <= 4 * DBL_EPSILON,
+				  "case %d, norm 2^500: element %d is %.17g", t, j, c[j]);
+	}
+	/* in range: the one factor, as before */
+	{
+		double		c[3] = {3, -4, 0},
+					f = 1.0 / (4 * sqrt(0.75 * 0.75 + 1));
+
+		pggpu_normalize(c, 3, 1.0);
+		CHECK(c[0] == 3 * f && c[1] == -4 * f && c[2] == 0, "{3, -4, 0}: %.17g %.17g %.17g", c[0], c[1], c[2]);
+	}
+	/* the public one, as gpu_kmeans_predict normalises a model's centroids */
+	{
+		double		C[4] = {5e-324, 0, 0, -5e-324};
+
+		pggpu_unit_rows(C, 2, 2);
+		CHECK(C[0] == 1 && C[1] == 0 && C[2] == 0 && C[3] == -1, "unit rows: %g %g %g %g", C[0], C[1], C[2], C[3]);
+	}
+}
+
 void
 test_cosine(void)
 {
+	normalize_subnormal();
 	static const int shapes[][3] = {{5000, 8, 5}, {20000, 64, 300}, {3000, 300, 16}};
 
 	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
