@@ -551,7 +551,7 @@ pg_gpu_check_memory(double bytes, const char *what, const char *detail_fmt,...)
 			 errmsg("%s needs %s, more than pg_gpu.max_memory (%s)",
 					what, size_text(bytes), size_text((double) pg_gpu_max_memory * 1024.0)),
 			 errdetail("%s", detail),
-			 errhint("Raise pg_gpu.max_memory (-1: no limit), or use fewer rows or columns.")));
+			 errhint("A superuser can raise pg_gpu.max_memory (-1: no limit), also for a role or database alone; or use fewer rows or columns.")));
 }
 
 void

@@ -645,7 +645,7 @@ gpu_matmul_node_load(PG_FUNCTION_ARGS)
 		{
 			PgGpuMatTable t;
 
-			pg_gpu_mat_resolve(DatumGetObjectId(oids[i]), columns, "a", &t);
+			pg_gpu_mat_resolve(DatumGetObjectId(oids[i]), columns, "columns", &t);
 			if (t.sparse)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
