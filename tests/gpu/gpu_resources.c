@@ -560,6 +560,22 @@ test_concurrent(const char *db, const char *device)
 	double		t0;
 
 	must(cpu, "SET pg_gpu.device = cpu");
+	/*
+	 * On a host with several GPUs, a call's rows are dealt to one share a
+	 * GPU: the CPU splits them the same way with pg_gpu.parts (a seeded fit
+	 * over shares seeds from their union's sample, not as one set)
+	 */
+	if (strcmp(device, "cpu") != 0)
+	{
+		long		ngpus = value_long(cpu, "SELECT count(*) FROM gpu_info()");
+		char		set[64];
+
+		if (ngpus > 1)
+		{
+			snprintf(set, sizeof(set), "SET pg_gpu.parts = %ld", ngpus);
+			must(cpu, set);
+		}
+	}
 	for (int q = 0; q < NANSWERS; q++)
 		expect[q] = value(cpu, answers[q]);
 	PQfinish(cpu);
@@ -645,13 +661,18 @@ test_oom(PGconn *c, const char *db, const char *hog)
 		waitpid(pid, NULL, 0);
 		return;
 	}
-	/* 2e6 x 8 doubles = 128 MB do not fit in what is left */
+	/*
+	 * 2e6 x 8 doubles = 128 MB do not fit in what is left, on GPU 0 alone
+	 * (which gpu_hog fills: shares over several GPUs could fit beside it)
+	 */
+	must(c, "SET pg_gpu.gpus = '0'");
 	st = fails_with(c, call, msg, sizeof(msg));
 	check(st && strcmp(st, "53200") == 0 && alive(c),
 		  "a backend that had used the GPU: %s %s", st ? st : "no error", msg);
 	free(st);
 	fresh = connect_to(db);
 	must(fresh, "SET pg_gpu.device = gpu");
+	must(fresh, "SET pg_gpu.gpus = '0'");
 	st = fails_with(fresh, call, msg, sizeof(msg));
 	check(st && strcmp(st, "53200") == 0 && alive(fresh),
 		  "a new backend (its CUDA context made with the memory gone): %s %s", st ? st : "no error", msg);
@@ -667,6 +688,7 @@ test_oom(PGconn *c, const char *db, const char *hog)
 	check(st == NULL, "in the new backend too%s%s", st ? ": " : "", st ? msg : "");
 	free(st);
 	PQfinish(fresh);
+	must(c, "RESET pg_gpu.gpus");
 }
 
 /* ---- several GPUs (pg_gpu.gpus, pg_gpu.parts) ----------------------------------- */
