@@ -67,7 +67,9 @@ cuda/compute.o cuda/seed.o cuda/columns.o cuda/parts.o cuda/together.o cuda/rout
 cuda/cpu/kmeans.o cuda/cpu/gemm.o: cuda/cpu/gemm.h
 cuda/cpu/kmeans.o cuda/cpu/blocks.o: cuda/cpu/blocks.h
 cuda/route.o: cuda/gpu/tc_shapes.h
-src/pg_gpu.o src/compat.o src/read.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/matrix_table.o src/info.o src/support.o src/model.o src/progress.o: src/pg_gpu.h src/compat.h cuda/pg_gpu_compute.h
+# every object of src/ (taken from OBJS, so a new file cannot be left out)
+$(filter src/%.o,$(OBJS)): src/pg_gpu.h src/compat.h cuda/pg_gpu_compute.h
+$(patsubst %.c,%.o,$(shell grep -l '^\#include "citus.h"' src/*.c)): src/citus.h
 
 
 # ---- unit tests of the compute layer (no PostgreSQL) ----
