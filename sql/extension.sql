@@ -29,6 +29,6 @@ DROP TABLE upgraded;
 SELECT p.oid::regprocedure AS function, obj_description(p.oid, 'pg_proc') AS comment
 FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'pg_gpu'
-ORDER BY 1::text;
+ORDER BY p.oid::regprocedure::text COLLATE "C";
 -- settings
 SELECT name, enumvals, context, unit, boot_val FROM pg_settings WHERE name LIKE 'pg_gpu.%' ORDER BY name;

@@ -1,6 +1,6 @@
 -- gpu_matmul reads tables as SELECT would: table and column privileges
 -- (42501) and row-level security.  It is not SECURITY DEFINER.
-SELECT p.oid::regprocedure, prosecdef FROM pg_proc p WHERE proname = 'gpu_matmul' ORDER BY 1::text;
+SELECT p.oid::regprocedure, prosecdef FROM pg_proc p WHERE proname = 'gpu_matmul' ORDER BY p.oid::regprocedure::text COLLATE "C";
 CREATE ROLE regress_mm_reader;
 CREATE TABLE m_a (row_id int, row_vec float8[], owner text);
 INSERT INTO m_a VALUES (1, '{1,2}', 'alice'), (2, '{3,4}', 'bob');

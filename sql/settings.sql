@@ -25,6 +25,7 @@ SET pg_gpu.max_memory = '1MB';
 SET ROLE st_user;
 SHOW pg_gpu.max_memory;
 CREATE TEMP TABLE st_pts AS SELECT g AS id, g::float8 AS x FROM generate_series(1, 100000) g;
+ANALYZE st_pts;
 SELECT count(*) FROM gpu_kmeans_fit('st_pts', 2, columns => ARRAY['x']);
 DROP TABLE st_pts;
 RESET ROLE;

@@ -390,6 +390,18 @@ pp_step_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, bool r
 	}
 }
 
+/*
+ * A kernel's dynamic shared memory past the default 48 KB needs its
+ * opt-in: a centre of d > 6144 doubles (d goes to 16000)
+ */
+static pggpu_status
+smem_opt_in(const void *fn, size_t shmem, pggpu_error *err)
+{
+	if (shmem > 48 * 1024)
+		CU(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) shmem));
+	return PGGPU_OK;
+}
+
 static size_t
 pp_step_smem(int d, int c, bool set)
 {
@@ -569,6 +581,11 @@ pp_launch_step(pggpu_data *ds, int c, bool set, bool pick, uint64_t key, const d
 	int			lb = pp_lbits(ds->k);
 	uint32_t   *words = (uint32_t *) s->labels;	/* see pp_pack */
 
+	pggpu_status st;
+
+	if ((st = smem_opt_in(set ? (const void *) pp_step_kernel<true> : (const void *) pp_step_kernel<false>,
+						  shmem, err)) != PGGPU_OK)
+		return st;
 	if (set)
 		pp_step_kernel<true><<<(unsigned) grid, BLOCK, shmem, s->stream>>>(
 			s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep, lb, words, s->dist2, s->rw, s->wsum,
@@ -593,7 +610,11 @@ gpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_
 	int			d = ds->d;
 	bool		prune = mode == PGGPU_D2_MIN;
 
+	pggpu_status st;
+
 	s->pick_ready = false;
+	if ((st = smem_opt_in((const void *) seed_prep_kernel, sizeof(double) * d, err)) != PGGPU_OK)
+		return st;
 	seed_prep_kernel<<<prune ? sep_grid(s, c) : 1, SEP_THREADS, sizeof(double) * d, s->stream>>>(
 		s->X, d, ds->log_b, s->x_rows, row, s->C, c, prune, s->sep);
 	LAUNCHED(seed_prep_kernel);
@@ -640,6 +661,8 @@ pp_batch(pggpu_data *ds, int c0, int c1, const uint64_t *keys, pggpu_error *err)
 	dev_stats  *stalled = s->stats;
 	pggpu_status st;
 
+	if ((st = smem_opt_in((const void *) pp_next_kernel, sizeof(double) * ds->d, err)) != PGGPU_OK)
+		return st;
 	CU(cudaMemsetAsync(&stalled->pp_stalled, 0, sizeof(stalled->pp_stalled), s->stream));
 	CU(cudaMemsetAsync(s->pp_rows + c0, 0xff, sizeof(long long) * (c1 - c0), s->stream));
 	for (int c = c0; c < c1; c++)
