@@ -6,6 +6,22 @@ PG_MAJOR=${PG_MAJOR:-15}
 
 log() { printf '\n== %s\n' "$*"; }
 
+# heartbeat LABEL COMMAND...: runs COMMAND, saying "LABEL: N s so far" every
+# 30 s while it runs (on fd HEARTBEAT_FD, default 2), so that a long silent
+# step (a build, the fuzzer) shows it is alive
+heartbeat() {
+  local label=$1 pid t=0
+  shift
+  "$@" &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    t=$((t + 1))
+    [ $((t % 30)) -eq 0 ] && echo "   ... $label: $t s so far" >&"${HEARTBEAT_FD:-2}"
+  done
+  wait "$pid"
+}
+
 # step NAME COMMAND...: runs a suite step and counts it in passed/failed
 passed=0 failed=0
 step() {
@@ -83,10 +99,12 @@ ensure_pg18() {
   log "building PostgreSQL $PG18_VERSION into $prefix (once)" >&2
   rm -rf "$src" "$prefix" && mkdir -p "$src" &&
     tar -xjf "$tarball" -C "$src" --strip-components=1 &&
-    (cd "$src" && ./configure --prefix="$prefix" --without-icu --without-readline >"$cache/pg18-build.log" 2>&1 &&
-       make -j"$(nproc)" -s >>"$cache/pg18-build.log" 2>&1 && make -s install >>"$cache/pg18-build.log" 2>&1 &&
-       make -C src/test/isolation -s >>"$cache/pg18-build.log" 2>&1 &&
-       mkdir -p "$iso" && cp src/test/isolation/pg_isolation_regress src/test/isolation/isolationtester "$iso/") ||
+    heartbeat "building PostgreSQL $PG18_VERSION (log: $cache/pg18-build.log)" \
+      bash -c 'cd "$1" && ./configure --prefix="$2" --without-icu --without-readline >"$3" 2>&1 &&
+        make -j"$(nproc)" -s >>"$3" 2>&1 && make -s install >>"$3" 2>&1 &&
+        make -C src/test/isolation -s >>"$3" 2>&1 &&
+        mkdir -p "$4" && cp src/test/isolation/pg_isolation_regress src/test/isolation/isolationtester "$4/"' \
+      _ "$src" "$prefix" "$cache/pg18-build.log" "$iso" ||
     { tail -30 "$cache/pg18-build.log" >&2; return 1; }
   rm -rf "$src"
   echo "$prefix/bin/pg_config"
@@ -158,7 +176,9 @@ ensure_citus() {
   rm -rf "$cache"
   mkdir -p "$cache"
   tar xzf "$tarball" -C "$cache" --strip-components=1
-  if ! (cd "$cache" && ./configure PG_CONFIG="$PG_CONFIG" && make -j"$(nproc)") >"$cache/build.log" 2>&1; then
+  if ! { HEARTBEAT_FD=3 heartbeat "building Citus (log: $cache/build.log)" \
+         bash -c 'cd "$1" && ./configure PG_CONFIG="$2" && make -j"$(nproc)"' _ "$cache" "$PG_CONFIG" \
+         >"$cache/build.log" 2>&1; } 3>&2; then
     grep -E -m10 'error|Error' "$cache/build.log" || tail -20 "$cache/build.log"
     echo "Citus build failed; the whole log is $cache/build.log" >&2
     return 2
@@ -231,18 +251,24 @@ cluster_stop() {
   PG_TMP=
 }
 
-build_and_install() {
+build_header() {
   local cuda=$( { command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; } && echo 'with CUDA' || echo 'CPU only')
   case " $* " in *" WITH_CUDA=0 "*) cuda='CPU only' ;; esac
   log "building pg_gpu ($cuda) against $("$PG_CONFIG" --version)"
+}
+
+build_and_install() {
+  [ -n "${BUILD_HEADER_SAID:-}" ] || build_header "$@"
   make -s -j"$(nproc)" PG_CONFIG="$PG_CONFIG" "$@"
   make -s install PG_CONFIG="$PG_CONFIG" "$@" >/dev/null
 }
 
-# build_and_install, failing on any compiler warning (printed)
+# build_and_install, failing on any compiler warning (printed); the header
+# and a line every 30 s while it builds come first (fd 3: not captured)
 build_warning_free() {
   local out rc
-  out=$(build_and_install "$@" 2>&1)
+  build_header "$@"
+  { out=$(BUILD_HEADER_SAID=1 HEARTBEAT_FD=3 heartbeat "building pg_gpu" build_and_install "$@" 2>&1); } 3>&1
   rc=$?
   printf '%s\n' "$out"
   [ $rc -eq 0 ] && ! grep -q "warning:" <<<"$out"

@@ -27,8 +27,10 @@ ensure_deps || exit 1
 cpu_only_build() {
   local d
   d=$(mktemp -d)
+  # from clean: the copy's objects (if any were built here) are removed first
   cp -r Makefile META.json cuda src extension "$d"/ &&
-    make -s -C "$d" WITH_CUDA=0 PG_CONFIG="$PG_CONFIG" >/dev/null &&
+    make -s -C "$d" clean >/dev/null 2>&1 &&
+    { HEARTBEAT_FD=3 heartbeat "building without CUDA" make -s -C "$d" WITH_CUDA=0 PG_CONFIG="$PG_CONFIG" >/dev/null; } 3>&1 &&
     ! nm "$d/pg_gpu.so" | grep -q cudaGetDeviceCount
   local rc=$?
   rm -rf "$d"
@@ -46,8 +48,9 @@ fuzz() {
   local dir rc
   make -s tests/fuzz/fuzz_compute PG_CONFIG="$PG_CONFIG" || return 1
   dir=$(mktemp -d)
-  (cd "$dir" && OPENBLAS_NUM_THREADS=1 "$OLDPWD/tests/fuzz/fuzz_compute" -seed=1 -runs=40000 \
-     -max_total_time=180 -max_len=512 -print_final_stats=1 >fuzz.log 2>&1)
+  HEARTBEAT_FD=1 heartbeat "fuzzing (at most 180 s)" \
+    bash -c 'cd "$1" && OPENBLAS_NUM_THREADS=1 "$2/tests/fuzz/fuzz_compute" -seed=1 -runs=40000 \
+       -max_total_time=180 -max_len=512 -print_final_stats=1 >fuzz.log 2>&1' _ "$dir" "$PWD"
   rc=$?
   grep -E "^stat::number_of_executed_units|^Done|ERROR|SUMMARY|^k-means|^assign|^matmul|^open|^push" "$dir/fuzz.log" | head -20
   [ $rc -ne 0 ] && ls "$dir"/crash-* 2>/dev/null
