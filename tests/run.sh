@@ -86,8 +86,9 @@ fi
 cluster_stop
 
 # the release archive (PGXN): make dist, with META.json agreeing with the
-# control file (1.1 there is 1.1.0 here) and naming files that exist (after
-# the benchmarks, which install python3)
+# control file (1.1 there is 1.1.0 here) and naming files that exist, and
+# extension/ one install script (1.0) and the upgrades up to the control's
+# version (after the benchmarks, which install python3)
 dist_check() {
   local ctl meta file zip
   ctl=$(sed -n "s/^default_version = '\(.*\)'$/\1/p" extension/pg_gpu.control)
@@ -95,7 +96,9 @@ dist_check() {
   file=$(sed -n 's/^ *"file": "\(.*\)",$/\1/p' META.json)
   zip=pg_gpu-$meta.zip
   echo "control $ctl, META.json $meta, provides $file"
-  [ "$meta" = "$ctl.0" ] && [ -f "$file" ] && [ "$file" = "extension/pg_gpu--$ctl.sql" ] &&
+  [ "$meta" = "$ctl.0" ] && [ -f "$file" ] && [ "$file" = "extension/pg_gpu.control" ] &&
+    [ "$(ls extension/pg_gpu--*.sql | grep -vc -- '--.*--')" -eq 1 ] && [ -f extension/pg_gpu--1.0.sql ] &&
+    ls extension/pg_gpu--*--"$ctl".sql >/dev/null 2>&1 &&
     grep -q "\"version\": \"$meta\"" <(sed -n '/"provides"/,/}/p' META.json) &&
     make -s dist PG_CONFIG="$PG_CONFIG" >/dev/null && [ -f "$zip" ] &&
     python3 - "$zip" "pg_gpu-$meta" <<'PY'
