@@ -17,12 +17,14 @@
 #      (tests/bench/run.sh --smoke);
 #   5. the same build (CPU only) and the regress and isolation suites against
 #      PostgreSQL 18, built once from ../shared/vendor into /var/cache.
+# The map of the sources (docs/layout.md) is checked first (tests/maps.sh).
 # Ends with one line "N passed, M failed" (suites) and exits non-zero on failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 
 ensure_deps || exit 1
+step "docs/layout.md names every source file, and no file that is gone (tests/maps.sh)" bash tests/maps.sh
 
 cpu_only_build() {
   local d
