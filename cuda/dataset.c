@@ -1,0 +1,355 @@
+/*
+ * dataset.c - the compute layer's data sets, backend-independent: rows on
+ * one device (open, push in batches, park in host memory and back, close),
+ * their scratch memory, and what surrounds them (errors, the clock, the
+ * GPUs' list).  The backends' own parts are cuda/cpu/ and cuda/gpu/dataset.cu;
+ * the k-means driver that uses them is compute.c.
+ */
+#include "compute_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* a monotonic clock, for the timings the API reports */
+double
+pggpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+pggpu_status
+pggpu_fail(pggpu_error *err, pggpu_status code, const char *fmt,...)
+{
+	va_list		ap;
+
+	if (err)
+	{
+		err->code = code;
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+bool
+pggpu_cuda_built(void)
+{
+	return pggpu_gpu_ops != NULL;
+}
+
+int
+pggpu_gpu_count(pggpu_error *err)
+{
+	if (pggpu_gpu_ops == NULL)
+	{
+		pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
+		return 0;
+	}
+	return pggpu_gpu_count_impl(err);
+}
+
+int
+pggpu_gpu_list(int *usable, int max, int *total, pggpu_error *err)
+{
+	if (pggpu_gpu_ops == NULL)
+	{
+		*total = 0;
+		pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
+		return 0;
+	}
+	return pggpu_gpu_list_impl(usable, max, total, err);
+}
+
+pggpu_status
+pggpu_gpu_info(int index, pggpu_device_info *out, pggpu_error *err)
+{
+	if (pggpu_gpu_ops == NULL)
+		return pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
+	return pggpu_gpu_info_impl(index, out, err);
+}
+
+/* ---- data sets ---------------------------------------------------------- */
+
+/*
+ * Batch (= tile) size: about 8 MB of doubles per staging buffer, shrunk to
+ * the expected row count for small tables, never under 1024 rows.
+ */
+static int
+choose_log_b(int d, int64_t expected_rows)
+{
+	int			lb_max = 10;
+	int			lb_want = 20;
+
+	while (lb_max < 20 && ((int64_t) 8 << (lb_max + 1)) * d <= ((int64_t) 8 << 20))
+		lb_max++;
+	if (expected_rows > 0)
+	{
+		lb_want = 12;
+		while (lb_want < 20 && ((int64_t) 1 << lb_want) < expected_rows)
+			lb_want++;
+	}
+	return lb_want < lb_max ? lb_want : lb_max;
+}
+
+pggpu_status
+pggpu_data_open(pggpu_data **out, pggpu_backend backend, int gpu_index, int d,
+				int64_t expected_rows, pggpu_error *err)
+{
+	pggpu_data *ds;
+	const pggpu_ops *ops;
+	pggpu_status st;
+
+	*out = NULL;
+	if (d < 1)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "a data set needs at least one column");
+	if (backend == PGGPU_BACKEND_GPU)
+	{
+		if (pggpu_gpu_ops == NULL)
+			return pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
+		ops = pggpu_gpu_ops;
+	}
+	else
+		ops = &pggpu_cpu_ops;
+
+	ds = (pggpu_data *) calloc(1, sizeof(pggpu_data));
+	if (ds == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	ds->ops = ops;
+	ds->backend = backend;
+	ds->d = d;
+	ds->gpu_index = gpu_index;
+	ds->log_b = choose_log_b(d, expected_rows);
+	ds->threads = 1;
+	strcpy(ds->device_name, "cpu");
+	st = ops->open(ds, gpu_index, expected_rows, err);
+	if (st != PGGPU_OK)
+	{
+		ops->close(ds);
+		free(ds);
+		return st;
+	}
+	*out = ds;
+	return PGGPU_OK;
+}
+
+void
+pggpu_data_set_threads(pggpu_data *ds, int threads, pggpu_pending_fn pending)
+{
+	ds->threads = threads < 1 ? 1 : threads > PGGPU_MAX_THREADS ? PGGPU_MAX_THREADS : threads;
+	ds->pending = pending;
+}
+
+void
+pggpu_data_set_poll_work(pggpu_data *ds, double work)
+{
+	ds->poll_work = work > 0 ? work : 0;
+}
+
+void
+pggpu_data_set_metric(pggpu_data *ds, pggpu_metric metric)
+{
+	ds->metric = metric;
+}
+
+void
+pggpu_data_set_double_only(pggpu_data *ds, bool double_only)
+{
+	ds->double_only = double_only;
+}
+
+void
+pggpu_data_force_route(pggpu_data *ds, int label, bool no_fuse)
+{
+	ds->force.label = label >= PGGPU_LABEL_LLOYD && label <= PGGPU_LABEL_GEMM_TF32 ?
+		(pggpu_label_route) label : PGGPU_LABEL_AUTO;
+	ds->force.no_fuse = no_fuse;
+}
+
+const char *
+pggpu_data_route(const pggpu_data *ds)
+{
+	return ds->route;
+}
+
+void
+pggpu_data_set_interrupts(pggpu_data *ds, pggpu_interrupt_fn fn, void *arg)
+{
+	ds->interrupt = fn;
+	ds->interrupt_arg = arg;
+}
+
+double *
+pggpu_data_batch(pggpu_data *ds)
+{
+	return ds->ops->batch(ds);
+}
+
+int64_t
+pggpu_data_batch_rows(const pggpu_data *ds)
+{
+	return (int64_t) 1 << ds->log_b;
+}
+
+pggpu_status
+pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
+{
+	double		t0;
+	pggpu_status st;
+
+	if (nrows <= 0 || nrows > pggpu_data_batch_rows(ds))
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "batch of %lld rows out of range",
+						  (long long) nrows);
+	if (ds->parked)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "no rows may be pushed to a parked data set");
+	t0 = pggpu_seconds();
+	ds->range_known = false;
+	st = ds->ops->push(ds, nrows, err);
+	ds->push_seconds += pggpu_seconds() - t0;
+	return st;
+}
+
+double
+pggpu_data_push_seconds(const pggpu_data *ds)
+{
+	return ds->push_seconds;
+}
+
+int64_t
+pggpu_data_rows(const pggpu_data *ds)
+{
+	return ds->n;
+}
+
+int
+pggpu_data_cols(const pggpu_data *ds)
+{
+	return ds->d;
+}
+
+pggpu_backend
+pggpu_data_backend(const pggpu_data *ds)
+{
+	return ds->backend;
+}
+
+const char *
+pggpu_data_device_name(const pggpu_data *ds)
+{
+	return ds->device_name;
+}
+
+pggpu_status
+pggpu_data_push_rows(pggpu_data *ds, const double *rows, int64_t m, pggpu_error *err)
+{
+	int			d = ds->d;
+	pggpu_status st;
+
+	for (int64_t i0 = 0; i0 < m; i0 += pggpu_data_batch_rows(ds))
+	{
+		int64_t		b = pggpu_data_batch_rows(ds);
+		int64_t		take = m - i0 < b ? m - i0 : b;
+		double	   *buf = pggpu_data_batch(ds);
+
+		for (int j = 0; j < d; j++)
+			for (int64_t t = 0; t < take; t++)
+				buf[j * b + t] = rows[(i0 + t) * d + j];
+		if ((st = pggpu_data_push(ds, take, err)) != PGGPU_OK)
+			return st;
+	}
+	return PGGPU_OK;
+}
+
+bool
+pggpu_data_parked(const pggpu_data *ds)
+{
+	return ds->parked;
+}
+
+pggpu_status
+pggpu_data_park(pggpu_data *ds, pggpu_error *err)
+{
+	pggpu_status st = PGGPU_OK;
+
+	if (!ds->parked && ds->ops->park && (st = ds->ops->park(ds, err)) == PGGPU_OK)
+		ds->parked = true;
+	return st;
+}
+
+pggpu_status
+pggpu_data_unpark(pggpu_data *ds, pggpu_error *err)
+{
+	pggpu_status st = PGGPU_OK;
+
+	if (ds->parked && (st = ds->ops->unpark(ds, err)) == PGGPU_OK)
+		ds->parked = false;
+	return st;
+}
+
+void
+pggpu_data_close(pggpu_data *ds)
+{
+	if (ds == NULL)
+		return;
+	pggpu_data_close(ds->aux);
+	ds->ops->close(ds);
+	pggpu_scratch_free_all(ds);
+	free(ds);
+}
+
+/* ---- scratch memory ------------------------------------------------------- */
+
+/* malloc, remembered in ds->scratch so that close frees it after a longjmp */
+void *
+pggpu_scratch_alloc(pggpu_data *ds, size_t bytes)
+{
+	for (int i = 0; i < (int) (sizeof(ds->scratch) / sizeof(ds->scratch[0])); i++)
+		if (ds->scratch[i] == NULL)
+			return ds->scratch[i] = malloc(bytes ? bytes : 1);
+	return NULL;
+}
+
+/* old (from pggpu_scratch_alloc, or NULL) grown to bytes; NULL: old stays */
+void *
+pggpu_scratch_realloc(pggpu_data *ds, void *old, size_t bytes)
+{
+	for (int i = 0; i < (int) (sizeof(ds->scratch) / sizeof(ds->scratch[0])); i++)
+		if (ds->scratch[i] == old)
+		{
+			void	   *p = realloc(old, bytes ? bytes : 1);
+
+			if (p != NULL)
+				ds->scratch[i] = p;
+			return p;
+		}
+	return NULL;
+}
+
+/* frees one allocation of pggpu_scratch_alloc (NULL: none) */
+void
+pggpu_scratch_free(pggpu_data *ds, void *p)
+{
+	for (int i = 0; p != NULL && i < (int) (sizeof(ds->scratch) / sizeof(ds->scratch[0])); i++)
+		if (ds->scratch[i] == p)
+		{
+			free(p);
+			ds->scratch[i] = NULL;
+			return;
+		}
+}
+
+void
+pggpu_scratch_free_all(pggpu_data *ds)
+{
+	for (int i = 0; i < (int) (sizeof(ds->scratch) / sizeof(ds->scratch[0])); i++)
+	{
+		free(ds->scratch[i]);
+		ds->scratch[i] = NULL;
+	}
+}
