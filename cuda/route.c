@@ -118,7 +118,7 @@ resident_row(pggpu_route *r, int k, int d)
 #undef ROW
 	};
 
-	if (d > TC2_MAX_D || nm > TC2_MAX_NM)
+	if (d > TC_RESIDENT_MAX_D || nm > TC_RESIDENT_MAX_NM)
 		return false;
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
 	{

@@ -107,7 +107,7 @@ struct tc_layout
 {
 	size_t		shift;
 	size_t		tiles;
-	size_t		frags;			/* tc2's A fragments (0: none) */
+	size_t		frags;			/* tc_resident's A fragments (0: none) */
 	size_t		list;
 	size_t		list_t;
 	size_t		total;
@@ -137,10 +137,10 @@ layout_for(int64_t n, int k, int d)
 	if (d <= TC_MAX_D)
 		off += align256(sizeof(float) * (size_t) ntiles * ((3 * d + 7) / 8 * 64 + 16));	/* tf32's, the larger */
 	L.frags = 0;
-	if (d <= TC2_MAX_D && k <= 16 * TC2_MAX_NM)
+	if (d <= TC_RESIDENT_MAX_D && k <= 16 * TC_RESIDENT_MAX_NM)
 	{
 		L.frags = off;
-		off += align256(sizeof(uint4) * 32 * TC2_MAX_NM * 4);	/* KS + 1 <= 4 uint4 a lane and m-tile */
+		off += align256(sizeof(uint4) * 32 * TC_RESIDENT_MAX_NM * 4);	/* KS + 1 <= 4 uint4 a lane and m-tile */
 	}
 	/* uncertain rows beyond the list are found by scanning the labels */
 	L.cap = n <= 0 ? 1 : (long long) (n < 4096 + n / 8 ? n : 4096 + n / 8);
@@ -183,7 +183,7 @@ layout_for(int64_t n, int k, int d)
  * in the models above (exact), and cost at most 2^-25 absolute each, under
  * 2 eps S once S >= 64 (scaled units; smaller S: exact scan); one k-step of
  * 16 errs by < 17 2^-25 2S + 2^-23 2S = 21 eps S (Hopper; Ampere, two halves
- * of 8: 44): taken as 48; tc2's last k-step of 8 (m16n8k8, HALF: the same
+ * of 8: 44): taken as 48; tc_resident's last k-step of 8 (m16n8k8, HALF: the same
  * products, 8 and C aligned and truncated) errs by less, 13 eps S (Ampere
  * 28), so the same 48 covers it.  E_raw = (22 + 48 KS) eps S.  The kernel keeps, per pair P of centroids
  * (2t, 2t+1 of an n-tile), p_P = min over P of v_c with the n-tile in the
@@ -364,7 +364,7 @@ pggpu_tc_assign_update(const pggpu_route *r, const double *X, int64_t n, int d, 
 			return cudaErrorInvalidConfiguration;	/* (the plan checked it) */
 		if (!zw && (e = zero_first()) != cudaSuccess)
 			return e;
-		tc2_prep_all<<<1, PREP_BLOCK, tc2_prep_smem(k, d), stream>>>(
+		tcr_prep_all<<<1, PREP_BLOCK, tcr_prep_smem(k, d), stream>>>(
 			C, k, d, ks, r->nm, r->dw, (double *) a.shift, (uint4 *) a.frags, a.hdr, f16,
 			zw ? (unsigned *) zero : nullptr, zw);
 		if ((e = cudaPeekAtLastError()) != cudaSuccess)
@@ -406,7 +406,7 @@ pggpu_tc_assign_update(const pggpu_route *r, const double *X, int64_t n, int d, 
 
 		if (!tc_resident_smem(smem_optin, ks, k, d, r->nw_res, false, &sm_res, &pf_res))
 			return cudaErrorInvalidConfiguration;
-		tc2_prep_frags<<<(unsigned) ((r->nm * 32 + 127) / 128), 128, 0, stream>>>(
+		tcr_prep_frags<<<(unsigned) ((r->nm * 32 + 127) / 128), 128, 0, stream>>>(
 			C, k, d, ks, r->nm, r->dw, a.shift, (uint4 *) a.frags, a.hdr, f16);
 		if ((e = cudaPeekAtLastError()) != cudaSuccess)
 			return e;

@@ -11,7 +11,7 @@
  *     (c~), split into tf32 big + small parts and laid out as mma B fragments,
  *     8 centroids ("n-tile") per block, with ||c~||^2 as accumulator start.
  *
- *  2. tc2_kernel (K <= 3 k-steps, k <= 256; below) or
+ *  2. tcr_kernel (K <= 3 k-steps, k <= 256; below) or
  *     tc_kernel<.., CAND = false> (one pass over the rows): a warp owns 16 MT
  *     rows, shifts and rounds them the same way (x~, scaled by -2: exact),
  *     holds them as mma A fragments in registers and walks all centroids in
@@ -52,16 +52,17 @@
  *
  * d > TC_MAX_D: tc_exact_kernel does every row (correct, not fast).
  *
- * pggpu_tc_assign_update: where tc2 applies and each warp's float64 sums
- * (k d, and k counts) fit in shared memory beside its stages, tc2<FUSE>
- * is the whole Lloyd pass: a row it cannot certify is measured at once by
- * the warp against every centroid (the reference arithmetic, lowest index
- * on ties; no list, steps 3 and 4 do not run), and every row is added to
- * its warp's sums in a fixed order; the CTA adds its warps' sums in warp
- * order into its row of the caller's partial sums.  Its preparation is one
- * launch (tc2_prep_all: the shift, then the fragments; no tc_prep_tiles),
- * and the pass is its programmatic dependent: it stages its first rows and
- * C while the preparation runs, then waits for it (griddepcontrol.wait).
+ * pggpu_tc_assign_update: where tc_resident applies and each warp's float64
+ * sums (k d, and k counts) fit in shared memory beside its stages,
+ * tcr_kernel<FUSE> is the whole Lloyd pass: a row it cannot certify is
+ * measured at once by the warp against every centroid (the reference
+ * arithmetic, lowest index on ties; no list, steps 3 and 4 do not run),
+ * and every row is added to its warp's sums in a fixed order; the CTA adds
+ * its warps' sums in warp order into its row of the caller's partial
+ * sums.  Its preparation is one launch (tcr_prep_all: the shift, then
+ * the fragments; no tc_prep_tiles), and the pass is its programmatic
+ * dependent: it stages its first rows and C while the preparation runs,
+ * then waits for it (griddepcontrol.wait).
  */
 #ifndef PG_GPU_TC_COMMON_CUH
 #define PG_GPU_TC_COMMON_CUH
@@ -115,7 +116,7 @@ struct tc_args
 	int32_t    *labels;
 	double	   *dist2;
 	unsigned long long *changed;
-	double	   *part;			/* tc2 with the update: a row of k d sums and k counts a CTA */
+	double	   *part;			/* tc_resident with the update: a row of k d sums and k counts a CTA */
 	double	   *block_part;		/* and its inertia */
 };
 
@@ -284,7 +285,7 @@ top2(float &b, float &s, float p)
 
 /* ---- preparation: shift and centroid tiles ---------------------------------- */
 
-#define PREP_BLOCK 512			/* tc_prep_mean's and tc2_prep_all's threads (tc2: a thread an m-tile lane) */
+#define PREP_BLOCK 512			/* tc_prep_mean's and tcr_prep_all's threads (tc_resident: a thread an m-tile lane) */
 
 /*
  * tc_prep_mean's work, for its block (PREP_BLOCK threads; every thread
@@ -466,7 +467,7 @@ prefetch_rows(double *sb, const double *X, const int32_t *labels, int64_t row0, 
 			const double *xp = tc_row(X, r, d, log_b);
 			double	   *bj = b + lane;
 
-			if constexpr (DW > 0)	/* d <= DW: the columns unrolled (tc2) */
+			if constexpr (DW > 0)	/* d <= DW: the columns unrolled (tc_resident) */
 			{
 #pragma unroll
 				for (int j = 0; j < DW; j++)
@@ -502,12 +503,12 @@ __global__ void tc_prep_tiles(const double *__restrict__ C, int k, int d, int ks
 void		tc_scan_kernels(int ks, bool f16, int mt, int nw, tc_fn *main, tc_fn *cand);
 
 /* tc_resident.cu: its preparation kernels, and its kernel of TC_RESIDENT_TABLE's row (fused: the sums too), or null */
-__global__ void tc2_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
+__global__ void tcr_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
 							   const double *__restrict__ shift, uint4 *frags, tc_header *hdr, int f16);
-__global__ void tc2_prep_all(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
+__global__ void tcr_prep_all(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
 							 double *shift, uint4 *frags, tc_header *hdr, int f16, unsigned *zero,
 							 int zero_words);
-size_t		tc2_prep_smem(int k, int d);
+size_t		tcr_prep_smem(int k, int d);
 tc_fn		tc_resident_kernel(int ks, bool f16, int nm, int dw, bool fused);
 
 #endif							/* PG_GPU_TC_COMMON_CUH */

@@ -1,16 +1,16 @@
 /*
  * tc_resident.cu - the tensor-core assignment with the centroids resident
- * in registers (tc2: K <= 3 k-steps, k <= 16 NM centroids, d <= TC2_MAX_D):
+ * in registers (K <= 3 k-steps, k <= 16 NM centroids, d <= TC_RESIDENT_MAX_D):
  * the centroids are the mma's A operand, the rows stream through shared
  * memory; with FUSE the same pass also sums the rows into their warps'
  * sums (the whole Lloyd pass).  Its kernels are TC_RESIDENT_TABLE's rows
- * (tc_shapes.h).
+ * (tc_shapes.h).  Its functions and kernels are named tcr_*.
  */
 #include "tc_common.cuh"
 
 /* E[q][.]: the (best, second) float4 of lane g for rows 2t, 2t+1 of n-tile q/4 (t = q%4) */
 static __device__ __forceinline__ int
-tc2_eslot(int q, int g)
+tcr_eslot(int q, int g)
 {
 	return q * 8 + (g ^ (((q & 3) << 1) | ((q >> 2) & 1)));
 }
@@ -87,7 +87,7 @@ prep_frags(int id, const double *__restrict__ C, int k, int d, int ks_n, int nm,
 
 /* beside tc_prep_tiles, which sets the header */
 __global__ void
-tc2_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
+tcr_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
 			   const double *__restrict__ shift, uint4 *frags, tc_header *hdr, int f16)
 {
 	prep_frags(blockIdx.x * blockDim.x + threadIdx.x, C, k, d, ks_n, nm, dmax, shift, frags, hdr,
@@ -95,20 +95,20 @@ tc2_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm, int
 }
 
 /*
- * When tc2 fuses (no tc_prep_tiles): tc_prep_mean and tc2_prep_frags in one
+ * When tc_resident fuses (no tc_prep_tiles): tc_prep_mean and tcr_prep_frags in one
  * block, one launch (the block's writes are its own after the barrier), on a
- * copy of C in shared memory (tc2_prep_smem): one trip to global memory for
+ * copy of C in shared memory (tcr_prep_smem): one trip to global memory for
  * C's loads, not one a step.  It also zeroes the caller's zero_words words
  * (pggpu_tc_assign_update's zero: no memset before it).
  */
 __global__ void __launch_bounds__(PREP_BLOCK)
-tc2_prep_all(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
+tcr_prep_all(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,
 			 double *shift, uint4 *frags, tc_header *hdr, int f16, unsigned *zero, int zero_words)
 {
 	constexpr int U = 8;		/* loads in flight a thread */
 	extern __shared__ double sCp[];	/* C (k d), then the shift (TC_MAX_D) */
 
-	/* tc2<FUSE> may start beside this block: it waits for its results */
+	/* tcr_kernel<FUSE> may start beside this block: it waits for its results */
 	asm volatile("griddepcontrol.launch_dependents;");
 	/* the caller's words to zero (its counters, which the pass adds to once this is done) */
 	if ((int) threadIdx.x < zero_words)
@@ -139,9 +139,9 @@ tc2_prep_all(const double *__restrict__ C, int k, int d, int ks_n, int nm, int d
 		prep_frags(id, sCp, k, d, ks_n, nm, dmax, sh, frags, hdr, f16, true);
 }
 
-/* tc2_prep_all's shared memory (k d <= 256 x TC2_MAX_D: under 48 KB) */
+/* tcr_prep_all's shared memory (k d <= 256 x TC_RESIDENT_MAX_D: under 48 KB) */
 size_t
-tc2_prep_smem(int k, int d)
+tcr_prep_smem(int k, int d)
 {
 	return sizeof(double) * ((size_t) k * d + TC_MAX_D);
 }
@@ -154,9 +154,9 @@ tc2_prep_smem(int k, int d)
  */
 template <int KS, bool F16, bool HALF>
 static __device__ __forceinline__ void
-tc2_mma(float (&c)[4], const uint4 (&a)[KS], const float4 &cq, const uint2 (&bx)[KS])
+tcr_mma(float (&c)[4], const uint4 (&a)[KS], const float4 &cq, const uint2 (&bx)[KS])
 {
-	static_assert(!HALF || (F16 && KS >= 2), "tc2: the half k-step is f16's, after a full one");
+	static_assert(!HALF || (F16 && KS >= 2), "tc_resident: the half k-step is f16's, after a full one");
 	const uint32_t av0[4] = {a[0].x, a[0].y, a[0].z, a[0].w};
 
 	if (F16)
@@ -185,7 +185,7 @@ tc2_mma(float (&c)[4], const uint4 (&a)[KS], const float4 &cq, const uint2 (&bx)
  */
 template <int KS, bool F16, bool HALF, int J, int NM, int NN>
 static __device__ __forceinline__ void
-tc2_scan(const uint4 (&a)[NM][KS], const float4 (&cq)[NM], const uint2 (&bx)[NN][KS], uint32_t msk,
+tcr_scan(const uint4 (&a)[NM][KS], const float4 (&cq)[NM], const uint2 (&bx)[NN][KS], uint32_t msk,
 		 float (&b0)[NN][2], float (&s0)[NN][2], float (&b1)[NN][2], float (&s1)[NN][2])
 {
 	if constexpr (J < NM)
@@ -198,8 +198,8 @@ tc2_scan(const uint4 (&a)[NM][KS], const float4 (&cq)[NM], const uint2 (&bx)[NN]
 #pragma unroll
 		for (int nn = 0; nn < NN; nn++)
 		{
-			tc2_mma<KS, F16, HALF>(c[nn], a[J], cq[J], bx[nn]);
-			tc2_mma<KS, F16, HALF>(e[nn], a[J + 1], cq[J + 1], bx[nn]);
+			tcr_mma<KS, F16, HALF>(c[nn], a[J], cq[J], bx[nn]);
+			tcr_mma<KS, F16, HALF>(e[nn], a[J + 1], cq[J + 1], bx[nn]);
 		}
 #pragma unroll
 		for (int nn = 0; nn < NN; nn++)
@@ -218,7 +218,7 @@ tc2_scan(const uint4 (&a)[NM][KS], const float4 (&cq)[NM], const uint2 (&bx)[NN]
 				top2(b1[nn][H], s1[nn][H], p1);
 			}
 		}
-		tc2_scan<KS, F16, HALF, J + 2, NM, NN>(a, cq, bx, msk, b0, s0, b1, s1);
+		tcr_scan<KS, F16, HALF, J + 2, NM, NN>(a, cq, bx, msk, b0, s0, b1, s1);
 	}
 }
 
@@ -231,7 +231,7 @@ tc2_scan(const uint4 (&a)[NM][KS], const float4 (&cq)[NM], const uint2 (&bx)[NN]
  */
 template <int DW>
 static __device__ __forceinline__ void
-tc2_exact_row(const double2 *sC, int ps, int k, int d, const double *x, int lane, int *bl,
+tcr_exact_row(const double2 *sC, int ps, int k, int d, const double *x, int lane, int *bl,
 			  double *bd)
 {
 	double		xv[DW];
@@ -291,7 +291,7 @@ tc2_exact_row(const double2 *sC, int ps, int k, int d, const double *x, int lane
  */
 template <int DW>
 static __device__ __forceinline__ void
-tc2_accumulate(double *sAcc, unsigned *sCnt, int k, int d, const double *x, unsigned peers, int lab)
+tcr_accumulate(double *sAcc, unsigned *sCnt, int k, int d, const double *x, unsigned peers, int lab)
 {
 	constexpr int H = DW < 4 ? DW : 4;	/* columns a batch (8 spill at d = 8) */
 	const int	lead = __ffs(peers) - 1;
@@ -361,11 +361,11 @@ tc2_accumulate(double *sAcc, unsigned *sCnt, int k, int d, const double *x, unsi
  */
 template <int KS, bool F16, int NM, int NW, int DW, bool FUSE>
 __global__ void __launch_bounds__(NW * 32, 1)
-tc2_kernel(const tc_args p)
+tcr_kernel(const tc_args p)
 {
 	constexpr int QMAX = (F16 ? 16 : 8) * KS;
-	static_assert(3 * DW <= QMAX && NM % 2 == 0, "tc2: segments of DW in K, groups of 2 m-tiles");
-	static_assert(16 * NM <= 2048 / 4, "tc2: a word of sE (2 KB) a label for the peers' masks");
+	static_assert(3 * DW <= QMAX && NM % 2 == 0, "tc_resident: segments of DW in K, groups of 2 m-tiles");
+	static_assert(16 * NM <= 2048 / 4, "tc_resident: a word of sE (2 KB) a label for the peers' masks");
 	constexpr int NWD = 8 * KS;	/* 32-bit words of a row */
 	constexpr bool HALF = F16 && KS >= 2 && 3 * DW <= 16 * KS - 8;	/* last k-step m16n8k8 */
 	constexpr int RT = 32 * NW;
@@ -388,16 +388,16 @@ tc2_kernel(const tc_args p)
 	const int	nb = p.prefetch;
 	const int	sbuf = stage_doubles(d);
 	double	   *sS = (double *) smem;
-	double2    *sC = (double2 *) (sS + TC2_MAX_D);
+	double2    *sC = (double2 *) (sS + TC_RESIDENT_MAX_D);
 	/* warp w's area, and (FUSE) its sums after every warp's area */
-	char	   *const wa0 = (char *) smem + tc2_fixed_bytes(k, d);
-	const int	wab = tc2_warp_bytes(KS, d, nb);
+	char	   *const wa0 = (char *) smem + tcr_fixed_bytes(k, d);
+	const int	wab = tcr_warp_bytes(KS, d, nb);
 	char	   *const sa0 = wa0 + NW * wab;
-	const int	sab = tc2_acc_bytes(k, d);
+	const int	sab = tcr_acc_bytes(k, d);
 	char	   *wb = wa0 + warp * wab;
 	uint2	   *sX = (uint2 *) wb;	/* [unit (ks, t)][row slot] */
-	float4	   *sE = (float4 *) (wb + 4 * KS * TC2_XS * 8);
-	double	   *sStg = (double *) (wb + 4 * KS * TC2_XS * 8 + 2048);
+	float4	   *sE = (float4 *) (wb + 4 * KS * TC_RESIDENT_XS * 8);
+	double	   *sStg = (double *) (wb + 4 * KS * TC_RESIDENT_XS * 8 + 2048);
 	/* FUSE: this warp's sums [j][c] and counts [c] */
 	double	   *sAcc = (double *) (sa0 + warp * sab);
 	unsigned   *sCnt = (unsigned *) (sAcc + k * d);
@@ -415,7 +415,7 @@ tc2_kernel(const tc_args p)
 
 	/*
 	 * First what does not need the preparation's results (C is its input):
-	 * launched as its dependent (FUSE: tc2_prep_all), this runs beside it
+	 * launched as its dependent (FUSE: tcr_prep_all), this runs beside it
 	 */
 	/* C into pairs: U loads in flight a thread, then their stores (one trip, not U) */
 	constexpr int U = 4;
@@ -471,7 +471,7 @@ tc2_kernel(const tc_args p)
 			cq[j] = make_float4(__uint_as_float(w.x), __uint_as_float(w.y),
 								__uint_as_float(w.z), __uint_as_float(w.w));
 		}
-	for (int j = threadIdx.x; j < TC2_MAX_D; j += blockDim.x)
+	for (int j = threadIdx.x; j < TC_RESIDENT_MAX_D; j += blockDim.x)
 		sS[j] = j < d ? p.shift[j] : 0.0;
 	__syncthreads();
 
@@ -545,9 +545,9 @@ tc2_kernel(const tc_args p)
 #pragma unroll
 				for (int tt = 0; tt < 4; tt++)
 					if (HALF && ks == KS - 1)	/* the m16n8k8 reads .x only */
-						((uint32_t *) &sX[(ks * 4 + tt) * TC2_XS + lane])[0] = wd[ks * 8 + tt];
+						((uint32_t *) &sX[(ks * 4 + tt) * TC_RESIDENT_XS + lane])[0] = wd[ks * 8 + tt];
 					else
-						sX[(ks * 4 + tt) * TC2_XS + lane] = make_uint2(wd[ks * 8 + tt], wd[ks * 8 + tt + 4]);
+						sX[(ks * 4 + tt) * TC_RESIDENT_XS + lane] = make_uint2(wd[ks * 8 + tt], wd[ks * 8 + tt + 4]);
 		}
 		__syncwarp();
 
@@ -569,12 +569,12 @@ tc2_kernel(const tc_args p)
 					s0[nn][0] = s0[nn][1] = s1[nn][0] = s1[nn][1] = INFINITY;
 #pragma unroll
 					for (int ks = 0; ks < KS; ks++)
-						bx[nn][ks] = sX[(ks * 4 + t) * TC2_XS + (n + nn) * 8 + g];
+						bx[nn][ks] = sX[(ks * 4 + t) * TC_RESIDENT_XS + (n + nn) * 8 + g];
 				}
-				tc2_scan<KS, F16, HALF, 0, NM, NN>(a, cq, bx, msk, b0, s0, b1, s1);
+				tcr_scan<KS, F16, HALF, 0, NM, NN>(a, cq, bx, msk, b0, s0, b1, s1);
 #pragma unroll
 				for (int nn = 0; nn < NN; nn++)
-					sE[tc2_eslot((n + nn) * 4 + t, g)] =
+					sE[tcr_eslot((n + nn) * 4 + t, g)] =
 						make_float4(fminf(b0[nn][0], b0[nn][1]),
 									fminf(fminf(s0[nn][0], s0[nn][1]),
 										  __fsub_rn(__fadd_rn(b0[nn][0], b0[nn][1]), fminf(b0[nn][0], b0[nn][1]))),
@@ -601,7 +601,7 @@ tc2_kernel(const tc_args p)
 				{
 					const int	q = (lane >> 3) * 4 + ((lane >> 1) & 3);
 					const int	h = lane & 1;
-					float2		v = ((const float2 *) (sE + tc2_eslot(q, 0)))[h];
+					float2		v = ((const float2 *) (sE + tcr_eslot(q, 0)))[h];
 					float		b = v.x,
 								s = v.y;
 					int			gi = 0;
@@ -609,7 +609,7 @@ tc2_kernel(const tc_args p)
 #pragma unroll
 					for (int gg = 1; gg < 8; gg++)
 					{
-						v = ((const float2 *) (sE + tc2_eslot(q, gg)))[h];
+						v = ((const float2 *) (sE + tcr_eslot(q, gg)))[h];
 						s = fminf(fminf(s, v.y), fmaxf(b, v.x));
 						if (v.x < b)
 						{
@@ -693,7 +693,7 @@ tc2_kernel(const tc_args p)
 					int			bl;
 					double		bd;
 
-					tc2_exact_row<DW>(sC, ps, k, d, stg + src, lane, &bl, &bd);
+					tcr_exact_row<DW>(sC, ps, k, d, stg + src, lane, &bl, &bd);
 					if (lane == src)
 					{
 						lab = bl;
@@ -727,7 +727,7 @@ tc2_kernel(const tc_args p)
 					ine += dist;
 				}
 				if (valid && (peers & ((1u << lane) - 1)) == 0)
-					tc2_accumulate<DW>(sAcc, sCnt, k, d, stg, peers, lab);
+					tcr_accumulate<DW>(sAcc, sCnt, k, d, stg, peers, lab);
 			}
 			else
 			{
@@ -792,7 +792,7 @@ tc2_kernel(const tc_args p)
 			double		b = 0;
 
 			for (int w = 0; w < NW; w++)
-				b += *(const double *) (wa0 + w * wab + 4 * KS * TC2_XS * 8);	/* its sE */
+				b += *(const double *) (wa0 + w * wab + 4 * KS * TC_RESIDENT_XS * 8);	/* its sE */
 			p.block_part[blockIdx.x] = b;
 		}
 	}
@@ -818,13 +818,13 @@ static tc_fn
 fused_kernel()
 {
 	if constexpr (NWF > 0)
-		return tc2_kernel<KS, F16, NM, NWF, DW, true>;
+		return tcr_kernel<KS, F16, NM, NWF, DW, true>;
 	else
 		return nullptr;
 }
 
 #define TC_RESIDENT_ROW(KS, F16, NM, DW, NW, NWF) \
-	{KS, F16, NM, DW, tc2_kernel<KS, (bool) F16, NM, NW, DW, false>, fused_kernel<KS, (bool) F16, NM, DW, NWF>()},
+	{KS, F16, NM, DW, tcr_kernel<KS, (bool) F16, NM, NW, DW, false>, fused_kernel<KS, (bool) F16, NM, DW, NWF>()},
 
 static const resident_row resident_rows[] = {TC_RESIDENT_TABLE(TC_RESIDENT_ROW)};
 

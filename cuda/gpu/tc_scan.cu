@@ -583,7 +583,7 @@ tc_kernel(const tc_args p)
 		atomicAdd(p.changed, mine);
 }
 
-/* ---- the main pass with the centroids in registers (tc2) --------------------------- */
+/* ---- the main pass with the centroids in registers (tc_resident) ------------------- */
 
 /*
  * For small K and k <= 256 the main pass turns the product around: the

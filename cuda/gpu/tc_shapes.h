@@ -19,9 +19,9 @@
 #define TC_MAX_D 32				/* rows kept as A fragments in registers */
 #define GROUP_NT 16				/* n-tiles per packing group: index in 4 bits */
 #define CSLOTS 16				/* candidate slots of a lane (its 2 MT row halves) */
-#define TC2_MAX_D 16			/* tc_resident: f16 KS <= 3 */
-#define TC2_MAX_NM 16			/* tc_resident: m-tiles, 4-bit index */
-#define TC2_XS 36				/* row slots per 8-byte unit of the rows' B fragments (32 + 4) */
+#define TC_RESIDENT_MAX_D 16	/* tc_resident: f16 KS <= 3 */
+#define TC_RESIDENT_MAX_NM 16	/* tc_resident: m-tiles, 4-bit index */
+#define TC_RESIDENT_XS 36		/* row slots per 8-byte unit of the rows' B fragments (32 + 4) */
 #define TC_PREFETCH_MAX 4		/* most stages of rows in flight (cp.async) */
 
 /*
@@ -96,16 +96,16 @@ stage_doubles(int d)
 
 /* tc_resident: bytes of a warp's shared memory: rows as B fragments, the lanes' (best, second), nb stages */
 TC_HD int
-tc2_warp_bytes(int ks, int d, int nb)
+tcr_warp_bytes(int ks, int d, int nb)
 {
-	return 4 * ks * TC2_XS * 8 + 4 * 4 * 8 * 16 + nb * stage_doubles(d) * 8;
+	return 4 * ks * TC_RESIDENT_XS * 8 + 4 * 4 * 8 * 16 + nb * stage_doubles(d) * 8;
 }
 
-/* bytes before the warps' areas: the shift (zeros to TC2_MAX_D), the centroids in float64 by pairs */
+/* bytes before the warps' areas: the shift (zeros to TC_RESIDENT_MAX_D), the centroids in float64 by pairs */
 TC_HD int
-tc2_fixed_bytes(int k, int d)
+tcr_fixed_bytes(int k, int d)
 {
-	return TC2_MAX_D * 8 + (k + 1) / 2 * (d | 1) * 16;
+	return TC_RESIDENT_MAX_D * 8 + (k + 1) / 2 * (d | 1) * 16;
 }
 
 /*
@@ -113,7 +113,7 @@ tc2_fixed_bytes(int k, int d)
  * distinct labels hit distinct banks) and counts [c]
  */
 TC_HD int
-tc2_acc_bytes(int k, int d)
+tcr_acc_bytes(int k, int d)
 {
 	return (k * d * 8 + k * 4 + 15) / 16 * 16;
 }
@@ -178,8 +178,8 @@ tc_resident_smem(int smem_optin, int ks, int k, int d, int nw, bool fuse, size_t
 {
 	for (int nb = TC_PREFETCH_MAX; nb >= 2; nb--)
 	{
-		size_t		s = (size_t) tc2_fixed_bytes(k, d) + (size_t) nw * tc2_warp_bytes(ks, d, nb) +
-			(fuse ? (size_t) nw * tc2_acc_bytes(k, d) : 0);
+		size_t		s = (size_t) tcr_fixed_bytes(k, d) + (size_t) nw * tcr_warp_bytes(ks, d, nb) +
+			(fuse ? (size_t) nw * tcr_acc_bytes(k, d) : 0);
 
 		if (s <= (size_t) smem_optin)
 		{
