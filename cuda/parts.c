@@ -22,7 +22,7 @@
  * The fit (pggpu_kmeans_over) sees the holders of the rows only through a
  * source's step and sample, so the nodes of a Citus cluster (answering with
  * pggpu_parts_step and pggpu_parts_sample over their own parts; see
- * src/kmeans_nodes.c) run the same loop as local parts.
+ * src/citus_kmeans.c) run the same loop as local parts.
  */
 #include <math.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
 
 \echo Use "ALTER EXTENSION pg_gpu UPDATE TO '1.5'" to load this file. \quit
 
--- A Citus node's share of a distributed k-means (src/worker.c): called by
+-- A Citus node's share of a distributed k-means (src/citus_node.c): called by
 -- the coordinator's pg_gpu over libpq, one connection a node, during one
 -- call of gpu_kmeans, gpu_kmeans_fit, gpu_kmeans_assign or gpu_kmeans_apply
 -- on a distributed table.  Not meant to be called by hand.  Centroids, sums

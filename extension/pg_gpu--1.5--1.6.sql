@@ -3,7 +3,7 @@
 \echo Use "ALTER EXTENSION pg_gpu UPDATE TO '1.6'" to load this file. \quit
 
 -- A Citus node's share of gpu_matmul(a regclass, b regclass) where a is a
--- distributed dense matrix table (src/worker.c): called by the
+-- distributed dense matrix table (src/citus_node.c): called by the
 -- coordinator's pg_gpu over libpq, one connection a node, during one call.
 -- Not meant to be called by hand.  b and the product's rows travel as bytea
 -- of big-endian doubles.

@@ -10,7 +10,7 @@ DROP FUNCTION gpu_kmeans_node_close();
 DROP FUNCTION gpu_matmul_node_load(regclass[], text[]);
 DROP FUNCTION gpu_matmul_node_product(bytea, integer, integer);
 
--- A Citus node's share of a distributed k-means (src/worker.c): called by
+-- A Citus node's share of a distributed k-means (src/citus_node.c): called by
 -- the coordinator's pg_gpu over libpq, one connection a node, in one
 -- transaction, during one call of gpu_kmeans, gpu_kmeans_fit,
 -- gpu_kmeans_assign or gpu_kmeans_apply on a distributed table.  Internal:
@@ -78,7 +78,7 @@ COMMENT ON FUNCTION pg_gpu_node_kmeans_close() IS
 'internal (a distributed k-means on Citus): frees the rows pg_gpu_node_kmeans_load read';
 
 -- A Citus node's share of gpu_matmul(a regclass, b regclass) where a is a
--- distributed dense matrix table (src/worker.c): called by the
+-- distributed dense matrix table (src/citus_node.c): called by the
 -- coordinator's pg_gpu over libpq, one connection a node, in one
 -- transaction, during one call.  Internal, as above.  b and the product's
 -- rows travel as bytea of big-endian doubles.

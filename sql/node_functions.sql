@@ -1,4 +1,4 @@
--- A Citus node's share of a distributed k-means or gpu_matmul (src/worker.c),
+-- A Citus node's share of a distributed k-means or gpu_matmul (src/citus_node.c),
 -- called here by hand on plain tables (tests/citus.sh runs them on a
 -- cluster): what the coordinator receives must equal what SQL (or the same
 -- call on one table) computes from the same rows.  The rows loaded live for

@@ -2,7 +2,7 @@
  * citus.c - the Citus cluster as pg_gpu's coordinator sees it: Citus's
  * metadata (which tables it distributes, where their shards are) and one
  * libpq connection a node, for the calls that run where the rows live
- * (kmeans_nodes.c, matmul_nodes.c; the nodes' side is worker.c).
+ * (citus_kmeans.c, citus_matmul.c; the nodes' side is citus_node.c).
  *
  * A connection is made as the calling user with Citus's authentication
  * (citus.node_conninfo, pg_dist_authinfo) within
@@ -101,7 +101,7 @@ pg_gpu_citus_method(Oid relid)
 	return method;
 }
 
-/* the nodes' functions (worker.c), as the coordinator calls them */
+/* the nodes' functions (citus_node.c), as the coordinator calls them */
 static const char *const node_functions[] = {
 	"pg_gpu_node_kmeans_load", "pg_gpu_node_kmeans_sample", "pg_gpu_node_kmeans_step",
 	"pg_gpu_node_kmeans_labels", "pg_gpu_node_kmeans_close", "pg_gpu_node_matmul_load",
@@ -700,7 +700,7 @@ pg_gpu_nodes_open(PgGpuNodes *ns, Oid relid, const char *relname)
 	pg_gpu_progress(true, "connecting to %d Citus nodes", ns->nnodes);
 	for (int i = 0; i < ns->nnodes; i++)
 		node_connect(&ns->nodes[i]);
-	/* one transaction a node: what a node loads lives until its end (worker.c) */
+	/* one transaction a node: what a node loads lives until its end (citus_node.c) */
 	nodes_command(ns, "BEGIN", "starting a transaction");
 }
 

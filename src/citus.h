@@ -1,6 +1,6 @@
 /*
  * citus.h - the coordinator's connections to Citus nodes (citus.c), shared
- * by the calls that run on the nodes (kmeans_nodes.c, matmul_nodes.c).
+ * by the calls that run on the nodes (citus_kmeans.c, citus_matmul.c).
  */
 #ifndef PG_GPU_CITUS_H
 #define PG_GPU_CITUS_H

@@ -214,7 +214,7 @@ load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, PgGpuRows *rows
 
 /*
  * A Citus distributed table: its rows loaded on the nodes that hold its
- * shards (kmeans_nodes.c), scaled by mean and std when given; NULL when the
+ * shards (citus_kmeans.c), scaled by mean and std when given; NULL when the
  * call reads them here instead (not distributed, pg_gpu.citus_nodes off, or
  * why_not: what keeps this call off the nodes)
  */

@@ -10,7 +10,7 @@
  * Tables: each operand is a dense matrix table (row_id, row_vec) or a sparse
  * one (row_id, col_id, value), read by matrix_table.c in the caller's
  * snapshot, both operands in the same one.  A dense a distributed by Citus
- * is multiplied on the nodes that hold its shards (matmul_nodes.c), b sent
+ * is multiplied on the nodes that hold its shards (citus_matmul.c), b sent
  * to each.  The result comes back value-per-call, one row of C per call,
  * after the device has been released.
  */

@@ -8,7 +8,7 @@
  * Dense rows are converted straight into a workspace's host buffer as they
  * arrive (read in parallel where scan.c can) and put in row_id order
  * afterwards; a Citus node reads its shards' rows the same way, keeping
- * their own ids (worker.c).  Sparse entries are collected and scattered
+ * their own ids (citus_node.c).  Sparse entries are collected and scattered
  * into a dense buffer once both shapes are known.
  */
 #include "postgres.h"

@@ -226,7 +226,7 @@ pg_noreturn extern void pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGp
 /* ---- progress, in pg_stat_activity.query (progress.c) ---- */
 
 /* a call named fname begins (its stage shows until the memory context goes) */
-/* citus.c: Citus's metadata; kmeans_nodes.c: k-means on the nodes of a Citus cluster */
+/* citus.c: Citus's metadata; citus_kmeans.c: k-means on the nodes of a Citus cluster */
 typedef struct PgGpuCluster PgGpuCluster;
 
 extern bool pg_gpu_citus_nodes;
@@ -240,7 +240,7 @@ extern void pg_gpu_cluster_fit(PgGpuCluster *cl, const pggpu_kmeans_params *p,
 extern void pg_gpu_cluster_labels(PgGpuCluster *cl, const double *C, int k, PgGpuRows *rows,
 								  int32 **labels, double **distances);
 extern void pg_gpu_cluster_close(PgGpuCluster *cl);
-/* worker.c: doubles as they travel between nodes (big-endian, 8 bytes each) */
+/* citus_node.c: doubles as they travel between nodes (big-endian, 8 bytes each) */
 extern void pg_gpu_doubles_to_wire(const double *v, int64 n, char *out);
 extern void pg_gpu_doubles_from_wire(const char *in, int64 n, double *v);
 
@@ -488,7 +488,7 @@ typedef struct PgGpuDenseRows
 extern void pg_gpu_mat_rows_init(PgGpuDenseRows *r, PgGpuMatmul *w, int which, double expected_rows);
 extern void pg_gpu_mat_rows_read(PgGpuDenseRows *r, const PgGpuMatTable *t);
 
-/* matmul_nodes.c: a (dense, distributed by Citus) multiplied on its nodes */
+/* citus_matmul.c: a (dense, distributed by Citus) multiplied on its nodes */
 typedef struct PgGpuMatNodes PgGpuMatNodes;
 
 extern PgGpuMatNodes *pg_gpu_matmul_nodes_load(const PgGpuMatTable *a);

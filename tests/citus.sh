@@ -307,7 +307,7 @@ check "gpu_matmul('a'::regclass, 'b'): distributed dense a x local b = the produ
 check "gpu_matmul('a', 's'): distributed dense a x distributed sparse s = the product of the local copies" \
   "$(matmul_same "'a'::regclass, 's'::regclass" "'a_local'::regclass, 's_local'::regclass" 200)"
 
-# ---- gpu_matmul on the workers (src/matmul_nodes.c) ------------------------
+# ---- gpu_matmul on the workers (src/citus_matmul.c) ------------------------
 # debug1 SQL: the DEBUG1 lines of SQL on the coordinator
 debug1() {
   psql -X -q -At -h "$tmp" -p "$coord_port" -U "$user" -d postgres \
@@ -344,7 +344,7 @@ expect_error "gpu_matmul on the workers: a 200 x 6 by b 8 x 1200: 22023 naming b
   'matrix dimensions do not match: "a" is 200 x 6, "bm" is 8 x 1200' "SELECT * FROM gpu_matmul('a'::regclass, 'bm')"
 q "$coord_port" "DROP TABLE a_bad" >/dev/null
 
-# ---- k-means on the workers (src/kmeans_nodes.c) ---------------------------
+# ---- k-means on the workers (src/citus_kmeans.c) ---------------------------
 check "k-means on a distributed table runs on its two workers" "
   SELECT device LIKE '% (2 Citus nodes)', device FROM gpu_kmeans_fit('pts', 3, seed => 1)"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/bench/citus.sh [OUT.tsv] - "Scaling out" (BENCHMARKS.md section 8):
 # k-means on a Citus distributed table, run on its workers
-# (src/kmeans_nodes.c), beside the same call on a plain table of the
+# (src/citus_kmeans.c), beside the same call on a plain table of the
 # coordinator (the single node).  A throwaway cluster on this host: a
 # coordinator and 4 workers (all on this machine's one GPU, or its CPUs);
 # for W = 1, 2, 4 workers a table distributed over the first W of them

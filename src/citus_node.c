@@ -1,6 +1,6 @@
 /*
- * worker.c - a Citus node's share of a distributed k-means or gpu_matmul.
- * For k-means, the functions the coordinator (kmeans_nodes.c) calls over
+ * citus_node.c - a Citus node's share of a distributed k-means or gpu_matmul.
+ * For k-means, the functions the coordinator (citus_kmeans.c) calls over
  * libpq, on one connection, in one transaction (BEGIN ... COMMIT), in this
  * order:
  *
@@ -556,7 +556,7 @@ gpu_kmeans_node_close(PG_FUNCTION_ARGS)
 /* ---- a distributed gpu_matmul: this node's rows of a ------------------------ */
 
 /*
- * The coordinator (matmul_nodes.c) calls, on one connection, in one
+ * The coordinator (citus_matmul.c) calls, on one connection, in one
  * transaction:
  *
  *   pg_gpu_node_matmul_load(shards, columns)   read this node's rows of a

@@ -1,8 +1,8 @@
 /*
- * matmul_nodes.c - the table form of gpu_matmul where a is a Citus
+ * citus_matmul.c - the table form of gpu_matmul where a is a Citus
  * distributed table: each node that holds shards of a (citus.c connects to
  * them) reads its own rows of a into its own GPU (or CPU) workspace
- * (pg_gpu_node_matmul_load, worker.c) while the coordinator reads b; b goes to
+ * (pg_gpu_node_matmul_load, citus_node.c) while the coordinator reads b; b goes to
  * every node, each multiplies its rows (pg_gpu_node_matmul_product) and streams
  * them back with their row ids, pieces of a few megabytes sent as they are
  * made, and the coordinator puts them in row id order.  a never crosses the network; b crosses it once a node, C once.

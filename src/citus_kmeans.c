@@ -1,8 +1,8 @@
 /*
- * kmeans_nodes.c - k-means on a Citus distributed table where its rows live.
+ * citus_kmeans.c - k-means on a Citus distributed table where its rows live.
  *
  * Each node that holds shards (citus.c connects to them) reads its own
- * shards into its own GPU (or CPU) with pg_gpu_node_kmeans_load (worker.c).
+ * shards into its own GPU (or CPU) with pg_gpu_node_kmeans_load (citus_node.c).
  * The fit is the compute layer's pggpu_kmeans_over with the nodes as its
  * source: an iteration sends the centroids to every node at once and gets
  * back k x (d + 1) sums and counts from each, added here in node order; the
