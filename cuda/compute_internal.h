@@ -240,6 +240,10 @@ pggpu_status pggpu_gpu_mm_run(pggpu_matmul *mm, const pggpu_matmul_params *p,
 							  pggpu_matmul_info *info, pggpu_error *err);
 void		pggpu_gpu_mm_close(pggpu_matmul *mm);
 
+/* the CPU side (cpu/matmul.c): OpenBLAS's product in blocks of rows */
+pggpu_status pggpu_cpu_mm_run(const pggpu_matmul_params *p, const void *a, const void *b, void *c,
+							  pggpu_matmul_info *info, pggpu_error *err);
+
 /* ---- several GPUs at once (together.c) ----------------------------------- */
 
 /* set by the calling thread when an interrupt is pending: the jobs leave */
