@@ -77,6 +77,7 @@ analyst_session() {
     psql -X -q -d postgres -c "DROP DATABASE pg_gpu_analyst"
 }
 step "the README's analyst session runs (tests/demo/analyst.sql)" analyst_session
+step "every SQL example of README.md runs as written (tests/readme.sh)" bash tests/readme.sh
 step "Citus distributed tables (tests/citus.sh)" bash tests/citus.sh
 step "benchmark suite, smoke run (tests/bench/run.sh --smoke)" bash tests/bench/run.sh --smoke
 gpus=$(psql -X -At -d postgres -c "CREATE EXTENSION IF NOT EXISTS pg_gpu; SELECT count(*) FROM gpu_info()" 2>/dev/null | tail -1)
