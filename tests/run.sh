@@ -43,6 +43,13 @@ step "CPU-only build (WITH_CUDA=0)" cpu_only_build
 make -s clean >/dev/null 2>&1
 step "build and install, without warnings" build_warning_free
 step "unit tests of the compute layer" make -s unit PG_CONFIG="$PG_CONFIG"
+# docs/routes.md's table is the planner's (tests/unit/unit_compute --route-table)
+routes_doc() {
+  diff <(tests/unit/unit_compute --route-table) \
+       <(sed -n '/^<!-- route table/,/^<!-- end of route table/p' docs/routes.md | sed '1d;$d') &&
+    echo "docs/routes.md: the planner's table, $(grep -c '^| [0-9]' docs/routes.md) routes"
+}
+step "docs/routes.md is the route planner's table (unit_compute --route-table)" routes_doc
 
 # libFuzzer over the compute layer's validation and data handling (ASan,
 # UBSan): a fixed budget of inputs from a fixed seed

@@ -103,13 +103,19 @@ main(int argc, char **argv)
 			only_sections = argv[i] + 7;
 		else if (strcmp(argv[i], "--verbose") == 0)
 			verbose = true;
+		else if (strcmp(argv[i], "--route-table") == 0)
+		{
+			print_route_table();
+			return 0;
+		}
 		else
 		{
-			fprintf(stderr, "usage: %s [--full | --small] [--only=SECTION,...] [--verbose]\n"
+			fprintf(stderr, "usage: %s [--full | --small] [--only=SECTION,...] [--verbose] | --route-table\n"
 					"  --full      also run the heavier grid and the kernel grid (a GPU machine)\n"
 					"  --small     the kernel grid up to N = 1000, float64 (for compute-sanitizer)\n"
 					"  --only=...  just these sections (names as printed, - for a space)\n"
-					"  --verbose   a line for every k-means run\n", argv[0]);
+					"  --verbose   a line for every k-means run\n"
+					"  --route-table  print the planner's route table (docs/routes.md) and exit\n", argv[0]);
 			return 2;
 		}
 	}

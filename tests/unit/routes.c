@@ -81,6 +81,34 @@ route_shape(const pggpu_route *r)
 		r->label == PGGPU_LABEL_TC_RESIDENT ? r->nm : 0;
 }
 
+/*
+ * The table as markdown (unit_compute --route-table): docs/routes.md holds
+ * it, and tests/run.sh fails when the two differ, so the docs' table is the
+ * planner's and the test's
+ */
+void
+print_route_table(void)
+{
+	char		line[512];
+
+	printf("| n | k | d | forced | what `pggpu_plan_step` plans (`SET client_min_messages = debug2` shows it) | the case |\n");
+	printf("| --- | --- | --- | --- | --- | --- |\n");
+	for (size_t i = 0; i < sizeof(route_cases) / sizeof(route_cases[0]); i++)
+	{
+		const route_case *c = &route_cases[i];
+		pggpu_route_force f = {c->force, 0, 0, 0, c->no_fuse};
+		pggpu_route r;
+
+		pggpu_plan_step(c->n, c->k, c->d, &h100, RANGE_WORK, MAX_GRID, true, &f, &r);
+		pggpu_route_describe(&r, line, sizeof(line));
+		for (char *q = line; *q; q++)
+			if (*q == '|')
+				*q = '/';
+		printf("| %lld | %d | %d | %s | %s | %s |\n", (long long) c->n, c->k, c->d,
+			   c->no_fuse ? "not fused" : c->force ? pggpu_label_route_name(c->force) : "", line, c->why);
+	}
+}
+
 void
 test_route_table(void)
 {

@@ -238,6 +238,7 @@ void test_cosine(void);
 
 /* routes.c */
 void test_route_table(void);
+void print_route_table(void);	/* --route-table: docs/routes.md's table */
 void test_routes_gpu(void);
 
 #endif							/* PG_GPU_UNIT_H */
