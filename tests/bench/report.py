@@ -606,6 +606,30 @@ def embeddings_seed_section(path, base="."):
         ""])
 
 
+def provenance(*paths):
+    """Where results measured apart come from: the machine and date their
+    names say, and the commit that added them (git, where the report runs in
+    a checkout: the code measured is that commit's parent or earlier)."""
+    import subprocess
+    said = []
+    for path in paths:
+        if path is None:
+            continue
+        name = os.path.basename(path)
+        m = re.match(r"^(.*)-([a-z0-9]+)-(\d{4}-\d\d-\d\d)\.tsv$", name)
+        machine, date = (m.group(2).upper(), m.group(3)) if m else ("an unnamed machine", "an unnamed date")
+        try:
+            added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%h %ad", "--date=short", "-1",
+                                    "--", os.path.abspath(path)], capture_output=True, text=True,
+                                   cwd=os.path.dirname(os.path.abspath(path))).stdout.split()
+        except OSError:
+            added = []
+        commit = ("added in commit %s (%s), so measured on the code of its parent or earlier" % (added[0], added[1])
+                  if len(added) == 2 else "not in a git checkout here: its commit is unknown")
+        said.append("`%s`: on %s, %s, %s" % (name, machine, date, commit))
+    return ("Made apart from the run above: " + "; ".join(said) + ".") if said else ""
+
+
 def newest_results(results, prefix):
     """the newest results/PREFIX-*.tsv, by the date in its name, then mtime"""
     import glob
@@ -864,6 +888,8 @@ def main():
           "PyTorch). Checks in this run: %s." % "; ".join(
               "%s over %d rows x %d columns: %s" % (r["method"], r["n"], r["d"], r["note"])
               for r in checks if r["method"].startswith("blobs")), "",
+          "Sections 1 to 4 were made by that command, at commit %s, on %s, on the machine below; "
+          "each later section says which run made it." % (meta.get("commit"), meta.get("date")), "",
           "## 1. One Lloyd iteration on the GPU", "", kernel_section(data, meta), "",
           "## 2. The CPU backend beside scikit-learn", "", cpu_section(data, meta), "",
           "## 3. k-means in SQL, end to end", "", e2e_section(data, meta), "",
@@ -875,18 +901,23 @@ def main():
           "This section was measured apart from the rest of this report, on the GPU machine, by the "
           "scripts it names (their TSVs are the newest `results/embeddings-*.tsv`); the run above did not "
           "include it.", "",
+          provenance(*[newest_embeddings(args.results, kind) for kind in ("gpu", "seed", "sql", "cpu")]), "",
           "## 6. PostGIS points, and several starts", "",
           postgis_section(newest_results(args.results, "postgis"), args.out), "",
           n_init_section(newest_results(args.results, "n_init"), args.out), "",
           "Measured apart from the rest of this report, on the GPU machine, by the scripts it names "
           "(their TSVs are the newest `results/postgis-*.tsv` and `results/n_init-*.tsv`).", "",
+          provenance(newest_results(args.results, "postgis"), newest_results(args.results, "n_init")), "",
           "## 7. Beyond the GPU's memory", "", stream_section(newest_results(args.results, "stream"), args.out), "",
           "Measured apart from the rest of this report, on the GPU machine (the newest `results/stream-*.tsv`).", "",
+          provenance(newest_results(args.results, "stream")), "",
           "## 8. Scaling out", "", citus_section(newest_results(args.results, "citus"), args.out), "",
           citusmm_section(newest_results(args.results, "citusmm"), args.out), "",
           "Measured apart from the rest of this report, on the GPU machine (the newest `results/citus-*.tsv`).", "",
+          provenance(newest_results(args.results, "citus"), newest_results(args.results, "citusmm")), "",
           "## 9. Several GPUs", "", gpus_section(newest_results(args.results, "gpus"), args.out), "",
           GPUS_NOTE, "",
+          provenance(newest_results(args.results, "gpus")), "",
           "## Plot", "",
           plot_error or "![time against N](%s)" % os.path.relpath(png, args.out), "",
           "## Skipped, failed, not available", "", notes_section(data), "",
