@@ -81,6 +81,16 @@ route_shape(const pggpu_route *r)
 		r->label == PGGPU_LABEL_TC_RESIDENT ? r->nm : 0;
 }
 
+/* the planner's route for a case, described into line */
+static void
+plan_case(const route_case *c, pggpu_route *r, char *line, size_t len)
+{
+	pggpu_route_force f = {c->force, 0, 0, 0, c->no_fuse};
+
+	pggpu_plan_step(c->n, c->k, c->d, &h100, RANGE_WORK, MAX_GRID, true, &f, r);
+	pggpu_route_describe(r, line, len);
+}
+
 /*
  * The table as markdown (unit_compute --route-table): docs/routes.md holds
  * it, and tests/run.sh fails when the two differ, so the docs' table is the
@@ -96,11 +106,9 @@ print_route_table(void)
 	for (size_t i = 0; i < sizeof(route_cases) / sizeof(route_cases[0]); i++)
 	{
 		const route_case *c = &route_cases[i];
-		pggpu_route_force f = {c->force, 0, 0, 0, c->no_fuse};
 		pggpu_route r;
 
-		pggpu_plan_step(c->n, c->k, c->d, &h100, RANGE_WORK, MAX_GRID, true, &f, &r);
-		pggpu_route_describe(&r, line, sizeof(line));
+		plan_case(c, &r, line, sizeof(line));
 		for (char *q = line; *q; q++)
 			if (*q == '|')
 				*q = '/';
@@ -117,11 +125,9 @@ test_route_table(void)
 	for (size_t i = 0; i < sizeof(route_cases) / sizeof(route_cases[0]); i++)
 	{
 		const route_case *c = &route_cases[i];
-		pggpu_route_force f = {c->force, 0, 0, 0, c->no_fuse};
 		pggpu_route r;
 
-		pggpu_plan_step(c->n, c->k, c->d, &h100, RANGE_WORK, MAX_GRID, true, &f, &r);
-		pggpu_route_describe(&r, line, sizeof(line));
+		plan_case(c, &r, line, sizeof(line));
 		set_case("route n=%lld k=%d d=%d (%s)", (long long) c->n, c->k, c->d, c->why);
 		CHECK(r.label == c->label && r.sum == c->sum && r.mode == c->mode && r.ranged == c->ranged &&
 			  r.f16 == c->f16 && r.ks == c->ks && route_shape(&r) == c->shape,
