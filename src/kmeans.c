@@ -495,34 +495,6 @@ notice_not_converged(const KmeansOut *out, const FitSettings *fs)
 			 errhint("Raise max_iter or tol; gpu_kmeans_fit's converged column says the same.")));
 }
 
-/*
- * Whether the model of k clusters (o->src.ncols values each) would pass
- * jsonb's limit of 256 MB (about 13 million values, 6.5 million with scale
- * 'standard', which keeps the centroids twice); a NOTICE if so (before:
- * before the fit).  A NOTICE and a NULL model, not an error: the fit's
- * centroids, sizes and memberships are still right and returned (a k x d
- * double precision[] holds up to 134 million values), and the README allows
- * k = 1000 at d = 16000, so an error would leave such fits without any
- * result, after having run them.  Said before the fit, so that whoever
- * waits for the model knows at once.
- */
-static bool
-model_too_large(const KmeansOut *o, const FitSettings *fs, int k, bool before)
-{
-	int			d = o->src.ncols;
-
-	if (before && pg_gpu_model_fits(k, d, fs->standard))
-		return false;
-	ereport(NOTICE,
-			(errmsg("%s: the model of k = %d clusters of %d values %s jsonb's limit of 256 MB; its model %s NULL",
-					o->fname, k, d, before ? "would exceed" : "exceeds", before ? "will be" : "is"),
-			 errdetail("A model holds k x d centroids%s, about 20 bytes a value in jsonb (%lld MB by that estimate).",
-					   fs->standard ? " twice (scaled_centroids, for scale => 'standard')" : "",
-					   (long long) (pg_gpu_model_estimate(k, d, fs->standard) >> 20)),
-			 errhint("The centroids column holds the fit: store it and use gpu_kmeans_assign, or lower k or the number of columns.")));
-	return true;
-}
-
 /* the model of a fit (src, settings and results of out) as jsonb; NULL: too large */
 static Datum
 model_datum(const KmeansOut *o, const FitSettings *fs, bool *isnull)
@@ -562,7 +534,7 @@ model_datum(const KmeansOut *o, const FitSettings *fs, bool *isnull)
 		return (Datum) 0;
 	model = pg_gpu_model_to_jsonb(&m, isnull);
 	if (*isnull)
-		model_too_large(o, fs, o->k, false);
+		pg_gpu_model_too_large(o->fname, o->k, o->src.ncols, fs->standard, false);
 	return model;
 }
 
@@ -605,7 +577,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 	}
 
 	if (out->want_model)
-		model_too_large(out, fs, k, true);
+		pg_gpu_model_too_large(out->fname, k, out->src.ncols, fs->standard, true);
 	start = GetCurrentTimestamp();
 	pg_gpu_progress_begin(out->fname);
 	skipped = want_labels ? "they come back with cluster NULL" : "they take no part in the fit";
@@ -884,39 +856,6 @@ gpu_kmeans_apply(PG_FUNCTION_ARGS)
 	return member_srf(fcinfo, run_assign_model);
 }
 
-/* rows (ascending, indexes in read order) of every part, m x d into X */
-static void
-get_rows_parts(PgGpuData *data, const int64 *rows, int m, double *X)
-{
-	pggpu_error err = {0};
-	int64		off = 0;
-	int			r = 0;
-
-	for (int i = 0; i < data->nparts && r < m; i++)
-	{
-		pggpu_data *ds = data->parts[i];
-		int64		n = pggpu_data_rows(ds);
-		int			r0 = r;
-		int64	   *local;
-
-		while (r < m && rows[r] < off + n)
-			r++;
-		if (r > r0)
-		{
-			bool		parked = pggpu_data_parked(ds);
-
-			local = palloc(sizeof(int64) * (r - r0));
-			for (int q = r0; q < r; q++)
-				local[q - r0] = rows[q] - off;
-			if (pggpu_data_get_rows(ds, local, r - r0, X + (int64) r0 * data->d, &err) != PGGPU_OK ||
-				(parked && pggpu_data_park(ds, &err) != PGGPU_OK))
-				pg_gpu_raise(&err);
-			pfree(local);
-		}
-		off += n;
-	}
-}
-
 /*
  * gpu_kmeans_choose_k(relation, ks, columns, max_iter, tol, init, seed,
  * metric, n_init, scale, sample_size): the relation read once, a fit for
@@ -984,7 +923,7 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 						  NULL, false, fs->metric == PGGPU_METRIC_COSINE, &o.src);
 	/* before the read and the fits */
 	for (int i = 0; i < nks; i++)
-		model_too_large(&o, fs, ks[i], true);
+		pg_gpu_model_too_large(o.fname, ks[i], o.src.ncols, fs->standard, true);
 	pg_gpu_progress_begin(o.fname);
 	data = load(&o.src, fs->metric, false, &o.rows, "they take no part in the fits");
 	if (o.rows.nvalid == 0)
@@ -1011,7 +950,7 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 		fit_data(data, fs, ks[i], NULL, true, &o);
 		notice_not_converged(&o, fs);
 		/* the sample's rows as compared, after the fit (get_rows uses the k-means state) */
-		get_rows_parts(data, rows, m, X);
+		pg_gpu_data_get_rows(data, rows, m, X);
 		for (int r = 0; r < m; r++)
 			lab[r] = o.labels[rows[r]];
 		pg_gpu_progress(true, "k = %d, silhouette of %d rows", ks[i], m);

@@ -213,6 +213,32 @@ pg_gpu_model_fits(int64 k, int d, bool standard)
 	return pg_gpu_model_estimate(k, d, standard) + k * 28 + (int64) d * 80 + (1 << 20) <= MODEL_MAX_BYTES;
 }
 
+/*
+ * Whether the model of k clusters (d values each) would pass
+ * jsonb's limit of 256 MB (about 13 million values, 6.5 million with scale
+ * 'standard', which keeps the centroids twice); a NOTICE if so (before:
+ * before the fit).  A NOTICE and a NULL model, not an error: the fit's
+ * centroids, sizes and memberships are still right and returned (a k x d
+ * double precision[] holds up to 134 million values), and the README allows
+ * k = 1000 at d = 16000, so an error would leave such fits without any
+ * result, after having run them.  Said before the fit, so that whoever
+ * waits for the model knows at once.
+ */
+bool
+pg_gpu_model_too_large(const char *fname, int k, int d, bool standard, bool before)
+{
+	if (before && pg_gpu_model_fits(k, d, standard))
+		return false;
+	ereport(NOTICE,
+			(errmsg("%s: the model of k = %d clusters of %d values %s jsonb's limit of 256 MB; its model %s NULL",
+					fname, k, d, before ? "would exceed" : "exceeds", before ? "will be" : "is"),
+			 errdetail("A model holds k x d centroids%s, about 20 bytes a value in jsonb (%lld MB by that estimate).",
+					   standard ? " twice (scaled_centroids, for scale => 'standard')" : "",
+					   (long long) (pg_gpu_model_estimate(k, d, standard) >> 20)),
+			 errhint("The centroids column holds the fit: store it and use gpu_kmeans_assign, or lower k or the number of columns.")));
+	return true;
+}
+
 Datum
 pg_gpu_model_to_jsonb(const PgGpuModel *m, bool *toolarge)
 {

@@ -439,6 +439,39 @@ pg_gpu_data_rows(const PgGpuData *data)
 	return n;
 }
 
+/* rows (ascending, indexes in read order) of every part, m x d into X */
+void
+pg_gpu_data_get_rows(PgGpuData *data, const int64 *rows, int m, double *X)
+{
+	pggpu_error err = {0};
+	int64		off = 0;
+	int			r = 0;
+
+	for (int i = 0; i < data->nparts && r < m; i++)
+	{
+		pggpu_data *ds = data->parts[i];
+		int64		n = pggpu_data_rows(ds);
+		int			r0 = r;
+		int64	   *local;
+
+		while (r < m && rows[r] < off + n)
+			r++;
+		if (r > r0)
+		{
+			bool		parked = pggpu_data_parked(ds);
+
+			local = palloc(sizeof(int64) * (r - r0));
+			for (int q = r0; q < r; q++)
+				local[q - r0] = rows[q] - off;
+			if (pggpu_data_get_rows(ds, local, r - r0, X + (int64) r0 * data->d, &err) != PGGPU_OK ||
+				(parked && pggpu_data_park(ds, &err) != PGGPU_OK))
+				pg_gpu_raise(&err);
+			pfree(local);
+		}
+		off += n;
+	}
+}
+
 void
 pg_gpu_data_close(PgGpuData *data)
 {

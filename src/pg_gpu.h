@@ -117,6 +117,8 @@ extern void pg_gpu_data_next_share(PgGpuData *data);
 /* its device(s): "cpu", a GPU's name, "NAME (N GPUs)" */
 extern const char *pg_gpu_data_device(const PgGpuData *data);
 extern int64 pg_gpu_data_rows(const PgGpuData *data);
+/* rows (ascending indexes in read order) of every part, m x d doubles into X */
+extern void pg_gpu_data_get_rows(PgGpuData *data, const int64 *rows, int m, double *X);
 
 /*
  * A matrix-product workspace freed with the memory context given (callers
@@ -296,6 +298,8 @@ typedef struct PgGpuModel
 extern Datum pg_gpu_model_to_jsonb(const PgGpuModel *m, bool *toolarge);
 extern bool pg_gpu_model_fits(int64 k, int d, bool standard);
 extern int64 pg_gpu_model_estimate(int64 k, int d, bool standard);
+/* a NOTICE (fname's) where a model of k x d would not fit: true then */
+extern bool pg_gpu_model_too_large(const char *fname, int k, int d, bool standard, bool before);
 /* ERRORs (22023) on a value that is not a model of this version */
 extern PgGpuModel *pg_gpu_model_from_jsonb(Jsonb *jb);
 /* ERRORs when the columns src resolved are not of the kinds the model was fit on */
