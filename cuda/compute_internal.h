@@ -18,6 +18,7 @@
 #include "route.h"
 
 #include <math.h>
+#include <string.h>
 
 #ifdef __CUDACC__
 #define PGGPU_HD __host__ __device__ __forceinline__
@@ -173,6 +174,18 @@ typedef struct pggpu_ops
 	 */
 	pggpu_status (*park) (pggpu_data *ds, pggpu_error *err);
 	pggpu_status (*unpark) (pggpu_data *ds, pggpu_error *err);
+
+	/* every row's content key (pggpu_row_key of its values as pushed) */
+	pggpu_status (*keys) (pggpu_data *ds, uint64_t *keys, pggpu_error *err);
+
+	/*
+	 * Greedy k-means++'s trials: pot[t] := the potential sum_i w_i min(dist2[i],
+	 * |x_i - x_rows[t]|^2) for t < m (w_i: km_weights', else 1), summed in the
+	 * order of pggpu_trial_block and then over the blocks in order, so that
+	 * both backends give the same bits.  The state is left as it was.
+	 */
+	pggpu_status (*km_trials) (pggpu_data *ds, const int64_t *rows, int m, double *pot,
+							   pggpu_error *err);
 } pggpu_ops;
 
 extern const pggpu_ops pggpu_cpu_ops;
@@ -183,6 +196,10 @@ pggpu_status pggpu_cpu_col_sums(pggpu_data *ds, const double *center, double *su
 								pggpu_error *err);
 pggpu_status pggpu_cpu_col_affine(pggpu_data *ds, const double *sub, const double *div,
 								  pggpu_error *err);
+/* the CPU backend's keys and km_trials (cpu/trials.c), over its rows */
+pggpu_status pggpu_cpu_keys(pggpu_data *ds, uint64_t *keys, pggpu_error *err);
+pggpu_status pggpu_cpu_trials(pggpu_data *ds, const double *dist2, const double *rw,
+							  const int64_t *rows, int m, double *pot, pggpu_error *err);
 
 /* CUDA backend (gpu/, or gpu/stand_in.c in builds without CUDA) */
 extern const pggpu_ops *const pggpu_gpu_ops;
@@ -283,6 +300,12 @@ void		pggpu_scratch_free_all(pggpu_data *ds);
  */
 pggpu_status pggpu_prepare_scale(pggpu_data *ds, const double *extra, int64_t nextra, int *e,
 								 pggpu_error *err);
+/* compute.c: the rows' least and largest non-zero |value| as pushed (cached); ds held at 2^e */
+pggpu_status pggpu_data_range(pggpu_data *ds, double *lo, double *hi, pggpu_error *err);
+pggpu_status pggpu_scale_to(pggpu_data *ds, int e, pggpu_error *err);
+
+/* fit.c: the rows of the seeding set for k clusters (fewer: all of them) */
+int64_t		pggpu_seed_rows(int k);
 
 /*
  * compute.c: clusters renumbered by their centroids (lexicographically, ties
@@ -320,6 +343,10 @@ pggpu_status pggpu_seed_random(pggpu_data *ds, const pggpu_kmeans_params *p, pgg
 pggpu_status pggpu_seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, int64_t first,
 								 pggpu_error *err);
 pggpu_status pggpu_seed_parallel(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err);
+/* greedy k-means++ (p->init 'k-means++'), 2 + floor(ln k) trials a step (pggpu_greedy_trials) */
+int			pggpu_greedy_trials(int k);
+pggpu_status pggpu_seed_greedy(pggpu_data *ds, const pggpu_kmeans_params *p, int64_t first,
+							   pggpu_error *err);
 
 /* error helper: fills err, returns code */
 pggpu_status pggpu_fail(pggpu_error *err, pggpu_status code, const char *fmt,...)
@@ -536,6 +563,97 @@ PGGPU_HD double
 pggpu_affine(double x, double sub, double div)
 {
 	return PGGPU_ADD(x, -sub) / div;
+}
+
+/*
+ * A row's content key: a hash of its values, the same for equal rows
+ * wherever and in whatever order they arrive; seeding's draws are keyed by
+ * it (fit.c).  Each value counts by its sign and mantissa and its binary
+ * exponent less the row's largest, so that the key is also the same for
+ * the row times any power of two (the scale a fit holds rows at, and data
+ * of any magnitude: a fit of 2^530 x is 2^530 times the fit of x).  -0
+ * counts as 0.  The terms are added modulo 2^64, in any order.
+ */
+PGGPU_HD int
+pggpu_key_exponent(double v)
+{
+	int			ex = 0;
+
+	if (v != 0)
+		(void) frexp(v, &ex);
+	return ex;
+}
+
+PGGPU_HD uint64_t
+pggpu_key_term(double v, int emax, int j)
+{
+	uint64_t	b = 0;
+	int			ex;
+
+	if (v != 0)
+	{
+		double		m = frexp(v, &ex);
+
+#ifdef __CUDA_ARCH__
+		b = (uint64_t) __double_as_longlong(m);
+#else
+		memcpy(&b, &m, sizeof(b));
+#endif
+		b ^= pggpu_mix64((uint64_t) (uint32_t) (emax - ex));
+	}
+	return pggpu_mix64(b ^ (0x9e3779b97f4a7c15ULL * (uint64_t) (j + 1)));
+}
+
+PGGPU_HD uint64_t
+pggpu_key_final(uint64_t sum, int d)
+{
+	return pggpu_mix64(sum ^ (0xc2b2ae3d27d4eb4fULL * (uint64_t) d));
+}
+
+/* the key of row x (d values, element j at x[j * stride]) */
+PGGPU_HD uint64_t
+pggpu_row_key(const double *x, int64_t stride, int d)
+{
+	uint64_t	h = 0;
+	int			emax = INT32_MIN;
+
+	for (int j = 0; j < d; j++)
+		if (x[j * stride] != 0 && pggpu_key_exponent(x[j * stride]) > emax)
+			emax = pggpu_key_exponent(x[j * stride]);
+	for (int j = 0; j < d; j++)
+		h += pggpu_key_term(x[j * stride], emax, j);
+	return pggpu_key_final(h, d);
+}
+
+/* greedy k-means++'s term of a row: w_i min(D_i, d_i) (negative D: 0) */
+PGGPU_HD double
+pggpu_trial_term(double D, double dt, const double *rw, int64_t i)
+{
+	double		m = pggpu_draw_w(dt < D ? dt : D);
+
+	return rw ? PGGPU_MUL(m, rw[i]) : m;
+}
+
+/*
+ * The potential's sum over one block of PGGPU_DRAW_ROWS rows, given their
+ * terms t[q] (q = 0 .. 255, 0 past n): the order of pggpu_draw_weight (lane
+ * l adds rows 32 r + l, r in order, from 0.0; then the butterfly)
+ */
+PGGPU_HD double
+pggpu_trial_block(const double *t)
+{
+	double		s[PGGPU_DRAW_LANES];
+
+	for (int l = 0; l < PGGPU_DRAW_LANES; l++)
+	{
+		s[l] = 0.0;
+		for (int r = 0; r < PGGPU_DRAW_ROWS / PGGPU_DRAW_LANES; r++)
+			s[l] = PGGPU_ADD(s[l], t[r * PGGPU_DRAW_LANES + l]);
+	}
+	for (int h = PGGPU_DRAW_LANES / 2; h > 0; h >>= 1)
+		for (int l = 0; l < h; l++)
+			s[l] = s[l] + s[l + h];
+	return s[0];
 }
 
 /* element (i, j) of tiled SoA storage */

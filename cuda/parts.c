@@ -1,28 +1,15 @@
 /*
- * parts.c - k-means over the rows of several data sets at once: the parts
- * of one relation held apart (chunks streamed through one GPU, several GPUs,
- * the nodes of a cluster; issues 28 and 30 build on it).  Each iteration
- * every part labels its rows by the current centroids and sums them by
- * cluster (pggpu_kmeans_partial: k x (d + 1) values and two scalars, all
- * that has to travel); the sums are added in part order on the host, which
- * computes the next centroids.  With the same starting centroids, the parts
- * give the fit of their rows in one data set, up to the rounding of adding
- * the sums in another order.
+ * parts.c - the rows of one relation held apart as a source of k-means
+ * rows (fit.c): chunks streamed through one GPU, shares on several GPUs, or
+ * one data set alone (pggpu_kmeans).  A step labels every part's rows by
+ * the centroids and sums them by cluster (pggpu_kmeans_partial); the sums
+ * are added in part order.  A Citus node answers its coordinator with the
+ * same calls over its own parts (src/citus_node.c).
  *
  * A part found parked (pggpu_data_park) is parked again after each of its
  * steps: then at most two parts at a time hold device memory for their rows
  * (the next one's copy runs while this one computes), and every iteration
  * streams the rows of the parked parts through the GPU.
- *
- * Seeding across parts: a uniform sample of the rows of every part (each
- * row by its index in the union, so the sample depends on the seed and the
- * parts' sizes only), clustered on the CPU by pggpu_kmeans with the caller's
- * init; its centroids start the fit of all rows.
- *
- * The fit (pggpu_kmeans_over) sees the holders of the rows only through a
- * source's step and sample, so the nodes of a Citus cluster (answering with
- * pggpu_parts_step and pggpu_parts_sample over their own parts; see
- * src/citus_kmeans.c) run the same loop as local parts.
  */
 #include <math.h>
 #include <stdio.h>
@@ -33,82 +20,78 @@
 
 #define CHECK(expr) do { if ((st = (expr)) != PGGPU_OK) goto done; } while (0)
 
-/* rows of the seeding sample: SAMPLE_PER_K a cluster, at least SAMPLE_MIN */
-#define SAMPLE_PER_K 40
-#define SAMPLE_MIN 4096
-
 pggpu_status
-pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, bool begin, double *sums,
+pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin, double *means,
 					 int64_t *counts, double *inertia, int64_t *changed, pggpu_error *err)
 {
 	const pggpu_ops *ops = ds->ops;
-	int			d = ds->d;
-	int			e;
-	double	   *held = NULL;
 	pggpu_step_stats sst;
 	pggpu_status st;
 
 	if (k < 1)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "k must be at least 1");
-	memset(sums, 0, sizeof(double) * k * d);
 	memset(counts, 0, sizeof(int64_t) * k);
 	*inertia = 0;
 	*changed = 0;
+	if (means)
+		memcpy(means, C, sizeof(double) * k * ds->d);
 	if (ds->n == 0)
 		return PGGPU_OK;
 	if (!begin && ds->k != k)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "a partial step of %d clusters on a state of %d", k, ds->k);
-	if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK)
+	if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK ||
+		(st = pggpu_scale_to(ds, e, err)) != PGGPU_OK)
 		return st;
-	held = (double *) pggpu_scratch_alloc(ds, sizeof(double) * k * d);
-	if (held == NULL)
-		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
-	CHECK(pggpu_prepare_scale(ds, C, (int64_t) k * d, &e, err));
-	for (int64_t i = 0; i < (int64_t) k * d; i++)
-		held[i] = ldexp(C[i], e);
 	if (begin)
 	{
-		CHECK(ops->km_begin(ds, k, err));
+		if ((st = ops->km_begin(ds, k, err)) != PGGPU_OK)
+			return st;
 		ds->k = k;
 	}
-	CHECK(ops->km_put_centroids(ds, held, err));
-	/* labels by C, and each cluster's mean of its rows (the old centroid where none) */
-	CHECK(ops->km_step(ds, true, &sst, err));
-	CHECK(ops->km_counts(ds, counts, err));
-	CHECK(ops->km_get_centroids(ds, held, err));
-	for (int c = 0; c < k; c++)
-		for (int j = 0; j < d; j++)
-			sums[(int64_t) c * d + j] = counts[c] ? ldexp(held[(int64_t) c * d + j], -e) * (double) counts[c] : 0.0;
-	*inertia = ldexp(sst.inertia, -2 * e);
+	/* labels by C, and with means each cluster's mean of its rows (C's where none) */
+	if ((st = ops->km_put_centroids(ds, C, err)) != PGGPU_OK ||
+		(st = ops->km_step(ds, means != NULL, &sst, err)) != PGGPU_OK ||
+		(st = ops->km_counts(ds, counts, err)) != PGGPU_OK ||
+		(means && (st = ops->km_get_centroids(ds, means, err)) != PGGPU_OK))
+		return st;
+	*inertia = sst.inertia;
 	*changed = sst.changed;
-done:
-	pggpu_scratch_free(ds, held);
-	return st;
+	return PGGPU_OK;
 }
 
-/* the rows of parts picked by pggpu_sampled(seed, their index in the union + first, rate), into "into" */
+/*
+ * The rows of the parts whose key pggpu_sampled(seed, key, rate) picks,
+ * into "into" (in part order; the seeding sorts them by key)
+ */
 pggpu_status
-pggpu_parts_sample(pggpu_data *const *parts, int nparts, int64_t first, uint64_t seed, double rate,
+pggpu_parts_sample(pggpu_data *const *parts, int nparts, uint64_t seed, double rate,
 				   pggpu_data *into, pggpu_error *err)
 {
 	int			d = parts[0]->d;
+	uint64_t   *keys = NULL;
 	int64_t    *rows = NULL;
 	double	   *coords = NULL;	/* the sample's rows, m x d, in part order */
 	int64_t		m = 0;
-	int64_t		off = first;
 	pggpu_status st = PGGPU_OK;
 
 	/* every part's sampled rows (in batches: pggpu_data_get_rows takes an int count) */
-	for (int pi = 0; pi < nparts; off += parts[pi]->n, pi++)
+	for (int pi = 0; pi < nparts; pi++)
 	{
 		pggpu_data *ds = parts[pi];
 		int64_t		mp = 0;
+		bool		was = ds->parked;
+		size_t		nb = ds->n > 0 ? ds->n : 1;
 
-		rows = (int64_t *) pggpu_scratch_realloc(parts[0], rows, sizeof(int64_t) * (ds->n > 0 ? ds->n : 1));
-		if (rows == NULL)
+		keys = (uint64_t *) pggpu_scratch_realloc(parts[0], keys, sizeof(uint64_t) * nb);
+		rows = (int64_t *) pggpu_scratch_realloc(parts[0], rows, sizeof(int64_t) * nb);
+		if (keys == NULL || rows == NULL)
 			break;
+		if (ds->n == 0)
+			continue;
+		CHECK(pggpu_data_unpark(ds, err));
+		CHECK(pggpu_repark(ds, was, ds->ops->keys(ds, keys, err), err));
 		for (int64_t i = 0; i < ds->n; i++)
-			if (rate >= 1.0 || pggpu_sampled(seed, off + i, rate))
+			if (rate >= 1.0 || pggpu_sampled(seed, (int64_t) keys[i], rate))
 				rows[mp++] = i;
 		coords = (double *) pggpu_scratch_realloc(parts[0], coords, sizeof(double) * (m + mp > 0 ? m + mp : 1) * d);
 		if (coords == NULL)
@@ -116,20 +99,91 @@ pggpu_parts_sample(pggpu_data *const *parts, int nparts, int64_t first, uint64_t
 		for (int64_t i0 = 0; i0 < mp; i0 += 65536)
 		{
 			int			take = (int) (mp - i0 < 65536 ? mp - i0 : 65536);
-			bool		was = ds->parked;
 
+			was = ds->parked;
 			CHECK(pggpu_repark(ds, was, pggpu_data_get_rows(ds, rows + i0, take, coords + (m + i0) * d, err), err));
 		}
 		m += mp;
 	}
 	/* one push: a data set takes no batch after a partial one */
-	if (rows == NULL || coords == NULL)
+	if (keys == NULL || rows == NULL || coords == NULL)
 		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	else
 		st = pggpu_data_push_rows(into, coords, m, err);
 done:
+	pggpu_scratch_free(parts[0], keys);
 	pggpu_scratch_free(parts[0], rows);
 	pggpu_scratch_free(parts[0], coords);
+	return st;
+}
+
+/* (d2, key) pairs: larger d2 first, then smaller key */
+static bool
+farther(double da, uint64_t ka, double db, uint64_t kb)
+{
+	return da > db || (da == db && ka < kb);
+}
+
+/*
+ * One part's m farthest rows of its last step (distance > 0): their rows
+ * (as held), distances and keys, into rows/d2/keys, *got of them, best
+ * first.  The k-means state is left as it was.
+ */
+static pggpu_status
+part_farthest(pggpu_data *ds, pggpu_data *home, int m, double *rows, double *d2, uint64_t *keys,
+			  int *got, pggpu_error *err)
+{
+	int			d = ds->d;
+	int64_t		nb = ds->n > 0 ? ds->n : 1;
+	/* (three of the home's few scratch slots: the fit holds some too) */
+	double	   *D = (double *) pggpu_scratch_alloc(home, (sizeof(double) + sizeof(uint64_t)) * nb);
+	uint64_t   *K = D ? (uint64_t *) (D + nb) : NULL;
+	int64_t    *idx = (int64_t *) pggpu_scratch_alloc(home, sizeof(int64_t) * (m > 0 ? m : 1));
+	double	   *saved = (double *) pggpu_scratch_alloc(home, sizeof(double) * 2 * (ds->k > 0 ? ds->k : 1) * d);
+	double	   *now = saved ? saved + (int64_t) ds->k * d : NULL;
+	bool		was = ds->parked;
+	pggpu_status st = PGGPU_OK;
+
+	*got = 0;
+	if (!D || !idx || !saved)
+	{
+		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+		goto done;
+	}
+	if (ds->n == 0 || m == 0)
+		goto done;
+	CHECK(pggpu_data_unpark(ds, err));
+	CHECK(ds->ops->km_fetch(ds, NULL, D, err));
+	CHECK(ds->ops->keys(ds, K, err));
+	/* the m best by insertion (m: the empty clusters, few) */
+	for (int64_t i = 0; i < ds->n; i++)
+	{
+		int			q;
+
+		if (!(D[i] > 0) || (*got == m && !farther(D[i], K[i], d2[m - 1], keys[m - 1])))
+			continue;
+		q = *got < m ? (*got)++ : m - 1;
+		while (q > 0 && farther(D[i], K[i], d2[q - 1], keys[q - 1]))
+		{
+			d2[q] = d2[q - 1], keys[q] = keys[q - 1], idx[q] = idx[q - 1];
+			q--;
+		}
+		d2[q] = D[i], keys[q] = K[i], idx[q] = i;
+	}
+	/* their values through the centroids' buffer, which gets its own back */
+	if (*got > 0)
+	{
+		CHECK(ds->ops->km_get_centroids(ds, saved, err));
+		CHECK(ds->ops->km_gather(ds, idx, *got, err));
+		CHECK(ds->ops->km_get_centroids(ds, now, err));
+		CHECK(ds->ops->km_put_centroids(ds, saved, err));
+		memcpy(rows, now, sizeof(double) * *got * d);
+	}
+done:
+	st = pggpu_repark(ds, was, st, err);
+	pggpu_scratch_free(home, D);
+	pggpu_scratch_free(home, idx);
+	pggpu_scratch_free(home, saved);
 	return st;
 }
 
@@ -154,7 +208,9 @@ typedef struct step_work
 	int			nparts;
 	const double *C;
 	int			k;
+	int			e;
 	bool		begin;
+	bool		update;			/* sums wanted */
 	int32_t    *labels;
 	const int64_t *offs;		/* each part's first row in the union */
 	const int  *group;			/* each part's group */
@@ -196,14 +252,21 @@ step_group(step_work *w, int g, pggpu_stop *stop)
 		if (next_was)
 			st = pggpu_data_unpark(parts[nx], &sh->err);
 		if (st == PGGPU_OK)
-			st = pggpu_kmeans_partial(parts[pi], w->C, k, w->begin, sh->psums, sh->pcounts, &pin, &pch,
-									  &sh->err);
+			st = pggpu_kmeans_partial(parts[pi], w->C, k, w->e, w->begin, w->update ? sh->psums : NULL,
+									  sh->pcounts, &pin, &pch, &sh->err);
 		if (st == PGGPU_OK && w->labels && parts[pi]->n > 0)
 			st = parts[pi]->ops->km_fetch(parts[pi], w->labels + w->offs[pi], NULL, &sh->err);
 		if ((sh->st = pggpu_repark(parts[pi], was, st, &sh->err)) != PGGPU_OK)
 			break;
-		for (int64_t i = 0; i < (int64_t) k * parts[0]->d; i++)
-			sh->sums[i] = PGGPU_ADD(sh->sums[i], sh->psums[i]);
+		/* a part's sums: its means times its counts */
+		for (int c = 0; c < k && w->update; c++)
+			for (int j = 0; j < parts[0]->d; j++)
+			{
+				int64_t		i = (int64_t) c * parts[0]->d + j;
+
+				if (sh->pcounts[c] > 0)
+					sh->sums[i] = PGGPU_ADD(sh->sums[i], PGGPU_MUL(sh->psums[i], (double) sh->pcounts[c]));
+			}
 		for (int c = 0; c < k; c++)
 			sh->counts[c] += sh->pcounts[c];
 		sh->inertia += pin;
@@ -266,12 +329,12 @@ several_gpus(pggpu_data *const *parts, int nparts)
 }
 
 pggpu_status
-pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, bool begin,
+pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, int e, bool begin,
 				 double *sums, int64_t *counts, double *inertia, int64_t *changed,
 				 int32_t *labels, pggpu_error *err)
 {
 	int			d = parts[0]->d;
-	step_work	w = {parts, nparts, C, k, begin, labels};
+	step_work	w = {parts, nparts, C, k, e, begin, sums != NULL, labels};
 	/* (two of the home set's few scratch slots: the fit holds some too) */
 	char	   *book = (char *) pggpu_scratch_alloc(parts[0], (sizeof(int) + sizeof(int64_t) +
 															  sizeof(pggpu_interrupt_fn)) * nparts);
@@ -283,7 +346,8 @@ pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, b
 	size_t		per;
 	pggpu_status st = PGGPU_OK;
 
-	memset(sums, 0, sizeof(double) * k * d);
+	if (sums)
+		memset(sums, 0, sizeof(double) * k * d);
 	memset(counts, 0, sizeof(int64_t) * k);
 	*inertia = 0;
 	*changed = 0;
@@ -361,7 +425,7 @@ pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, b
 	}
 	for (int g = 0; g < ngroups && st == PGGPU_OK; g++)
 	{
-		for (int64_t i = 0; i < (int64_t) k * d; i++)
+		for (int64_t i = 0; sums && i < (int64_t) k * d; i++)
 			sums[i] = PGGPU_ADD(sums[i], w.shares[g].sums[i]);
 		for (int c = 0; c < k; c++)
 			counts[c] += w.shares[g].counts[c];
@@ -374,215 +438,119 @@ done:
 	return st;
 }
 
-/*
- * The starting centroids of one start (p->seed already the start's): k-means
- * of a uniform sample of the union's rows, on the CPU, with the caller's init
- */
-static pggpu_status
-seed_from_sample(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, double *C,
-				 pggpu_error *err)
+/* the least and largest non-zero |value| of the parts' rows, as pushed */
+pggpu_status
+pggpu_parts_range(pggpu_data *const *parts, int nparts, double *lo, double *hi, pggpu_error *err)
 {
-	pggpu_data *home = src->home;
-	int64_t		want = (int64_t) p->k * SAMPLE_PER_K > SAMPLE_MIN ? (int64_t) p->k * SAMPLE_PER_K : SAMPLE_MIN;
-	double		rate = want >= src->n ? 1.0 : (double) want / (double) src->n;
-	pggpu_data *sds = NULL;
-	int64_t    *sizes = NULL;
-	pggpu_kmeans_params q = *p;
-	pggpu_kmeans_result r = {0};
-	pggpu_status st = PGGPU_OK;
-
-	/* the sample's set: home->aux while it lives (closed there after a longjmp) */
-	CHECK(pggpu_data_open(&sds, PGGPU_BACKEND_CPU, 0, home->d, want + want / 2 + 64, err));
-	home->aux = sds;
-	sds->threads = home->threads;
-	sds->pending = home->pending;
-	sds->metric = home->metric;
-	CHECK(src->sample(src->arg, p->seed, rate, sds, err));
-	if (sds->n < p->k)
-	{
-		st = pggpu_fail(err, PGGPU_ERR_INVALID, "the seeding sample has %lld rows, fewer than k = %d",
-						(long long) sds->n, p->k);
-		goto done;
-	}
-	sizes = (int64_t *) pggpu_scratch_alloc(home, sizeof(int64_t) * p->k);
-	if (sizes == NULL)
-	{
-		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
-		goto done;
-	}
-	q.n_init = 1;
-	q.progress = NULL;
-	r.centroids = C;
-	r.sizes = sizes;
-	st = pggpu_kmeans(sds, &q, &r, err);
-done:
-	home->aux = NULL;
-	pggpu_data_close(sds);
-	pggpu_scratch_free(home, sizes);
-	return st;
-}
-
-/* one start's Lloyd iterations from C (updated in place); the stats of the last */
-static pggpu_status
-lloyd(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int start, double *C,
-	  double *sums, int64_t *counts, pggpu_kmeans_result *r, pggpu_error *err)
-{
-	int			k = p->k;
-	int			d = src->home->d;
 	pggpu_status st;
 
-	r->iterations = 0;
-	r->converged = false;
-	while (r->iterations < p->max_iter)
+	*lo = INFINITY;
+	*hi = 0;
+	for (int pi = 0; pi < nparts; pi++)
 	{
-		int64_t		changed;
-		double		inertia;
+		double		l,
+					h;
 
-		pggpu_interrupts(p);
-		if ((st = src->step(src->arg, C, k, r->iterations == 0, sums, counts, &inertia, &changed,
-							NULL, err)) != PGGPU_OK)
+		if ((st = pggpu_data_range(parts[pi], &l, &h, err)) != PGGPU_OK)
 			return st;
-		/* a cluster without rows keeps its centroid */
-		for (int c = 0; c < k; c++)
-			if (counts[c] > 0)
-				for (int j = 0; j < d; j++)
-					C[(int64_t) c * d + j] = sums[(int64_t) c * d + j] / (double) counts[c];
-		if (src->home->metric == PGGPU_METRIC_COSINE)
-			pggpu_normalize_rows(C, k, d, 1.0);
-		r->iterations++;
-		r->changed = changed;
-		if (p->progress)
-			p->progress(p->progress_arg, start, r->iterations);
-		if ((double) changed <= p->tol * (double) src->n)
-		{
-			r->converged = true;
-			break;
-		}
+		*lo = fmin(*lo, l);
+		*hi = fmax(*hi, h);
 	}
-	return PGGPU_OK;
-}
-
-/*
- * The final labelling of every row by C (a step's labels; its update is not
- * kept): sizes, inertia (cosine: 1 - cos), labels in row order (may be NULL)
- */
-static pggpu_status
-label_all(const pggpu_kmeans_source *src, const double *C, int k, double *sums,
-		  int32_t *labels, int64_t *sizes, double *inertia, pggpu_error *err)
-{
-	int64_t		changed;
-	pggpu_status st;
-
-	if ((st = src->step(src->arg, C, k, false, sums, sizes, inertia, &changed, labels, err)) != PGGPU_OK)
-		return st;
-	if (src->home->metric == PGGPU_METRIC_COSINE)
-		*inertia /= 2;			/* |x - c|^2 = 2 (1 - cos) on the sphere */
 	return PGGPU_OK;
 }
 
 pggpu_status
-pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
-				  pggpu_kmeans_result *r, pggpu_error *err)
+pggpu_parts_farthest(pggpu_data *const *parts, int nparts, int m, double *rows, double *d2,
+					 uint64_t *keys, int *got, pggpu_error *err)
 {
-	pggpu_data *home = src->home;
-	int			k = p->k;
-	int			d = home->d;
-	int			starts = p->n_init > 1 ? p->n_init : 1;
-	int64_t		n = src->n;
-	double	   *C = NULL,
-			   *best = NULL,
-			   *sums = NULL;
-	int64_t    *counts = NULL;
-	double		best_inertia = INFINITY;
-	int			best_iterations = 0;
-	int64_t		best_changed = 0;
-	bool		best_converged = false;
+	int			d = parts[0]->d;
+	pggpu_data *home = parts[0];
+	/* one part's best, then merged into the running best */
+	double	   *prow = (double *) pggpu_scratch_alloc(home, (sizeof(double) * (d + 1) + sizeof(uint64_t)) * (m > 0 ? m : 1));
+	double	   *pd2 = prow ? prow + (int64_t) m * d : NULL;
+	uint64_t   *pkeys = prow ? (uint64_t *) (pd2 + m) : NULL;
 	pggpu_status st = PGGPU_OK;
 
-	if (k < 1 || k > n)
-		return pggpu_fail(err, PGGPU_ERR_INVALID, "k = %d for %lld rows", k, (long long) n);
-	if (p->max_iter < 1 || !(p->tol >= 0) || (unsigned) p->init > PGGPU_INIT_PARALLEL ||
-		(p->init == PGGPU_INIT_GIVEN && (p->init_centroids == NULL || starts > 1)))
-		return pggpu_fail(err, PGGPU_ERR_INVALID, "invalid k-means parameters");
-	C = (double *) pggpu_scratch_alloc(home, sizeof(double) * k * d);
-	best = (double *) pggpu_scratch_alloc(home, sizeof(double) * k * d);
-	sums = (double *) pggpu_scratch_alloc(home, sizeof(double) * k * d);
-	counts = (int64_t *) pggpu_scratch_alloc(home, sizeof(int64_t) * k);
-	if (!C || !best || !sums || !counts)
+	*got = 0;
+	if (prow == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	for (int pi = 0; pi < nparts; pi++)
 	{
-		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
-		goto done;
-	}
-	r->seed_seconds = r->iterate_seconds = 0;
-	for (int s = 0; s < starts; s++)
-	{
-		pggpu_kmeans_params q = *p;
-		double		t0 = pggpu_seconds(),
-					inertia;
+		int			pg;
 
-		q.seed = pggpu_start_seed(p->seed, s);
-		if (p->progress)
-			p->progress(p->progress_arg, s, 0);
-		if (p->init == PGGPU_INIT_GIVEN)
-		{
-			memcpy(C, p->init_centroids, sizeof(double) * k * d);
-			if (home->metric == PGGPU_METRIC_COSINE)
-				pggpu_normalize_rows(C, k, d, 1.0);
-		}
-		else
-			CHECK(seed_from_sample(src, &q, C, err));
-		r->seed_seconds += pggpu_seconds() - t0;
-		t0 = pggpu_seconds();
-		CHECK(lloyd(src, &q, s, C, sums, counts, r, err));
-		r->iterate_seconds += pggpu_seconds() - t0;
-		if (starts == 1)
+		if ((st = part_farthest(parts[pi], home, m, prow, pd2, pkeys, &pg, err)) != PGGPU_OK)
 			break;
-		/* the start's inertia: its labelling by its own final centroids */
-		CHECK(label_all(src, C, k, sums, NULL, counts, &inertia, err));
-		if (inertia < best_inertia)
+		for (int a = 0; a < pg; a++)
 		{
-			best_inertia = inertia;
-			best_iterations = r->iterations;
-			best_changed = r->changed;
-			best_converged = r->converged;
-			memcpy(best, C, sizeof(double) * k * d);
+			int			q;
+
+			if (*got == m && !farther(pd2[a], pkeys[a], d2[m - 1], keys[m - 1]))
+				break;
+			q = *got < m ? (*got)++ : m - 1;
+			while (q > 0 && farther(pd2[a], pkeys[a], d2[q - 1], keys[q - 1]))
+			{
+				d2[q] = d2[q - 1], keys[q] = keys[q - 1];
+				memcpy(rows + (int64_t) q * d, rows + (int64_t) (q - 1) * d, sizeof(double) * d);
+				q--;
+			}
+			d2[q] = pd2[a], keys[q] = pkeys[a];
+			memcpy(rows + (int64_t) q * d, prow + (int64_t) a * d, sizeof(double) * d);
 		}
 	}
-	if (starts > 1)
-	{
-		memcpy(C, best, sizeof(double) * k * d);
-		r->iterations = best_iterations;
-		r->changed = best_changed;
-		r->converged = best_converged;
-	}
-	pggpu_interrupts(p);
-	CHECK(label_all(src, C, k, sums, r->labels, r->sizes, &r->inertia, err));
-	memcpy(r->centroids, C, sizeof(double) * k * d);
-	if (p->init != PGGPU_INIT_GIVEN)
-		CHECK(pggpu_canonical_order(r, k, d, r->labels, n, err));
-done:
-	pggpu_scratch_free(home, C);
-	pggpu_scratch_free(home, best);
-	pggpu_scratch_free(home, sums);
-	pggpu_scratch_free(home, counts);
+	pggpu_scratch_free(home, prow);
 	return st;
 }
 
-/* the local parts as a source */
+/* ---- the local parts as a source of rows (fit.c) -------------------------- */
+
 typedef struct local_parts
 {
 	pggpu_data *const *parts;
 	int			nparts;
+	double	   *sums;			/* k x d, several parts' step */
 } local_parts;
 
 static pggpu_status
-local_step(void *arg, const double *C, int k, bool begin, double *sums, int64_t *counts,
-		   double *inertia, int64_t *changed, int32_t *labels, pggpu_error *err)
+local_range(void *arg, double *lo, double *hi, pggpu_error *err)
 {
 	local_parts *lp = (local_parts *) arg;
 
-	return pggpu_parts_step(lp->parts, lp->nparts, C, k, begin, sums, counts, inertia, changed,
-							labels, err);
+	return pggpu_parts_range(lp->parts, lp->nparts, lo, hi, err);
+}
+
+/*
+ * One part: its own means (its GPU's or the CPU's update, unrounded by a
+ * trip through sums); several: the sums added in part order, divided here
+ */
+static pggpu_status
+local_step(void *arg, const double *C, int k, int e, bool begin, double *means, int64_t *counts,
+		   double *inertia, int64_t *changed, int32_t *labels, pggpu_error *err)
+{
+	local_parts *lp = (local_parts *) arg;
+	pggpu_data *ds = lp->parts[0];
+	int			d = ds->d;
+	pggpu_status st;
+
+	if (lp->nparts == 1)
+	{
+		bool		was = ds->parked;
+
+		st = pggpu_kmeans_partial(ds, C, k, e, begin, means, counts, inertia, changed, err);
+		if (st == PGGPU_OK && labels && ds->n > 0)
+			st = ds->ops->km_fetch(ds, labels, NULL, err);
+		return pggpu_repark(ds, was, st, err);
+	}
+	if (means && lp->sums == NULL &&
+		(lp->sums = (double *) pggpu_scratch_alloc(ds, sizeof(double) * k * d)) == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	if ((st = pggpu_parts_step(lp->parts, lp->nparts, C, k, e, begin, means ? lp->sums : NULL, counts,
+							   inertia, changed, labels, err)) != PGGPU_OK)
+		return st;
+	for (int c = 0; c < k && means; c++)
+		for (int j = 0; j < d; j++)
+			means[(int64_t) c * d + j] = counts[c] > 0 ?
+				lp->sums[(int64_t) c * d + j] / (double) counts[c] : C[(int64_t) c * d + j];
+	return PGGPU_OK;
 }
 
 static pggpu_status
@@ -590,15 +558,26 @@ local_sample(void *arg, uint64_t seed, double rate, pggpu_data *into, pggpu_erro
 {
 	local_parts *lp = (local_parts *) arg;
 
-	return pggpu_parts_sample(lp->parts, lp->nparts, 0, seed, rate, into, err);
+	return pggpu_parts_sample(lp->parts, lp->nparts, seed, rate, into, err);
+}
+
+static pggpu_status
+local_farthest(void *arg, int m, int e, double *rows, double *d2, uint64_t *keys, int *got,
+			   pggpu_error *err)
+{
+	local_parts *lp = (local_parts *) arg;
+
+	(void) e;					/* (the parts hold their rows at 2^e: their last step's) */
+	return pggpu_parts_farthest(lp->parts, lp->nparts, m, rows, d2, keys, got, err);
 }
 
 pggpu_status
 pggpu_kmeans_parts(pggpu_data *const *parts, int nparts, const pggpu_kmeans_params *p,
 				   pggpu_kmeans_result *r, pggpu_error *err)
 {
-	local_parts lp = {parts, nparts};
+	local_parts lp = {parts, nparts, NULL};
 	pggpu_kmeans_source src = {0};
+	pggpu_status st;
 
 	if (nparts < 1 || parts == NULL)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no parts");
@@ -609,8 +588,35 @@ pggpu_kmeans_parts(pggpu_data *const *parts, int nparts, const pggpu_kmeans_para
 			return pggpu_fail(err, PGGPU_ERR_INVALID, "part %d has other columns or another metric than part 1", pi + 1);
 		src.n += parts[pi]->n;
 	}
+	src.range = local_range;
 	src.step = local_step;
 	src.sample = local_sample;
+	src.farthest = local_farthest;
 	src.arg = &lp;
-	return pggpu_kmeans_over(&src, p, r, err);
+	st = pggpu_kmeans_over(&src, p, r, err);
+	pggpu_scratch_free(parts[0], lp.sums);
+	return st;
+}
+
+pggpu_status
+pggpu_kmeans(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_kmeans_result *r,
+			 pggpu_error *err)
+{
+	pggpu_interrupt_fn saved_interrupt = ds->interrupt;
+	void	   *saved_arg = ds->interrupt_arg;
+	pggpu_status st;
+
+	/* the backend polls the caller's callback inside long passes */
+	if (p->check_interrupts)
+	{
+		ds->interrupt = p->check_interrupts;
+		ds->interrupt_arg = p->interrupt_arg;
+	}
+	st = pggpu_data_unpark(ds, err);
+	if (st == PGGPU_OK)
+		st = pggpu_kmeans_parts(&ds, 1, p, r, err);
+	ds->interrupt = saved_interrupt;
+	ds->interrupt_arg = saved_arg;
+	pggpu_scratch_free_all(ds);
+	return st;
 }

@@ -350,20 +350,28 @@ pggpu_status pggpu_silhouette(pggpu_data *ds, double *X, const int32_t *labels, 
 							  int k, double *score, pggpu_error *err);
 
 /*
- * Rows held apart (parts.c): the parts of one relation (chunks streamed
- * through one GPU, several GPUs), or the nodes of a cluster, each holding
- * its rows.  A fit over them sees them only through two calls:
+ * A source of rows for k-means (fit.c): one data set, the parts of one
+ * relation held apart (chunks streamed through one GPU, several GPUs), or
+ * the nodes of a cluster, each holding its rows.  A fit sees them only
+ * through these calls.  "Fit units" are 2^e times the caller's units (e
+ * from range where the source has it, else from given centroids); squared
+ * distances are in 2^2e times the caller's.
  *
- * step: every row labelled by the k centroids C, summed by cluster (sums
- * k x d, counts k; the sums of several holders added in their order), the
- * labelling's inertia (squared Euclidean; cosine: 2 (1 - cos)) and the rows
- * whose label changed since the last step (begin: a new fit, all of them);
+ * range (may be NULL): the least and largest non-zero |value| of every row.
+ *
+ * step: every row labelled by the k centroids C (fit units), the
+ * labelling's counts, inertia (cosine: 2 (1 - cos)) and the rows whose label
+ * changed since the last step (begin: a new fit, all of them); with means
+ * (else NULL), each cluster's mean of its rows (C's where it has none);
  * labels (NULL: not wanted) in row order.
  *
- * sample: the rows that pggpu_sampled(seed, i, rate) picks, i the row's
- * index in the union of all rows, pushed into "into" (a CPU set of d
- * columns) in row order, with one pggpu_data_push_rows (a data set takes no
- * batch after a partial one).
+ * sample: the rows whose content key (compute_internal.h's pggpu_row_key)
+ * pggpu_sampled(seed, key, rate) picks, pushed into "into" (a CPU set of d
+ * columns) with one pggpu_data_push_rows, in any order.
+ *
+ * farthest: the m rows farthest from their centroids in the last step
+ * (distance > 0; ties: the least key), best first: their values (fit units),
+ * squared distances and keys; *got of them (fewer where fewer qualify).
  *
  * home gives d and the metric, and holds the fit's host memory (freed when
  * it closes, also after a longjmp out of a callback or an interrupt).
@@ -372,20 +380,23 @@ typedef struct pggpu_kmeans_source
 {
 	pggpu_data *home;
 	int64_t		n;				/* rows in all */
-	pggpu_status (*step) (void *arg, const double *C, int k, bool begin, double *sums,
+	pggpu_status (*range) (void *arg, double *lo, double *hi, pggpu_error *err);
+	pggpu_status (*step) (void *arg, const double *C, int k, int e, bool begin, double *means,
 						  int64_t *counts, double *inertia, int64_t *changed,
 						  int32_t *labels, pggpu_error *err);
 	pggpu_status (*sample) (void *arg, uint64_t seed, double rate, pggpu_data *into,
 							pggpu_error *err);
+	pggpu_status (*farthest) (void *arg, int m, int e, double *rows, double *dist2, uint64_t *keys,
+							  int *got, pggpu_error *err);
 	void	   *arg;
 } pggpu_kmeans_source;
 
 /*
- * k-means over a source's rows, as pggpu_kmeans over one set of them all.
- * Each iteration is one step.  Seeding (not INIT_GIVEN): k-means of a
- * uniform sample of the rows (about 40 k, at least 4096) on the CPU with
- * p->init, so results depend on the seed and the sizes of the holders.  An
- * empty cluster keeps its centroid.
+ * k-means over a source's rows: the one driver (fit.c), which pggpu_kmeans
+ * and pggpu_kmeans_parts run too.  The same arguments and seed give the
+ * same fit for the same rows however they are held or ordered: labels,
+ * sizes and iterations alike, centroids and inertia to within the rounding
+ * of adding the holders' sums in another order.
  */
 pggpu_status pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 							   pggpu_kmeans_result *r, pggpu_error *err);
@@ -400,27 +411,35 @@ pggpu_status pggpu_kmeans_parts(pggpu_data *const *parts, int nparts,
 								pggpu_error *err);
 
 /*
- * A source's two calls on local parts (a cluster's node answers with them
- * for its rows): a step over every part, sums added in part order (a part
- * found parked is parked again after its share); and the sample, "first"
- * the union index of parts[0]'s first row.
+ * A source's calls on local parts (a cluster's node answers with them for
+ * its rows): a step over every part at 2^e times the rows as pushed, with
+ * sums (NULL: labels only) added in part order (a part found parked is
+ * parked again after its share); the sample; the farthest rows (at the
+ * parts' last step's scale); the range.
  */
-pggpu_status pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k,
+pggpu_status pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, int e,
 							  bool begin, double *sums, int64_t *counts, double *inertia,
 							  int64_t *changed, int32_t *labels, pggpu_error *err);
-pggpu_status pggpu_parts_sample(pggpu_data *const *parts, int nparts, int64_t first,
-								uint64_t seed, double rate, pggpu_data *into, pggpu_error *err);
+pggpu_status pggpu_parts_sample(pggpu_data *const *parts, int nparts, uint64_t seed, double rate,
+								pggpu_data *into, pggpu_error *err);
+pggpu_status pggpu_parts_farthest(pggpu_data *const *parts, int nparts, int m, double *rows,
+								  double *d2, uint64_t *keys, int *got, pggpu_error *err);
+pggpu_status pggpu_parts_range(pggpu_data *const *parts, int nparts, double *lo, double *hi,
+							   pggpu_error *err);
 
 /*
- * One part's share of a Lloyd iteration: its rows labelled by the k
- * centroids C (caller's units), and per cluster the sum of its rows (sums,
- * k x d) and their count; the labelling's inertia (squared Euclidean; cosine:
- * 2 (1 - cos)) and the rows whose label changed since the last call (begin:
- * a new state, every row counts as changed).
+ * One part's share of a Lloyd iteration: its rows (held at 2^e times as
+ * pushed) labelled by the k centroids C (fit units), with means (else NULL)
+ * each cluster's mean of its rows (C's where none), their counts; the
+ * labelling's inertia and the rows whose label changed since the last call
+ * (begin: a new state, every row counts as changed).
  */
-pggpu_status pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, bool begin,
-								  double *sums, int64_t *counts, double *inertia,
+pggpu_status pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin,
+								  double *means, int64_t *counts, double *inertia,
 								  int64_t *changed, pggpu_error *err);
+
+/* the content key of row x (d values): equal rows, equal keys (seeding's draws) */
+uint64_t	pggpu_key(const double *x, int d);
 
 /* ---- matrix products ---------------------------------------------------- */
 

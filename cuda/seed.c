@@ -178,6 +178,84 @@ done:
 	return st;
 }
 
+/*
+ * Greedy k-means++ (scikit-learn's default, after Arthur & Vassilvitskii):
+ * each step draws 2 + floor(ln k) candidates as k-means++ draws one (an
+ * exponential race each, keyed by the seed, the step and the trial), and
+ * keeps the one that lowers the potential sum_i min(D_i^2, |x_i - c|^2)
+ * most (km_trials: the same sums on every backend; the first on ties).
+ * Plain k-means++ puts two centres in one blob far more often, and Lloyd
+ * cannot move them apart.  When every distance is 0 (fewer distinct rows
+ * than k), the next unchosen row is taken.
+ */
+#define TRIALS_MAX 32
+
+/* the key of trial t of step c's draw */
+static uint64_t
+trial_key(const pggpu_kmeans_params *p, int c, int t)
+{
+	return pggpu_mix64(step_key(p, c) ^ (0x94d049bb133111ebULL * (uint64_t) (t + 1)));
+}
+
+int
+pggpu_greedy_trials(int k)
+{
+	int			t = 2 + (int) log((double) k);
+
+	return t > TRIALS_MAX ? TRIALS_MAX : t;
+}
+
+pggpu_status
+pggpu_seed_greedy(pggpu_data *ds, const pggpu_kmeans_params *p, int64_t first, pggpu_error *err)
+{
+	int			trials = pggpu_greedy_trials(p->k);
+	int64_t		cand[TRIALS_MAX];
+	double		pot[TRIALS_MAX];
+	rowset		chosen;
+	int64_t		next_free = 0;
+	pggpu_status st = PGGPU_OK;
+
+	if (!rowset_init(ds, &chosen, p->k))
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	rowset_add(&chosen, first);
+	CHECK(ds->ops->km_point(ds, first, 0, PGGPU_D2_SET, NULL, err));
+	for (int c = 1; c < p->k; c++)
+	{
+		int			m = 0,
+					best = 0;
+		int64_t		row;
+
+		pggpu_interrupts(p);
+		for (int t = 0; t < trials; t++)
+		{
+			CHECK(ds->ops->km_pick(ds, PGGPU_PICK_SAMPLE, trial_key(p, c, t), &row, err));
+			if (row >= 0 && !rowset_has(&chosen, row))
+				cand[m++] = row;
+		}
+		if (m > 1)
+		{
+			CHECK(ds->ops->km_trials(ds, cand, m, pot, err));
+			for (int t = 1; t < m; t++)
+				if (pot[t] < pot[best])
+					best = t;
+		}
+		if (m > 0)
+			row = cand[best];
+		else
+		{
+			/* no row is away from every centre: the next one not chosen */
+			while (rowset_has(&chosen, next_free))
+				next_free++;
+			row = next_free;
+		}
+		rowset_add(&chosen, row);
+		CHECK(ds->ops->km_point(ds, row, c, PGGPU_D2_MIN, NULL, err));
+	}
+done:
+	pggpu_scratch_free(ds, chosen.slot);	/* several starts seed in turn */
+	return st;
+}
+
 /* the first centre of k-means++ and k-means||: a row drawn uniformly */
 int64_t
 pggpu_seed_first(const pggpu_kmeans_params *p, int64_t n)

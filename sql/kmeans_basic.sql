@@ -38,8 +38,9 @@ SELECT abs(m.inertia - (SELECT sum(distance ^ 2) FROM gpu_kmeans_assign('points'
 FROM m;
 
 -- canonical numbering: the same partition gets the same numbers whatever the seed or init
+-- (ten starts each: one random start of three puts two centres in one blob too often)
 SELECT count(DISTINCT (SELECT string_agg(cluster::text, ',' ORDER BY id)
-                       FROM gpu_kmeans('points', 3, seed => s, init => i)))
+                       FROM gpu_kmeans('points', 3, seed => s, init => i, n_init => 10)))
 FROM generate_series(1, 5) s, unnest(ARRAY['k-means++', 'random', 'k-means||', 'K-Means||']) i;
 
 -- the same seed gives the same answer

@@ -23,7 +23,8 @@ FROM gpu_kmeans('shoppers', 2, columns => ARRAY['income', 'spend']) GROUP BY 1 O
 SELECT cluster, count(*) AS rows, count(*) FILTER (WHERE id % 2 = 0) AS even_spenders
 FROM gpu_kmeans('shoppers', 2, columns => ARRAY['income', 'spend'], scale => 'standard', n_init => 5)
 GROUP BY 1 ORDER BY 1;
--- one start lands in the income split, a worse local minimum; 5 starts keep the best
+-- greedy k-means++ finds the spending split from one start (plain k-means++ landed in the
+-- income split, a worse local minimum); 5 starts are never worse
 SELECT round(one.inertia::numeric, 3) AS one_start, round(five.inertia::numeric, 3) AS five_starts,
        five.inertia <= one.inertia AS never_worse
 FROM gpu_kmeans_fit('shoppers', 2, columns => ARRAY['income', 'spend'], scale => 'standard') one,

@@ -63,20 +63,39 @@ FROM (SELECT unnest(ids) AS id, unnest(clusters) AS cluster, unnest(distances) A
       FROM nd_c, pg_gpu_node_kmeans_labels(nd_c.w)) l
 FULL JOIN gpu_kmeans_assign('nd_all', (SELECT c FROM nd_c), id_column => 'id') a USING (id);
 
--- the sample: rate 1 is every usable row, in order; a rate picks by index and seed
-SELECT length(pg_gpu_node_kmeans_sample(1, 0, 1.0)) / 16 AS all_rows,
-       pg_gpu_node_kmeans_sample(7, 0, 0.05) = pg_gpu_node_kmeans_sample(7, 0, 0.05) AS reproducible,
-       pg_gpu_node_kmeans_sample(7, 0, 0.05) <> pg_gpu_node_kmeans_sample(7, 500, 0.05) AS by_index;
+-- the farthest rows of the last step (an emptied cluster takes one): those
+-- of the largest distances to their centroids, as gpu_kmeans_assign measures them
+SELECT (SELECT array_agg(round(d::numeric, 9)) FROM unnest(f.distances) d)
+       = (SELECT array_agg(round((distance ^ 2)::numeric, 9) ORDER BY distance DESC)
+          FROM (SELECT distance FROM gpu_kmeans_assign('nd_all', (SELECT c FROM nd_c), id_column => 'id')
+                WHERE distance IS NOT NULL ORDER BY distance DESC LIMIT 2) t) AS farthest_distances,
+       nd_doubles(f.rows) = (SELECT array_agg(v ORDER BY o, j)
+                             FROM (SELECT a.distance AS o0, row_number() OVER (ORDER BY a.distance DESC) AS o, x, y
+                                   FROM gpu_kmeans_assign('nd_all', (SELECT c FROM nd_c), id_column => 'id') a
+                                   JOIN nd_all USING (id) WHERE a.distance IS NOT NULL
+                                   ORDER BY a.distance DESC LIMIT 2) t,
+                             LATERAL unnest(ARRAY[x, y]) WITH ORDINALITY u(v, j)) AS farthest_rows,
+       cardinality(f.keys) AS keys
+FROM pg_gpu_node_kmeans_farthest(2) f;
+-- m in 1..k
+SELECT * FROM pg_gpu_node_kmeans_farthest(0);
+ROLLBACK TO s;
+SELECT * FROM pg_gpu_node_kmeans_farthest(4);
+ROLLBACK TO s;
 
--- a sample's rate in (0, 1], first not negative
-SELECT length(pg_gpu_node_kmeans_sample(1, 0, 0)) AS zero_rate;
+-- the sample: rate 1 is every usable row; a rate picks rows by their content and the seed
+SELECT length(pg_gpu_node_kmeans_sample(1, 1.0)) / 16 AS all_rows,
+       pg_gpu_node_kmeans_sample(7, 0.05) = pg_gpu_node_kmeans_sample(7, 0.05) AS reproducible,
+       pg_gpu_node_kmeans_sample(7, 0.05) <> pg_gpu_node_kmeans_sample(8, 0.05) AS by_seed;
+
+-- a sample's rate in (0, 1]
+SELECT length(pg_gpu_node_kmeans_sample(1, 0)) AS zero_rate;
 ROLLBACK TO s;
-SELECT length(pg_gpu_node_kmeans_sample(1, 0, 'NaN')) AS nan_rate;
-ROLLBACK TO s;
-SELECT length(pg_gpu_node_kmeans_sample(1, -1, 0.5)) AS negative_first;
+SELECT length(pg_gpu_node_kmeans_sample(1, 'NaN')) AS nan_rate;
 ROLLBACK TO s;
 -- NULL arguments of the strict functions: NULL, nothing read
-SELECT pg_gpu_node_kmeans_sample(NULL, 0, 1) IS NULL AS null_sample,
+SELECT pg_gpu_node_kmeans_sample(NULL, 1) IS NULL AS null_sample,
+       pg_gpu_node_kmeans_farthest(NULL) IS NULL AS null_farthest,
        (SELECT count(*) FROM pg_gpu_node_kmeans_step(NULL, true) WHERE sums IS NOT NULL) AS null_step,
        (SELECT count(*) FROM pg_gpu_node_kmeans_labels(NULL)) AS null_labels;
 COMMIT;
@@ -86,7 +105,7 @@ BEGIN;
 SELECT rows FROM pg_gpu_node_kmeans_load(ARRAY['nd_a']::regclass[], ARRAY['x', 'y'], NULL, 'euclidean', 2,
                                       '{10, 0}', '{5, 2}');
 SELECT (SELECT bool_and(abs(v - w) < 1e-12)
-        FROM unnest(nd_doubles(pg_gpu_node_kmeans_sample(1, 0, 1.0))) WITH ORDINALITY s(v, i)
+        FROM unnest(nd_doubles(pg_gpu_node_kmeans_sample(1, 1.0))) WITH ORDINALITY s(v, i)
         JOIN (SELECT row_number() OVER () AS i, w
               FROM (SELECT unnest(ARRAY[(x - 10) / 5, y / 2]) AS w FROM (SELECT * FROM nd_a ORDER BY id) o) u) t USING (i))
        AS scaled_on_load;
@@ -124,7 +143,8 @@ SELECT * FROM pg_gpu_node_kmeans_load(ARRAY['nd_a']::regclass[], ARRAY['x'], 'id
 SELECT * FROM pg_gpu_node_kmeans_load(ARRAY['nd_a']::regclass[], ARRAY['x'], 'nope', 'euclidean', 1, NULL, NULL);
 -- no rows loaded: every use says so
 SELECT * FROM pg_gpu_node_kmeans_step(nd_wire('{0,0}'), true);
-SELECT pg_gpu_node_kmeans_sample(1, 0, 1);
+SELECT pg_gpu_node_kmeans_sample(1, 1);
+SELECT * FROM pg_gpu_node_kmeans_farthest(1);
 SELECT * FROM pg_gpu_node_kmeans_labels(nd_wire('{0,0}'));
 SELECT pg_gpu_node_kmeans_close();
 
@@ -132,7 +152,7 @@ SELECT pg_gpu_node_kmeans_close();
 -- a step in the next says no rows are loaded
 SELECT rows FROM pg_gpu_node_kmeans_load(ARRAY['nd_a']::regclass[], ARRAY['x', 'y'], 'id', 'euclidean', 2, NULL, NULL);
 SELECT * FROM pg_gpu_node_kmeans_step(nd_wire('{0,0}'), true);
-SELECT length(pg_gpu_node_kmeans_sample(1, 0, 1.0));
+SELECT length(pg_gpu_node_kmeans_sample(1, 1.0));
 -- nor an aborted transaction
 BEGIN;
 SELECT rows FROM pg_gpu_node_kmeans_load(ARRAY['nd_a']::regclass[], ARRAY['x', 'y'], 'id', 'euclidean', 2, NULL, NULL);
@@ -159,10 +179,10 @@ END $$;
 BEGIN;
 SET LOCAL ROLE regress_pg_gpu_node_a;
 SELECT rows FROM pg_gpu_node_kmeans_load(ARRAY['nd_a']::regclass[], ARRAY['x', 'y'], 'id', 'euclidean', 2, NULL, NULL);
-SELECT length(pg_gpu_node_kmeans_sample(1, 0, 1.0)) / 16 AS own_rows;
+SELECT length(pg_gpu_node_kmeans_sample(1, 1.0)) / 16 AS own_rows;
 SET LOCAL ROLE regress_pg_gpu_node_b;
 SAVEPOINT s;
-SELECT length(pg_gpu_node_kmeans_sample(1, 0, 1.0));
+SELECT length(pg_gpu_node_kmeans_sample(1, 1.0));
 ROLLBACK TO s;
 SELECT count(*) FROM pg_gpu_node_kmeans_labels(nd_wire('{0,0}'));
 ROLLBACK TO s;
@@ -171,10 +191,10 @@ ROLLBACK TO s;
 SELECT pg_gpu_node_kmeans_close();
 ROLLBACK TO s;
 RESET ROLE;
-SELECT length(pg_gpu_node_kmeans_sample(1, 0, 1.0));
+SELECT length(pg_gpu_node_kmeans_sample(1, 1.0));
 ROLLBACK TO s;
 SET LOCAL SESSION AUTHORIZATION regress_pg_gpu_node_b;
-SELECT length(pg_gpu_node_kmeans_sample(1, 0, 1.0));
+SELECT length(pg_gpu_node_kmeans_sample(1, 1.0));
 ROLLBACK;
 -- DISCARD ALL (outside a transaction block) leaves nothing loaded
 SELECT rows FROM pg_gpu_node_kmeans_load(ARRAY['nd_a']::regclass[], ARRAY['x', 'y'], 'id', 'euclidean', 2, NULL, NULL);

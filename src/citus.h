@@ -16,7 +16,6 @@ typedef struct PgGpuNode
 	int			nodeid;
 	char	   *shards;			/* regclass[] literal, the shards read there */
 	PGconn	   *conn;
-	int64		first;			/* k-means: its rows' first index in the union */
 	int64		rows;
 	int64		invalid;		/* k-means: rows with NULL / NaN */
 	char	   *device;

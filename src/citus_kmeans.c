@@ -6,9 +6,9 @@
  * The fit is the compute layer's pggpu_kmeans_over with the nodes as its
  * source: an iteration sends the centroids to every node at once and gets
  * back k x (d + 1) sums and counts from each, added here in node order; the
- * seeding gathers a sample that every node draws by the same rule (each row
- * by its index in the union of the nodes' rows), so a fit depends on the
- * seed and the shard layout only.  Memberships come back from the nodes as
+ * seeding gathers the sample that every node draws by the same rule (each
+ * row by its content key), and an emptied cluster takes the farthest row of
+ * any node, so a fit is the one the same rows give in one table.  Memberships come back from the nodes as
  * rows of arrays (pg_gpu_node_kmeans_labels).  Every call is qualified
  * with pg_gpu's schema, on connections whose search_path is pg_catalog, in
  * one transaction a node (citus.c), and every answer is checked before it is
@@ -20,6 +20,8 @@
  * uncommitted rows are seen only through Citus's own connections).
  */
 #include "postgres.h"
+
+#include <math.h>
 
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -100,7 +102,6 @@ pg_gpu_cluster_load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, 
 		PGresult   *res = pg_gpu_node_result(node, doing);
 
 		pg_gpu_node_check_result(node, res, 1, 3, doing);
-		node->first = rows->nvalid;
 		node->rows = pg_gpu_result_int8(node, res, 0, 0, doing);
 		node->invalid = pg_gpu_result_int8(node, res, 0, 1, doing);
 		if (node->rows < 0 || node->invalid < 0 || node->rows > PG_INT64_MAX / 4 - rows->nvalid ||
@@ -136,9 +137,13 @@ pg_gpu_cluster_device(const PgGpuCluster *cl)
 	return s.data;
 }
 
-/* the source's step: every node's at once, added in node order */
+/*
+ * The source's step: every node's at once, added in node order.  The nodes
+ * speak the caller's units (each computes at a scale of its own); the fit
+ * computes at 2^e times them.
+ */
 static pggpu_status
-cluster_step(void *arg, const double *C, int k, bool begin, double *sums, int64_t *counts,
+cluster_step(void *arg, const double *C, int k, int e, bool begin, double *means, int64_t *counts,
 			 double *inertia, int64_t *changed, int32_t *labels, pggpu_error *err)
 {
 	PgGpuCluster *cl = (PgGpuCluster *) arg;
@@ -149,16 +154,19 @@ cluster_step(void *arg, const double *C, int k, bool begin, double *sums, int64_
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu step", ALLOCSET_DEFAULT_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	double	   *psums = palloc(sizeof(double) * k * d);
+	double	   *sums = palloc0(sizeof(double) * k * d);
+	double	   *Cu = palloc(sizeof(double) * k * d);
 	const char *doing = "computing a k-means iteration";
 	char	   *sql = psprintf("SELECT sums, counts, inertia, changed FROM %s.pg_gpu_node_kmeans_step($1, $2)",
 							   cl->nsp);
 
 	Assert(labels == NULL);
-	values[0] = centroids_param(C, k, d, &lengths[0]);
+	for (int64 j = 0; j < (int64) k * d; j++)
+		Cu[j] = ldexp(C[j], -e);
+	values[0] = centroids_param(Cu, k, d, &lengths[0]);
 	values[1] = begin ? "true" : "false";
 	for (int i = 0; i < cl->ns.nnodes; i++)
 		pg_gpu_node_send(&cl->ns.nodes[i], sql, 2, types, values, lengths, doing);
-	memset(sums, 0, sizeof(double) * k * d);
 	memset(counts, 0, sizeof(int64_t) * k);
 	*inertia = 0;
 	*changed = 0;
@@ -193,6 +201,11 @@ cluster_step(void *arg, const double *C, int k, bool begin, double *sums, int64_
 		*changed += nchanged;
 		PQclear(res);
 	}
+	*inertia = ldexp(*inertia, 2 * e);
+	for (int c = 0; c < k && means; c++)
+		for (int j = 0; j < d; j++)
+			means[(int64) c * d + j] = counts[c] > 0 ?
+				ldexp(sums[(int64) c * d + j] / (double) counts[c], e) : C[(int64) c * d + j];
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
 	return PGGPU_OK;
@@ -203,24 +216,21 @@ static pggpu_status
 cluster_sample(void *arg, uint64_t seed, double rate, pggpu_data *into, pggpu_error *err)
 {
 	PgGpuCluster *cl = (PgGpuCluster *) arg;
-	static const Oid types[3] = {INT8OID, INT8OID, FLOAT8OID};
-	const char *values[3];
+	static const Oid types[2] = {INT8OID, FLOAT8OID};
+	const char *values[2];
 	PGresult  **got = palloc(sizeof(PGresult *) * cl->ns.nnodes);
 	int64		m = 0;
 	double	   *X;
 	pggpu_status st;
 
 	const char *doing = "drawing the seeding sample";
-	char	   *sql = psprintf("SELECT %s.pg_gpu_node_kmeans_sample($1, $2, $3)", cl->nsp);
+	char	   *sql = psprintf("SELECT %s.pg_gpu_node_kmeans_sample($1, $2)", cl->nsp);
 
 	values[0] = psprintf("%lld", (long long) (int64) seed);
-	values[2] = psprintf("%.17g", rate);
+	values[1] = psprintf("%.17g", rate);
 	for (int i = 0; i < cl->ns.nnodes; i++)
-	{
-		values[1] = psprintf("%lld", (long long) cl->ns.nodes[i].first);
-		pg_gpu_node_send(&cl->ns.nodes[i], sql, 3, types, values, NULL, doing);
-	}
-	/* (each result is read before the next node's: a sample is at most about 40 k rows) */
+		pg_gpu_node_send(&cl->ns.nodes[i], sql, 2, types, values, NULL, doing);
+	/* (each result is read before the next node's: a sample is about pggpu_seed_rows) */
 	for (int i = 0; i < cl->ns.nnodes; i++)
 	{
 		PgGpuNode  *node = &cl->ns.nodes[i];
@@ -248,6 +258,76 @@ cluster_sample(void *arg, uint64_t seed, double rate, pggpu_data *into, pggpu_er
 	return st;
 }
 
+/* (d2, key) pairs: larger d2 first, then smaller key */
+static bool
+farther(double da, uint64 ka, double db, uint64 kb)
+{
+	return da > db || (da == db && ka < kb);
+}
+
+/* the source's farthest rows: every node's best m, merged */
+static pggpu_status
+cluster_farthest(void *arg, int m, int e, double *rows, double *d2, uint64_t *keys, int *got,
+				 pggpu_error *err)
+{
+	PgGpuCluster *cl = (PgGpuCluster *) arg;
+	int			d = cl->d;
+	static const Oid types[1] = {INT4OID};
+	const char *values[1] = {psprintf("%d", m)};
+	const char *doing = "finding the farthest rows";
+	char	   *sql = psprintf("SELECT rows, distances, keys FROM %s.pg_gpu_node_kmeans_farthest($1)", cl->nsp);
+	double	   *nrows = palloc(sizeof(double) * m * d);
+
+	*got = 0;
+	for (int i = 0; i < cl->ns.nnodes; i++)
+		pg_gpu_node_send(&cl->ns.nodes[i], sql, 1, types, values, NULL, doing);
+	for (int i = 0; i < cl->ns.nnodes; i++)
+	{
+		PgGpuNode  *node = &cl->ns.nodes[i];
+		PGresult   *res = pg_gpu_node_result(node, doing);
+		ArrayType  *da,
+				   *ka;
+		int			ng;
+		const double *dv;
+		const int64 *kv;
+
+		pg_gpu_node_check_result(node, res, 1, 3, doing);
+		da = pg_gpu_result_array(node, res, 0, 1, FLOAT8OID, doing);
+		ka = pg_gpu_result_array(node, res, 0, 2, INT8OID, doing);
+		ng = ArrayGetNItems(ARR_NDIM(da), ARR_DIMS(da));
+		if (ng > m || ARR_HASNULL(da) || ARR_HASNULL(ka) || ArrayGetNItems(ARR_NDIM(ka), ARR_DIMS(ka)) != ng ||
+			PQgetisnull(res, 0, 0) || PQgetlength(res, 0, 0) != 8 * ng * d)
+			pg_gpu_node_bad_answer(node, doing, psprintf("not at most %d rows of %d doubles with a distance and a key each", m, d));
+		dv = (const double *) ARR_DATA_PTR(da);
+		kv = (const int64 *) ARR_DATA_PTR(ka);
+		pg_gpu_doubles_from_wire(PQgetvalue(res, 0, 0), (int64) ng * d, nrows);
+		for (int a = 0; a < ng; a++)
+		{
+			double		da2 = ldexp(dv[a], 2 * e);
+			uint64		key = (uint64) kv[a];
+			int			q;
+
+			if (!(dv[a] > 0))
+				pg_gpu_node_bad_answer(node, doing, "a farthest row at no distance");
+			if (*got == m && !farther(da2, key, d2[m - 1], keys[m - 1]))
+				continue;
+			q = *got < m ? (*got)++ : m - 1;
+			while (q > 0 && farther(da2, key, d2[q - 1], keys[q - 1]))
+			{
+				d2[q] = d2[q - 1], keys[q] = keys[q - 1];
+				memcpy(rows + (int64) q * d, rows + (int64) (q - 1) * d, sizeof(double) * d);
+				q--;
+			}
+			d2[q] = da2, keys[q] = key;
+			for (int j = 0; j < d; j++)
+				rows[(int64) q * d + j] = ldexp(nrows[(int64) a * d + j], e);
+		}
+		PQclear(res);
+	}
+	pfree(nrows);
+	return PGGPU_OK;
+}
+
 void
 pg_gpu_cluster_fit(PgGpuCluster *cl, const pggpu_kmeans_params *p, pggpu_kmeans_result *r)
 {
@@ -259,6 +339,7 @@ pg_gpu_cluster_fit(PgGpuCluster *cl, const pggpu_kmeans_params *p, pggpu_kmeans_
 		src.n += cl->ns.nodes[i].rows;
 	src.step = cluster_step;
 	src.sample = cluster_sample;
+	src.farthest = cluster_farthest;
 	src.arg = cl;
 	if (pggpu_kmeans_over(&src, p, r, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);

@@ -5,8 +5,9 @@
  * order:
  *
  *   pg_gpu_node_kmeans_load(shards, columns, ...)   read this node's shards
- *   pg_gpu_node_kmeans_sample(seed, first, rate)    rows for the seeding
+ *   pg_gpu_node_kmeans_sample(seed, rate)           rows for the seeding (by content)
  *   pg_gpu_node_kmeans_step(centroids, begin)       sums and counts, per iteration
+ *   pg_gpu_node_kmeans_farthest(m)                  rows for emptied clusters, when any
  *   pg_gpu_node_kmeans_labels(centroids)            every row's cluster
  *   pg_gpu_node_kmeans_close()
  *
@@ -54,6 +55,7 @@
 PG_FUNCTION_INFO_V1(gpu_kmeans_node_load);
 PG_FUNCTION_INFO_V1(gpu_kmeans_node_sample);
 PG_FUNCTION_INFO_V1(gpu_kmeans_node_step);
+PG_FUNCTION_INFO_V1(gpu_kmeans_node_farthest);
 PG_FUNCTION_INFO_V1(gpu_kmeans_node_labels);
 PG_FUNCTION_INFO_V1(gpu_kmeans_node_close);
 PG_FUNCTION_INFO_V1(gpu_matmul_node_load);
@@ -77,6 +79,7 @@ typedef struct NodeSet
 	PgGpuRows	rows;			/* ids (when loaded with an id column), counts */
 	int			d;
 	int			k;				/* of the last step, 0: none yet */
+	int			e;				/* the scale of the last step: rows held at 2^e */
 	bool		with_ids;		/* loaded with an id column */
 } NodeSet;
 
@@ -379,16 +382,15 @@ result_desc(FunctionCallInfo fcinfo)
 }
 
 /*
- * pg_gpu_node_kmeans_sample(seed bigint, first bigint, rate float8) RETURNS
- * bytea: the rows pggpu_sampled picks (by their index in the cluster's
- * union, this node's first row being "first"), m x d doubles
+ * pg_gpu_node_kmeans_sample(seed bigint, rate float8) RETURNS bytea: the
+ * rows whose content key pggpu_sampled picks (pggpu_parts_sample), m x d
+ * doubles
  */
 Datum
 gpu_kmeans_node_sample(PG_FUNCTION_ARGS)
 {
 	NodeSet    *s = loaded_set();
-	int64		first = PG_GETARG_INT64(1);
-	double		rate = PG_GETARG_FLOAT8(2);
+	double		rate = PG_GETARG_FLOAT8(1);
 	PgGpuData  *data = s->data;
 	PgGpuData  *into;
 	pggpu_error err = {0};
@@ -396,20 +398,14 @@ gpu_kmeans_node_sample(PG_FUNCTION_ARGS)
 	int64	   *idx;
 	double	   *X;
 
-	if (first < 0 || first > PG_INT64_MAX - s->rows.nvalid)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("first must not be negative nor overflow a bigint with this node's rows, not %lld",
-						(long long) first),
-				 errhint("first is the index of this node's first row in the union of the nodes' rows.")));
 	if (!(rate > 0 && rate <= 1))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("rate must be above 0 and at most 1, not %g", rate),
 				 errhint("rate is the probability that a row is in the sample.")));
 	into = pg_gpu_data_open(PGGPU_BACKEND_CPU, s->d, 0);
-	if (pggpu_parts_sample(data->parts, data->nparts, first, (uint64) PG_GETARG_INT64(0),
-						   rate, into->ds, &err) != PGGPU_OK)
+	if (pggpu_parts_sample(data->parts, data->nparts, (uint64) PG_GETARG_INT64(0), rate, into->ds,
+						   &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	m = pggpu_data_rows(into->ds);
 	if ((double) m * s->d * 8 > (double) (MaxAllocSize - VARHDRSZ) || m > INT_MAX)
@@ -425,6 +421,26 @@ gpu_kmeans_node_sample(PG_FUNCTION_ARGS)
 		pg_gpu_raise(&err);
 	pg_gpu_data_close(into);
 	PG_RETURN_BYTEA_P(doubles_bytea(X, m * s->d, "the seeding sample"));
+}
+
+/*
+ * The scale a step computes at: the node's rows' and the centroids' (the
+ * coordinator's is another, and the same arithmetic: powers of two)
+ */
+static int
+step_exponent(NodeSet *s, const double *C, int k)
+{
+	double		lo,
+				hi;
+	int			e;
+	pggpu_error err = {0};
+
+	if (pggpu_parts_range(s->data->parts, s->data->nparts, &lo, &hi, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	pggpu_magnitudes(C, (int64) k * s->d, &lo, &hi);
+	if (pggpu_scale_exponent(lo, hi, &e, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	return e;
 }
 
 /*
@@ -460,16 +476,75 @@ gpu_kmeans_node_step(PG_FUNCTION_ARGS)
 	cv = palloc(sizeof(Datum) * k);
 	/* (the next step with begin false needs this one to have completed) */
 	s->k = 0;
-	if (pggpu_parts_step(s->data->parts, s->data->nparts, C, k, begin, sums, counts, &inertia,
+	s->e = step_exponent(s, C, k);
+	for (int64 i = 0; i < (int64) k * s->d; i++)
+		C[i] = ldexp(C[i], s->e);
+	if (pggpu_parts_step(s->data->parts, s->data->nparts, C, k, s->e, begin, sums, counts, &inertia,
 						 &changed, NULL, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	s->k = k;
+	for (int64 i = 0; i < (int64) k * s->d; i++)
+		sums[i] = ldexp(sums[i], -s->e);
+	inertia = ldexp(inertia, -2 * s->e);
 	for (int c = 0; c < k; c++)
 		cv[c] = Int64GetDatum(counts[c]);
 	v[0] = PointerGetDatum(doubles_bytea(sums, (int64) k * s->d, "the sums"));
 	v[1] = PointerGetDatum(construct_array(cv, k, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	v[2] = Float8GetDatum(inertia);
 	v[3] = Int64GetDatum(changed);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(td, v, nulls)));
+}
+
+/*
+ * pg_gpu_node_kmeans_farthest(m integer) RETURNS (rows bytea, distances
+ * float8[], keys bigint[]): the m rows farthest from their centroids in the
+ * last step (pggpu_parts_farthest; an emptied cluster takes one), best
+ * first, in the caller's units
+ */
+Datum
+gpu_kmeans_node_farthest(PG_FUNCTION_ARGS)
+{
+	NodeSet    *s = loaded_set();
+	int			m = PG_GETARG_INT32(0);
+	double	   *rows,
+			   *d2;
+	uint64	   *keys;
+	Datum	   *dv,
+			   *kv;
+	int			got;
+	pggpu_error err = {0};
+	TupleDesc	td;
+	Datum		v[3];
+	bool		nulls[3] = {false, false, false};
+
+	if (s->k == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("no k-means step has been made on the loaded rows"),
+				 errhint("The farthest rows are those of the last pg_gpu_node_kmeans_step.")));
+	if (m < 1 || m > s->k)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("m must be in 1..%d (the clusters of the last step), not %d", s->k, m),
+				 errhint("m is the number of emptied clusters.")));
+	td = result_desc(fcinfo);
+	rows = palloc(sizeof(double) * m * s->d);
+	d2 = palloc(sizeof(double) * m);
+	keys = palloc(sizeof(uint64) * m);
+	if (pggpu_parts_farthest(s->data->parts, s->data->nparts, m, rows, d2, keys, &got, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	dv = palloc(sizeof(Datum) * Max(got, 1));
+	kv = palloc(sizeof(Datum) * Max(got, 1));
+	for (int i = 0; i < got; i++)
+	{
+		dv[i] = Float8GetDatum(ldexp(d2[i], -2 * s->e));
+		kv[i] = Int64GetDatum((int64) keys[i]);
+	}
+	for (int64 i = 0; i < (int64) got * s->d; i++)
+		rows[i] = ldexp(rows[i], -s->e);
+	v[0] = PointerGetDatum(doubles_bytea(rows, (int64) got * s->d, "the farthest rows"));
+	v[1] = PointerGetDatum(construct_array(dv, got, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	v[2] = PointerGetDatum(construct_array(kv, got, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(td, v, nulls)));
 }
 

@@ -970,6 +970,12 @@ cpu_km_fetch(pggpu_data *ds, int32_t *labels, double *dist2, pggpu_error *err)
 	return PGGPU_OK;
 }
 
+static pggpu_status
+cpu_km_trials(pggpu_data *ds, const int64_t *rows, int m, double *pot, pggpu_error *err)
+{
+	return pggpu_cpu_trials(ds, ST(ds)->dist2, ST(ds)->rw, rows, m, pot, err);
+}
+
 const pggpu_ops pggpu_cpu_ops = {
 	.open = cpu_open,
 	.batch = cpu_batch,
@@ -990,4 +996,6 @@ const pggpu_ops pggpu_cpu_ops = {
 	.km_gather = cpu_km_gather,
 	.col_sums = pggpu_cpu_col_sums,
 	.col_affine = pggpu_cpu_col_affine,
+	.keys = pggpu_cpu_keys,
+	.km_trials = cpu_km_trials,
 };

@@ -8,7 +8,8 @@
  * The backend's files: device.cu (the GPUs), dataset.cu (staging, layout,
  * the k-means state, the ops table), step.cu (one Lloyd step: the route that
  * route.c planned), lloyd.cu (the CUDA-core pass and the finalize kernels),
- * owned_update.cu (the update from given labels), seed.cu (k-means++), the
+ * owned_update.cu (the update from given labels), seed.cu (k-means++),
+ * trials.cu (the rows' keys, greedy k-means++'s trials), the
  * tensor-core assignment (tc.cuh: tc_scan.cu, tc_resident.cu, tc_assign.cu),
  * columns.cu (standard scaling), matmul.cu (cuBLAS).
  *
@@ -253,6 +254,10 @@ pggpu_status gpu_km_pp_steps(pggpu_data *ds, int c0, int c1, const uint64_t *key
 							 int *done, pggpu_error *err);
 pggpu_status gpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *err);
 pggpu_status gpu_km_gather(pggpu_data *ds, const int64_t *rows, int m, pggpu_error *err);
+
+/* trials.cu */
+pggpu_status gpu_keys(pggpu_data *ds, uint64_t *keys, pggpu_error *err);
+pggpu_status gpu_km_trials(pggpu_data *ds, const int64_t *rows, int m, double *pot, pggpu_error *err);
 
 /* dataset.cu: park and unpark (see pggpu_ops) */
 pggpu_status gpu_park(pggpu_data *ds, pggpu_error *err);

@@ -750,6 +750,8 @@ static const pggpu_ops gpu_ops = {
 	ON_GPU(gpu_col_affine),
 	ON_GPU(gpu_park),
 	ON_GPU(gpu_unpark),
+	ON_GPU(gpu_keys),
+	ON_GPU(gpu_km_trials),
 };
 
 extern "C" const pggpu_ops *const pggpu_gpu_ops = &gpu_ops;

@@ -4,14 +4,16 @@
 /* ---- the k-means++ draw ----------------------------------------------------------- */
 
 /*
- * k-means++ must draw each next centre with probability proportional to its
- * squared distance to the nearest centre so far.  One column of a few
- * distinct values, in runs of rows (so the library's blocks of the draw get
- * different weights); k = 3, one iteration: the centroids after it tell which
- * values were drawn.  The probability of each outcome is enumerated here
- * over the ordered draws; the frequencies over DRAW_SEEDS seeds on the CPU
- * must lie within 5 standard deviations (plus 1) of them, and the GPU must
- * give the CPU's answer seed for seed.
+ * Greedy k-means++ must draw, for each next centre, 2 + floor(ln k)
+ * candidates, each with probability proportional to its squared distance to
+ * the nearest centre so far, and keep the one of least potential (the first
+ * drawn on ties).  One column of a few distinct values, in runs of rows (so
+ * the library's blocks of the draw get different weights); k = 3, one
+ * iteration: the centroids after it tell which values were chosen.  The
+ * probability of each outcome is enumerated here over the ordered draws of
+ * the candidates; the frequencies over DRAW_SEEDS seeds on the CPU must lie
+ * within 5 standard deviations (plus 1) of them, and the GPU must give the
+ * CPU's answer seed for seed.
  */
 #define DRAW_VALUES 5
 #define DRAW_SEEDS 2000
@@ -55,6 +57,54 @@ draw_result(const double *vals, const int64_t *mult, const int *sd, double *C)
 	qsort(C, 3, sizeof(double), cmp_double);
 }
 
+/* candidates a greedy step draws at k = 3 */
+#define DRAW_TRIALS 3
+
+/*
+ * The law of the next centre of a greedy step after centres cs[0..nc-1]:
+ * pr[v] for each value (the potentials are integers: exact in doubles, so
+ * ties are ties)
+ */
+static void
+greedy_law(const double *vals, const int64_t *mult, const int *cs, int nc, double *pr)
+{
+	double		D[DRAW_VALUES],
+				pot[DRAW_VALUES],
+				w = 0;
+	int			t[DRAW_TRIALS];
+
+	for (int u = 0; u < DRAW_VALUES; u++)
+	{
+		D[u] = INFINITY;
+		for (int c = 0; c < nc; c++)
+			D[u] = fmin(D[u], (vals[u] - vals[cs[c]]) * (vals[u] - vals[cs[c]]));
+		w += mult[u] * D[u];
+		pr[u] = 0;
+	}
+	for (int v = 0; v < DRAW_VALUES; v++)
+	{
+		pot[v] = 0;
+		for (int u = 0; u < DRAW_VALUES; u++)
+			pot[v] += mult[u] * fmin(D[u], (vals[u] - vals[v]) * (vals[u] - vals[v]));
+	}
+	/* every ordered tuple of candidates */
+	for (int code = 0; code < DRAW_VALUES * DRAW_VALUES * DRAW_VALUES; code++)
+	{
+		double		p = 1;
+		int			best = 0;
+
+		for (int i = 0, c = code; i < DRAW_TRIALS; i++, c /= DRAW_VALUES)
+		{
+			t[i] = c % DRAW_VALUES;
+			p *= mult[t[i]] * D[t[i]] / w;
+		}
+		for (int i = 1; i < DRAW_TRIALS; i++)
+			if (pot[t[i]] < pot[t[best]])
+				best = i;
+		pr[t[best]] += p;
+	}
+}
+
 static int
 draw_find(draw_outcome *o, int no, const double *C)
 {
@@ -85,36 +135,30 @@ test_draw(void)
 		for (int64_t m = 0; m < mult[v]; m++)
 			D.X[i++] = vals[v];
 
-	/* every ordered draw a, b, c: its probability, into its outcome */
+	/* every ordered choice a, b, c: its probability, into its outcome */
 	for (int a = 0; a < DRAW_VALUES; a++)
+	{
+		double		pb[DRAW_VALUES];
+		int			cs[2] = {a, 0};
+
+		greedy_law(vals, mult, cs, 1, pb);
 		for (int b = 0; b < DRAW_VALUES; b++)
+		{
+			double		pc[DRAW_VALUES];
+
+			if (pb[b] == 0)
+				continue;
+			cs[1] = b;
+			greedy_law(vals, mult, cs, 2, pc);
 			for (int c = 0; c < DRAW_VALUES; c++)
 			{
-				double		w2 = 0,
-							w3 = 0,
-							pr,
+				double		pr = (double) mult[a] / n * pb[b] * pc[c],
 							C[3];
 				int			sd[3] = {a, b, c};
 				int			i;
 
-				if (a == b || a == c || b == c)
+				if (pr == 0)
 					continue;
-				for (int v = 0; v < DRAW_VALUES; v++)
-				{
-					double		da = (vals[v] - vals[a]) * (vals[v] - vals[a]),
-								db = (vals[v] - vals[b]) * (vals[v] - vals[b]);
-
-					w2 += mult[v] * da;
-					w3 += mult[v] * (da < db ? da : db);
-				}
-				pr = (double) mult[a] / n *
-					(mult[b] * (vals[b] - vals[a]) * (vals[b] - vals[a]) / w2);
-				{
-					double		da = (vals[c] - vals[a]) * (vals[c] - vals[a]),
-								db = (vals[c] - vals[b]) * (vals[c] - vals[b]);
-
-					pr *= mult[c] * (da < db ? da : db) / w3;
-				}
 				draw_result(vals, mult, sd, C);
 				if ((i = draw_find(out, no, C)) < 0)
 				{
@@ -126,6 +170,8 @@ test_draw(void)
 				out[i].p += pr;
 				total += pr;
 			}
+		}
+	}
 	set_case("k-means++ draw: the law");
 	CHECK(fabs(total - 1) < 1e-12, "the outcomes' probabilities sum to %.17g", total);
 

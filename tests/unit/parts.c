@@ -128,13 +128,12 @@ fit_one(const dataset *D, pggpu_backend be, pggpu_metric metric, const pggpu_kme
 }
 
 /*
- * From the same given centroids (tol 0), parts give the fit of one set of
- * all their rows: the same labels, sizes and iterations, centroids and
- * inertia within 1e-12 (the sums added in another order); Euclidean and
- * cosine, parts on the CPU, on the GPU and mixed, an empty part among them.
- * Seeded (k-means++, k-means||, random): the inertia within 1% of one set's
- * on separated blobs, the same for the same seed, and n_init never worse.
- * Bad calls are refused.
+ * Parts give the fit of one set of all their rows: the same labels, sizes
+ * and iterations, centroids and inertia within 1e-12 (the sums added in
+ * another order); from given centroids (Euclidean and cosine) and seeded
+ * (every init, n_init 1 and 3), parts on the CPU, on the GPU and mixed, an
+ * empty part among them, parked, the rows in another order, a cluster
+ * emptied.  Bad calls are refused.
  */
 void
 test_parts(void)
@@ -212,33 +211,96 @@ test_parts(void)
 	else
 		gpu_skipped++;
 
+	/*
+	 * One driver: a seeded fit (each init, n_init 1 and 3) is the one set's
+	 * wherever the rows are: four parts (one empty), five, parked, on the
+	 * GPU, and the rows in reverse order (the labels follow their rows);
+	 * centroids and inertia within 1e-12 (sums added in another order),
+	 * labels, sizes and iterations the same.
+	 */
 	p.init_centroids = NULL;
 	p.tol = 1e-4;
-	for (int init_kind = PGGPU_INIT_KMEANSPP; init_kind <= PGGPU_INIT_PARALLEL; init_kind++)
 	{
-		double		i1;
+		int64_t		cuts5[6] = {0, 4999, 11000, 17003, 25000, n};
+		int64_t		cuts4[5] = {0, 1, 15000, 29999, n};
+		pggpu_backend cpu5[5] = {PGGPU_BACKEND_CPU, PGGPU_BACKEND_CPU, PGGPU_BACKEND_CPU, PGGPU_BACKEND_CPU,
+		PGGPU_BACKEND_CPU};
+		dataset		R = D;
+		km_out		rev;
 
-		if (init_kind == PGGPU_INIT_GIVEN)
-			continue;
-		p.init = (pggpu_init) init_kind;
-		p.seed = 7;
+		R.X = xmalloc(sizeof(double) * n * D.d);
+		for (int64_t i = 0; i < n; i++)
+			memcpy(R.X + (n - 1 - i) * D.d, D.X + i * D.d, sizeof(double) * D.d);
+		R.group = NULL;
+		km_alloc(&rev, n, k, D.d);
+		for (int init_kind = PGGPU_INIT_KMEANSPP; init_kind <= PGGPU_INIT_PARALLEL; init_kind++)
+			for (int starts = 1; starts <= 3; starts += 2)
+			{
+				if (init_kind == PGGPU_INIT_GIVEN)
+					continue;
+				p.init = (pggpu_init) init_kind;
+				p.seed = 7;
+				p.n_init = starts;
+				set_case("parts, seeded by %s, n_init %d", init_name(p.init), starts);
+				if (!fit_one(&D, PGGPU_BACKEND_CPU, PGGPU_METRIC_EUCLIDEAN, &p, &one))
+					continue;
+				check_sane("one set", &D, k, p.init, &one, n);
+				if (fit_parts(&D, cuts, cpu4, 4, PGGPU_METRIC_EUCLIDEAN, &p, &many))
+					cmp_km("4 parts on the cpu vs one set", &many, &one, n, k, D.d, 1e-12);
+				if (fit_parts(&D, cuts4, cpu4, 4, PGGPU_METRIC_EUCLIDEAN, &p, &many) &&
+					fit_parts(&D, cuts5, cpu5, 5, PGGPU_METRIC_EUCLIDEAN, &p, &again))
+				{
+					cmp_km("4 other parts vs one set", &many, &one, n, k, D.d, 1e-12);
+					cmp_km("5 parts vs one set", &again, &one, n, k, D.d, 1e-12);
+				}
+				if (fit_one(&R, PGGPU_BACKEND_CPU, PGGPU_METRIC_EUCLIDEAN, &p, &rev))
+				{
+					for (int64_t i = 0; i < n; i++)
+						many.labels[i] = rev.labels[n - 1 - i];
+					memcpy(many.C, rev.C, sizeof(double) * k * D.d);
+					memcpy(many.sizes, rev.sizes, sizeof(int64_t) * k);
+					many.inertia = rev.inertia, many.iters = rev.iters, many.conv = rev.conv;
+					cmp_km("the rows in reverse order vs one set", &many, &one, n, k, D.d, 1e-12);
+				}
+				if (have_gpu)
+				{
+					if (fit_one(&D, PGGPU_BACKEND_GPU, PGGPU_METRIC_EUCLIDEAN, &p, &many))
+						cmp_km("one set on the gpu vs the cpu", &many, &one, n, k, D.d, 1e-12);
+					if (fit_parts(&D, cuts4, gpu4, 4, PGGPU_METRIC_EUCLIDEAN, &p, &many))
+						cmp_km("4 parts on the gpu vs one set", &many, &one, n, k, D.d, 1e-12);
+					if (fit_parts_parked(&D, cuts, gpu4, 4, PGGPU_METRIC_EUCLIDEAN, &p, &again, true))
+						cmp_km("4 parked parts on the gpu vs one set", &again, &one, n, k, D.d, 1e-12);
+				}
+				else
+					gpu_skipped++;
+			}
+
+		/*
+		 * An emptied cluster (a given centroid far from every row) takes the
+		 * row farthest from its centroid, the same one wherever it is held
+		 */
+		p.init = PGGPU_INIT_GIVEN;
 		p.n_init = 1;
-		set_case("parts, seeded by %s", init_name(p.init));
-		if (!fit_one(&D, PGGPU_BACKEND_CPU, PGGPU_METRIC_EUCLIDEAN, &p, &one) ||
-			!fit_parts(&D, cuts, cpu4, 4, PGGPU_METRIC_EUCLIDEAN, &p, &many) ||
-			!fit_parts(&D, cuts, cpu4, 4, PGGPU_METRIC_EUCLIDEAN, &p, &again))
-			continue;
-		check_sane("parts", &D, k, p.init, &many, n);
-		CHECK(many.inertia <= one.inertia * 1.01, "inertia %.17g, one set's %.17g: more than 1%% above",
-			  many.inertia, one.inertia);
-		cmp_km("the same seed twice", &many, &again, n, k, D.d, 0);
-		i1 = many.inertia;
-		p.n_init = 3;
-		if (fit_parts(&D, cuts, cpu4, 4, PGGPU_METRIC_EUCLIDEAN, &p, &many))
-			CHECK(many.inertia <= i1, "n_init 3: inertia %.17g above the first start's %.17g", many.inertia, i1);
-		if (have_gpu && fit_parts(&D, cuts, gpu4, 4, PGGPU_METRIC_EUCLIDEAN, &p, &again))
-			CHECK(rel_close(again.inertia, many.inertia, 1e-9), "n_init 3 on the gpu: inertia %.17g, the cpu's %.17g",
-				  again.inertia, many.inertia);
+		p.init_centroids = init;
+		for (int j = 0; j < D.d; j++)
+			init[(k - 1) * D.d + j] = 1e6;
+		set_case("parts, an emptied cluster");
+		if (fit_one(&D, PGGPU_BACKEND_CPU, PGGPU_METRIC_EUCLIDEAN, &p, &one))
+		{
+			CHECK(one.sizes[k - 1] > 0, "the emptied cluster kept no rows: %lld", (long long) one.sizes[k - 1]);
+			if (fit_parts(&D, cuts5, cpu5, 5, PGGPU_METRIC_EUCLIDEAN, &p, &many))
+				cmp_km("5 parts vs one set", &many, &one, n, k, D.d, 1e-12);
+			if (fit_one(&R, PGGPU_BACKEND_CPU, PGGPU_METRIC_EUCLIDEAN, &p, &rev))
+			{
+				for (int64_t i = 0; i < n; i++)
+					many.labels[i] = rev.labels[n - 1 - i];
+				cmp_labels("the rows in reverse order vs one set", many.labels, one.labels, n);
+			}
+			if (have_gpu && fit_parts(&D, cuts, mix4, 4, PGGPU_METRIC_EUCLIDEAN, &p, &many))
+				cmp_km("4 parts, gpu and cpu, vs one set", &many, &one, n, k, D.d, 1e-12);
+		}
+		km_free(&rev);
+		free(R.X);
 	}
 
 	set_case("park");

@@ -1,0 +1,136 @@
+/*
+ * trials.c - the CPU backend's row keys and greedy k-means++'s trials
+ * (pggpu_ops keys and km_trials), the reference the GPU's trials.cu
+ * matches bit for bit: the same terms, summed in the same order.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../compute_internal.h"
+
+pggpu_status
+pggpu_cpu_keys(pggpu_data *ds, uint64_t *keys, pggpu_error *err)
+{
+	const double *X = pggpu_cpu_rows(ds);
+
+	(void) err;
+	for (int64_t i = 0; i < ds->n; i++)
+		keys[i] = pggpu_row_key(X + pggpu_at(i, 0, ds->d, ds->log_b), (int64_t) 1 << ds->log_b, ds->d);
+	return PGGPU_OK;
+}
+
+typedef struct trials_job
+{
+	pggpu_data *ds;
+	const double *X;
+	const double *dist2;
+	const double *rw;
+	const double *cand;			/* m x d */
+	int			m;
+	int64_t		b0,
+				b1;				/* its blocks */
+	double	   *bsum;			/* m x nblocks */
+	int64_t		nblocks;
+} trials_job;
+
+static void *
+trials_run(void *arg)
+{
+	trials_job *jb = (trials_job *) arg;
+	pggpu_data *ds = jb->ds;
+	int			d = ds->d;
+	int64_t		tile = (int64_t) 1 << ds->log_b;
+	double	   *t = (double *) malloc(sizeof(double) * PGGPU_DRAW_ROWS * jb->m);
+
+	if (t == NULL)
+		return (void *) 1;
+	for (int64_t b = jb->b0; b < jb->b1; b++)
+	{
+		for (int q = 0; q < PGGPU_DRAW_ROWS; q++)
+		{
+			int64_t		i = b * PGGPU_DRAW_ROWS + q;
+			const double *x = jb->X + pggpu_at(i < ds->n ? i : 0, 0, d, ds->log_b);
+
+			for (int c = 0; c < jb->m; c++)
+			{
+				const double *cc = jb->cand + (int64_t) c * d;
+				double		s = 0;
+
+				if (i >= ds->n)
+				{
+					t[c * PGGPU_DRAW_ROWS + q] = 0.0;
+					continue;
+				}
+				for (int j = 0; j < d; j++)
+				{
+					double		v = PGGPU_ADD(x[j * tile], -cc[j]);
+
+					s = PGGPU_ADD(s, PGGPU_MUL(v, v));
+				}
+				t[c * PGGPU_DRAW_ROWS + q] = pggpu_trial_term(jb->dist2[i], s, jb->rw, i);
+			}
+		}
+		for (int c = 0; c < jb->m; c++)
+			jb->bsum[(int64_t) c * jb->nblocks + b] = pggpu_trial_block(t + c * PGGPU_DRAW_ROWS);
+	}
+	free(t);
+	return NULL;
+}
+
+pggpu_status
+pggpu_cpu_trials(pggpu_data *ds, const double *dist2, const double *rw, const int64_t *rows, int m,
+				 double *pot, pggpu_error *err)
+{
+	const double *X = pggpu_cpu_rows(ds);
+	int			d = ds->d;
+	int64_t		tile = (int64_t) 1 << ds->log_b;
+	int64_t		nblocks = (ds->n + PGGPU_DRAW_ROWS - 1) / PGGPU_DRAW_ROWS;
+	int			nt = ds->threads > 1 ? ds->threads : 1;
+	double	   *cand = (double *) malloc(sizeof(double) * (m > 0 ? m : 1) * d);
+	double	   *bsum = (double *) malloc(sizeof(double) * (m > 0 ? m : 1) * (nblocks > 0 ? nblocks : 1));
+	trials_job *jobs = (trials_job *) calloc(nt, sizeof(trials_job));
+	pthread_t  *th = (pthread_t *) calloc(nt, sizeof(pthread_t));
+	bool	   *started = (bool *) calloc(nt, sizeof(bool));
+	bool		failed = false;
+
+	if (!cand || !bsum || !jobs || !th || !started)
+	{
+		free(cand), free(bsum), free(jobs), free(th), free(started);
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	}
+	for (int c = 0; c < m; c++)
+		for (int j = 0; j < d; j++)
+			cand[(int64_t) c * d + j] = X[pggpu_at(rows[c], 0, d, ds->log_b) + j * tile];
+	if (nt > nblocks)
+		nt = nblocks > 0 ? (int) nblocks : 1;
+	for (int w = 0; w < nt; w++)
+	{
+		jobs[w] = (trials_job) {ds, X, dist2, rw, cand, m, nblocks * w / nt, nblocks * (w + 1) / nt,
+		bsum, nblocks};
+		/* (the calling thread takes job 0, and any a thread could not start) */
+		if (w > 0)
+			started[w] = pthread_create(&th[w], NULL, trials_run, &jobs[w]) == 0;
+	}
+	failed |= trials_run(&jobs[0]) != NULL;
+	for (int w = 1; w < nt; w++)
+	{
+		void	   *rv = NULL;
+
+		if (started[w])
+			pthread_join(th[w], &rv);
+		else
+			rv = trials_run(&jobs[w]);
+		failed |= rv != NULL;
+	}
+	for (int c = 0; c < m && !failed; c++)
+	{
+		double		s = 0;
+
+		for (int64_t b = 0; b < nblocks; b++)
+			s = PGGPU_ADD(s, bsum[(int64_t) c * nblocks + b]);
+		pot[c] = s;
+	}
+	free(cand), free(bsum), free(jobs), free(th), free(started);
+	return failed ? pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory") : PGGPU_OK;
+}

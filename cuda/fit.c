@@ -1,0 +1,443 @@
+/*
+ * fit.c - the k-means driver: Lloyd's algorithm written once, against a
+ * source of rows (pggpu_kmeans_source), for every placement of the rows:
+ * one data set (the CPU or one GPU), parts streamed through a GPU, shares
+ * on several GPUs (parts.c), the nodes of a Citus cluster
+ * (src/citus_kmeans.c).  Seeding, the iterations, the repair of empty
+ * clusters, n_init, cosine and the numbering of the clusters live here and
+ * nowhere else, so the same arguments and seed give the same fit wherever
+ * the rows are and in whatever order they arrive:
+ *
+ *  - Seeding runs on the seeding set: the rows a counter hash of the seed
+ *    and each row's content key (pggpu_row_key) picks, at a rate that keeps
+ *    about SEED_ROWS(k) of them (all of them in smaller tables), sorted by
+ *    key into one data set on the home's backend.  The set depends on the
+ *    rows' values only, never on their order or holder, and the seeding on
+ *    it (random rows, greedy k-means++, k-means||) is bit for bit the same
+ *    on the CPU and the GPU.
+ *  - An iteration is one step of the source: every row labelled by the
+ *    centroids, each cluster's mean of its rows back.  A holder adds its
+ *    rows in its order and holders' sums are added in holder order: the
+ *    centroids agree across placements to within a few units in the last
+ *    place (relative 1e-15), the labels with them.
+ *  - An emptied cluster takes the row farthest from its centroid (largest
+ *    distance, then least key), one distinct row each, in cluster order.
+ *
+ * The fit computes at 2^e times the caller's units (e from the rows' range
+ * where the source knows it: compute.c), so that squares neither overflow
+ * nor underflow.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compute_internal.h"
+
+#define CHECK(expr) do { if ((st = (expr)) != PGGPU_OK) goto done; } while (0)
+
+/* the seeding set's rows: SEED_PER_K a cluster, at least SEED_MIN */
+#define SEED_PER_K 32
+#define SEED_MIN 65536
+
+int64_t
+pggpu_seed_rows(int k)
+{
+	int64_t		want = (int64_t) k * SEED_PER_K;
+
+	return want > SEED_MIN ? want : SEED_MIN;
+}
+
+/* the sample's rows, with their keys, to sort */
+typedef struct keyed
+{
+	uint64_t	key;
+	const double *x;
+} keyed;
+
+static __thread int keyed_d;
+
+static int
+cmp_keyed(const void *a, const void *b)
+{
+	const keyed *x = (const keyed *) a;
+	const keyed *y = (const keyed *) b;
+
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	for (int j = 0; j < keyed_d; j++)
+		if (x->x[j] != y->x[j])
+			return x->x[j] < y->x[j] ? -1 : 1;
+	return 0;
+}
+
+/*
+ * The rows of the seeding set (m x d, caller's units, sorted by key, then by
+ * value), into *out (home's scratch)
+ */
+static pggpu_status
+seeding_rows(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, double **out,
+			 int64_t *m, pggpu_error *err)
+{
+	pggpu_data *home = src->home;
+	int			d = home->d;
+	int64_t		cap = pggpu_seed_rows(p->k);
+	double		rate = src->n <= cap ? 1.0 : (double) cap / (double) src->n;
+	uint64_t	seed = pggpu_mix64(p->seed ^ 0x3c6ef372fe94f82bULL);
+	pggpu_data *into = NULL;
+	keyed	   *ks = NULL;
+	double	   *rows = NULL;
+	pggpu_status st = PGGPU_OK;
+
+	*out = NULL;
+	for (;;)
+	{
+		/* the sample's set: home->aux while it lives (closed there after a longjmp) */
+		CHECK(pggpu_data_open(&into, PGGPU_BACKEND_CPU, 0, d, rate >= 1 ? src->n : cap + cap / 2 + 64, err));
+		home->aux = into;
+		into->threads = home->threads;
+		into->pending = home->pending;
+		CHECK(src->sample(src->arg, seed, rate, into, err));
+		/* (fewer than k rows drawn: a table just over the cap, unlucky; take them all) */
+		if (into->n >= p->k || rate >= 1)
+			break;
+		home->aux = NULL;
+		pggpu_data_close(into);
+		into = NULL;
+		rate = 1.0;
+	}
+	*m = into->n;
+	ks = (keyed *) pggpu_scratch_alloc(home, sizeof(keyed) * (*m > 0 ? *m : 1));
+	rows = (double *) pggpu_scratch_alloc(home, sizeof(double) * (*m > 0 ? *m : 1) * d);
+	if (ks == NULL || rows == NULL)
+	{
+		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+		goto done;
+	}
+	{
+		const double *X = pggpu_cpu_rows(into);
+		int64_t		tile = (int64_t) 1 << into->log_b;
+		double	   *tmp = rows;
+
+		for (int64_t i = 0; i < *m; i++)
+		{
+			for (int j = 0; j < d; j++)
+				tmp[i * d + j] = X[pggpu_at(i, 0, d, into->log_b) + j * tile];
+			ks[i].key = pggpu_row_key(tmp + i * d, 1, d);
+			ks[i].x = tmp + i * d;
+		}
+	}
+	keyed_d = d;
+	qsort(ks, *m, sizeof(keyed), cmp_keyed);
+	home->aux = NULL;
+	pggpu_data_close(into);
+	into = NULL;
+	/* the rows in key order (the set's own copy is gone: rows is free to take them) */
+	{
+		double	   *sorted = (double *) pggpu_scratch_alloc(home, sizeof(double) * (*m > 0 ? *m : 1) * d);
+
+		if (sorted == NULL)
+		{
+			st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+			goto done;
+		}
+		for (int64_t i = 0; i < *m; i++)
+			memcpy(sorted + i * d, ks[i].x, sizeof(double) * d);
+		*out = sorted;
+	}
+done:
+	if (into)
+	{
+		home->aux = NULL;
+		pggpu_data_close(into);
+	}
+	pggpu_scratch_free(home, ks);
+	pggpu_scratch_free(home, rows);
+	return st;
+}
+
+/* a set for the seeding rows on the home's backend (the CPU where the GPU has no room) */
+static pggpu_status
+seeding_set(pggpu_data *home, const double *rows, int64_t m, pggpu_data **out, pggpu_error *err)
+{
+	pggpu_data *sds = NULL;
+	pggpu_status st;
+
+	*out = NULL;
+	st = pggpu_data_open(&sds, home->backend, home->gpu_index, home->d, m, err);
+	if (st == PGGPU_OK)
+	{
+		home->aux = sds;
+		st = pggpu_data_push_rows(sds, rows, m, err);
+	}
+	if (st == PGGPU_ERR_GPU_MEMORY && home->backend == PGGPU_BACKEND_GPU)
+	{
+		home->aux = NULL;
+		pggpu_data_close(sds);
+		sds = NULL;
+		if ((st = pggpu_data_open(&sds, PGGPU_BACKEND_CPU, 0, home->d, m, err)) == PGGPU_OK)
+		{
+			home->aux = sds;
+			st = pggpu_data_push_rows(sds, rows, m, err);
+		}
+	}
+	if (sds)
+	{
+		sds->threads = home->threads;
+		sds->pending = home->pending;
+		sds->interrupt = home->interrupt;
+		sds->interrupt_arg = home->interrupt_arg;
+		sds->poll_work = home->poll_work;
+		sds->metric = home->metric;
+		sds->double_only = home->double_only;
+	}
+	*out = sds;
+	return st;
+}
+
+/* one start's initial centroids (p->seed the start's) into C, at 2^e the caller's units */
+static pggpu_status
+seed_start(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int e, double *C,
+		   pggpu_error *err)
+{
+	pggpu_data *home = src->home;
+	pggpu_data *sds = NULL;
+	double	   *rows = NULL;
+	int64_t		m = 0;
+	int			es = 0;
+	pggpu_status st = PGGPU_OK;
+
+	CHECK(seeding_rows(src, p, &rows, &m, err));
+	CHECK(seeding_set(home, rows, m, &sds, err));
+	pggpu_scratch_free(home, rows);
+	rows = NULL;
+	CHECK(pggpu_prepare_scale(sds, NULL, 0, &es, err));
+	CHECK(sds->ops->km_begin(sds, p->k, err));
+	sds->k = p->k;
+	switch (p->init)
+	{
+		case PGGPU_INIT_RANDOM:
+			CHECK(pggpu_seed_random(sds, p, err));
+			break;
+		case PGGPU_INIT_PARALLEL:
+			CHECK(pggpu_seed_parallel(sds, p, err));
+			break;
+		default:
+			CHECK(pggpu_seed_greedy(sds, p, pggpu_seed_first(p, sds->n), err));
+			break;
+	}
+	CHECK(sds->ops->km_get_centroids(sds, C, err));
+	for (int64_t i = 0; i < (int64_t) p->k * home->d; i++)
+		C[i] = ldexp(C[i], e - es);
+done:
+	home->aux = NULL;
+	pggpu_data_close(sds);
+	pggpu_scratch_free(home, rows);
+	return st;
+}
+
+/*
+ * Empty clusters (counts 0) take the farthest rows of the last step, one
+ * each, in cluster order; fewer rows away from their centroids than empty
+ * clusters: the rest stay as they are.
+ */
+static pggpu_status
+repair_empty(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int e, double *C,
+			 const int64_t *counts, pggpu_error *err)
+{
+	pggpu_data *home = src->home;
+	int			d = home->d;
+	int			m = 0,
+				got = 0;
+	double	   *rows,
+			   *d2;
+	uint64_t   *keys;
+	pggpu_status st = PGGPU_OK;
+
+	for (int c = 0; c < p->k; c++)
+		m += counts[c] == 0;
+	rows = (double *) pggpu_scratch_alloc(home, sizeof(double) * m * d);
+	d2 = (double *) pggpu_scratch_alloc(home, sizeof(double) * m);
+	keys = (uint64_t *) pggpu_scratch_alloc(home, sizeof(uint64_t) * m);
+	if (!rows || !d2 || !keys)
+	{
+		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+		goto done;
+	}
+	pggpu_interrupts(p);
+	CHECK(src->farthest(src->arg, m, e, rows, d2, keys, &got, err));
+	for (int c = 0, j = 0; c < p->k && j < got; c++)
+		if (counts[c] == 0)
+			memcpy(C + (int64_t) c * d, rows + (int64_t) (j++) * d, sizeof(double) * d);
+done:
+	pggpu_scratch_free(home, rows);
+	pggpu_scratch_free(home, d2);
+	pggpu_scratch_free(home, keys);
+	return st;
+}
+
+/* one start's Lloyd iterations from C (updated in place) */
+static pggpu_status
+lloyd(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int start, int e, double *C,
+	  double *means, int64_t *counts, pggpu_kmeans_result *r, pggpu_error *err)
+{
+	int			k = p->k;
+	int			d = src->home->d;
+	pggpu_status st;
+
+	r->iterations = 0;
+	r->converged = false;
+	while (r->iterations < p->max_iter)
+	{
+		int64_t		changed;
+		double		inertia;
+		bool		empty = false;
+
+		pggpu_interrupts(p);
+		if ((st = src->step(src->arg, C, k, e, r->iterations == 0, means, counts, &inertia, &changed,
+							NULL, err)) != PGGPU_OK)
+			return st;
+		for (int c = 0; c < k; c++)
+		{
+			if (counts[c] > 0)
+				memcpy(C + (int64_t) c * d, means + (int64_t) c * d, sizeof(double) * d);
+			empty |= counts[c] == 0;
+		}
+		if (empty && (st = repair_empty(src, p, e, C, counts, err)) != PGGPU_OK)
+			return st;
+		/* spherical: the means back onto the sphere (the rows' norm, 2^e) */
+		if (src->home->metric == PGGPU_METRIC_COSINE)
+			pggpu_normalize_rows(C, k, d, ldexp(1.0, e));
+		r->iterations++;
+		r->changed = changed;
+		if (p->progress)
+			p->progress(p->progress_arg, start, r->iterations);
+		if ((double) changed <= p->tol * (double) src->n)
+		{
+			r->converged = true;
+			break;
+		}
+	}
+	return PGGPU_OK;
+}
+
+pggpu_status
+pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
+				  pggpu_kmeans_result *r, pggpu_error *err)
+{
+	pggpu_data *home = src->home;
+	int			k = p->k;
+	int			d = home->d;
+	int			starts = p->n_init > 1 ? p->n_init : 1;
+	int64_t		n = src->n;
+	int			e = 0;
+	double		lo = INFINITY,
+				hi = 0;
+	double	   *C = NULL,
+			   *best = NULL,
+			   *means = NULL;
+	int64_t    *counts = NULL;
+	double		best_inertia = INFINITY,
+				inertia;
+	int			best_iterations = 0;
+	int64_t		best_changed = 0,
+				changed;
+	bool		best_converged = false;
+	pggpu_status st = PGGPU_OK;
+
+	if (k < 1 || k > n)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "k = %d is not in 1..%lld", k, (long long) n);
+	if (p->max_iter < 1 || !(p->tol >= 0))
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "max_iter or tol out of range");
+	if ((unsigned) p->init > PGGPU_INIT_PARALLEL)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "unknown init %d", (int) p->init);
+	if (p->init == PGGPU_INIT_GIVEN && p->init_centroids == NULL)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "no initial centroids given");
+	if (p->init == PGGPU_INIT_GIVEN && starts > 1)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "n_init = %d with given centroids", starts);
+	if (src->range && (st = src->range(src->arg, &lo, &hi, err)) != PGGPU_OK)
+		return st;
+	if (p->init == PGGPU_INIT_GIVEN)
+		pggpu_magnitudes(p->init_centroids, (int64_t) k * d, &lo, &hi);
+	if ((st = pggpu_scale_exponent(lo, hi, &e, err)) != PGGPU_OK)
+		return st;
+	C = (double *) pggpu_scratch_alloc(home, sizeof(double) * k * d);
+	best = (double *) pggpu_scratch_alloc(home, sizeof(double) * k * d);
+	means = (double *) pggpu_scratch_alloc(home, sizeof(double) * k * d);
+	counts = (int64_t *) pggpu_scratch_alloc(home, sizeof(int64_t) * k);
+	if (!C || !best || !means || !counts)
+	{
+		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+		goto done;
+	}
+
+	/*
+	 * n_init starts, the seed of each from the caller's (pggpu_start_seed),
+	 * the one of least inertia kept (the first on ties)
+	 */
+	r->seed_seconds = r->iterate_seconds = 0;
+	for (int s = 0; s < starts; s++)
+	{
+		pggpu_kmeans_params q = *p;
+		double		t0 = pggpu_seconds();
+
+		q.seed = pggpu_start_seed(p->seed, s);
+		if (p->progress)
+			p->progress(p->progress_arg, s, 0);
+		if (p->init == PGGPU_INIT_GIVEN)
+		{
+			for (int64_t i = 0; i < (int64_t) k * d; i++)
+				C[i] = ldexp(p->init_centroids[i], e);
+			if (home->metric == PGGPU_METRIC_COSINE)
+				pggpu_normalize_rows(C, k, d, ldexp(1.0, e));
+		}
+		else
+			CHECK(seed_start(src, &q, e, C, err));
+		r->seed_seconds += pggpu_seconds() - t0;
+		t0 = pggpu_seconds();
+		CHECK(lloyd(src, &q, s, e, C, means, counts, r, err));
+		r->iterate_seconds += pggpu_seconds() - t0;
+		if (starts == 1)
+			break;
+		/* the start's inertia: its labelling by its own final centroids */
+		pggpu_interrupts(p);
+		CHECK(src->step(src->arg, C, k, e, false, NULL, counts, &inertia, &changed, NULL, err));
+		if (inertia < best_inertia)
+		{
+			best_inertia = inertia;
+			best_iterations = r->iterations;
+			best_changed = r->changed;
+			best_converged = r->converged;
+			memcpy(best, C, sizeof(double) * k * d);
+		}
+	}
+	if (starts > 1)
+	{
+		memcpy(C, best, sizeof(double) * k * d);
+		r->iterations = best_iterations;
+		r->changed = best_changed;
+		r->converged = best_converged;
+	}
+
+	/* labels, distances and sizes consistent with the final centroids */
+	pggpu_interrupts(p);
+	CHECK(src->step(src->arg, C, k, e, false, NULL, r->sizes, &inertia, &changed, r->labels, err));
+	for (int64_t i = 0; i < (int64_t) k * d; i++)
+		r->centroids[i] = ldexp(C[i], -e);
+	r->inertia = ldexp(inertia, -2 * e);
+	if (home->metric == PGGPU_METRIC_COSINE)
+		r->inertia /= 2;		/* |x - c|^2 = 2 (1 - cos) on the sphere */
+	if (p->init != PGGPU_INIT_GIVEN)
+		CHECK(pggpu_canonical_order(r, k, d, r->labels, n, err));
+done:
+	pggpu_scratch_free(home, C);
+	pggpu_scratch_free(home, best);
+	pggpu_scratch_free(home, means);
+	pggpu_scratch_free(home, counts);
+	return st;
+}
+
+uint64_t
+pggpu_key(const double *x, int d)
+{
+	return pggpu_row_key(x, 1, d);
+}
