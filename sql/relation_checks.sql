@@ -39,9 +39,7 @@ SELECT * FROM gpu_matmul(:mat_oid::oid::regclass, :mat_oid::oid::regclass);
 RESET ROLE;
 GRANT USAGE ON SCHEMA rc_hidden TO rc_user;
 SET ROLE rc_user;
--- (the read is what is checked here: k and every row, whatever the placement)
-SELECT cardinality(sizes) AS k, (SELECT sum(v) FROM unnest(sizes) v) AS rows
-FROM gpu_kmeans_fit(:m_oid::oid::regclass, 2, seed => 1);
+SELECT sizes FROM gpu_kmeans_fit(:m_oid::oid::regclass, 2, seed => 1);
 SELECT * FROM gpu_matmul(:mat_oid::oid::regclass, :mat_oid::oid::regclass);
 RESET ROLE;
 DROP SCHEMA rc_hidden CASCADE;
