@@ -275,13 +275,29 @@ done:
 	return st;
 }
 
-/* one start's Lloyd iterations from C (updated in place) */
+void
+pggpu_centroids_update(double *C, const double *sums, const int64_t *counts, int k, int d,
+					   pggpu_metric metric, int e)
+{
+	for (int c = 0; c < k; c++)
+		for (int j = 0; counts[c] > 0 && j < d; j++)
+			C[(int64_t) c * d + j] = sums[(int64_t) c * d + j] / (double) counts[c];
+	if (metric == PGGPU_METRIC_COSINE)
+		pggpu_normalize_rows(C, k, d, ldexp(1.0, e));
+}
+
+/*
+ * One start's Lloyd iterations from C; C the final centroids after.  The
+ * centroids stay with the source between iterations but where a repair
+ * changes them.
+ */
 static pggpu_status
 lloyd(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int start, int e, double *C,
-	  double *means, int64_t *counts, pggpu_kmeans_result *r, pggpu_error *err)
+	  int64_t *counts, pggpu_kmeans_result *r, pggpu_error *err)
 {
 	int			k = p->k;
 	int			d = src->home->d;
+	const double *put = C;
 	pggpu_status st;
 
 	r->iterations = 0;
@@ -293,20 +309,22 @@ lloyd(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int start, i
 		bool		empty = false;
 
 		pggpu_interrupts(p);
-		if ((st = src->step(src->arg, C, k, e, r->iterations == 0, means, counts, &inertia, &changed,
+		if ((st = src->step(src->arg, put, k, e, r->iterations == 0, true, counts, &inertia, &changed,
 							NULL, err)) != PGGPU_OK)
 			return st;
+		put = NULL;
 		for (int c = 0; c < k; c++)
-		{
-			if (counts[c] > 0)
-				memcpy(C + (int64_t) c * d, means + (int64_t) c * d, sizeof(double) * d);
 			empty |= counts[c] == 0;
+		if (empty)
+		{
+			if ((st = src->centroids(src->arg, C, err)) != PGGPU_OK ||
+				(st = repair_empty(src, p, e, C, counts, err)) != PGGPU_OK)
+				return st;
+			/* (the rows taken are on the sphere already; as the update leaves the rest) */
+			if (src->home->metric == PGGPU_METRIC_COSINE)
+				pggpu_normalize_rows(C, k, d, ldexp(1.0, e));
+			put = C;
 		}
-		if (empty && (st = repair_empty(src, p, e, C, counts, err)) != PGGPU_OK)
-			return st;
-		/* spherical: the means back onto the sphere (the rows' norm, 2^e) */
-		if (src->home->metric == PGGPU_METRIC_COSINE)
-			pggpu_normalize_rows(C, k, d, ldexp(1.0, e));
 		r->iterations++;
 		r->changed = changed;
 		if (p->progress)
@@ -317,7 +335,7 @@ lloyd(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int start, i
 			break;
 		}
 	}
-	return PGGPU_OK;
+	return put ? PGGPU_OK : src->centroids(src->arg, C, err);
 }
 
 pggpu_status
@@ -333,8 +351,7 @@ pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 	double		lo = INFINITY,
 				hi = 0;
 	double	   *C = NULL,
-			   *best = NULL,
-			   *means = NULL;
+			   *best = NULL;
 	int64_t    *counts = NULL;
 	double		best_inertia = INFINITY,
 				inertia;
@@ -362,9 +379,8 @@ pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 		return st;
 	C = (double *) pggpu_scratch_alloc(home, sizeof(double) * k * d);
 	best = (double *) pggpu_scratch_alloc(home, sizeof(double) * k * d);
-	means = (double *) pggpu_scratch_alloc(home, sizeof(double) * k * d);
 	counts = (int64_t *) pggpu_scratch_alloc(home, sizeof(int64_t) * k);
-	if (!C || !best || !means || !counts)
+	if (!C || !best || !counts)
 	{
 		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 		goto done;
@@ -394,13 +410,13 @@ pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 			CHECK(seed_start(src, &q, e, C, err));
 		r->seed_seconds += pggpu_seconds() - t0;
 		t0 = pggpu_seconds();
-		CHECK(lloyd(src, &q, s, e, C, means, counts, r, err));
+		CHECK(lloyd(src, &q, s, e, C, counts, r, err));
 		r->iterate_seconds += pggpu_seconds() - t0;
 		if (starts == 1)
 			break;
 		/* the start's inertia: its labelling by its own final centroids */
 		pggpu_interrupts(p);
-		CHECK(src->step(src->arg, C, k, e, false, NULL, counts, &inertia, &changed, NULL, err));
+		CHECK(src->step(src->arg, C, k, e, false, false, counts, &inertia, &changed, NULL, err));
 		if (inertia < best_inertia)
 		{
 			best_inertia = inertia;
@@ -420,7 +436,7 @@ pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 
 	/* labels, distances and sizes consistent with the final centroids */
 	pggpu_interrupts(p);
-	CHECK(src->step(src->arg, C, k, e, false, NULL, r->sizes, &inertia, &changed, r->labels, err));
+	CHECK(src->step(src->arg, C, k, e, false, false, r->sizes, &inertia, &changed, r->labels, err));
 	for (int64_t i = 0; i < (int64_t) k * d; i++)
 		r->centroids[i] = ldexp(C[i], -e);
 	r->inertia = ldexp(inertia, -2 * e);
@@ -431,7 +447,6 @@ pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 done:
 	pggpu_scratch_free(home, C);
 	pggpu_scratch_free(home, best);
-	pggpu_scratch_free(home, means);
 	pggpu_scratch_free(home, counts);
 	return st;
 }

@@ -507,7 +507,9 @@ typedef struct local_parts
 {
 	pggpu_data *const *parts;
 	int			nparts;
-	double	   *sums;			/* k x d, several parts' step */
+	double	   *held;			/* several parts: the centroids (k x d, fit units) */
+	double	   *sums;			/* and a step's sums */
+	int			k;
 } local_parts;
 
 static pggpu_status
@@ -518,38 +520,72 @@ local_range(void *arg, double *lo, double *hi, pggpu_error *err)
 	return pggpu_parts_range(lp->parts, lp->nparts, lo, hi, err);
 }
 
-/*
- * One part: its own means (its GPU's or the CPU's update, unrounded by a
- * trip through sums); several: the sums added in part order, divided here
- */
+/* one set: the centroids stay on its device, updated there (cosine: normalized there) */
 static pggpu_status
-local_step(void *arg, const double *C, int k, int e, bool begin, double *means, int64_t *counts,
+one_step(pggpu_data *ds, const double *C, int k, int e, bool begin, bool update, int64_t *counts,
+		 double *inertia, int64_t *changed, int32_t *labels, pggpu_error *err)
+{
+	const pggpu_ops *ops = ds->ops;
+	bool		was = ds->parked;
+	pggpu_step_stats sst = {0};
+	pggpu_status st;
+
+	if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK)
+		return st;
+	st = pggpu_scale_to(ds, e, err);
+	if (st == PGGPU_OK && begin && (st = ops->km_begin(ds, k, err)) == PGGPU_OK)
+		ds->k = k;
+	if (st == PGGPU_OK && C)
+		st = ops->km_put_centroids(ds, C, err);
+	if (st == PGGPU_OK)
+		st = ops->km_step(ds, update, &sst, err);
+	if (st == PGGPU_OK && update && ds->metric == PGGPU_METRIC_COSINE)
+		st = ops->km_normalize(ds, ldexp(1.0, e), err);
+	if (st == PGGPU_OK)
+		st = ops->km_counts(ds, counts, err);
+	if (st == PGGPU_OK && labels)
+		st = ops->km_fetch(ds, labels, NULL, err);
+	*inertia = sst.inertia;
+	*changed = sst.changed;
+	return pggpu_repark(ds, was, st, err);
+}
+
+/* several parts: their sums added in part order, the centroids held here */
+static pggpu_status
+local_step(void *arg, const double *C, int k, int e, bool begin, bool update, int64_t *counts,
 		   double *inertia, int64_t *changed, int32_t *labels, pggpu_error *err)
 {
 	local_parts *lp = (local_parts *) arg;
-	pggpu_data *ds = lp->parts[0];
-	int			d = ds->d;
+	pggpu_data *home = lp->parts[0];
+	int			d = home->d;
 	pggpu_status st;
 
-	if (lp->nparts == 1)
-	{
-		bool		was = ds->parked;
-
-		st = pggpu_kmeans_partial(ds, C, k, e, begin, means, counts, inertia, changed, err);
-		if (st == PGGPU_OK && labels && ds->n > 0)
-			st = ds->ops->km_fetch(ds, labels, NULL, err);
-		return pggpu_repark(ds, was, st, err);
-	}
-	if (means && lp->sums == NULL &&
-		(lp->sums = (double *) pggpu_scratch_alloc(ds, sizeof(double) * k * d)) == NULL)
+	if (lp->nparts == 1 && home->n > 0)
+		return one_step(home, C, k, e, begin, update, counts, inertia, changed, labels, err);
+	if (lp->held == NULL &&
+		((lp->held = (double *) pggpu_scratch_alloc(home, sizeof(double) * k * d)) == NULL ||
+		 (lp->sums = (double *) pggpu_scratch_alloc(home, sizeof(double) * k * d)) == NULL))
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
-	if ((st = pggpu_parts_step(lp->parts, lp->nparts, C, k, e, begin, means ? lp->sums : NULL, counts,
-							   inertia, changed, labels, err)) != PGGPU_OK)
+	lp->k = k;
+	if (C)
+		memcpy(lp->held, C, sizeof(double) * k * d);
+	if ((st = pggpu_parts_step(lp->parts, lp->nparts, lp->held, k, e, begin, update ? lp->sums : NULL,
+							   counts, inertia, changed, labels, err)) != PGGPU_OK)
 		return st;
-	for (int c = 0; c < k && means; c++)
-		for (int j = 0; j < d; j++)
-			means[(int64_t) c * d + j] = counts[c] > 0 ?
-				lp->sums[(int64_t) c * d + j] / (double) counts[c] : C[(int64_t) c * d + j];
+	if (update)
+		pggpu_centroids_update(lp->held, lp->sums, counts, k, d, home->metric, e);
+	return PGGPU_OK;
+}
+
+static pggpu_status
+local_centroids(void *arg, double *C, pggpu_error *err)
+{
+	local_parts *lp = (local_parts *) arg;
+	pggpu_data *home = lp->parts[0];
+
+	if (lp->nparts == 1 && home->n > 0)
+		return home->ops->km_get_centroids(home, C, err);
+	memcpy(C, lp->held, sizeof(double) * lp->k * home->d);
 	return PGGPU_OK;
 }
 
@@ -575,7 +611,7 @@ pggpu_status
 pggpu_kmeans_parts(pggpu_data *const *parts, int nparts, const pggpu_kmeans_params *p,
 				   pggpu_kmeans_result *r, pggpu_error *err)
 {
-	local_parts lp = {parts, nparts, NULL};
+	local_parts lp = {parts, nparts, NULL, NULL, 0};
 	pggpu_kmeans_source src = {0};
 	pggpu_status st;
 
@@ -590,10 +626,12 @@ pggpu_kmeans_parts(pggpu_data *const *parts, int nparts, const pggpu_kmeans_para
 	}
 	src.range = local_range;
 	src.step = local_step;
+	src.centroids = local_centroids;
 	src.sample = local_sample;
 	src.farthest = local_farthest;
 	src.arg = &lp;
 	st = pggpu_kmeans_over(&src, p, r, err);
+	pggpu_scratch_free(parts[0], lp.held);
 	pggpu_scratch_free(parts[0], lp.sums);
 	return st;
 }

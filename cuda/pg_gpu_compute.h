@@ -359,11 +359,16 @@ pggpu_status pggpu_silhouette(pggpu_data *ds, double *X, const int32_t *labels, 
  *
  * range (may be NULL): the least and largest non-zero |value| of every row.
  *
- * step: every row labelled by the k centroids C (fit units), the
- * labelling's counts, inertia (cosine: 2 (1 - cos)) and the rows whose label
- * changed since the last step (begin: a new fit, all of them); with means
- * (else NULL), each cluster's mean of its rows (C's where it has none);
- * labels (NULL: not wanted) in row order.
+ * step: every row labelled by the k centroids, C (fit units) where given,
+ * else those the source holds (its last update's or its last C): the
+ * labelling's counts, inertia (cosine: 2 (1 - cos)) and the rows whose
+ * label changed since the last step (begin: a new fit, all of them); labels
+ * (NULL: not wanted) in row order.  With update, the source then holds
+ * each cluster's mean of its rows (the old centroid where it has none;
+ * cosine: scaled to norm 2^e, pggpu_centroids_update), so an iteration
+ * moves no centroids between the driver and one holder.
+ *
+ * centroids: the k centroids the source holds, into C.
  *
  * sample: the rows whose content key (compute_internal.h's pggpu_row_key)
  * pggpu_sampled(seed, key, rate) picks, pushed into "into" (a CPU set of d
@@ -381,9 +386,10 @@ typedef struct pggpu_kmeans_source
 	pggpu_data *home;
 	int64_t		n;				/* rows in all */
 	pggpu_status (*range) (void *arg, double *lo, double *hi, pggpu_error *err);
-	pggpu_status (*step) (void *arg, const double *C, int k, int e, bool begin, double *means,
+	pggpu_status (*step) (void *arg, const double *C, int k, int e, bool begin, bool update,
 						  int64_t *counts, double *inertia, int64_t *changed,
 						  int32_t *labels, pggpu_error *err);
+	pggpu_status (*centroids) (void *arg, double *C, pggpu_error *err);
 	pggpu_status (*sample) (void *arg, uint64_t seed, double rate, pggpu_data *into,
 							pggpu_error *err);
 	pggpu_status (*farthest) (void *arg, int m, int e, double *rows, double *dist2, uint64_t *keys,
@@ -437,6 +443,14 @@ pggpu_status pggpu_parts_range(pggpu_data *const *parts, int nparts, double *lo,
 pggpu_status pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin,
 								  double *means, int64_t *counts, double *inertia,
 								  int64_t *changed, pggpu_error *err);
+
+/*
+ * A holder's update from sums (fit units): C[c] := sums[c] / counts[c] where
+ * counts[c] > 0 (else C[c] stays); cosine: every row of C scaled to norm
+ * 2^e.  (The one GPU's update computes the same on the device.)
+ */
+void		pggpu_centroids_update(double *C, const double *sums, const int64_t *counts, int k, int d,
+								   pggpu_metric metric, int e);
 
 /* the content key of row x (d values): equal rows, equal keys (seeding's draws) */
 uint64_t	pggpu_key(const double *x, int d);

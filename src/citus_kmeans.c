@@ -38,6 +38,9 @@ struct PgGpuCluster
 {
 	PgGpuNodes	ns;
 	int			d;
+	int			k;				/* of the fit's steps */
+	pggpu_metric metric;
+	double	   *held;			/* the fit's centroids (k x d, fit units) */
 	PgGpuData  *home;			/* the fit's host memory (and the seeding sample) */
 	const char *nsp;			/* pg_gpu's schema, quoted: every call sent is qualified with it */
 };
@@ -63,6 +66,7 @@ pg_gpu_cluster_load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, 
 	int			lengths[7] = {0};
 	char	   *sql;
 
+	cl->metric = metric;
 	cl->d = src->ncols;
 	values[1] = pg_gpu_names_literal((const char *const *) src->colnames, src->natts);
 	values[2] = want_ids ? src->idname : NULL;
@@ -143,7 +147,7 @@ pg_gpu_cluster_device(const PgGpuCluster *cl)
  * computes at 2^e times them.
  */
 static pggpu_status
-cluster_step(void *arg, const double *C, int k, int e, bool begin, double *means, int64_t *counts,
+cluster_step(void *arg, const double *C, int k, int e, bool begin, bool update, int64_t *counts,
 			 double *inertia, int64_t *changed, int32_t *labels, pggpu_error *err)
 {
 	PgGpuCluster *cl = (PgGpuCluster *) arg;
@@ -161,8 +165,15 @@ cluster_step(void *arg, const double *C, int k, int e, bool begin, double *means
 							   cl->nsp);
 
 	Assert(labels == NULL);
+	if (cl->held == NULL || cl->k != k)
+	{
+		cl->held = MemoryContextAllocHuge(GetMemoryChunkContext(cl), sizeof(double) * k * d);
+		cl->k = k;
+	}
+	if (C)
+		memcpy(cl->held, C, sizeof(double) * k * d);
 	for (int64 j = 0; j < (int64) k * d; j++)
-		Cu[j] = ldexp(C[j], -e);
+		Cu[j] = ldexp(cl->held[j], -e);
 	values[0] = centroids_param(Cu, k, d, &lengths[0]);
 	values[1] = begin ? "true" : "false";
 	for (int i = 0; i < cl->ns.nnodes; i++)
@@ -202,10 +213,12 @@ cluster_step(void *arg, const double *C, int k, int e, bool begin, double *means
 		PQclear(res);
 	}
 	*inertia = ldexp(*inertia, 2 * e);
-	for (int c = 0; c < k && means; c++)
-		for (int j = 0; j < d; j++)
-			means[(int64) c * d + j] = counts[c] > 0 ?
-				ldexp(sums[(int64) c * d + j] / (double) counts[c], e) : C[(int64) c * d + j];
+	if (update)
+	{
+		for (int64 j = 0; j < (int64) k * d; j++)
+			sums[j] = ldexp(sums[j], e);
+		pggpu_centroids_update(cl->held, sums, counts, k, d, cl->metric, e);
+	}
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
 	return PGGPU_OK;
@@ -256,6 +269,16 @@ cluster_sample(void *arg, uint64_t seed, double rate, pggpu_data *into, pggpu_er
 	st = pggpu_data_push_rows(into, X, m, err);
 	pfree(X);
 	return st;
+}
+
+/* the source's centroids: the fit's, held here */
+static pggpu_status
+cluster_centroids(void *arg, double *C, pggpu_error *err)
+{
+	PgGpuCluster *cl = (PgGpuCluster *) arg;
+
+	memcpy(C, cl->held, sizeof(double) * cl->k * cl->d);
+	return PGGPU_OK;
 }
 
 /* (d2, key) pairs: larger d2 first, then smaller key */
@@ -338,6 +361,7 @@ pg_gpu_cluster_fit(PgGpuCluster *cl, const pggpu_kmeans_params *p, pggpu_kmeans_
 	for (int i = 0; i < cl->ns.nnodes; i++)
 		src.n += cl->ns.nodes[i].rows;
 	src.step = cluster_step;
+	src.centroids = cluster_centroids;
 	src.sample = cluster_sample;
 	src.farthest = cluster_farthest;
 	src.arg = cl;
