@@ -179,14 +179,8 @@ pggpu_data_get_rows(pggpu_data *ds, const int64_t *rows, int m, double *out, pgg
 			return pggpu_fail(err, PGGPU_ERR_INVALID, "row %lld is not in the data set", (long long) rows[i]);
 	if (m == 0)
 		return PGGPU_OK;
-	if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK)
-		return st;
-	/* the k-means state's centroids hold them: the rows as km_gather copies them */
-	if ((st = ds->ops->km_begin(ds, m, err)) != PGGPU_OK)
-		return st;
-	ds->k = m;
-	if ((st = ds->ops->km_gather(ds, rows, m, err)) != PGGPU_OK ||
-		(st = ds->ops->km_get_centroids(ds, out, err)) != PGGPU_OK)
+	if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK ||
+		(st = ds->ops->get_rows(ds, rows, m, out, err)) != PGGPU_OK)
 		return st;
 	for (int64_t i = 0; i < (int64_t) m * ds->d; i++)
 		out[i] = ldexp(out[i], -ds->scale_e);

@@ -178,13 +178,19 @@ typedef struct pggpu_ops
 	/* every row's content key (pggpu_row_key of its values as pushed) */
 	pggpu_status (*keys) (pggpu_data *ds, uint64_t *keys, pggpu_error *err);
 
+	/* rows rows[0..m-1] as held (m x d, row-major) into out; the state untouched */
+	pggpu_status (*get_rows) (pggpu_data *ds, const int64_t *rows, int64_t m, double *out,
+							  pggpu_error *err);
+
 	/*
-	 * Greedy k-means++'s trials: pot[t] := the potential sum_i w_i min(dist2[i],
-	 * |x_i - x_rows[t]|^2) for t < m (w_i: km_weights', else 1), summed in the
-	 * order of pggpu_trial_block and then over the blocks in order, so that
-	 * both backends give the same bits.  The state is left as it was.
+	 * Greedy k-means++'s trials: rows[t] := the PGGPU_PICK_SAMPLE draw of
+	 * keys[t] (-1: none) and pot[t] := its potential sum_i w_i min(dist2[i],
+	 * |x_i - x_rows[t]|^2) (INFINITY where none) for t < m (w_i: km_weights',
+	 * else 1), summed in the order of pggpu_trial_block and then over the
+	 * blocks in order, so that both backends give the same bits; one round
+	 * trip for all of them.  The state is left as it was.
 	 */
-	pggpu_status (*km_trials) (pggpu_data *ds, const int64_t *rows, int m, double *pot,
+	pggpu_status (*km_trials) (pggpu_data *ds, const uint64_t *keys, int m, int64_t *rows, double *pot,
 							   pggpu_error *err);
 } pggpu_ops;
 
@@ -196,8 +202,16 @@ pggpu_status pggpu_cpu_col_sums(pggpu_data *ds, const double *center, double *su
 								pggpu_error *err);
 pggpu_status pggpu_cpu_col_affine(pggpu_data *ds, const double *sub, const double *div,
 								  pggpu_error *err);
-/* the CPU backend's keys and km_trials (cpu/trials.c), over its rows */
+/* the CPU backend's range and scale (cpu/columns.c) */
+pggpu_status pggpu_cpu_range(pggpu_data *ds, double *lo, double *hi, pggpu_error *err);
+pggpu_status pggpu_cpu_scale(pggpu_data *ds, double factor, pggpu_error *err);
+/* the CPU backend's keys, get_rows and km_trials (cpu/trials.c), over its rows and draw's state */
+void		pggpu_cpu_draw_state(pggpu_data *ds, const double **dist2, const double **rw);
+pggpu_status pggpu_cpu_km_trials(pggpu_data *ds, const uint64_t *keys, int m, int64_t *rows,
+								 double *pot, pggpu_error *err);
 pggpu_status pggpu_cpu_keys(pggpu_data *ds, uint64_t *keys, pggpu_error *err);
+pggpu_status pggpu_cpu_get_rows(pggpu_data *ds, const int64_t *rows, int64_t m, double *out,
+								pggpu_error *err);
 pggpu_status pggpu_cpu_trials(pggpu_data *ds, const double *dist2, const double *rw,
 							  const int64_t *rows, int m, double *pot, pggpu_error *err);
 

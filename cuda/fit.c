@@ -304,20 +304,19 @@ lloyd(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int start, i
 	r->converged = false;
 	while (r->iterations < p->max_iter)
 	{
-		int64_t		changed;
+		int64_t		changed,
+					empty;
 		double		inertia;
-		bool		empty = false;
 
 		pggpu_interrupts(p);
-		if ((st = src->step(src->arg, put, k, e, r->iterations == 0, true, counts, &inertia, &changed,
-							NULL, err)) != PGGPU_OK)
+		if ((st = src->step(src->arg, put, k, e, r->iterations == 0, true, &empty, NULL, &inertia,
+							&changed, NULL, err)) != PGGPU_OK)
 			return st;
 		put = NULL;
-		for (int c = 0; c < k; c++)
-			empty |= counts[c] == 0;
-		if (empty)
+		if (empty > 0)
 		{
-			if ((st = src->centroids(src->arg, C, err)) != PGGPU_OK ||
+			if ((st = src->counts(src->arg, counts, err)) != PGGPU_OK ||
+				(st = src->centroids(src->arg, C, err)) != PGGPU_OK ||
 				(st = repair_empty(src, p, e, C, counts, err)) != PGGPU_OK)
 				return st;
 			/* (the rows taken are on the sphere already; as the update leaves the rest) */
@@ -357,7 +356,8 @@ pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 				inertia;
 	int			best_iterations = 0;
 	int64_t		best_changed = 0,
-				changed;
+				changed,
+				empty;
 	bool		best_converged = false;
 	pggpu_status st = PGGPU_OK;
 
@@ -416,7 +416,7 @@ pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 			break;
 		/* the start's inertia: its labelling by its own final centroids */
 		pggpu_interrupts(p);
-		CHECK(src->step(src->arg, C, k, e, false, false, counts, &inertia, &changed, NULL, err));
+		CHECK(src->step(src->arg, C, k, e, false, false, &empty, NULL, &inertia, &changed, NULL, err));
 		if (inertia < best_inertia)
 		{
 			best_inertia = inertia;
@@ -436,7 +436,7 @@ pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 
 	/* labels, distances and sizes consistent with the final centroids */
 	pggpu_interrupts(p);
-	CHECK(src->step(src->arg, C, k, e, false, false, r->sizes, &inertia, &changed, r->labels, err));
+	CHECK(src->step(src->arg, C, k, e, false, false, &empty, r->sizes, &inertia, &changed, r->labels, err));
 	for (int64_t i = 0; i < (int64_t) k * d; i++)
 		r->centroids[i] = ldexp(C[i], -e);
 	r->inertia = ldexp(inertia, -2 * e);

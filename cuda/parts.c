@@ -133,19 +133,16 @@ static pggpu_status
 part_farthest(pggpu_data *ds, pggpu_data *home, int m, double *rows, double *d2, uint64_t *keys,
 			  int *got, pggpu_error *err)
 {
-	int			d = ds->d;
 	int64_t		nb = ds->n > 0 ? ds->n : 1;
-	/* (three of the home's few scratch slots: the fit holds some too) */
+	/* (two of the home's few scratch slots: the fit holds some too) */
 	double	   *D = (double *) pggpu_scratch_alloc(home, (sizeof(double) + sizeof(uint64_t)) * nb);
 	uint64_t   *K = D ? (uint64_t *) (D + nb) : NULL;
 	int64_t    *idx = (int64_t *) pggpu_scratch_alloc(home, sizeof(int64_t) * (m > 0 ? m : 1));
-	double	   *saved = (double *) pggpu_scratch_alloc(home, sizeof(double) * 2 * (ds->k > 0 ? ds->k : 1) * d);
-	double	   *now = saved ? saved + (int64_t) ds->k * d : NULL;
 	bool		was = ds->parked;
 	pggpu_status st = PGGPU_OK;
 
 	*got = 0;
-	if (!D || !idx || !saved)
+	if (!D || !idx)
 	{
 		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 		goto done;
@@ -170,20 +167,12 @@ part_farthest(pggpu_data *ds, pggpu_data *home, int m, double *rows, double *d2,
 		}
 		d2[q] = D[i], keys[q] = K[i], idx[q] = i;
 	}
-	/* their values through the centroids' buffer, which gets its own back */
 	if (*got > 0)
-	{
-		CHECK(ds->ops->km_get_centroids(ds, saved, err));
-		CHECK(ds->ops->km_gather(ds, idx, *got, err));
-		CHECK(ds->ops->km_get_centroids(ds, now, err));
-		CHECK(ds->ops->km_put_centroids(ds, saved, err));
-		memcpy(rows, now, sizeof(double) * *got * d);
-	}
+		CHECK(ds->ops->get_rows(ds, idx, *got, rows, err));
 done:
 	st = pggpu_repark(ds, was, st, err);
 	pggpu_scratch_free(home, D);
 	pggpu_scratch_free(home, idx);
-	pggpu_scratch_free(home, saved);
 	return st;
 }
 
@@ -509,6 +498,7 @@ typedef struct local_parts
 	int			nparts;
 	double	   *held;			/* several parts: the centroids (k x d, fit units) */
 	double	   *sums;			/* and a step's sums */
+	int64_t    *counts;			/* and counts */
 	int			k;
 } local_parts;
 
@@ -522,8 +512,8 @@ local_range(void *arg, double *lo, double *hi, pggpu_error *err)
 
 /* one set: the centroids stay on its device, updated there (cosine: normalized there) */
 static pggpu_status
-one_step(pggpu_data *ds, const double *C, int k, int e, bool begin, bool update, int64_t *counts,
-		 double *inertia, int64_t *changed, int32_t *labels, pggpu_error *err)
+one_step(pggpu_data *ds, const double *C, int k, int e, bool begin, bool update, int64_t *empty,
+		 int64_t *counts, double *inertia, int64_t *changed, int32_t *labels, pggpu_error *err)
 {
 	const pggpu_ops *ops = ds->ops;
 	bool		was = ds->parked;
@@ -541,10 +531,21 @@ one_step(pggpu_data *ds, const double *C, int k, int e, bool begin, bool update,
 		st = ops->km_step(ds, update, &sst, err);
 	if (st == PGGPU_OK && update && ds->metric == PGGPU_METRIC_COSINE)
 		st = ops->km_normalize(ds, ldexp(1.0, e), err);
-	if (st == PGGPU_OK)
-		st = ops->km_counts(ds, counts, err);
+	/* (the counts are a pass of their own: the update counts empty clusters in its) */
+	if (st == PGGPU_OK && (counts || !update))
+	{
+		int64_t    *own = counts ? counts : (int64_t *) pggpu_scratch_alloc(ds, sizeof(int64_t) * k);
+
+		st = own ? ops->km_counts(ds, own, err) : pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+		sst.empty = 0;
+		for (int c = 0; own && c < k; c++)
+			sst.empty += own[c] == 0;
+		if (own != counts)
+			pggpu_scratch_free(ds, own);
+	}
 	if (st == PGGPU_OK && labels)
 		st = ops->km_fetch(ds, labels, NULL, err);
+	*empty = sst.empty;
 	*inertia = sst.inertia;
 	*changed = sst.changed;
 	return pggpu_repark(ds, was, st, err);
@@ -552,8 +553,8 @@ one_step(pggpu_data *ds, const double *C, int k, int e, bool begin, bool update,
 
 /* several parts: their sums added in part order, the centroids held here */
 static pggpu_status
-local_step(void *arg, const double *C, int k, int e, bool begin, bool update, int64_t *counts,
-		   double *inertia, int64_t *changed, int32_t *labels, pggpu_error *err)
+local_step(void *arg, const double *C, int k, int e, bool begin, bool update, int64_t *empty,
+		   int64_t *counts, double *inertia, int64_t *changed, int32_t *labels, pggpu_error *err)
 {
 	local_parts *lp = (local_parts *) arg;
 	pggpu_data *home = lp->parts[0];
@@ -561,19 +562,38 @@ local_step(void *arg, const double *C, int k, int e, bool begin, bool update, in
 	pggpu_status st;
 
 	if (lp->nparts == 1 && home->n > 0)
-		return one_step(home, C, k, e, begin, update, counts, inertia, changed, labels, err);
+		return one_step(home, C, k, e, begin, update, empty, counts, inertia, changed, labels, err);
+	/* (the held centroids, a step's sums and its counts: one of the home's few scratch slots) */
 	if (lp->held == NULL &&
-		((lp->held = (double *) pggpu_scratch_alloc(home, sizeof(double) * k * d)) == NULL ||
-		 (lp->sums = (double *) pggpu_scratch_alloc(home, sizeof(double) * k * d)) == NULL))
+		(lp->held = (double *) pggpu_scratch_alloc(home, (2 * sizeof(double) * d + sizeof(int64_t)) * k)) == NULL)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	lp->sums = lp->held + (int64_t) k * d;
+	lp->counts = (int64_t *) (lp->sums + (int64_t) k * d);
 	lp->k = k;
 	if (C)
 		memcpy(lp->held, C, sizeof(double) * k * d);
 	if ((st = pggpu_parts_step(lp->parts, lp->nparts, lp->held, k, e, begin, update ? lp->sums : NULL,
-							   counts, inertia, changed, labels, err)) != PGGPU_OK)
+							   lp->counts, inertia, changed, labels, err)) != PGGPU_OK)
 		return st;
 	if (update)
-		pggpu_centroids_update(lp->held, lp->sums, counts, k, d, home->metric, e);
+		pggpu_centroids_update(lp->held, lp->sums, lp->counts, k, d, home->metric, e);
+	*empty = 0;
+	for (int c = 0; c < k; c++)
+		*empty += lp->counts[c] == 0;
+	if (counts)
+		memcpy(counts, lp->counts, sizeof(int64_t) * k);
+	return PGGPU_OK;
+}
+
+static pggpu_status
+local_counts(void *arg, int64_t *counts, pggpu_error *err)
+{
+	local_parts *lp = (local_parts *) arg;
+	pggpu_data *home = lp->parts[0];
+
+	if (lp->nparts == 1 && home->n > 0)
+		return home->ops->km_counts(home, counts, err);
+	memcpy(counts, lp->counts, sizeof(int64_t) * lp->k);
 	return PGGPU_OK;
 }
 
@@ -611,7 +631,7 @@ pggpu_status
 pggpu_kmeans_parts(pggpu_data *const *parts, int nparts, const pggpu_kmeans_params *p,
 				   pggpu_kmeans_result *r, pggpu_error *err)
 {
-	local_parts lp = {parts, nparts, NULL, NULL, 0};
+	local_parts lp = {parts, nparts, NULL, NULL, NULL, 0};
 	pggpu_kmeans_source src = {0};
 	pggpu_status st;
 
@@ -627,12 +647,12 @@ pggpu_kmeans_parts(pggpu_data *const *parts, int nparts, const pggpu_kmeans_para
 	src.range = local_range;
 	src.step = local_step;
 	src.centroids = local_centroids;
+	src.counts = local_counts;
 	src.sample = local_sample;
 	src.farthest = local_farthest;
 	src.arg = &lp;
 	st = pggpu_kmeans_over(&src, p, r, err);
 	pggpu_scratch_free(parts[0], lp.held);
-	pggpu_scratch_free(parts[0], lp.sums);
 	return st;
 }
 

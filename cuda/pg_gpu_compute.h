@@ -305,8 +305,8 @@ pggpu_status pggpu_data_shift_scale(pggpu_data *ds, const double *mean, const do
 
 /*
  * Rows rows[0..m-1] (data-set order) into out, m x d row-major, as the
- * algorithms see them (scaled, unit length for cosine).  Uses the k-means
- * state: after a fit's results are fetched.
+ * algorithms see them (scaled, unit length for cosine).  The k-means state
+ * is left as it was.
  */
 pggpu_status pggpu_data_get_rows(pggpu_data *ds, const int64_t *rows, int m, double *out,
 								 pggpu_error *err);
@@ -361,14 +361,16 @@ pggpu_status pggpu_silhouette(pggpu_data *ds, double *X, const int32_t *labels, 
  *
  * step: every row labelled by the k centroids, C (fit units) where given,
  * else those the source holds (its last update's or its last C): the
- * labelling's counts, inertia (cosine: 2 (1 - cos)) and the rows whose
- * label changed since the last step (begin: a new fit, all of them); labels
- * (NULL: not wanted) in row order.  With update, the source then holds
+ * labelling's clusters without rows (*empty), counts (NULL: not wanted),
+ * inertia (cosine: 2 (1 - cos)) and the rows whose label changed since the
+ * last step (begin: a new fit, all of them); labels (NULL: not wanted) in
+ * row order.  With update, the source then holds
  * each cluster's mean of its rows (the old centroid where it has none;
  * cosine: scaled to norm 2^e, pggpu_centroids_update), so an iteration
  * moves no centroids between the driver and one holder.
  *
- * centroids: the k centroids the source holds, into C.
+ * centroids: the k centroids the source holds, into C; counts: the last
+ * step's counts.
  *
  * sample: the rows whose content key (compute_internal.h's pggpu_row_key)
  * pggpu_sampled(seed, key, rate) picks, pushed into "into" (a CPU set of d
@@ -387,9 +389,10 @@ typedef struct pggpu_kmeans_source
 	int64_t		n;				/* rows in all */
 	pggpu_status (*range) (void *arg, double *lo, double *hi, pggpu_error *err);
 	pggpu_status (*step) (void *arg, const double *C, int k, int e, bool begin, bool update,
-						  int64_t *counts, double *inertia, int64_t *changed,
+						  int64_t *empty, int64_t *counts, double *inertia, int64_t *changed,
 						  int32_t *labels, pggpu_error *err);
 	pggpu_status (*centroids) (void *arg, double *C, pggpu_error *err);
+	pggpu_status (*counts) (void *arg, int64_t *counts, pggpu_error *err);
 	pggpu_status (*sample) (void *arg, uint64_t seed, double rate, pggpu_data *into,
 							pggpu_error *err);
 	pggpu_status (*farthest) (void *arg, int m, int e, double *rows, double *dist2, uint64_t *keys,

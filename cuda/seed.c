@@ -209,6 +209,7 @@ pggpu_status
 pggpu_seed_greedy(pggpu_data *ds, const pggpu_kmeans_params *p, int64_t first, pggpu_error *err)
 {
 	int			trials = pggpu_greedy_trials(p->k);
+	uint64_t	keys[TRIALS_MAX];
 	int64_t		cand[TRIALS_MAX];
 	double		pot[TRIALS_MAX];
 	rowset		chosen;
@@ -221,25 +222,18 @@ pggpu_seed_greedy(pggpu_data *ds, const pggpu_kmeans_params *p, int64_t first, p
 	CHECK(ds->ops->km_point(ds, first, 0, PGGPU_D2_SET, NULL, err));
 	for (int c = 1; c < p->k; c++)
 	{
-		int			m = 0,
-					best = 0;
+		int			best = -1;
 		int64_t		row;
 
 		pggpu_interrupts(p);
 		for (int t = 0; t < trials; t++)
-		{
-			CHECK(ds->ops->km_pick(ds, PGGPU_PICK_SAMPLE, trial_key(p, c, t), &row, err));
-			if (row >= 0 && !rowset_has(&chosen, row))
-				cand[m++] = row;
-		}
-		if (m > 1)
-		{
-			CHECK(ds->ops->km_trials(ds, cand, m, pot, err));
-			for (int t = 1; t < m; t++)
-				if (pot[t] < pot[best])
-					best = t;
-		}
-		if (m > 0)
+			keys[t] = trial_key(p, c, t);
+		CHECK(ds->ops->km_trials(ds, keys, trials, cand, pot, err));
+		/* (a row chosen has distance 0: never drawn) */
+		for (int t = 0; t < trials; t++)
+			if (cand[t] >= 0 && !rowset_has(&chosen, cand[t]) && (best < 0 || pot[t] < pot[best]))
+				best = t;
+		if (best >= 0)
 			row = cand[best];
 		else
 		{

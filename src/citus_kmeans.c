@@ -41,6 +41,7 @@ struct PgGpuCluster
 	int			k;				/* of the fit's steps */
 	pggpu_metric metric;
 	double	   *held;			/* the fit's centroids (k x d, fit units) */
+	int64	   *counts;			/* its last step's counts */
 	PgGpuData  *home;			/* the fit's host memory (and the seeding sample) */
 	const char *nsp;			/* pg_gpu's schema, quoted: every call sent is qualified with it */
 };
@@ -147,8 +148,8 @@ pg_gpu_cluster_device(const PgGpuCluster *cl)
  * computes at 2^e times them.
  */
 static pggpu_status
-cluster_step(void *arg, const double *C, int k, int e, bool begin, bool update, int64_t *counts,
-			 double *inertia, int64_t *changed, int32_t *labels, pggpu_error *err)
+cluster_step(void *arg, const double *C, int k, int e, bool begin, bool update, int64_t *empty,
+			 int64_t *counts_out, double *inertia, int64_t *changed, int32_t *labels, pggpu_error *err)
 {
 	PgGpuCluster *cl = (PgGpuCluster *) arg;
 	int			d = cl->d;
@@ -163,13 +164,16 @@ cluster_step(void *arg, const double *C, int k, int e, bool begin, bool update, 
 	const char *doing = "computing a k-means iteration";
 	char	   *sql = psprintf("SELECT sums, counts, inertia, changed FROM %s.pg_gpu_node_kmeans_step($1, $2)",
 							   cl->nsp);
+	int64	   *counts;
 
 	Assert(labels == NULL);
 	if (cl->held == NULL || cl->k != k)
 	{
 		cl->held = MemoryContextAllocHuge(GetMemoryChunkContext(cl), sizeof(double) * k * d);
+		cl->counts = MemoryContextAllocHuge(GetMemoryChunkContext(cl), sizeof(int64) * k);
 		cl->k = k;
 	}
+	counts = cl->counts;
 	if (C)
 		memcpy(cl->held, C, sizeof(double) * k * d);
 	for (int64 j = 0; j < (int64) k * d; j++)
@@ -219,6 +223,11 @@ cluster_step(void *arg, const double *C, int k, int e, bool begin, bool update, 
 			sums[j] = ldexp(sums[j], e);
 		pggpu_centroids_update(cl->held, sums, counts, k, d, cl->metric, e);
 	}
+	*empty = 0;
+	for (int c = 0; c < k; c++)
+		*empty += counts[c] == 0;
+	if (counts_out)
+		memcpy(counts_out, counts, sizeof(int64) * k);
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
 	return PGGPU_OK;
@@ -278,6 +287,16 @@ cluster_centroids(void *arg, double *C, pggpu_error *err)
 	PgGpuCluster *cl = (PgGpuCluster *) arg;
 
 	memcpy(C, cl->held, sizeof(double) * cl->k * cl->d);
+	return PGGPU_OK;
+}
+
+/* the source's counts: the last step's */
+static pggpu_status
+cluster_counts(void *arg, int64_t *counts, pggpu_error *err)
+{
+	PgGpuCluster *cl = (PgGpuCluster *) arg;
+
+	memcpy(counts, cl->counts, sizeof(int64) * cl->k);
 	return PGGPU_OK;
 }
 
@@ -362,6 +381,7 @@ pg_gpu_cluster_fit(PgGpuCluster *cl, const pggpu_kmeans_params *p, pggpu_kmeans_
 		src.n += cl->ns.nodes[i].rows;
 	src.step = cluster_step;
 	src.centroids = cluster_centroids;
+	src.counts = cluster_counts;
 	src.sample = cluster_sample;
 	src.farthest = cluster_farthest;
 	src.arg = cl;

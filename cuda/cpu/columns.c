@@ -1,6 +1,7 @@
 /*
- * columns.c - the CPU backend's column statistics and affine map of the
- * rows (standard scaling: see pggpu_data_standardize in ../columns.c), in
+ * columns.c - the CPU backend's maps of all the rows' values: their range
+ * and power-of-two scale (../compute.c), their column statistics and affine
+ * map (standard scaling: see pggpu_data_standardize in ../columns.c), in
  * the roundings the GPU's make (compute_internal.h: pggpu_col_sum,
  * pggpu_affine).
  */
@@ -59,6 +60,68 @@ pggpu_cpu_col_affine(pggpu_data *ds, const double *sub, const double *div, pggpu
 			for (int64_t r = 0; r < rows; r++)
 				col[r] = pggpu_affine(col[r], sub[j], div[j]);
 		}
+	}
+	return PGGPU_OK;
+}
+
+/* the values of the tiles in use (the rows past n are 0) */
+static int64_t
+used_elems(pggpu_data *ds)
+{
+	int64_t		b = (int64_t) 1 << ds->log_b;
+
+	return ((ds->n + b - 1) >> ds->log_b) * b * ds->d;
+}
+
+
+static void
+poll_now(pggpu_data *ds)
+{
+	if (ds->interrupt)
+		ds->interrupt(ds->interrupt_arg);
+}
+
+pggpu_status
+pggpu_cpu_range(pggpu_data *ds, double *lo, double *hi, pggpu_error *err)
+{
+	const double *x = pggpu_cpu_rows(ds);
+	int64_t		len = used_elems(ds);
+	double		l = INFINITY,
+				h = 0;
+
+	(void) err;
+	for (int64_t i0 = 0; i0 < len; i0 += POLL_VALUES)
+	{
+		int64_t		i1 = len - i0 < POLL_VALUES ? len : i0 + POLL_VALUES;
+
+		poll_now(ds);
+		for (int64_t i = i0; i < i1; i++)
+		{
+			double		a = fabs(x[i]);
+
+			h = a > h ? a : h;
+			l = a > 0 && a < l ? a : l;
+		}
+	}
+	*lo = l;
+	*hi = h;
+	return PGGPU_OK;
+}
+
+pggpu_status
+pggpu_cpu_scale(pggpu_data *ds, double factor, pggpu_error *err)
+{
+	double	   *x = pggpu_cpu_rows(ds);
+	int64_t		len = used_elems(ds);
+
+	(void) err;
+	for (int64_t i0 = 0; i0 < len; i0 += POLL_VALUES)
+	{
+		int64_t		i1 = len - i0 < POLL_VALUES ? len : i0 + POLL_VALUES;
+
+		poll_now(ds);
+		for (int64_t i = i0; i < i1; i++)
+			x[i] *= factor;
 	}
 	return PGGPU_OK;
 }

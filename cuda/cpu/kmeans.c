@@ -184,67 +184,6 @@ pggpu_cpu_rows(pggpu_data *ds)
 	return ST(ds)->X;
 }
 
-static int64_t
-used_elems(pggpu_data *ds)
-{
-	return ((ds->n + TILE(ds) - 1) >> ds->log_b) * TILE(ds) * ds->d;
-}
-
-/* values between two calls of the interrupt callback in a loop over all of them */
-#define POLL_ELEMS ((int64_t) 1 << 22)
-
-static void
-poll_now(pggpu_data *ds)
-{
-	if (ds->interrupt)
-		ds->interrupt(ds->interrupt_arg);
-}
-
-static pggpu_status
-cpu_range(pggpu_data *ds, double *lo, double *hi, pggpu_error *err)
-{
-	const double *x = ST(ds)->X;
-	int64_t		len = used_elems(ds);
-	double		l = INFINITY,
-				h = 0;
-
-	(void) err;
-	for (int64_t i0 = 0; i0 < len; i0 += POLL_ELEMS)
-	{
-		int64_t		i1 = len - i0 < POLL_ELEMS ? len : i0 + POLL_ELEMS;
-
-		poll_now(ds);
-		for (int64_t i = i0; i < i1; i++)
-		{
-			double		a = fabs(x[i]);
-
-			h = a > h ? a : h;
-			l = a > 0 && a < l ? a : l;
-		}
-	}
-	*lo = l;
-	*hi = h;
-	return PGGPU_OK;
-}
-
-static pggpu_status
-cpu_scale(pggpu_data *ds, double factor, pggpu_error *err)
-{
-	double	   *x = ST(ds)->X;
-	int64_t		len = used_elems(ds);
-
-	(void) err;
-	for (int64_t i0 = 0; i0 < len; i0 += POLL_ELEMS)
-	{
-		int64_t		i1 = len - i0 < POLL_ELEMS ? len : i0 + POLL_ELEMS;
-
-		poll_now(ds);
-		for (int64_t i = i0; i < i1; i++)
-			x[i] *= factor;
-	}
-	return PGGPU_OK;
-}
-
 /* zeroed memory on whole 64-byte cache lines, or NULL */
 static void *
 cache_lines(size_t bytes)
@@ -970,10 +909,12 @@ cpu_km_fetch(pggpu_data *ds, int32_t *labels, double *dist2, pggpu_error *err)
 	return PGGPU_OK;
 }
 
-static pggpu_status
-cpu_km_trials(pggpu_data *ds, const int64_t *rows, int m, double *pot, pggpu_error *err)
+/* the draw's state, for cpu/trials.c */
+void
+pggpu_cpu_draw_state(pggpu_data *ds, const double **dist2, const double **rw)
 {
-	return pggpu_cpu_trials(ds, ST(ds)->dist2, ST(ds)->rw, rows, m, pot, err);
+	*dist2 = ST(ds)->dist2;
+	*rw = ST(ds)->rw;
 }
 
 const pggpu_ops pggpu_cpu_ops = {
@@ -981,8 +922,8 @@ const pggpu_ops pggpu_cpu_ops = {
 	.batch = cpu_batch,
 	.push = cpu_push,
 	.close = cpu_close,
-	.range = cpu_range,
-	.scale = cpu_scale,
+	.range = pggpu_cpu_range,
+	.scale = pggpu_cpu_scale,
 	.km_begin = cpu_km_begin,
 	.km_put_centroids = cpu_put_centroids,
 	.km_get_centroids = cpu_get_centroids,
@@ -997,5 +938,6 @@ const pggpu_ops pggpu_cpu_ops = {
 	.col_sums = pggpu_cpu_col_sums,
 	.col_affine = pggpu_cpu_col_affine,
 	.keys = pggpu_cpu_keys,
-	.km_trials = cpu_km_trials,
+	.get_rows = pggpu_cpu_get_rows,
+	.km_trials = pggpu_cpu_km_trials,
 };

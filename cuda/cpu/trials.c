@@ -1,6 +1,7 @@
 /*
- * trials.c - the CPU backend's row keys and greedy k-means++'s trials
- * (pggpu_ops keys and km_trials), the reference the GPU's trials.cu
+ * trials.c - what the driver's seeding reads of the CPU backend's rows
+ * (pggpu_ops keys, get_rows and km_trials): their content keys, rows by
+ * index, and greedy k-means++'s trials, the reference the GPU's trials.cu
  * matches bit for bit: the same terms, summed in the same order.
  */
 #include <pthread.h>
@@ -17,6 +18,19 @@ pggpu_cpu_keys(pggpu_data *ds, uint64_t *keys, pggpu_error *err)
 	(void) err;
 	for (int64_t i = 0; i < ds->n; i++)
 		keys[i] = pggpu_row_key(X + pggpu_at(i, 0, ds->d, ds->log_b), (int64_t) 1 << ds->log_b, ds->d);
+	return PGGPU_OK;
+}
+
+pggpu_status
+pggpu_cpu_get_rows(pggpu_data *ds, const int64_t *rows, int64_t m, double *out, pggpu_error *err)
+{
+	const double *X = pggpu_cpu_rows(ds);
+	int64_t		tile = (int64_t) 1 << ds->log_b;
+
+	(void) err;
+	for (int64_t i = 0; i < m; i++)
+		for (int j = 0; j < ds->d; j++)
+			out[i * ds->d + j] = X[pggpu_at(rows[i], 0, ds->d, ds->log_b) + j * tile];
 	return PGGPU_OK;
 }
 
@@ -133,4 +147,35 @@ pggpu_cpu_trials(pggpu_data *ds, const double *dist2, const double *rw, const in
 	}
 	free(cand), free(bsum), free(jobs), free(th), free(started);
 	return failed ? pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory") : PGGPU_OK;
+}
+
+/* the draws (km_pick), then the potentials of the rows drawn (the others INFINITY) */
+pggpu_status
+pggpu_cpu_km_trials(pggpu_data *ds, const uint64_t *keys, int m, int64_t *rows, double *pot,
+					pggpu_error *err)
+{
+	const double *dist2,
+			   *rw;
+	int64_t		got[64] = {0};
+	double		gpot[64];
+	int			ng = 0;
+	pggpu_status st;
+
+	if (m > 64)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "%d trials, more than 64", m);
+	for (int t = 0; t < m; t++)
+	{
+		if ((st = ds->ops->km_pick(ds, PGGPU_PICK_SAMPLE, keys[t], &rows[t], err)) != PGGPU_OK)
+			return st;
+		pot[t] = INFINITY;
+		if (rows[t] >= 0)
+			got[ng++] = rows[t];
+	}
+	pggpu_cpu_draw_state(ds, &dist2, &rw);
+	if ((st = pggpu_cpu_trials(ds, dist2, rw, got, ng, gpot, err)) != PGGPU_OK)
+		return st;
+	for (int t = 0, g = 0; t < m; t++)
+		if (rows[t] >= 0)
+			pot[t] = gpot[g++];
+	return PGGPU_OK;
 }

@@ -112,6 +112,8 @@ struct gpu_state
 	long long  *pp_rows;		/* k: the rows km_pp_steps drew */
 	int			pp_blocks_per_sm;	/* pp_step_kernel's occupancy, 0: not known yet */
 	void	   *tc_ws;			/* the tensor cores' workspace, when they label */
+	void	   *trial_ws;		/* greedy k-means++'s trials (trials.cu), or NULL */
+	size_t		trial_ws_bytes;
 	bool		labels_seeding;	/* labels hold pp_pack's words while seeding */
 	bool		x_rows;			/* X lies by rows (see x_at) */
 	dev_stats  *stats;			/* device */
@@ -254,10 +256,13 @@ pggpu_status gpu_km_pp_steps(pggpu_data *ds, int c0, int c1, const uint64_t *key
 							 int *done, pggpu_error *err);
 pggpu_status gpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *err);
 pggpu_status gpu_km_gather(pggpu_data *ds, const int64_t *rows, int m, pggpu_error *err);
+pggpu_status gpu_draw_rows(pggpu_data *ds, const uint64_t *keys, int m, long long *rows, pggpu_error *err);
 
 /* trials.cu */
 pggpu_status gpu_keys(pggpu_data *ds, uint64_t *keys, pggpu_error *err);
-pggpu_status gpu_km_trials(pggpu_data *ds, const int64_t *rows, int m, double *pot, pggpu_error *err);
+pggpu_status gpu_get_rows(pggpu_data *ds, const int64_t *rows, int64_t m, double *out, pggpu_error *err);
+pggpu_status gpu_km_trials(pggpu_data *ds, const uint64_t *keys, int m, int64_t *rows, double *pot,
+						   pggpu_error *err);
 
 /* dataset.cu: park and unpark (see pggpu_ops) */
 pggpu_status gpu_park(pggpu_data *ds, pggpu_error *err);

@@ -276,6 +276,9 @@ free_km(gpu_state *s)
 	cudaFree(s->pp_rows);
 	cudaFree(s->tc_ws);
 	s->tc_ws = NULL;
+	cudaFree(s->trial_ws);
+	s->trial_ws = NULL;
+	s->trial_ws_bytes = 0;
 	cudaFree(s->gemm_ws);
 	s->gemm_ws = NULL;
 	pggpu_blas_close((cublasHandle_t) s->blas);
@@ -751,6 +754,7 @@ static const pggpu_ops gpu_ops = {
 	ON_GPU(gpu_park),
 	ON_GPU(gpu_unpark),
 	ON_GPU(gpu_keys),
+	ON_GPU(gpu_get_rows),
 	ON_GPU(gpu_km_trials),
 };
 

@@ -522,7 +522,7 @@ pick_kernel(const double *dist2, const double *rw, int64_t n, int mode, uint64_t
 __global__ void
 pick_final_kernel(const double *part_key, const long long *part_row, int nparts,
 				  int mode, uint64_t key, double *dist2, const double *rw, int64_t n,
-				  dev_stats *stats)
+				  dev_stats *stats, long long *out_row)
 {
 	__shared__ long long s_blk;
 	double		bk = INFINITY;
@@ -545,6 +545,11 @@ pick_final_kernel(const double *part_key, const long long *part_row, int nparts,
 		return;
 	if (mode == PGGPU_PICK_FARTHEST && br >= 0)
 		dist2[br] = -1.0;
+	if (out_row)
+	{
+		*out_row = br;
+		return;
+	}
 	stats->pick_key = bk;
 	stats->pick_row = br;
 }
@@ -745,7 +750,7 @@ gpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *e
 	}
 	s->pick_ready = false;
 	pick_final_kernel<<<1, 1024, 0, s->stream>>>(s->pick_key, s->pick_row, grid, mode, key,
-												  s->dist2, s->rw, ds->n, s->stats);
+												  s->dist2, s->rw, ds->n, s->stats, NULL);
 	LAUNCHED(pick_final_kernel);
 	if ((st = fetch_stats(s, err)) != PGGPU_OK)
 		return st;
@@ -753,4 +758,21 @@ gpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *e
 	return PGGPU_OK;
 }
 
+/* the PGGPU_PICK_SAMPLE draws of keys[0..m-1] into rows (device), on the stream, no wait */
+pggpu_status
+gpu_draw_rows(pggpu_data *ds, const uint64_t *keys, int m, long long *rows, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int			grid = grid_for(s, ds->n);
 
+	s->pick_ready = false;
+	for (int t = 0; t < m; t++)
+	{
+		pick_kernel<<<grid, BLOCK, 0, s->stream>>>(s->dist2, s->rw, ds->n, PGGPU_PICK_SAMPLE, keys[t],
+												   s->pick_key, s->pick_row);
+		pick_final_kernel<<<1, 1024, 0, s->stream>>>(s->pick_key, s->pick_row, grid, PGGPU_PICK_SAMPLE,
+													  keys[t], s->dist2, s->rw, ds->n, s->stats, rows + t);
+	}
+	LAUNCHED(pick_final_kernel);
+	return PGGPU_OK;
+}

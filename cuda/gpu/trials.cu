@@ -1,7 +1,8 @@
 /*
- * trials.cu - the rows' content keys and greedy k-means++'s trials on the
- * GPU (pggpu_ops keys and km_trials), bit for bit cpu/trials.c's: the same
- * terms (compute_internal.h), summed in the same order.
+ * trials.cu - what the driver's seeding reads of the rows on the GPU
+ * (pggpu_ops keys, get_rows and km_trials): their content keys, rows by
+ * index, and greedy k-means++'s trials, bit for bit cpu/trials.c's: the
+ * same terms (compute_internal.h), summed in the same order.
  */
 #include <cuda_runtime.h>
 
@@ -51,13 +52,53 @@ gpu_keys(pggpu_data *ds, uint64_t *keys, pggpu_error *err)
 	return PGGPU_OK;
 }
 
-/* C[t] := X[rows[t]] for the trials' candidates, a block a candidate */
+/* out[t] := X[rows[t]] (row-major), a block a row; zeros for a row -1 */
 __global__ void
-trial_gather_kernel(const double *__restrict__ X, int d, int log_b, bool x_rows, const long long *rows,
-					double *cand)
+rows_gather_kernel(const double *__restrict__ X, int d, int log_b, bool x_rows, const long long *rows,
+				   double *out)
 {
+	long long	r = rows[blockIdx.x];
+
 	for (int j = threadIdx.x; j < d; j += blockDim.x)
-		cand[(int64_t) blockIdx.x * d + j] = X[x_at(rows[blockIdx.x], j, d, log_b, x_rows)];
+		out[(int64_t) blockIdx.x * d + j] = r < 0 ? 0.0 : X[x_at(r, j, d, log_b, x_rows)];
+}
+
+/* rows a gather at most (its grid's blocks) */
+#define GATHER_ROWS 65536
+
+pggpu_status
+gpu_get_rows(pggpu_data *ds, const int64_t *rows, int64_t m, double *out, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		chunk = m < GATHER_ROWS ? m : GATHER_ROWS;
+	char	   *buf = NULL;
+	cudaError_t e = cudaSuccess;
+
+	if (m == 0)
+		return PGGPU_OK;
+	CU(cudaMallocAsync((void **) &buf, (sizeof(long long) + sizeof(double) * ds->d) * chunk, s->stream));
+	for (int64_t i0 = 0; i0 < m && e == cudaSuccess; i0 += chunk)
+	{
+		int64_t		take = m - i0 < chunk ? m - i0 : chunk;
+		double	   *dout = (double *) (buf + sizeof(long long) * chunk);
+
+		e = cudaMemcpyAsync(buf, rows + i0, sizeof(long long) * take, cudaMemcpyHostToDevice, s->stream);
+		if (e == cudaSuccess)
+		{
+			rows_gather_kernel<<<(unsigned) take, 128, 0, s->stream>>>(s->X, ds->d, ds->log_b, s->x_rows,
+																	   (const long long *) buf, dout);
+			e = cudaPeekAtLastError();
+		}
+		if (e == cudaSuccess)
+			e = cudaMemcpyAsync(out + i0 * ds->d, dout, sizeof(double) * ds->d * take, cudaMemcpyDeviceToHost,
+								s->stream);
+		if (e == cudaSuccess)
+			e = cudaStreamSynchronize(s->stream);	/* rows and out are pageable: the next chunk reuses buf */
+	}
+	(void) cudaFreeAsync(buf, s->stream);
+	CU(e);
+	CU(cudaStreamSynchronize(s->stream));
+	return PGGPU_OK;
 }
 
 /* candidates measured at once a pass over a block's rows (registers) */
@@ -117,9 +158,9 @@ trials_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, bool x_
 	}
 }
 
-/* a thread a candidate: its blocks' sums in order */
+/* a thread a candidate: its blocks' sums in order (INFINITY for no row) */
 __global__ void
-trials_total_kernel(const double *bsum, int64_t nblocks, int m, double *pot)
+trials_total_kernel(const double *bsum, int64_t nblocks, int m, const long long *rows, double *pot)
 {
 	int			c = blockIdx.x * blockDim.x + threadIdx.x;
 	double		s = 0.0;
@@ -128,43 +169,52 @@ trials_total_kernel(const double *bsum, int64_t nblocks, int m, double *pot)
 		return;
 	for (int64_t b = 0; b < nblocks; b++)
 		s = __dadd_rn(s, bsum[(int64_t) c * nblocks + b]);
-	pot[c] = s;
+	pot[c] = rows[c] < 0 ? INFINITY : s;
 }
 
+/*
+ * The draws (seed.cu), the candidates' values, the potentials, and one copy
+ * back and wait for all of it, in a workspace kept with the k-means state
+ */
 pggpu_status
-gpu_km_trials(pggpu_data *ds, const int64_t *rows, int m, double *pot, pggpu_error *err)
+gpu_km_trials(pggpu_data *ds, const uint64_t *keys, int m, int64_t *rows, double *pot, pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
 	int64_t		nblocks = (ds->n + PGGPU_DRAW_ROWS - 1) / PGGPU_DRAW_ROWS;
-	size_t		bytes = sizeof(long long) * m + sizeof(double) * ((size_t) m * ds->d + (size_t) m * nblocks + m);
-	char	   *buf = NULL;
-	long long  *drows;
+	size_t		bytes = sizeof(double) * ((size_t) m * ds->d + (size_t) m * nblocks + m) + sizeof(long long) * m;
 	double	   *cand,
 			   *bsum,
 			   *dpot;
+	long long  *drows;
+	pggpu_status st;
 
-	if (m < 1 || ds->n == 0)
-	{
-		for (int c = 0; c < m; c++)
-			pot[c] = 0.0;
+	if (m < 1)
 		return PGGPU_OK;
+	if (s->trial_ws_bytes < bytes)
+	{
+		CU(cudaStreamSynchronize(s->stream));
+		cudaFree(s->trial_ws);
+		s->trial_ws = NULL;
+		s->trial_ws_bytes = 0;
+		CU(cudaMalloc(&s->trial_ws, bytes));
+		s->trial_ws_bytes = bytes;
 	}
-	CU(cudaMallocAsync((void **) &buf, bytes, s->stream));
-	cand = (double *) buf;
+	cand = (double *) s->trial_ws;
 	bsum = cand + (size_t) m * ds->d;
 	dpot = bsum + (size_t) m * nblocks;
 	drows = (long long *) (dpot + m);
-	if (cudaMemcpyAsync(drows, rows, sizeof(long long) * m, cudaMemcpyHostToDevice, s->stream) == cudaSuccess)
-	{
-		trial_gather_kernel<<<(unsigned) m, 128, 0, s->stream>>>(s->X, ds->d, ds->log_b, s->x_rows, drows, cand);
-		trials_kernel<<<(unsigned) nblocks, PGGPU_DRAW_ROWS, 0, s->stream>>>(
-			s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->dist2, s->rw, cand, m, bsum, nblocks);
-		trials_total_kernel<<<1, 32 * ((m + 31) / 32), 0, s->stream>>>(bsum, nblocks, m, dpot);
-		if (cudaPeekAtLastError() == cudaSuccess)
-			(void) cudaMemcpyAsync(pot, dpot, sizeof(double) * m, cudaMemcpyDeviceToHost, s->stream);
-	}
-	(void) cudaFreeAsync(buf, s->stream);
+	if ((st = gpu_draw_rows(ds, keys, m, drows, err)) != PGGPU_OK)
+		return st;
+	rows_gather_kernel<<<(unsigned) m, 128, 0, s->stream>>>(s->X, ds->d, ds->log_b, s->x_rows, drows, cand);
+	LAUNCHED(rows_gather_kernel);
+	trials_kernel<<<(unsigned) nblocks, PGGPU_DRAW_ROWS, 0, s->stream>>>(
+		s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->dist2, s->rw, cand, m, bsum, nblocks);
 	LAUNCHED(trials_kernel);
+	trials_total_kernel<<<1, 32 * ((m + 31) / 32), 0, s->stream>>>(bsum, nblocks, m, drows, dpot);
+	LAUNCHED(trials_total_kernel);
+	static_assert(sizeof(long long) == sizeof(int64_t), "rows as the draws leave them");
+	CU(cudaMemcpyAsync(pot, dpot, sizeof(double) * m, cudaMemcpyDeviceToHost, s->stream));
+	CU(cudaMemcpyAsync(rows, drows, sizeof(long long) * m, cudaMemcpyDeviceToHost, s->stream));
 	CU(cudaStreamSynchronize(s->stream));
 	return PGGPU_OK;
 }
