@@ -588,11 +588,33 @@ pggpu_affine(double x, double sub, double div)
  * of any magnitude: a fit of 2^530 x is 2^530 times the fit of x).  -0
  * counts as 0.  The terms are added modulo 2^64, in any order.
  */
+/* the bits of v (v's as a uint64) */
+PGGPU_HD uint64_t
+pggpu_key_bits(double v)
+{
+	uint64_t	b;
+
+#ifdef __CUDA_ARCH__
+	b = (uint64_t) __double_as_longlong(v);
+#else
+	memcpy(&b, &v, sizeof(b));
+#endif
+	return b;
+}
+
+/*
+ * frexp's exponent of v (0 for 0), from its bits where v is normal (frexp
+ * itself, a library call, for subnormals): the keys of a sample's rows are
+ * computed on the host too
+ */
 PGGPU_HD int
 pggpu_key_exponent(double v)
 {
 	int			ex = 0;
+	int			field = (int) ((pggpu_key_bits(v) >> 52) & 0x7ff);
 
+	if (field != 0)
+		return field - 1022;
 	if (v != 0)
 		(void) frexp(v, &ex);
 	return ex;
@@ -602,17 +624,20 @@ PGGPU_HD uint64_t
 pggpu_key_term(double v, int emax, int j)
 {
 	uint64_t	b = 0;
-	int			ex;
 
 	if (v != 0)
 	{
-		double		m = frexp(v, &ex);
+		uint64_t	bits = pggpu_key_bits(v);
+		int			ex;
 
-#ifdef __CUDA_ARCH__
-		b = (uint64_t) __double_as_longlong(m);
-#else
-		memcpy(&b, &m, sizeof(b));
-#endif
+		/* frexp's mantissa's bits: v's sign and fraction, the exponent of [0.5, 1) */
+		if (((bits >> 52) & 0x7ff) != 0)
+		{
+			b = (bits & 0x800fffffffffffffULL) | (1022ULL << 52);
+			ex = (int) ((bits >> 52) & 0x7ff) - 1022;
+		}
+		else
+			b = pggpu_key_bits(frexp(v, &ex));
 		b ^= pggpu_mix64((uint64_t) (uint32_t) (emax - ex));
 	}
 	return pggpu_mix64(b ^ (0x9e3779b97f4a7c15ULL * (uint64_t) (j + 1)));

@@ -58,6 +58,7 @@ def emit(*f):
     print("\t".join(str(x) for x in f), flush=True)
 
 
+psql("CREATE EXTENSION IF NOT EXISTS pg_gpu")
 emit("what", "method", "seed", "ari", "seconds")
 X, y = make_blobs(n_samples=20000, n_features=384, centers=20, cluster_std=1.0, center_box=(-10, 10),
                   random_state=5)
