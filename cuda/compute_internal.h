@@ -302,11 +302,7 @@ bool		pggpu_stopped_arg(void *stop);
 
 /* ---- the driver's own (compute.c, seed.c) --------------------------------- */
 
-/* malloc, freed by pggpu_scratch_free_all or close (NULL: out of memory or slots) */
-void	   *pggpu_scratch_alloc(pggpu_data *ds, size_t bytes);
-void	   *pggpu_scratch_realloc(pggpu_data *ds, void *old, size_t bytes);
-void		pggpu_scratch_free(pggpu_data *ds, void *p);
-void		pggpu_scratch_free_all(pggpu_data *ds);
+/* (the scratch memory: pg_gpu_compute.h) */
 
 /*
  * compute.c: ds held at 2^e times its rows as pushed, e chosen so that their

@@ -83,75 +83,43 @@ seeding_rows(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, doubl
 	int64_t		cap = pggpu_seed_rows(p->k);
 	double		rate = src->n <= cap ? 1.0 : (double) cap / (double) src->n;
 	uint64_t	seed = pggpu_mix64(p->seed ^ 0x3c6ef372fe94f82bULL);
-	pggpu_data *into = NULL;
 	keyed	   *ks = NULL;
-	double	   *rows = NULL;
+	double	   *rows = NULL,
+			   *sorted = NULL;
 	pggpu_status st = PGGPU_OK;
 
 	*out = NULL;
 	for (;;)
 	{
-		/* the sample's set: home->aux while it lives (closed there after a longjmp) */
-		CHECK(pggpu_data_open(&into, PGGPU_BACKEND_CPU, 0, d, rate >= 1 ? src->n : cap + cap / 2 + 64, err));
-		home->aux = into;
-		into->threads = home->threads;
-		into->pending = home->pending;
-		CHECK(src->sample(src->arg, seed, rate, into, err));
+		*m = 0;
+		CHECK(src->sample(src->arg, seed, rate, &rows, m, err));
 		/* (fewer than k rows drawn: a table just over the cap, unlucky; take them all) */
-		if (into->n >= p->k || rate >= 1)
+		if (*m >= p->k || rate >= 1)
 			break;
-		home->aux = NULL;
-		pggpu_data_close(into);
-		into = NULL;
 		rate = 1.0;
 	}
-	*m = into->n;
 	ks = (keyed *) pggpu_scratch_alloc(home, sizeof(keyed) * (*m > 0 ? *m : 1));
-	rows = (double *) pggpu_scratch_alloc(home, sizeof(double) * (*m > 0 ? *m : 1) * d);
-	if (ks == NULL || rows == NULL)
+	sorted = (double *) pggpu_scratch_alloc(home, sizeof(double) * (*m > 0 ? *m : 1) * d);
+	if (ks == NULL || sorted == NULL)
 	{
 		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 		goto done;
 	}
+	for (int64_t i = 0; i < *m; i++)
 	{
-		const double *X = pggpu_cpu_rows(into);
-		int64_t		tile = (int64_t) 1 << into->log_b;
-		double	   *tmp = rows;
-
-		for (int64_t i = 0; i < *m; i++)
-		{
-			for (int j = 0; j < d; j++)
-				tmp[i * d + j] = X[pggpu_at(i, 0, d, into->log_b) + j * tile];
-			ks[i].key = pggpu_row_key(tmp + i * d, 1, d);
-			ks[i].x = tmp + i * d;
-		}
+		ks[i].key = pggpu_row_key(rows + i * d, 1, d);
+		ks[i].x = rows + i * d;
 	}
 	keyed_d = d;
 	qsort(ks, *m, sizeof(keyed), cmp_keyed);
-	home->aux = NULL;
-	pggpu_data_close(into);
-	into = NULL;
-	/* the rows in key order (the set's own copy is gone: rows is free to take them) */
-	{
-		double	   *sorted = (double *) pggpu_scratch_alloc(home, sizeof(double) * (*m > 0 ? *m : 1) * d);
-
-		if (sorted == NULL)
-		{
-			st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
-			goto done;
-		}
-		for (int64_t i = 0; i < *m; i++)
-			memcpy(sorted + i * d, ks[i].x, sizeof(double) * d);
-		*out = sorted;
-	}
+	for (int64_t i = 0; i < *m; i++)
+		memcpy(sorted + i * d, ks[i].x, sizeof(double) * d);
+	*out = sorted;
+	sorted = NULL;
 done:
-	if (into)
-	{
-		home->aux = NULL;
-		pggpu_data_close(into);
-	}
 	pggpu_scratch_free(home, ks);
 	pggpu_scratch_free(home, rows);
+	pggpu_scratch_free(home, sorted);
 	return st;
 }
 

@@ -60,60 +60,62 @@ pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin, 
 }
 
 /*
- * The rows of the parts whose key pggpu_sampled(seed, key, rate) picks,
- * into "into" (in part order; the seeding sorts them by key)
+ * The rows of the parts whose key pggpu_sampled(seed, key, rate) picks, in
+ * part order, the caller's units: *m of them in *rows (parts[0]'s scratch,
+ * grown)
  */
 pggpu_status
 pggpu_parts_sample(pggpu_data *const *parts, int nparts, uint64_t seed, double rate,
-				   pggpu_data *into, pggpu_error *err)
+				   double **rows, int64_t *m, pggpu_error *err)
 {
 	int			d = parts[0]->d;
 	uint64_t   *keys = NULL;
-	int64_t    *rows = NULL;
-	double	   *coords = NULL;	/* the sample's rows, m x d, in part order */
-	int64_t		m = 0;
+	int64_t    *idx = NULL;
 	pggpu_status st = PGGPU_OK;
 
-	/* every part's sampled rows (in batches: pggpu_data_get_rows takes an int count) */
+	*m = 0;
 	for (int pi = 0; pi < nparts; pi++)
 	{
 		pggpu_data *ds = parts[pi];
 		int64_t		mp = 0;
 		bool		was = ds->parked;
 		size_t		nb = ds->n > 0 ? ds->n : 1;
+		double	   *grown;
 
 		keys = (uint64_t *) pggpu_scratch_realloc(parts[0], keys, sizeof(uint64_t) * nb);
-		rows = (int64_t *) pggpu_scratch_realloc(parts[0], rows, sizeof(int64_t) * nb);
-		if (keys == NULL || rows == NULL)
-			break;
+		idx = (int64_t *) pggpu_scratch_realloc(parts[0], idx, sizeof(int64_t) * nb);
+		if (keys == NULL || idx == NULL)
+		{
+			st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+			goto done;
+		}
 		if (ds->n == 0)
 			continue;
 		CHECK(pggpu_data_unpark(ds, err));
 		CHECK(pggpu_repark(ds, was, ds->ops->keys(ds, keys, err), err));
 		for (int64_t i = 0; i < ds->n; i++)
 			if (rate >= 1.0 || pggpu_sampled(seed, (int64_t) keys[i], rate))
-				rows[mp++] = i;
-		coords = (double *) pggpu_scratch_realloc(parts[0], coords, sizeof(double) * (m + mp > 0 ? m + mp : 1) * d);
-		if (coords == NULL)
-			break;
+				idx[mp++] = i;
+		grown = (double *) pggpu_scratch_realloc(parts[0], *rows, sizeof(double) * (*m + mp > 0 ? *m + mp : 1) * d);
+		if (grown == NULL)
+		{
+			st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+			goto done;
+		}
+		*rows = grown;
+		/* (in batches: pggpu_data_get_rows takes an int count) */
 		for (int64_t i0 = 0; i0 < mp; i0 += 65536)
 		{
 			int			take = (int) (mp - i0 < 65536 ? mp - i0 : 65536);
 
 			was = ds->parked;
-			CHECK(pggpu_repark(ds, was, pggpu_data_get_rows(ds, rows + i0, take, coords + (m + i0) * d, err), err));
+			CHECK(pggpu_repark(ds, was, pggpu_data_get_rows(ds, idx + i0, take, *rows + (*m + i0) * d, err), err));
 		}
-		m += mp;
+		*m += mp;
 	}
-	/* one push: a data set takes no batch after a partial one */
-	if (keys == NULL || rows == NULL || coords == NULL)
-		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
-	else
-		st = pggpu_data_push_rows(into, coords, m, err);
 done:
 	pggpu_scratch_free(parts[0], keys);
-	pggpu_scratch_free(parts[0], rows);
-	pggpu_scratch_free(parts[0], coords);
+	pggpu_scratch_free(parts[0], idx);
 	return st;
 }
 
@@ -610,11 +612,11 @@ local_centroids(void *arg, double *C, pggpu_error *err)
 }
 
 static pggpu_status
-local_sample(void *arg, uint64_t seed, double rate, pggpu_data *into, pggpu_error *err)
+local_sample(void *arg, uint64_t seed, double rate, double **rows, int64_t *m, pggpu_error *err)
 {
 	local_parts *lp = (local_parts *) arg;
 
-	return pggpu_parts_sample(lp->parts, lp->nparts, seed, rate, into, err);
+	return pggpu_parts_sample(lp->parts, lp->nparts, seed, rate, rows, m, err);
 }
 
 static pggpu_status

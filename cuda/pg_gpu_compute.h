@@ -350,6 +350,16 @@ pggpu_status pggpu_silhouette(pggpu_data *ds, double *X, const int32_t *labels, 
 							  int k, double *score, pggpu_error *err);
 
 /*
+ * A data set's scratch memory: malloc, freed by pggpu_scratch_free_all or
+ * when the set closes, also after a longjmp out of a callback (NULL: out of
+ * memory or of its 12 slots).  A source's sample hands its rows over in it.
+ */
+void	   *pggpu_scratch_alloc(pggpu_data *ds, size_t bytes);
+void	   *pggpu_scratch_realloc(pggpu_data *ds, void *old, size_t bytes);
+void		pggpu_scratch_free(pggpu_data *ds, void *p);
+void		pggpu_scratch_free_all(pggpu_data *ds);
+
+/*
  * A source of rows for k-means (fit.c): one data set, the parts of one
  * relation held apart (chunks streamed through one GPU, several GPUs), or
  * the nodes of a cluster, each holding its rows.  A fit sees them only
@@ -373,8 +383,9 @@ pggpu_status pggpu_silhouette(pggpu_data *ds, double *X, const int32_t *labels, 
  * step's counts.
  *
  * sample: the rows whose content key (compute_internal.h's pggpu_row_key)
- * pggpu_sampled(seed, key, rate) picks, pushed into "into" (a CPU set of d
- * columns) with one pggpu_data_push_rows, in any order.
+ * pggpu_sampled(seed, key, rate) picks, in the caller's units, in any
+ * order: *m of them (m x d, row-major) in *rows, the home's scratch memory
+ * (pggpu_scratch_realloc of *rows, which may be NULL).
  *
  * farthest: the m rows farthest from their centroids in the last step
  * (distance > 0; ties: the least key), best first: their values (fit units),
@@ -393,7 +404,7 @@ typedef struct pggpu_kmeans_source
 						  int32_t *labels, pggpu_error *err);
 	pggpu_status (*centroids) (void *arg, double *C, pggpu_error *err);
 	pggpu_status (*counts) (void *arg, int64_t *counts, pggpu_error *err);
-	pggpu_status (*sample) (void *arg, uint64_t seed, double rate, pggpu_data *into,
+	pggpu_status (*sample) (void *arg, uint64_t seed, double rate, double **rows, int64_t *m,
 							pggpu_error *err);
 	pggpu_status (*farthest) (void *arg, int m, int e, double *rows, double *dist2, uint64_t *keys,
 							  int *got, pggpu_error *err);
@@ -430,7 +441,7 @@ pggpu_status pggpu_parts_step(pggpu_data *const *parts, int nparts, const double
 							  bool begin, double *sums, int64_t *counts, double *inertia,
 							  int64_t *changed, int32_t *labels, pggpu_error *err);
 pggpu_status pggpu_parts_sample(pggpu_data *const *parts, int nparts, uint64_t seed, double rate,
-								pggpu_data *into, pggpu_error *err);
+								double **rows, int64_t *m, pggpu_error *err);
 pggpu_status pggpu_parts_farthest(pggpu_data *const *parts, int nparts, int m, double *rows,
 								  double *d2, uint64_t *keys, int *got, pggpu_error *err);
 pggpu_status pggpu_parts_range(pggpu_data *const *parts, int nparts, double *lo, double *hi,

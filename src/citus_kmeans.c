@@ -233,9 +233,9 @@ cluster_step(void *arg, const double *C, int k, int e, bool begin, bool update, 
 	return PGGPU_OK;
 }
 
-/* the source's sample: every node's sampled rows, in node order, pushed at once */
+/* the source's sample: every node's sampled rows, in node order, into the home's scratch */
 static pggpu_status
-cluster_sample(void *arg, uint64_t seed, double rate, pggpu_data *into, pggpu_error *err)
+cluster_sample(void *arg, uint64_t seed, double rate, double **rows, int64_t *mout, pggpu_error *err)
 {
 	PgGpuCluster *cl = (PgGpuCluster *) arg;
 	static const Oid types[2] = {INT8OID, FLOAT8OID};
@@ -243,7 +243,6 @@ cluster_sample(void *arg, uint64_t seed, double rate, pggpu_data *into, pggpu_er
 	PGresult  **got = palloc(sizeof(PGresult *) * cl->ns.nnodes);
 	int64		m = 0;
 	double	   *X;
-	pggpu_status st;
 
 	const char *doing = "drawing the seeding sample";
 	char	   *sql = psprintf("SELECT %s.pg_gpu_node_kmeans_sample($1, $2)", cl->nsp);
@@ -265,7 +264,12 @@ cluster_sample(void *arg, uint64_t seed, double rate, pggpu_data *into, pggpu_er
 														 cl->d, (long long) node->rows));
 		m += PQgetlength(got[i], 0, 0) / (8 * cl->d);
 	}
-	X = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(m, 1) * cl->d);
+	X = pggpu_scratch_realloc(cl->home->ds, *rows, sizeof(double) * Max(m, 1) * cl->d);
+	if (X == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory for a seeding sample of %lld rows", (long long) m)));
+	*rows = X;
 	m = 0;
 	for (int i = 0; i < cl->ns.nnodes; i++)
 	{
@@ -275,9 +279,8 @@ cluster_sample(void *arg, uint64_t seed, double rate, pggpu_data *into, pggpu_er
 		m += nv / cl->d;
 		PQclear(got[i]);
 	}
-	st = pggpu_data_push_rows(into, X, m, err);
-	pfree(X);
-	return st;
+	*mout = m;
+	return PGGPU_OK;
 }
 
 /* the source's centroids: the fit's, held here */

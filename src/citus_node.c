@@ -392,35 +392,28 @@ gpu_kmeans_node_sample(PG_FUNCTION_ARGS)
 	NodeSet    *s = loaded_set();
 	double		rate = PG_GETARG_FLOAT8(1);
 	PgGpuData  *data = s->data;
-	PgGpuData  *into;
 	pggpu_error err = {0};
-	int64		m;
-	int64	   *idx;
-	double	   *X;
+	int64		m = 0;
+	double	   *X = NULL;
+	bytea	   *out;
 
 	if (!(rate > 0 && rate <= 1))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("rate must be above 0 and at most 1, not %g", rate),
 				 errhint("rate is the probability that a row is in the sample.")));
-	into = pg_gpu_data_open(PGGPU_BACKEND_CPU, s->d, 0);
-	if (pggpu_parts_sample(data->parts, data->nparts, (uint64) PG_GETARG_INT64(0), rate, into->ds,
+	/* (the rows in the first part's scratch memory: freed with it after an error) */
+	if (pggpu_parts_sample(data->parts, data->nparts, (uint64) PG_GETARG_INT64(0), rate, &X, &m,
 						   &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
-	m = pggpu_data_rows(into->ds);
-	if ((double) m * s->d * 8 > (double) (MaxAllocSize - VARHDRSZ) || m > INT_MAX)
+	if ((double) m * s->d * 8 > (double) (MaxAllocSize - VARHDRSZ))
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("the seeding sample of %lld rows is over 1 GB", (long long) m),
 				 errhint("Pass a lower rate.")));
-	idx = palloc(sizeof(int64) * Max(m, 1));
-	X = palloc(sizeof(double) * Max(m, 1) * s->d);
-	for (int64 i = 0; i < m; i++)
-		idx[i] = i;
-	if (m > 0 && pggpu_data_get_rows(into->ds, idx, (int) m, X, &err) != PGGPU_OK)
-		pg_gpu_raise(&err);
-	pg_gpu_data_close(into);
-	PG_RETURN_BYTEA_P(doubles_bytea(X, m * s->d, "the seeding sample"));
+	out = doubles_bytea(X, m * s->d, "the seeding sample");
+	pggpu_scratch_free(data->parts[0], X);
+	PG_RETURN_BYTEA_P(out);
 }
 
 /*
