@@ -893,8 +893,8 @@ SEEDING_NOTE = (
     "plain k-means++ over every row took 2.0 s, 88 % of its fit's GPU time with a 23 ms iteration; 1.8's "
     "iteration is 27.6 ms): "
     "each of the k steps is a round trip to the GPU (draws, the trials' potentials, the update of the "
-    "distances) costing about 2 ms at 65,536 rows of 768, whatever the rows' number, and gathering the set "
-    "is a pass over every row and a copy of the set through the host. The targets of issue 40 (seeding at "
+    "distances) costing about 1.5-2 ms at 65,536 rows of 768, whatever the rows' number, and gathering the "
+    "set is a pass over every row (their keys) and a copy of the set through the host. The targets of issue 40 (seeding at "
     "most 25 % of the fit's GPU time at 10^6 x 768 x 1000; 3 s at k = 20,000) are not met: they need the "
     "k steps batched on the device without a round trip each (as 1.7's plain k-means++ batched 64), and "
     "the k-means|| reclustering at k = 20,000 (about 200,000 candidates, 20,000 steps) the same.")
