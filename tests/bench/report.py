@@ -891,7 +891,7 @@ SEEDING_NOTE = (
     "variant (2 + ln k trials a step). Its centres are better (the whole fit's inertia 6 % below 1.7's "
     "at 10^6 x 768 x 1000; every blob found where plain k-means++ merged some), and it is slower (1.7's "
     "plain k-means++ over every row took 2.0 s, 88 % of its fit's GPU time with a 23 ms iteration; 1.8's "
-    "iteration is 27.6 ms): "
+    "iteration is 28.2 ms): "
     "each of the k steps is a round trip to the GPU (draws, the trials' potentials, the update of the "
     "distances) costing about 1.5-2 ms at 65,536 rows of 768, whatever the rows' number, and gathering the "
     "set is a pass over every row (their keys) and a copy of the set through the host. The targets of issue 40 (seeding at "
