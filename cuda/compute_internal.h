@@ -314,8 +314,8 @@ pggpu_status pggpu_prepare_scale(pggpu_data *ds, const double *extra, int64_t ne
 pggpu_status pggpu_data_range(pggpu_data *ds, double *lo, double *hi, pggpu_error *err);
 pggpu_status pggpu_scale_to(pggpu_data *ds, int e, pggpu_error *err);
 
-/* fit.c: the rows of the seeding set for k clusters (fewer: all of them) */
-int64_t		pggpu_seed_rows(int k);
+/* fit.c: the rows of the seeding set for k clusters of d columns (fewer: all of them) */
+int64_t		pggpu_seed_rows(int k, int d);
 
 /*
  * compute.c: clusters renumbered by their centroids (lexicographically, ties

@@ -35,16 +35,27 @@
 
 #define CHECK(expr) do { if ((st = (expr)) != PGGPU_OK) goto done; } while (0)
 
-/* the seeding set's rows: SEED_PER_K a cluster, at least SEED_MIN */
+/*
+ * The seeding set's rows: SEED_PER_K a cluster, at least SEED_MIN, but no
+ * more than SEED_BYTES of values where that leaves SEED_FLOOR_K a cluster
+ * (wide rows: 65,536 rows of 15,000 values would be 7.9 GB)
+ */
 #define SEED_PER_K 32
 #define SEED_MIN 65536
+#define SEED_BYTES ((int64_t) 1 << 30)
+#define SEED_FLOOR_K 4
 
 int64_t
-pggpu_seed_rows(int k)
+pggpu_seed_rows(int k, int d)
 {
 	int64_t		want = (int64_t) k * SEED_PER_K;
+	int64_t		fit = SEED_BYTES / ((int64_t) sizeof(double) * (d > 0 ? d : 1));
+	int64_t		floor = (int64_t) k * SEED_FLOOR_K;
 
-	return want > SEED_MIN ? want : SEED_MIN;
+	want = want > SEED_MIN ? want : SEED_MIN;
+	if (want > fit)
+		want = fit > floor ? fit : floor;
+	return want;
 }
 
 /* the sample's rows, with their keys, to sort */
@@ -80,7 +91,7 @@ seeding_rows(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, doubl
 {
 	pggpu_data *home = src->home;
 	int			d = home->d;
-	int64_t		cap = pggpu_seed_rows(p->k);
+	int64_t		cap = pggpu_seed_rows(p->k, d);
 	double		rate = src->n <= cap ? 1.0 : (double) cap / (double) src->n;
 	uint64_t	seed = pggpu_mix64(p->seed ^ 0x3c6ef372fe94f82bULL);
 	keyed	   *ks = NULL;

@@ -1,4 +1,5 @@
 #include "unit.h"
+#include "compute_internal.h"
 
 #include <pthread.h>
 
@@ -301,6 +302,22 @@ test_parts(void)
 		}
 		km_free(&rev);
 		free(R.X);
+	}
+
+	/* the seeding set's size: 32 rows a cluster, at least 65,536, at most 1 GB where 4 a cluster fit */
+	set_case("seeding set sizes");
+	{
+		static const struct
+		{
+			int			k,
+						d;
+			int64_t		rows;
+		}			sz[] = {{3, 2, 65536}, {1000, 768, 65536}, {20000, 256, 524288}, {10, 15000, 8947},
+		{1000, 100000, 4000}, {100000, 2048, 400000}};
+
+		for (int i = 0; i < (int) (sizeof(sz) / sizeof(sz[0])); i++)
+			CHECK(pggpu_seed_rows(sz[i].k, sz[i].d) == sz[i].rows, "k = %d, d = %d: %lld rows, not %lld",
+				  sz[i].k, sz[i].d, (long long) pggpu_seed_rows(sz[i].k, sz[i].d), (long long) sz[i].rows);
 	}
 
 	set_case("park");
