@@ -188,6 +188,8 @@ SELECT count(*) FROM pg_gpu_node_kmeans_labels(nd_wire('{0,0}'));
 ROLLBACK TO s;
 SELECT * FROM pg_gpu_node_kmeans_step(nd_wire('{0,0}'), true);
 ROLLBACK TO s;
+SELECT * FROM pg_gpu_node_kmeans_farthest(1);
+ROLLBACK TO s;
 SELECT pg_gpu_node_kmeans_close();
 ROLLBACK TO s;
 RESET ROLE;
