@@ -472,6 +472,18 @@ pg_gpu_node_next(PgGpuNode *node, const char *doing)
 	return res;
 }
 
+/* the next result of rows in single-row mode (its empty end skipped), NULL after the last */
+PGresult *
+pg_gpu_node_next_rows(PgGpuNode *node, const char *doing)
+{
+	PGresult   *res;
+
+	while ((res = pg_gpu_node_next(node, doing)) != NULL &&
+		   PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 0)
+		PQclear(res);
+	return res;
+}
+
 /* the whole result of the query sent, once it completed */
 PGresult *
 pg_gpu_node_result(PgGpuNode *node, const char *doing)

@@ -36,6 +36,7 @@ extern void pg_gpu_nodes_close(PgGpuNodes *ns);
 extern void pg_gpu_node_send(PgGpuNode *node, const char *sql, int nparams, const Oid *types,
 							 const char *const *values, const int *lengths, const char *doing);
 extern PGresult *pg_gpu_node_next(PgGpuNode *node, const char *doing);
+extern PGresult *pg_gpu_node_next_rows(PgGpuNode *node, const char *doing);
 extern PGresult *pg_gpu_node_result(PgGpuNode *node, const char *doing);
 pg_noreturn extern void pg_gpu_node_lost(PgGpuNode *node, const char *doing);
 

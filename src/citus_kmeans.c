@@ -424,14 +424,8 @@ pg_gpu_cluster_labels(PgGpuCluster *cl, const double *C, int k, PgGpuRows *rows,
 		PGresult   *res;
 		int64		seen = 0;	/* this node's rows so far */
 
-		while ((res = pg_gpu_node_next(node, doing)) != NULL)
+		while ((res = pg_gpu_node_next_rows(node, doing)) != NULL)
 		{
-			if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 0)
-			{
-				/* (single-row mode ends with an empty result) */
-				PQclear(res);
-				continue;
-			}
 			pg_gpu_node_check_result(node, res, -1, 3, doing);
 			for (int t = 0; t < PQntuples(res); t++)
 			{

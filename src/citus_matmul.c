@@ -175,14 +175,8 @@ pg_gpu_matmul_nodes_product(PgGpuMatNodes *mn, const PgGpuMatTable *a, const dou
 
 		if (node->rows == 0)
 			continue;
-		while ((res = pg_gpu_node_next(node, doing)) != NULL)
+		while ((res = pg_gpu_node_next_rows(node, doing)) != NULL)
 		{
-			if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 0)
-			{
-				/* (single-row mode ends with an empty result) */
-				PQclear(res);
-				continue;
-			}
 			pg_gpu_node_check_result(node, res, -1, 1, doing);
 			for (int t = 0; t < PQntuples(res); t++)
 			{
