@@ -126,6 +126,25 @@ farther(double da, uint64_t ka, double db, uint64_t kb)
 	return da > db || (da == db && ka < kb);
 }
 
+int
+pggpu_farthest_slot(double *d2, uint64_t *keys, void *extra, size_t size, int m, int *got, double dv,
+					uint64_t kv)
+{
+	int			q;
+
+	if (*got == m && (m == 0 || !farther(dv, kv, d2[m - 1], keys[m - 1])))
+		return -1;
+	q = *got < m ? (*got)++ : m - 1;
+	for (; q > 0 && farther(dv, kv, d2[q - 1], keys[q - 1]); q--)
+	{
+		d2[q] = d2[q - 1], keys[q] = keys[q - 1];
+		if (extra)
+			memcpy((char *) extra + size * q, (char *) extra + size * (q - 1), size);
+	}
+	d2[q] = dv, keys[q] = kv;
+	return q;
+}
+
 /*
  * One part's m farthest rows of its last step (distance > 0): their rows
  * (as held), distances and keys, into rows/d2/keys, *got of them, best
@@ -157,17 +176,10 @@ part_farthest(pggpu_data *ds, pggpu_data *home, int m, double *rows, double *d2,
 	/* the m best by insertion (m: the empty clusters, few) */
 	for (int64_t i = 0; i < ds->n; i++)
 	{
-		int			q;
+		int			q = D[i] > 0 ? pggpu_farthest_slot(d2, keys, idx, sizeof(int64_t), m, got, D[i], K[i]) : -1;
 
-		if (!(D[i] > 0) || (*got == m && !farther(D[i], K[i], d2[m - 1], keys[m - 1])))
-			continue;
-		q = *got < m ? (*got)++ : m - 1;
-		while (q > 0 && farther(D[i], K[i], d2[q - 1], keys[q - 1]))
-		{
-			d2[q] = d2[q - 1], keys[q] = keys[q - 1], idx[q] = idx[q - 1];
-			q--;
-		}
-		d2[q] = D[i], keys[q] = K[i], idx[q] = i;
+		if (q >= 0)
+			idx[q] = i;
 	}
 	if (*got > 0)
 		CHECK(ds->ops->get_rows(ds, idx, *got, rows, err));
@@ -471,20 +483,13 @@ pggpu_parts_farthest(pggpu_data *const *parts, int nparts, int m, double *rows, 
 
 		if ((st = part_farthest(parts[pi], home, m, prow, pd2, pkeys, &pg, err)) != PGGPU_OK)
 			break;
+		/* (a part's best come best first: the first not taken ends it) */
 		for (int a = 0; a < pg; a++)
 		{
-			int			q;
+			int			q = pggpu_farthest_slot(d2, keys, rows, sizeof(double) * d, m, got, pd2[a], pkeys[a]);
 
-			if (*got == m && !farther(pd2[a], pkeys[a], d2[m - 1], keys[m - 1]))
+			if (q < 0)
 				break;
-			q = *got < m ? (*got)++ : m - 1;
-			while (q > 0 && farther(pd2[a], pkeys[a], d2[q - 1], keys[q - 1]))
-			{
-				d2[q] = d2[q - 1], keys[q] = keys[q - 1];
-				memcpy(rows + (int64_t) q * d, rows + (int64_t) (q - 1) * d, sizeof(double) * d);
-				q--;
-			}
-			d2[q] = pd2[a], keys[q] = pkeys[a];
 			memcpy(rows + (int64_t) q * d, prow + (int64_t) a * d, sizeof(double) * d);
 		}
 	}

@@ -448,6 +448,15 @@ pggpu_status pggpu_parts_range(pggpu_data *const *parts, int nparts, double *lo,
 							   pggpu_error *err);
 
 /*
+ * The farthest rows' running best, *got of at most m, in d2 (descending,
+ * then keys ascending): the slot a candidate (dv, kv) takes, those after it
+ * moved down one, each with its `size` bytes of extra (may be NULL), for
+ * the caller to fill; -1 when it is not among the m best.
+ */
+int			pggpu_farthest_slot(double *d2, uint64_t *keys, void *extra, size_t size, int m, int *got,
+								double dv, uint64_t kv);
+
+/*
  * One part's share of a Lloyd iteration: its rows (held at 2^e times as
  * pushed) labelled by the k centroids C (fit units), with means (else NULL)
  * each cluster's mean of its rows (C's where none), their counts; the

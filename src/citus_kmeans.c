@@ -303,13 +303,6 @@ cluster_counts(void *arg, int64_t *counts, pggpu_error *err)
 	return PGGPU_OK;
 }
 
-/* (d2, key) pairs: larger d2 first, then smaller key */
-static bool
-farther(double da, uint64 ka, double db, uint64 kb)
-{
-	return da > db || (da == db && ka < kb);
-}
-
 /* the source's farthest rows: every node's best m, merged */
 static pggpu_status
 cluster_farthest(void *arg, int m, int e, double *rows, double *d2, uint64_t *keys, int *got,
@@ -348,23 +341,13 @@ cluster_farthest(void *arg, int m, int e, double *rows, double *d2, uint64_t *ke
 		pg_gpu_doubles_from_wire(PQgetvalue(res, 0, 0), (int64) ng * d, nrows);
 		for (int a = 0; a < ng; a++)
 		{
-			double		da2 = ldexp(dv[a], 2 * e);
-			uint64		key = (uint64) kv[a];
 			int			q;
 
 			if (!(dv[a] > 0))
 				pg_gpu_node_bad_answer(node, doing, "a farthest row at no distance");
-			if (*got == m && !farther(da2, key, d2[m - 1], keys[m - 1]))
-				continue;
-			q = *got < m ? (*got)++ : m - 1;
-			while (q > 0 && farther(da2, key, d2[q - 1], keys[q - 1]))
-			{
-				d2[q] = d2[q - 1], keys[q] = keys[q - 1];
-				memcpy(rows + (int64) q * d, rows + (int64) (q - 1) * d, sizeof(double) * d);
-				q--;
-			}
-			d2[q] = da2, keys[q] = key;
-			for (int j = 0; j < d; j++)
+			q = pggpu_farthest_slot(d2, keys, rows, sizeof(double) * d, m, got, ldexp(dv[a], 2 * e),
+									(uint64) kv[a]);
+			for (int j = 0; q >= 0 && j < d; j++)
 				rows[(int64) q * d + j] = ldexp(nrows[(int64) a * d + j], e);
 		}
 		PQclear(res);
