@@ -429,9 +429,3 @@ done:
 	pggpu_scratch_free(home, counts);
 	return st;
 }
-
-uint64_t
-pggpu_key(const double *x, int d)
-{
-	return pggpu_row_key(x, 1, d);
-}

@@ -475,8 +475,6 @@ pggpu_status pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e,
 void		pggpu_centroids_update(double *C, const double *sums, const int64_t *counts, int k, int d,
 								   pggpu_metric metric, int e);
 
-/* the content key of row x (d values): equal rows, equal keys (seeding's draws) */
-uint64_t	pggpu_key(const double *x, int d);
 
 /* ---- matrix products ---------------------------------------------------- */
 
