@@ -169,6 +169,29 @@ pggpu_data_shift_scale(pggpu_data *ds, const double *mean, const double *std, pg
 	}
 }
 
+/*
+ * x[i] := ldexp(x[i], e) for i < n.  Where 2^e is a normal double, x * 2^e
+ * is the same correctly rounded value, and a multiplication the compiler
+ * vectorizes (ldexp a call per value: half a second for a seeding set of
+ * 65,536 rows of 768).
+ */
+void
+pggpu_ldexp_all(double *x, int64_t n, int e)
+{
+	if (e == 0)
+		return;
+	if (e >= -1022 && e <= 1023)
+	{
+		double		f = ldexp(1.0, e);
+
+		for (int64_t i = 0; i < n; i++)
+			x[i] *= f;
+	}
+	else
+		for (int64_t i = 0; i < n; i++)
+			x[i] = ldexp(x[i], e);
+}
+
 pggpu_status
 pggpu_data_get_rows(pggpu_data *ds, const int64_t *rows, int m, double *out, pggpu_error *err)
 {
@@ -182,8 +205,7 @@ pggpu_data_get_rows(pggpu_data *ds, const int64_t *rows, int m, double *out, pgg
 	if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK ||
 		(st = ds->ops->get_rows(ds, rows, m, out, err)) != PGGPU_OK)
 		return st;
-	for (int64_t i = 0; i < (int64_t) m * ds->d; i++)
-		out[i] = ldexp(out[i], -ds->scale_e);
+	pggpu_ldexp_all(out, (int64_t) m * ds->d, -ds->scale_e);
 	return PGGPU_OK;
 }
 
@@ -276,8 +298,7 @@ pggpu_silhouette(pggpu_data *ds, double *X, const int32_t *labels, int m, int k,
 		pggpu_magnitudes(X, (int64_t) m * d, &lo, &hi);
 		if ((st = pggpu_scale_exponent(lo, hi, &e, err)) != PGGPU_OK)
 			return st;
-		for (int64_t i = 0; e != 0 && i < (int64_t) m * d; i++)
-			X[i] = ldexp(X[i], e);
+		pggpu_ldexp_all(X, (int64_t) m * d, e);
 	}
 	sum = (double *) pggpu_scratch_alloc(ds, sizeof(double) * m * (size_t) k);
 	cnt = (int64_t *) pggpu_scratch_alloc(ds, sizeof(int64_t) * k);

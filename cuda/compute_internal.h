@@ -328,6 +328,9 @@ pggpu_status pggpu_canonical_order(pggpu_kmeans_result *r, int k, int d, int32_t
 double		pggpu_seconds(void);
 uint64_t	pggpu_start_seed(uint64_t seed, int s);
 
+/* x[i] := ldexp(x[i], e), i < n, at a multiplication's cost where 2^e is normal (columns.c) */
+void		pggpu_ldexp_all(double *x, int64_t n, int e);
+
 /* a set found parked goes back out of device memory after its pass (st: the pass's) */
 static inline pggpu_status
 pggpu_repark(pggpu_data *ds, bool was_parked, pggpu_status st, pggpu_error *err)

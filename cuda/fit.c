@@ -63,6 +63,7 @@ typedef struct keyed
 {
 	uint64_t	key;
 	const double *x;
+	int64_t		i;				/* its place in the sample */
 } keyed;
 
 static __thread int keyed_d;
@@ -82,12 +83,12 @@ cmp_keyed(const void *a, const void *b)
 }
 
 /*
- * The rows of the seeding set (m x d, caller's units, sorted by key, then by
- * value), into *out (home's scratch)
+ * The rows of the seeding set (m x d, caller's units), into *out, and their
+ * order by key, then by value, into *order (home's scratch)
  */
 static pggpu_status
 seeding_rows(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, double **out,
-			 int64_t *m, pggpu_error *err)
+			 int64_t **order, int64_t *m, pggpu_error *err)
 {
 	pggpu_data *home = src->home;
 	int			d = home->d;
@@ -95,22 +96,24 @@ seeding_rows(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, doubl
 	double		rate = src->n <= cap ? 1.0 : (double) cap / (double) src->n;
 	uint64_t	seed = pggpu_mix64(p->seed ^ 0x3c6ef372fe94f82bULL);
 	keyed	   *ks = NULL;
-	double	   *rows = NULL,
-			   *sorted = NULL;
+	double	   *rows = NULL;
+	int64_t    *sorted = NULL;
+	uint64_t   *keys = NULL;
 	pggpu_status st = PGGPU_OK;
 
 	*out = NULL;
+	*order = NULL;
 	for (;;)
 	{
 		*m = 0;
-		CHECK(src->sample(src->arg, seed, rate, &rows, m, err));
+		CHECK(src->sample(src->arg, seed, rate, &rows, &keys, m, err));
 		/* (fewer than k rows drawn: a table just over the cap, unlucky; take them all) */
 		if (*m >= p->k || rate >= 1)
 			break;
 		rate = 1.0;
 	}
 	ks = (keyed *) pggpu_scratch_alloc(home, sizeof(keyed) * (*m > 0 ? *m : 1));
-	sorted = (double *) pggpu_scratch_alloc(home, sizeof(double) * (*m > 0 ? *m : 1) * d);
+	sorted = (int64_t *) pggpu_scratch_alloc(home, sizeof(int64_t) * (*m > 0 ? *m : 1));
 	if (ks == NULL || sorted == NULL)
 	{
 		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
@@ -118,25 +121,30 @@ seeding_rows(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, doubl
 	}
 	for (int64_t i = 0; i < *m; i++)
 	{
-		ks[i].key = pggpu_row_key(rows + i * d, 1, d);
+		ks[i].key = keys ? keys[i] : pggpu_row_key(rows + i * d, 1, d);
 		ks[i].x = rows + i * d;
+		ks[i].i = i;
 	}
 	keyed_d = d;
 	qsort(ks, *m, sizeof(keyed), cmp_keyed);
 	for (int64_t i = 0; i < *m; i++)
-		memcpy(sorted + i * d, ks[i].x, sizeof(double) * d);
-	*out = sorted;
+		sorted[i] = ks[i].i;
+	*out = rows;
+	*order = sorted;
+	rows = NULL;
 	sorted = NULL;
 done:
 	pggpu_scratch_free(home, ks);
+	pggpu_scratch_free(home, keys);
 	pggpu_scratch_free(home, rows);
 	pggpu_scratch_free(home, sorted);
 	return st;
 }
 
-/* a set for the seeding rows on the home's backend (the CPU where the GPU has no room) */
+/* a set for the seeding rows, in order, on the home's backend (the CPU where the GPU has no room) */
 static pggpu_status
-seeding_set(pggpu_data *home, const double *rows, int64_t m, pggpu_data **out, pggpu_error *err)
+seeding_set(pggpu_data *home, const double *rows, const int64_t *order, int64_t m, pggpu_data **out,
+			pggpu_error *err)
 {
 	pggpu_data *sds = NULL;
 	pggpu_status st;
@@ -146,7 +154,7 @@ seeding_set(pggpu_data *home, const double *rows, int64_t m, pggpu_data **out, p
 	if (st == PGGPU_OK)
 	{
 		home->aux = sds;
-		st = pggpu_data_push_rows(sds, rows, m, err);
+		st = pggpu_data_push_rows(sds, rows, order, m, err);
 	}
 	if (st == PGGPU_ERR_GPU_MEMORY && home->backend == PGGPU_BACKEND_GPU)
 	{
@@ -156,7 +164,7 @@ seeding_set(pggpu_data *home, const double *rows, int64_t m, pggpu_data **out, p
 		if ((st = pggpu_data_open(&sds, PGGPU_BACKEND_CPU, 0, home->d, m, err)) == PGGPU_OK)
 		{
 			home->aux = sds;
-			st = pggpu_data_push_rows(sds, rows, m, err);
+			st = pggpu_data_push_rows(sds, rows, order, m, err);
 		}
 	}
 	if (sds)
@@ -181,14 +189,17 @@ seed_start(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int e, 
 	pggpu_data *home = src->home;
 	pggpu_data *sds = NULL;
 	double	   *rows = NULL;
+	int64_t    *order = NULL;
 	int64_t		m = 0;
 	int			es = 0;
 	pggpu_status st = PGGPU_OK;
 
-	CHECK(seeding_rows(src, p, &rows, &m, err));
-	CHECK(seeding_set(home, rows, m, &sds, err));
+	CHECK(seeding_rows(src, p, &rows, &order, &m, err));
+	CHECK(seeding_set(home, rows, order, m, &sds, err));
 	pggpu_scratch_free(home, rows);
+	pggpu_scratch_free(home, order);
 	rows = NULL;
+	order = NULL;
 	CHECK(pggpu_prepare_scale(sds, NULL, 0, &es, err));
 	CHECK(sds->ops->km_begin(sds, p->k, err));
 	sds->k = p->k;
@@ -211,6 +222,7 @@ done:
 	home->aux = NULL;
 	pggpu_data_close(sds);
 	pggpu_scratch_free(home, rows);
+	pggpu_scratch_free(home, order);
 	return st;
 }
 

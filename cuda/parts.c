@@ -61,12 +61,12 @@ pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin, 
 
 /*
  * The rows of the parts whose key pggpu_sampled(seed, key, rate) picks, in
- * part order, the caller's units: *m of them in *rows (parts[0]'s scratch,
- * grown)
+ * part order, the caller's units: *m of them in *rows, and their keys in
+ * *keep where keep is not NULL (parts[0]'s scratch, grown)
  */
 pggpu_status
 pggpu_parts_sample(pggpu_data *const *parts, int nparts, uint64_t seed, double rate,
-				   double **rows, int64_t *m, pggpu_error *err)
+				   double **rows, uint64_t **keep, int64_t *m, pggpu_error *err)
 {
 	int			d = parts[0]->d;
 	uint64_t   *keys = NULL;
@@ -97,12 +97,26 @@ pggpu_parts_sample(pggpu_data *const *parts, int nparts, uint64_t seed, double r
 			if (rate >= 1.0 || pggpu_sampled(seed, (int64_t) keys[i], rate))
 				idx[mp++] = i;
 		grown = (double *) pggpu_scratch_realloc(parts[0], *rows, sizeof(double) * (*m + mp > 0 ? *m + mp : 1) * d);
+		if (grown != NULL)
+			*rows = grown;
+		if (grown != NULL && keep != NULL)
+		{
+			uint64_t   *kg = (uint64_t *) pggpu_scratch_realloc(parts[0], *keep,
+																sizeof(uint64_t) * (*m + mp > 0 ? *m + mp : 1));
+
+			if (kg != NULL)
+			{
+				*keep = kg;
+				for (int64_t i = 0; i < mp; i++)
+					kg[*m + i] = keys[idx[i]];
+			}
+			grown = kg ? grown : NULL;
+		}
 		if (grown == NULL)
 		{
 			st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 			goto done;
 		}
-		*rows = grown;
 		/* (in batches: pggpu_data_get_rows takes an int count) */
 		for (int64_t i0 = 0; i0 < mp; i0 += 65536)
 		{
@@ -617,11 +631,12 @@ local_centroids(void *arg, double *C, pggpu_error *err)
 }
 
 static pggpu_status
-local_sample(void *arg, uint64_t seed, double rate, double **rows, int64_t *m, pggpu_error *err)
+local_sample(void *arg, uint64_t seed, double rate, double **rows, uint64_t **keys, int64_t *m,
+			 pggpu_error *err)
 {
 	local_parts *lp = (local_parts *) arg;
 
-	return pggpu_parts_sample(lp->parts, lp->nparts, seed, rate, rows, m, err);
+	return pggpu_parts_sample(lp->parts, lp->nparts, seed, rate, rows, keys, m, err);
 }
 
 static pggpu_status

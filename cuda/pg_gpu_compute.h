@@ -116,8 +116,12 @@ int64_t		pggpu_data_batch_rows(const pggpu_data *ds);
  */
 pggpu_status pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err);
 
-/* m rows (row-major, m x d) pushed into ds, a batch at a time */
-pggpu_status pggpu_data_push_rows(pggpu_data *ds, const double *rows, int64_t m, pggpu_error *err);
+/*
+ * m rows (row-major, m x d) pushed into ds, a batch at a time: row order[t]
+ * of rows the t-th (order NULL: in order)
+ */
+pggpu_status pggpu_data_push_rows(pggpu_data *ds, const double *rows, const int64_t *order, int64_t m,
+								  pggpu_error *err);
 
 /*
  * Seconds spent in pggpu_data_push so far: on the GPU, waiting for the
@@ -385,7 +389,9 @@ void		pggpu_scratch_free_all(pggpu_data *ds);
  * sample: the rows whose content key (compute_internal.h's pggpu_row_key)
  * pggpu_sampled(seed, key, rate) picks, in the caller's units, in any
  * order: *m of them (m x d, row-major) in *rows, the home's scratch memory
- * (pggpu_scratch_realloc of *rows, which may be NULL).
+ * (pggpu_scratch_realloc of *rows, which may be NULL); their keys in *keys
+ * likewise where the source has them at hand (else *keys stays NULL and
+ * the driver computes them).
  *
  * farthest: the m rows farthest from their centroids in the last step
  * (distance > 0; ties: the least key), best first: their values (fit units),
@@ -404,8 +410,8 @@ typedef struct pggpu_kmeans_source
 						  int32_t *labels, pggpu_error *err);
 	pggpu_status (*centroids) (void *arg, double *C, pggpu_error *err);
 	pggpu_status (*counts) (void *arg, int64_t *counts, pggpu_error *err);
-	pggpu_status (*sample) (void *arg, uint64_t seed, double rate, double **rows, int64_t *m,
-							pggpu_error *err);
+	pggpu_status (*sample) (void *arg, uint64_t seed, double rate, double **rows, uint64_t **keys,
+							int64_t *m, pggpu_error *err);
 	pggpu_status (*farthest) (void *arg, int m, int e, double *rows, double *dist2, uint64_t *keys,
 							  int *got, pggpu_error *err);
 	void	   *arg;
@@ -441,7 +447,7 @@ pggpu_status pggpu_parts_step(pggpu_data *const *parts, int nparts, const double
 							  bool begin, double *sums, int64_t *counts, double *inertia,
 							  int64_t *changed, int32_t *labels, pggpu_error *err);
 pggpu_status pggpu_parts_sample(pggpu_data *const *parts, int nparts, uint64_t seed, double rate,
-								double **rows, int64_t *m, pggpu_error *err);
+								double **rows, uint64_t **keys, int64_t *m, pggpu_error *err);
 pggpu_status pggpu_parts_farthest(pggpu_data *const *parts, int nparts, int m, double *rows,
 								  double *d2, uint64_t *keys, int *got, pggpu_error *err);
 pggpu_status pggpu_parts_range(pggpu_data *const *parts, int nparts, double *lo, double *hi,

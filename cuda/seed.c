@@ -399,7 +399,7 @@ ll_recluster(pggpu_data *ds, const pggpu_kmeans_params *p, const cand_set *cs,
 	cds->interrupt = ds->interrupt;
 	cds->interrupt_arg = ds->interrupt_arg;
 	cds->poll_work = ds->poll_work;
-	CHECK(pggpu_data_push_rows(cds, cs->coords, cs->m, err));
+	CHECK(pggpu_data_push_rows(cds, cs->coords, NULL, cs->m, err));
 	CHECK(cds->ops->km_begin(cds, p->k, err));
 	cds->k = p->k;
 	CHECK(cds->ops->km_weights(cds, w, err));

@@ -233,9 +233,10 @@ cluster_step(void *arg, const double *C, int k, int e, bool begin, bool update, 
 	return PGGPU_OK;
 }
 
-/* the source's sample: every node's sampled rows, in node order, into the home's scratch */
+/* the source's sample: every node's sampled rows, in node order, into the home's scratch (no keys) */
 static pggpu_status
-cluster_sample(void *arg, uint64_t seed, double rate, double **rows, int64_t *mout, pggpu_error *err)
+cluster_sample(void *arg, uint64_t seed, double rate, double **rows, uint64_t **keys, int64_t *mout,
+			   pggpu_error *err)
 {
 	PgGpuCluster *cl = (PgGpuCluster *) arg;
 	static const Oid types[2] = {INT8OID, FLOAT8OID};

@@ -403,7 +403,7 @@ gpu_kmeans_node_sample(PG_FUNCTION_ARGS)
 				 errmsg("rate must be above 0 and at most 1, not %g", rate),
 				 errhint("rate is the probability that a row is in the sample.")));
 	/* (the rows in the first part's scratch memory: freed with it after an error) */
-	if (pggpu_parts_sample(data->parts, data->nparts, (uint64) PG_GETARG_INT64(0), rate, &X, &m,
+	if (pggpu_parts_sample(data->parts, data->nparts, (uint64) PG_GETARG_INT64(0), rate, &X, NULL, &m,
 						   &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	if ((double) m * s->d * 8 > (double) (MaxAllocSize - VARHDRSZ))
