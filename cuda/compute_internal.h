@@ -192,7 +192,23 @@ typedef struct pggpu_ops
 	 */
 	pggpu_status (*km_trials) (pggpu_data *ds, const uint64_t *keys, int m, int64_t *rows, double *pot,
 							   pggpu_error *err);
+
+	/*
+	 * Optional (NULL: the caller alternates km_trials and km_point): greedy
+	 * k-means++'s steps c0 .. c1-1 in a row without a round trip to the
+	 * caller per step, as pggpu_seed_greedy makes them: the m trials of
+	 * keys[(c - c0) m ..], the least potential drawn (the first on ties),
+	 * then km_point(row, c, PGGPU_D2_MIN); a row already chosen has distance
+	 * 0 and is never drawn.  rows[c - c0] gets each row chosen.  The steps
+	 * stop before the first whose draws all find no row; *done says how
+	 * many were made.  m <= PGGPU_TRIALS_MAX.
+	 */
+	pggpu_status (*km_greedy_steps) (pggpu_data *ds, int c0, int c1, const uint64_t *keys, int m,
+									 int64_t *rows, int *done, pggpu_error *err);
 } pggpu_ops;
+
+/* greedy k-means++'s trials a step at most */
+#define PGGPU_TRIALS_MAX 32
 
 extern const pggpu_ops pggpu_cpu_ops;
 

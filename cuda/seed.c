@@ -188,8 +188,6 @@ done:
  * cannot move them apart.  When every distance is 0 (fewer distinct rows
  * than k), the next unchosen row is taken.
  */
-#define TRIALS_MAX 32
-
 /* the key of trial t of step c's draw */
 static uint64_t
 trial_key(const pggpu_kmeans_params *p, int c, int t)
@@ -202,30 +200,51 @@ pggpu_greedy_trials(int k)
 {
 	int			t = 2 + (int) log((double) k);
 
-	return t > TRIALS_MAX ? TRIALS_MAX : t;
+	return t > PGGPU_TRIALS_MAX ? PGGPU_TRIALS_MAX : t;
 }
 
 pggpu_status
 pggpu_seed_greedy(pggpu_data *ds, const pggpu_kmeans_params *p, int64_t first, pggpu_error *err)
 {
 	int			trials = pggpu_greedy_trials(p->k);
-	uint64_t	keys[TRIALS_MAX];
-	int64_t		cand[TRIALS_MAX];
-	double		pot[TRIALS_MAX];
+	uint64_t	keys[PP_BATCH * PGGPU_TRIALS_MAX];
+	int64_t		cand[PGGPU_TRIALS_MAX];
+	double		pot[PGGPU_TRIALS_MAX];
 	rowset		chosen;
 	int64_t		next_free = 0;
 	pggpu_status st = PGGPU_OK;
+	int			batch = PP_BATCH;
 
+	/* fewer steps a batch where one step's trials are long (PP_WORK) */
+	while (batch > 1 && (double) batch * trials * ds->n * ds->d > (ds->poll_work > 0 ? ds->poll_work : PP_WORK))
+		batch >>= 1;
 	if (!rowset_init(ds, &chosen, p->k))
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	rowset_add(&chosen, first);
 	CHECK(ds->ops->km_point(ds, first, 0, PGGPU_D2_SET, NULL, err));
-	for (int c = 1; c < p->k; c++)
+	for (int c = 1; c < p->k;)
 	{
 		int			best = -1;
 		int64_t		row;
 
 		pggpu_interrupts(p);
+		if (ds->ops->km_greedy_steps)
+		{
+			/* a batch of steps on the backend; where one finds no row, it is made here */
+			int64_t		rows[PP_BATCH];
+			int			c1 = p->k - c < batch ? p->k : c + batch;
+			int			done;
+
+			for (int j = 0; j < c1 - c; j++)
+				for (int t = 0; t < trials; t++)
+					keys[j * trials + t] = trial_key(p, c + j, t);
+			CHECK(ds->ops->km_greedy_steps(ds, c, c1, keys, trials, rows, &done, err));
+			for (int j = 0; j < done; j++)
+				rowset_add(&chosen, rows[j]);
+			c += done;
+			if (c == c1)
+				continue;
+		}
 		for (int t = 0; t < trials; t++)
 			keys[t] = trial_key(p, c, t);
 		CHECK(ds->ops->km_trials(ds, keys, trials, cand, pot, err));
@@ -244,6 +263,7 @@ pggpu_seed_greedy(pggpu_data *ds, const pggpu_kmeans_params *p, int64_t first, p
 		}
 		rowset_add(&chosen, row);
 		CHECK(ds->ops->km_point(ds, row, c, PGGPU_D2_MIN, NULL, err));
+		c++;
 	}
 done:
 	pggpu_scratch_free(ds, chosen.slot);	/* several starts seed in turn */

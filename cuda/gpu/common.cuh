@@ -8,8 +8,9 @@
  * The backend's files: device.cu (the GPUs), dataset.cu (staging, layout,
  * the k-means state, the ops table), step.cu (one Lloyd step: the route that
  * route.c planned), lloyd.cu (the CUDA-core pass and the finalize kernels),
- * owned_update.cu (the update from given labels), seed.cu (k-means++),
- * trials.cu (the rows' keys, greedy k-means++'s trials), the
+ * owned_update.cu (the update from given labels), seed.cu (k-means++;
+ * draw.cuh, what it shares with trials.cu), trials.cu (the rows' keys,
+ * greedy k-means++'s trials and its batched steps), the
  * tensor-core assignment (tc.cuh: tc_scan.cu, tc_resident.cu, tc_assign.cu),
  * columns.cu (standard scaling), matmul.cu (cuBLAS).
  *
@@ -257,12 +258,35 @@ pggpu_status gpu_km_pp_steps(pggpu_data *ds, int c0, int c1, const uint64_t *key
 pggpu_status gpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *err);
 pggpu_status gpu_km_gather(pggpu_data *ds, const int64_t *rows, int m, pggpu_error *err);
 pggpu_status gpu_draw_rows(pggpu_data *ds, const uint64_t *keys, int m, long long *rows, pggpu_error *err);
+/* a kernel's dynamic shared memory past 48 KB opted in; a step of k-means++ (pp_step_kernel) launched */
+pggpu_status smem_opt_in(const void *fn, size_t shmem, pggpu_error *err);
+pggpu_status pp_launch_step(pggpu_data *ds, int c, bool set, bool pick, uint64_t key, const dev_stats *stats,
+							pggpu_error *err);
 
 /* trials.cu */
+typedef struct trial_ws
+{
+	double	   *cand;			/* m x d: the trials' rows */
+	double	   *bsum;			/* m x nblocks: their potentials' block sums */
+	double	   *pot;			/* m */
+	long long  *rows;			/* m: the rows drawn (-1: none) */
+	double	   *part_key;		/* m x parts: the draws' first stage (km_greedy_steps) */
+	double	   *dist;			/* m x n: the rows' squared distances to them (km_greedy_steps), or NULL */
+	long long  *part_row;
+	long long  *choice;			/* the trial a step keeps (km_greedy_steps) */
+	unsigned long long *keys;	/* the draws' keys (km_greedy_steps) */
+	int64_t		nblocks;		/* blocks of the draw */
+} trial_ws;
+pggpu_status trial_workspace(pggpu_data *ds, int m, int parts, bool keep_dist, int nkeys, trial_ws *w,
+							 pggpu_error *err);
+pggpu_status launch_trials(pggpu_data *ds, const trial_ws *w, int m, const dev_stats *stats,
+						   pggpu_error *err);
 pggpu_status gpu_keys(pggpu_data *ds, uint64_t *keys, pggpu_error *err);
 pggpu_status gpu_get_rows(pggpu_data *ds, const int64_t *rows, int64_t m, double *out, pggpu_error *err);
 pggpu_status gpu_km_trials(pggpu_data *ds, const uint64_t *keys, int m, int64_t *rows, double *pot,
 						   pggpu_error *err);
+pggpu_status gpu_km_greedy_steps(pggpu_data *ds, int c0, int c1, const uint64_t *keys, int m, int64_t *rows,
+								 int *done, pggpu_error *err);
 
 /* dataset.cu: park and unpark (see pggpu_ops) */
 pggpu_status gpu_park(pggpu_data *ds, pggpu_error *err);

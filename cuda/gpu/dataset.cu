@@ -756,6 +756,7 @@ static const pggpu_ops gpu_ops = {
 	ON_GPU(gpu_keys),
 	ON_GPU(gpu_get_rows),
 	ON_GPU(gpu_km_trials),
+	ON_GPU(gpu_km_greedy_steps),
 };
 
 extern "C" const pggpu_ops *const pggpu_gpu_ops = &gpu_ops;

@@ -12,89 +12,8 @@
 #include <cstring>
 
 #include "common.cuh"
+#include "draw.cuh"
 
-
-/*
- * S_b of a block of the draw (compute_internal.h) from a warp: lane l holds
- * dist2 of rows 32 r + l, r = 0..7 (0 past n); every lane gets the sum of
- * their w.  The butterfly adds lane l's and lane l ^ h's sums in both: the
- * same value (a + b = b + a), the order of pggpu_draw_weight.
- */
-__device__ __forceinline__ double
-warp_draw_weight(const double (&d2)[PGGPU_DRAW_ROWS / 32])
-{
-	double		s = 0.0;
-
-#pragma unroll
-	for (int r = 0; r < PGGPU_DRAW_ROWS / 32; r++)
-		s = __dadd_rn(s, pggpu_draw_w(d2[r]));
-	for (int o = 16; o > 0; o >>= 1)
-		s = __dadd_rn(s, __shfl_xor_sync(FULL, s, o));
-	return s;
-}
-
-/*
- * Stage 2 of the draw, by the whole block (blockDim.x a multiple of 32):
- * the row drawn in block blk of the draw (-1: none), in thread 0.
- */
-__device__ long long
-block_draw_row(const double *dist2, const double *rw, int64_t n, long long blk, uint64_t key)
-{
-	uint64_t	k2 = pggpu_draw_row_key(key);
-	double		bk = INFINITY;
-	long long	br = LLONG_MAX;
-
-	for (int q = threadIdx.x; blk >= 0 && q < PGGPU_DRAW_ROWS; q += blockDim.x)
-	{
-		int64_t		i = blk * PGGPU_DRAW_ROWS + q;
-		double		kv = i < n ? pggpu_draw_key(k2, i, pggpu_draw_wt(dist2, rw, i)) : INFINITY;
-
-		if (pick_better(kv, i, bk, br))
-			bk = kv, br = i;
-	}
-	__syncthreads();			/* block_pick_min's shared memory may be in use */
-	block_pick_min(&bk, &br);
-	return bk == INFINITY ? -1 : br;
-}
-
-
-/*
- * sep[a] := |C[a] - cn|^2 for a < c, rounded down to float32, a warp a
- * centre (lanes over the columns: C's rows read coalesced, where a thread a
- * centre read d scattered doubles one after another: at d = 768 that was
- * most of a step).  The order of the sum does not matter to the pruning
- * (see PRUNE_MARGIN_F).
- */
-__device__ void
-grid_separations(const double *C, int c, int d, const double *cn, float *sep)
-{
-	int			lane = threadIdx.x & 31;
-	int			warps = gridDim.x * (blockDim.x >> 5);
-
-	for (int a = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); a < c; a += warps)
-	{
-		double		acc = 0.0;
-
-		for (int j = lane; j < d; j += 32)
-			acc = sq_term(acc, C[(int64_t) a * d + j], cn[j]);
-		for (int o = 16; o > 0; o >>= 1)
-			acc = __dadd_rn(acc, __shfl_xor_sync(FULL, acc, o));
-		if (lane == 0)
-			sep[a] = __double2float_rd(acc);
-	}
-}
-
-/* blocks of SEP_THREADS for grid_separations over c centres */
-#define SEP_THREADS 256
-
-static unsigned
-sep_grid(const gpu_state *s, int c)
-{
-	int64_t		g = ((int64_t) c + SEP_THREADS / 32 - 1) / (SEP_THREADS / 32);
-	int64_t		cap = (int64_t) s->sm_count * 8;
-
-	return (unsigned) (g < 1 ? 1 : g > cap ? cap : g);
-}
 
 /*
  * Triangle-inequality pruning of a k-means++ step: a row whose nearest
@@ -110,38 +29,6 @@ sep_grid(const gpu_state *s, int c)
 #define PRUNE_MARGIN_F (1.0f + 0x1p-19f)
 #define PRUNE_MIN_F 0x1p-100f
 
-/*
- * While seeding, labels hold a word a row: the low lb bits its nearest
- * centre (lb = bits of k - 1), the others an upper bound of its distance D
- * (float32, rounded up, then up to a multiple of 2^lb in its bits: positive
- * floats order as their bits, and +inf, 0x7f800000, is such a multiple for
- * lb <= 23).  A step then reads 4 bytes a row, not 12 (D and the label),
- * and D itself only where the bound does not settle the row.  For lb > 23
- * (k > 2^23) the word is the label and the bound is D's own.
- */
-#define PP_LB_MAX 23
-
-static __host__ __device__ __forceinline__ int
-pp_lbits(int k)
-{
-	int			b = 1;
-
-	while (b < 31 && ((int64_t) 1 << b) < k)
-		b++;
-	return b;
-}
-
-__device__ __forceinline__ uint32_t
-pp_pack(double D, int lab, int lb)
-{
-	uint32_t	m = (1u << lb) - 1;
-	uint32_t	b = __float_as_uint(__double2float_ru(D));
-
-	if (lb > PP_LB_MAX)
-		return (uint32_t) lab;
-	b = b >= 0x7f800000u ? 0x7f800000u : (b + m) & ~m;	/* NaN: +inf */
-	return b | (uint32_t) lab;
-}
 
 /*
  * Before a k-means++ step: C[c] := X[row], and with prune sep[a] :=
@@ -183,7 +70,8 @@ seed_prep_kernel(const double *__restrict__ X, int d, int log_b, bool rows, int6
  * order of pggpu_draw_weight) only when a row of the block came closer,
  * else read back.  stats, when not NULL: nothing to do once a draw of
  * km_pp_steps failed.  rows: X lies by rows (x_at), so PP_CH = 4 columns
- * are one sector.
+ * are one sector; by columns (d > X_ROWS_MAX_D) a lane loads PP_CH_WIDE
+ * columns at once (CH).
  *
  * Measured (H100, N = 10^7, d = 8, k = 1024, ncu at a step near c = 600):
  * the rows the pruning leaves (scattered) are what costs; by columns each
@@ -192,12 +80,18 @@ seed_prep_kernel(const double *__restrict__ X, int d, int log_b, bool rows, int6
  * 122 -> 95 ms (PP_CH = 2: 111 ms, 8: 117 ms; 4 blocks an SM, 64 registers:
  * 1% better than 3 at 83).  The 4-byte words alone (not the layout) saved
  * nothing against 12 bytes: 182 against 182 MB, the scattered rows being
- * most of it.
+ * most of it.  At d = 256 and 768 a step has few warps (a warp for 256
+ * rows), each lane's loads one after another: with 4 columns a load round
+ * a step over 65,536 rows of 768 took 1.1 ms, where the bytes take 0.13;
+ * with 16 (PP_CH_WIDE, 2 blocks an SM for the registers), k-means||'s
+ * reclustering of 10,047 candidates of 768 into 1000 took 0.34 s, not 1.06
+ * (H200), and of 200,083 of 256 into 20,000 1.67 s, not 2.80.
  */
 #define PP_R 8
 #ifndef PP_CH
 #define PP_CH 4
 #endif
+#define PP_CH_WIDE 16
 #define PP_WARPS (BLOCK / 32)
 #define PP_L2_FETCH 32
 #define PP_SMEM (24 * 1024)		/* the centre, and the separations when they fit */
@@ -208,8 +102,8 @@ static_assert(PP_R * 32 == PGGPU_DRAW_ROWS, "a warp's rows of pp_step_kernel: on
 #define PP_MIN_BLOCKS 4			/* __launch_bounds__ blocks per SM of pp_step_kernel */
 #endif
 
-template <bool SET>
-__global__ void __launch_bounds__(BLOCK, PP_MIN_BLOCKS)
+template <bool SET, int CH>
+__global__ void __launch_bounds__(BLOCK, CH > PP_CH ? 2 : PP_MIN_BLOCKS)
 pp_step_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, bool rows,
 			   const double *__restrict__ C, int c, const float *__restrict__ sep, int lb,
 			   uint32_t *words, double *dist2, const double *rw, double *wsum, bool pick, uint64_t key,
@@ -320,15 +214,15 @@ pp_step_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, bool r
 			double		acc = 0.0;
 			bool		live = true;
 
-			for (int j0 = 0; j0 < d && live; j0 += PP_CH)
+			for (int j0 = 0; j0 < d && live; j0 += CH)
 			{
-				double		v[PP_CH];
+				double		v[CH];
 
 #pragma unroll
-				for (int jj = 0; jj < PP_CH; jj++)
+				for (int jj = 0; jj < CH; jj++)
 					v[jj] = j0 + jj < d ? X[x_at(i, j0 + jj, d, log_b, rows)] : 0.0;
 #pragma unroll
-				for (int jj = 0; jj < PP_CH; jj++)
+				for (int jj = 0; jj < CH; jj++)
 					if (j0 + jj < d)
 						acc = sq_term(acc, v[jj], cn[j0 + jj]);
 				if (!SET && acc >= Dq)
@@ -394,7 +288,7 @@ pp_step_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, bool r
  * A kernel's dynamic shared memory past the default 48 KB needs its
  * opt-in: a centre of d > 6144 doubles (d goes to 16000)
  */
-static pggpu_status
+pggpu_status
 smem_opt_in(const void *fn, size_t shmem, pggpu_error *err)
 {
 	if (shmem > 48 * 1024)
@@ -427,18 +321,15 @@ pp_next_kernel(const double *part_key, const long long *part_row, int nparts,
 {
 	extern __shared__ double cn[];
 	__shared__ long long s_row;
-	double		bk = INFINITY;
-	long long	br = LLONG_MAX;
+	double		bk;
+	long long	br;
 
 	if (threadIdx.x == 0)
 		s_row = stats->pp_stalled ? -2 : 0;
 	__syncthreads();
 	if (s_row == -2)
 		return;
-	for (int b = threadIdx.x; b < nparts; b += blockDim.x)
-		if (pick_better(part_key[b], part_row[b], bk, br))
-			bk = part_key[b], br = part_row[b];
-	block_pick_min(&bk, &br);
+	block_parts_min(part_key, part_row, nparts, &bk, &br);
 	if (threadIdx.x == 0)
 		s_row = bk == INFINITY ? -1 : br;	/* the block of the draw */
 	__syncthreads();
@@ -477,29 +368,7 @@ pick_kernel(const double *dist2, const double *rw, int64_t n, int mode, uint64_t
 	long long	br = LLONG_MAX;
 
 	if (mode == PGGPU_PICK_SAMPLE)
-	{
-		int			lane = threadIdx.x & 31;
-		int64_t		nb = (n + PGGPU_DRAW_ROWS - 1) / PGGPU_DRAW_ROWS;
-
-		for (int64_t blk = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5; blk < nb;
-			 blk += ((int64_t) gridDim.x * blockDim.x) >> 5)
-		{
-			double		w[PGGPU_DRAW_ROWS / 32];
-
-#pragma unroll
-			for (int r = 0; r < PGGPU_DRAW_ROWS / 32; r++)
-			{
-				int64_t		i = blk * PGGPU_DRAW_ROWS + r * 32 + lane;
-
-				w[r] = i < n ? pggpu_draw_wt(dist2, rw, i) : 0.0;
-			}
-
-			double		kv = pggpu_draw_key(key, blk, warp_draw_weight(w));
-
-			if (pick_better(kv, blk, bk, br))
-				bk = kv, br = blk;
-		}
-	}
+		grid_draw_blocks(dist2, rw, n, key, &bk, &br);
 	else
 		for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
 			 i += (int64_t) gridDim.x * blockDim.x)
@@ -525,13 +394,10 @@ pick_final_kernel(const double *part_key, const long long *part_row, int nparts,
 				  dev_stats *stats, long long *out_row)
 {
 	__shared__ long long s_blk;
-	double		bk = INFINITY;
-	long long	br = LLONG_MAX;
+	double		bk;
+	long long	br;
 
-	for (int b = threadIdx.x; b < nparts; b += blockDim.x)
-		if (pick_better(part_key[b], part_row[b], bk, br))
-			bk = part_key[b], br = part_row[b];
-	block_pick_min(&bk, &br);
+	block_parts_min(part_key, part_row, nparts, &bk, &br);
 	if (bk == INFINITY)
 		br = -1;
 	if (mode == PGGPU_PICK_SAMPLE)
@@ -563,7 +429,7 @@ pp_grid(gpu_state *s, int64_t n)
 	int64_t		cap;
 
 	if (s->pp_blocks_per_sm == 0 &&
-		(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&s->pp_blocks_per_sm, pp_step_kernel<false>,
+		(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&s->pp_blocks_per_sm, pp_step_kernel<false, PP_CH>,
 													   BLOCK, PP_SMEM) != cudaSuccess ||
 		 s->pp_blocks_per_sm < 1))
 	{
@@ -576,7 +442,7 @@ pp_grid(gpu_state *s, int64_t n)
 	return (int) (grid < 1 ? 1 : grid > cap ? cap : grid);
 }
 
-static pggpu_status
+pggpu_status
 pp_launch_step(pggpu_data *ds, int c, bool set, bool pick, uint64_t key, const dev_stats *stats,
 			   pggpu_error *err)
 {
@@ -588,17 +454,19 @@ pp_launch_step(pggpu_data *ds, int c, bool set, bool pick, uint64_t key, const d
 
 	pggpu_status st;
 
-	if ((st = smem_opt_in(set ? (const void *) pp_step_kernel<true> : (const void *) pp_step_kernel<false>,
-						  shmem, err)) != PGGPU_OK)
-		return st;
-	if (set)
-		pp_step_kernel<true><<<(unsigned) grid, BLOCK, shmem, s->stream>>>(
-			s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep, lb, words, s->dist2, s->rw, s->wsum,
-			pick, key, s->pick_key, s->pick_row, stats);
+	void		(*fn) (const double *, int64_t, int, int, bool, const double *, int, const float *, int,
+					   uint32_t *, double *, const double *, double *, bool, uint64_t, double *, long long *,
+					   const dev_stats *);
+
+	if (s->x_rows)
+		fn = set ? pp_step_kernel<true, PP_CH> : pp_step_kernel<false, PP_CH>;
 	else
-		pp_step_kernel<false><<<(unsigned) grid, BLOCK, shmem, s->stream>>>(
-			s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep, lb, words, s->dist2, s->rw, s->wsum,
-			pick, key, s->pick_key, s->pick_row, stats);
+		fn = set ? pp_step_kernel<true, PP_CH_WIDE> : pp_step_kernel<false, PP_CH_WIDE>;
+	if ((st = smem_opt_in((const void *) fn, shmem, err)) != PGGPU_OK)
+		return st;
+	fn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep,
+													 lb, words, s->dist2, s->rw, s->wsum, pick, key, s->pick_key,
+													 s->pick_row, stats);
 	LAUNCHED(pp_step_kernel);
 	s->labels_seeding = true;
 	s->pick_ready = pick;

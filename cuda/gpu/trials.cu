@@ -1,14 +1,16 @@
 /*
  * trials.cu - what the driver's seeding reads of the rows on the GPU
- * (pggpu_ops keys, get_rows and km_trials): their content keys, rows by
- * index, and greedy k-means++'s trials, bit for bit cpu/trials.c's: the
- * same terms (compute_internal.h), summed in the same order.
+ * (pggpu_ops keys, get_rows, km_trials and km_greedy_steps): their content
+ * keys, rows by index, and greedy k-means++'s trials, bit for bit
+ * cpu/trials.c's: the same terms (compute_internal.h), summed in the same
+ * order, one step at a time or a batch of steps on the device.
  */
 #include <cuda_runtime.h>
 
 #include <climits>
 
 #include "common.cuh"
+#include "draw.cuh"
 
 /* a thread a row: its key from its values as pushed */
 __global__ void
@@ -105,21 +107,42 @@ gpu_get_rows(pggpu_data *ds, const int64_t *rows, int64_t m, double *out, pggpu_
 #define TRIAL_CHUNK 8
 
 /*
+ * Measured on an H100 (65,536 rows of 768, 8 candidates; reading the rows
+ * alone 132 us): the candidates read from global memory a value at a time
+ * took 520-730 us however the rows' loads were grouped; staged in shared
+ * memory column by column (TRIAL_COLS columns at a time, the candidates of
+ * a column side by side, two a load) with TRIAL_LOADS of a row's values
+ * loaded before they are used, 149 us.
+ */
+#define TRIAL_LOADS 16
+#define TRIAL_COLS 512
+static_assert(TRIAL_COLS % TRIAL_LOADS == 0 && TRIAL_CHUNK % 2 == 0, "trials_kernel's staging");
+static_assert(TRIAL_COLS >= PGGPU_DRAW_ROWS, "trials_kernel's terms fit the staging memory");
+
+/*
  * A block of PGGPU_DRAW_ROWS threads a block of the draw's rows: thread
  * 32 r + l takes row 256 b + 32 r + l, measures it against the candidates
  * and leaves its terms in shared memory; warp 0 then sums them in
  * pggpu_trial_block's order (lane l: r = 0..7 in order, then the butterfly).
+ * dout, when not NULL: the squared distances too, dout[t * n + i] (summed
+ * as pp_step_kernel sums them).  stats, when not NULL: nothing to do once a
+ * draw of km_greedy_steps failed.
  */
 __global__ void __launch_bounds__(PGGPU_DRAW_ROWS)
 trials_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, bool x_rows,
 			  const double *__restrict__ dist2, const double *__restrict__ rw,
-			  const double *__restrict__ cand, int m, double *bsum, int64_t nblocks)
+			  const double *__restrict__ cand, int m, double *bsum, int64_t nblocks, double *dout,
+			  const dev_stats *stats)
 {
-	__shared__ double t[TRIAL_CHUNK][PGGPU_DRAW_ROWS];
+	/* the candidates' columns j0 .. j0 + TRIAL_COLS - 1 ([j][c]); then the terms (t) */
+	__shared__ double2 cs[TRIAL_COLS * TRIAL_CHUNK / 2];
+	double		(*t)[PGGPU_DRAW_ROWS] = (double (*)[PGGPU_DRAW_ROWS]) cs;
 	int64_t		b = blockIdx.x;
 	int64_t		i = b * PGGPU_DRAW_ROWS + threadIdx.x;
 	int			lane = threadIdx.x & 31;
 
+	if (stats && stats->pp_stalled)
+		return;
 	for (int c0 = 0; c0 < m; c0 += TRIAL_CHUNK)
 	{
 		double		acc[TRIAL_CHUNK];
@@ -128,19 +151,43 @@ trials_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, bool x_
 #pragma unroll
 		for (int c = 0; c < TRIAL_CHUNK; c++)
 			acc[c] = 0.0;
-		if (i < n)
-			for (int j = 0; j < d; j++)
+		for (int j0 = 0; j0 < d; j0 += TRIAL_COLS)
+		{
+			int			cols = d - j0 < TRIAL_COLS ? d - j0 : TRIAL_COLS;
+
+			__syncthreads();	/* the last columns (or terms) read */
+			for (int q = threadIdx.x; q < cols * TRIAL_CHUNK; q += blockDim.x)
+				((double *) cs)[q] = q % TRIAL_CHUNK < mc ?
+					cand[(int64_t) (c0 + q % TRIAL_CHUNK) * d + j0 + q / TRIAL_CHUNK] : 0.0;
+			__syncthreads();
+			for (int j1 = 0; i < n && j1 < cols; j1 += TRIAL_LOADS)
 			{
-				double		x = X[x_at(i, j, d, log_b, x_rows)];
+				double		x[TRIAL_LOADS];
 
 #pragma unroll
-				for (int c = 0; c < TRIAL_CHUNK; c++)
-					if (c < mc)
-						acc[c] = sq_term(acc[c], x, cand[(int64_t) (c0 + c) * d + j]);
+				for (int jj = 0; jj < TRIAL_LOADS; jj++)
+					x[jj] = j1 + jj < cols ? X[x_at(i, j0 + j1 + jj, d, log_b, x_rows)] : 0.0;
+#pragma unroll
+				for (int jj = 0; jj < TRIAL_LOADS; jj++)
+					if (j1 + jj < cols)
+#pragma unroll
+						for (int c = 0; c < TRIAL_CHUNK; c += 2)
+						{
+							double2		v = cs[((j1 + jj) * TRIAL_CHUNK + c) / 2];
+
+							acc[c] = sq_term(acc[c], x[jj], v.x);
+							acc[c + 1] = sq_term(acc[c + 1], x[jj], v.y);
+						}
 			}
+		}
+		__syncthreads();		/* t overlays the columns */
 #pragma unroll
 		for (int c = 0; c < TRIAL_CHUNK; c++)
+		{
 			t[c][threadIdx.x] = i < n && c < mc ? pggpu_trial_term(dist2[i], acc[c], rw, i) : 0.0;
+			if (dout && i < n && c < mc)
+				dout[(int64_t) (c0 + c) * n + i] = acc[c];
+		}
 		__syncthreads();
 		if (threadIdx.x < 32)
 			for (int c = 0; c < mc; c++)
@@ -173,23 +220,22 @@ trials_total_kernel(const double *bsum, int64_t nblocks, int m, const long long 
 }
 
 /*
- * The draws (seed.cu), the candidates' values, the potentials, and one copy
- * back and wait for all of it, in a workspace kept with the k-means state
+ * The workspace of m trials (kept with the k-means state, grown): their
+ * values, block sums, potentials and rows, and for km_greedy_steps the
+ * draws' partial picks (parts a trial), with keep_dist the rows' squared
+ * distances to the trials, and nkeys keys
  */
 pggpu_status
-gpu_km_trials(pggpu_data *ds, const uint64_t *keys, int m, int64_t *rows, double *pot, pggpu_error *err)
+trial_workspace(pggpu_data *ds, int m, int parts, bool keep_dist, int nkeys, trial_ws *w, pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
 	int64_t		nblocks = (ds->n + PGGPU_DRAW_ROWS - 1) / PGGPU_DRAW_ROWS;
-	size_t		bytes = sizeof(double) * ((size_t) m * ds->d + (size_t) m * nblocks + m) + sizeof(long long) * m;
-	double	   *cand,
-			   *bsum,
-			   *dpot;
-	long long  *drows;
-	pggpu_status st;
+	size_t		dists = keep_dist ? (size_t) m * ds->n : 0;
+	size_t		doubles = (size_t) m * ds->d + (size_t) m * nblocks + m + (size_t) m * parts + dists;
+	size_t		bytes = sizeof(double) * doubles + sizeof(long long) * (m + (size_t) m * parts + 1) +
+		sizeof(unsigned long long) * nkeys;
 
-	if (m < 1)
-		return PGGPU_OK;
+	static_assert(sizeof(double) == sizeof(long long), "the workspace's pieces stay aligned");
 	if (s->trial_ws_bytes < bytes)
 	{
 		CU(cudaStreamSynchronize(s->stream));
@@ -199,22 +245,287 @@ gpu_km_trials(pggpu_data *ds, const uint64_t *keys, int m, int64_t *rows, double
 		CU(cudaMalloc(&s->trial_ws, bytes));
 		s->trial_ws_bytes = bytes;
 	}
-	cand = (double *) s->trial_ws;
-	bsum = cand + (size_t) m * ds->d;
-	dpot = bsum + (size_t) m * nblocks;
-	drows = (long long *) (dpot + m);
-	if ((st = gpu_draw_rows(ds, keys, m, drows, err)) != PGGPU_OK)
-		return st;
-	rows_gather_kernel<<<(unsigned) m, 128, 0, s->stream>>>(s->X, ds->d, ds->log_b, s->x_rows, drows, cand);
-	LAUNCHED(rows_gather_kernel);
-	trials_kernel<<<(unsigned) nblocks, PGGPU_DRAW_ROWS, 0, s->stream>>>(
-		s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->dist2, s->rw, cand, m, bsum, nblocks);
+	w->nblocks = nblocks;
+	w->cand = (double *) s->trial_ws;
+	w->bsum = w->cand + (size_t) m * ds->d;
+	w->pot = w->bsum + (size_t) m * nblocks;
+	w->part_key = w->pot + m;
+	w->dist = dists > 0 ? w->part_key + (size_t) m * parts : NULL;
+	w->rows = (long long *) (w->part_key + (size_t) m * parts + dists);
+	w->part_row = w->rows + m;
+	w->choice = w->part_row + (size_t) m * parts;
+	w->keys = (unsigned long long *) (w->choice + 1);
+	return PGGPU_OK;
+}
+
+/* the block sums of m trials whose values are in w->cand (trials_kernel) */
+pggpu_status
+launch_trials(pggpu_data *ds, const trial_ws *w, int m, const dev_stats *stats, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+
+	trials_kernel<<<(unsigned) w->nblocks, PGGPU_DRAW_ROWS, 0, s->stream>>>(
+		s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->dist2, s->rw, w->cand, m, w->bsum, w->nblocks, w->dist,
+		stats);
 	LAUNCHED(trials_kernel);
-	trials_total_kernel<<<1, 32 * ((m + 31) / 32), 0, s->stream>>>(bsum, nblocks, m, drows, dpot);
+	return PGGPU_OK;
+}
+
+/*
+ * The draws (seed.cu), the candidates' values, the potentials, and one copy
+ * back and wait for all of it
+ */
+pggpu_status
+gpu_km_trials(pggpu_data *ds, const uint64_t *keys, int m, int64_t *rows, double *pot, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	trial_ws	w;
+	pggpu_status st;
+
+	if (m < 1)
+		return PGGPU_OK;
+	if ((st = trial_workspace(ds, m, 0, false, 0, &w, err)) != PGGPU_OK ||
+		(st = gpu_draw_rows(ds, keys, m, w.rows, err)) != PGGPU_OK)
+		return st;
+	rows_gather_kernel<<<(unsigned) m, 128, 0, s->stream>>>(s->X, ds->d, ds->log_b, s->x_rows, w.rows, w.cand);
+	LAUNCHED(rows_gather_kernel);
+	if ((st = launch_trials(ds, &w, m, NULL, err)) != PGGPU_OK)
+		return st;
+	trials_total_kernel<<<1, 32 * ((m + 31) / 32), 0, s->stream>>>(w.bsum, w.nblocks, m, w.rows, w.pot);
 	LAUNCHED(trials_total_kernel);
 	static_assert(sizeof(long long) == sizeof(int64_t), "rows as the draws leave them");
-	CU(cudaMemcpyAsync(pot, dpot, sizeof(double) * m, cudaMemcpyDeviceToHost, s->stream));
-	CU(cudaMemcpyAsync(rows, drows, sizeof(long long) * m, cudaMemcpyDeviceToHost, s->stream));
+	CU(cudaMemcpyAsync(pot, w.pot, sizeof(double) * m, cudaMemcpyDeviceToHost, s->stream));
+	CU(cudaMemcpyAsync(rows, w.rows, sizeof(long long) * m, cudaMemcpyDeviceToHost, s->stream));
 	CU(cudaStreamSynchronize(s->stream));
+	return PGGPU_OK;
+}
+
+/* ---- greedy k-means++, steps batched (km_greedy_steps) ----------------------- */
+
+/*
+ * Stage 1 of the draws of a step's m trials at once: blockIdx.y the trial,
+ * its partial picks at part_*[y * gridDim.x + x] (as pick_kernel's SAMPLE)
+ */
+__global__ void
+trial_pick_kernel(const double *dist2, const double *rw, int64_t n, const unsigned long long *keys,
+				  double *part_key, long long *part_row, const dev_stats *stats)
+{
+	double		bk = INFINITY;
+	long long	br = LLONG_MAX;
+
+	if (stats->pp_stalled)
+		return;
+	grid_draw_blocks(dist2, rw, n, keys[blockIdx.y], &bk, &br);
+	block_pick_min(&bk, &br);
+	if (threadIdx.x == 0)
+	{
+		part_key[(int64_t) blockIdx.y * gridDim.x + blockIdx.x] = bk;
+		part_row[(int64_t) blockIdx.y * gridDim.x + blockIdx.x] = br;
+	}
+}
+
+/*
+ * Stage 2, a block a trial t (as pick_final_kernel's SAMPLE): its row into
+ * rows[t] (-1: none) and its values into cand[t] (rows_gather_kernel's)
+ */
+__global__ void
+trial_draw_kernel(const double *part_key, const long long *part_row, int nparts, const double *dist2,
+				  const double *rw, int64_t n, const unsigned long long *keys, const double *__restrict__ X,
+				  int d, int log_b, bool x_rows, long long *rows, double *cand, const dev_stats *stats)
+{
+	__shared__ long long s_row;
+	int			t = blockIdx.x;
+	double		bk;
+	long long	br;
+
+	if (stats->pp_stalled)
+		return;
+	block_parts_min(part_key + (int64_t) t * nparts, part_row + (int64_t) t * nparts, nparts, &bk, &br);
+	if (threadIdx.x == 0)
+		s_row = bk == INFINITY ? -1 : br;
+	__syncthreads();
+	br = block_draw_row(dist2, rw, n, s_row, keys[t]);
+	if (threadIdx.x == 0)
+		s_row = br, rows[t] = br;
+	__syncthreads();
+	for (int j = threadIdx.x; j < d; j += blockDim.x)
+		cand[(int64_t) t * d + j] = s_row < 0 ? 0.0 : X[x_at(s_row, j, d, log_b, x_rows)];
+}
+
+/*
+ * The step's choice, by every block: each trial's potential, its blocks'
+ * sums added in order (trials_total_kernel's), the least of those drawn
+ * (the first on ties: pggpu_seed_greedy's) into *choice; then C[c] := that
+ * row and the separations (as pp_next_kernel).  None drawn: pp_stalled.
+ */
+__global__ void
+greedy_next_kernel(const double *bsum, int64_t nblocks, int m, const long long *drawn,
+				   const double *__restrict__ X, int d, int log_b, bool x_rows, double *C, int c, float *sep,
+				   long long *rows, long long *choice, dev_stats *stats)
+{
+	extern __shared__ double cn[];
+	__shared__ double s_pot[PGGPU_TRIALS_MAX];
+	__shared__ long long s_row;
+
+	if (stats->pp_stalled)
+		return;
+	for (int t = threadIdx.x; t < m; t += blockDim.x)
+	{
+		double		s = 0.0;
+
+		for (int64_t b = 0; b < nblocks; b++)
+			s = __dadd_rn(s, bsum[(int64_t) t * nblocks + b]);
+		s_pot[t] = s;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0)
+	{
+		int			best = -1;
+
+		for (int t = 0; t < m; t++)
+			if (drawn[t] >= 0 && (best < 0 || s_pot[t] < s_pot[best]))
+				best = t;
+		s_row = best < 0 ? -1 : drawn[best];
+		if (blockIdx.x == 0)
+			*choice = best;
+	}
+	__syncthreads();
+	if (s_row < 0)
+	{
+		if (blockIdx.x == 0 && threadIdx.x == 0)
+			stats->pp_stalled = 1;
+		return;
+	}
+	if (blockIdx.x == 0 && threadIdx.x == 0)
+		rows[c] = s_row;
+	for (int j = threadIdx.x; j < d; j += blockDim.x)
+	{
+		cn[j] = X[x_at(s_row, j, d, log_b, x_rows)];
+		if (blockIdx.x == 0)
+			C[(int64_t) c * d + j] = cn[j];
+	}
+	__syncthreads();
+	grid_separations(C, c, d, cn, sep);
+}
+
+/*
+ * The step's update, pp_step_kernel's for the centre c without measuring a
+ * row again: the trials left each row's squared distance to the one kept
+ * (dist, m x n), summed as pp_step_kernel sums it; a row whose distance is
+ * below D takes it and the label c (its word, pp_pack), and the weight of
+ * its block of the draw is recomputed (wsum).  A warp a block of the draw.
+ */
+__global__ void
+greedy_update_kernel(const double *dist, const long long *choice, int64_t n, int c, int lb, uint32_t *words,
+					 double *dist2, const double *rw, double *wsum, const dev_stats *stats)
+{
+	int			lane = threadIdx.x & 31;
+	long long	blk = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5;
+	const double *dt;
+	bool		closer = false;
+	double		wt[PGGPU_DRAW_ROWS / 32];
+
+	if (stats->pp_stalled || blk * PGGPU_DRAW_ROWS >= n)
+		return;
+	dt = dist + *choice * n;
+#pragma unroll
+	for (int r = 0; r < PGGPU_DRAW_ROWS / 32; r++)
+	{
+		int64_t		i = blk * PGGPU_DRAW_ROWS + r * 32 + lane;
+
+		wt[r] = 0.0;
+		if (i < n)
+		{
+			double		D = dist2[i];
+
+			if (dt[i] < D)
+			{
+				D = dt[i];
+				dist2[i] = D;
+				words[i] = pp_pack(D, c, lb);
+				closer = true;
+			}
+			wt[r] = rw ? PGGPU_MUL(pggpu_draw_w(D), rw[i]) : D;
+		}
+	}
+	if (__any_sync(FULL, closer))
+	{
+		double		S = warp_draw_weight(wt);
+
+		if (lane == 0)
+			wsum[blk] = S;
+	}
+}
+
+/*
+ * The trials' distances kept for the update at most (bytes; beyond, a
+ * step measures the rows against the centre kept again, pp_step_kernel)
+ */
+#define GREEDY_DIST_MAX ((double) (1 << 30))
+
+/*
+ * See pggpu_ops: per step the m draws (two kernels), the trials'
+ * potentials and distances, the choice and the update of the distances,
+ * with no host between steps; one sync a batch
+ */
+pggpu_status
+gpu_km_greedy_steps(pggpu_data *ds, int c0, int c1, const uint64_t *keys, int m, int64_t *rows,
+					int *done, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	dev_stats  *stalled = s->stats;
+	int			grid = grid_for(s, ds->n);
+	int			lb = pp_lbits(ds->k);
+	uint32_t   *words = (uint32_t *) s->labels;	/* see pp_pack */
+	bool		keep = (double) m * ds->n * sizeof(double) <= GREEDY_DIST_MAX;
+	trial_ws	w;
+	pggpu_status st;
+
+	if (m < 1 || m > PGGPU_TRIALS_MAX)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "%d trials a step: 1 to %d", m, PGGPU_TRIALS_MAX);
+	if ((st = trial_workspace(ds, m, grid, keep, m * (c1 - c0), &w, err)) != PGGPU_OK ||
+		(st = smem_opt_in((const void *) greedy_next_kernel, sizeof(double) * ds->d, err)) != PGGPU_OK)
+		return st;
+	s->pick_ready = false;
+	static_assert(sizeof(unsigned long long) == sizeof(uint64_t), "the keys as the host has them");
+	CU(cudaMemcpyAsync(w.keys, keys, sizeof(uint64_t) * m * (c1 - c0), cudaMemcpyHostToDevice, s->stream));
+	CU(cudaMemsetAsync(&stalled->pp_stalled, 0, sizeof(stalled->pp_stalled), s->stream));
+	CU(cudaMemsetAsync(s->pp_rows + c0, 0xff, sizeof(long long) * (c1 - c0), s->stream));
+	for (int c = c0; c < c1; c++)
+	{
+		const unsigned long long *kc = w.keys + (int64_t) m * (c - c0);
+
+		trial_pick_kernel<<<dim3((unsigned) grid, (unsigned) m), BLOCK, 0, s->stream>>>(
+			s->dist2, s->rw, ds->n, kc, w.part_key, w.part_row, stalled);
+		LAUNCHED(trial_pick_kernel);
+		trial_draw_kernel<<<(unsigned) m, 1024, 0, s->stream>>>(w.part_key, w.part_row, grid, s->dist2, s->rw,
+																ds->n, kc, s->X, ds->d, ds->log_b, s->x_rows,
+																w.rows, w.cand, stalled);
+		LAUNCHED(trial_draw_kernel);
+		if ((st = launch_trials(ds, &w, m, stalled, err)) != PGGPU_OK)
+			return st;
+		greedy_next_kernel<<<sep_grid(s, c), SEP_THREADS, sizeof(double) * ds->d, s->stream>>>(
+			w.bsum, w.nblocks, m, w.rows, s->X, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep, s->pp_rows,
+			w.choice, stalled);
+		LAUNCHED(greedy_next_kernel);
+		if (keep)
+		{
+			greedy_update_kernel<<<(unsigned) ((w.nblocks + BLOCK / 32 - 1) / (BLOCK / 32)), BLOCK, 0,
+				s->stream>>>(w.dist, w.choice, ds->n, c, lb, words, s->dist2, s->rw, s->wsum, stalled);
+			LAUNCHED(greedy_update_kernel);
+		}
+		else if ((st = pp_launch_step(ds, c, false, false, 0, stalled, err)) != PGGPU_OK)
+			return st;
+	}
+	CU(cudaMemcpyAsync(s->cnt_h, s->pp_rows + c0, sizeof(long long) * (c1 - c0), cudaMemcpyDeviceToHost,
+					   s->stream));
+	if ((st = fetch_stats(s, err)) != PGGPU_OK)
+		return st;
+	*done = 0;
+	while (*done < c1 - c0 && (long long) s->cnt_h[*done] >= 0)
+	{
+		rows[*done] = (int64_t) s->cnt_h[*done];
+		(*done)++;
+	}
 	return PGGPU_OK;
 }
