@@ -863,6 +863,15 @@ def seeding_section(path, base="."):
                      "%.6g" % v["inertia"] if "inertia" in v else "—",
                      "%.4f" % (v["inertia"] / base_inertia) if "inertia" in v and base_inertia else "—"])
     q = [r for r in recs if r["section"] == "quality"]
+    qsrc = path
+    if not q:
+        # (a run without a server: the newest earlier run's quality rows, said so)
+        import glob
+        for f in sorted(glob.glob(os.path.join(os.path.dirname(path), "seeding-*.tsv")), reverse=True):
+            q = [r for r in load(f) if r["section"] == "quality"] if f != path else []
+            if q:
+                qsrc = f
+                break
     qrows = [[r["note"].split(" (")[0], r["method"], r["n"], "%.4f" % r["sec"]] for r in q]
     return "\n".join([
         "From [`%s`](%s) (`tests/bench/seeding.sh`: `bench_kernel gpu -P` on embedding-like rows (cosine) "
@@ -877,7 +886,9 @@ def seeding_section(path, base="."):
         "Quality (`tests/bench/seeding_quality.py`: `gpu_kmeans(..., 20, seed => s)` on scikit-learn's "
         "`make_blobs(20000, 384, centers=20, cluster_std=1, center_box=(-10, 10), random_state=5)` as a "
         "`real[]` column, and on 195,000 such rows plus 5,000 uniform noise rows, beside scikit-learn's "
-        "`KMeans`; the adjusted Rand index against the blobs, noise rows left out):",
+        "`KMeans`; the adjusted Rand index against the blobs, noise rows left out%s):" % (
+            "" if qsrc == path else "; from [`%s`](%s), an earlier run: the seeding since is the same bit for bit"
+            % (os.path.basename(qsrc), os.path.relpath(qsrc, base))),
         "",
         table(["data", "method", "seed", "ARI"], [[str(c) for c in row] for row in qrows]) if qrows else
         "(no quality rows: the script needs a server)",
@@ -889,16 +900,21 @@ SEEDING_NOTE = (
     "1.8 seeds every fit on the seeding set: about 32 rows a cluster, at least 65,536, drawn by content "
     "keys and gathered onto the GPU, so that every placement seeds alike; k-means++ there is the greedy "
     "variant (2 + ln k trials a step). Its centres are better (the whole fit's inertia 6 % below 1.7's "
-    "at 10^6 x 768 x 1000; every blob found where plain k-means++ merged some), and it is slower (1.7's "
-    "plain k-means++ over every row took 2.0 s, 88 % of its fit's GPU time with a 23 ms iteration; 1.8's "
-    "iteration reads 28.2 ms because its first step prepares the labelling route, which 1.7 counted in its "
-    "seeding: the whole fit beyond seeding is 0.31 s against 1.7's 0.29 s): "
-    "each of the k steps is a round trip to the GPU (draws, the trials' potentials, the update of the "
-    "distances) costing about 1.5-2 ms at 65,536 rows of 768, whatever the rows' number, and gathering the "
-    "set is a pass over every row (their keys) and a copy of the set through the host. The targets of issue 40 (seeding at "
-    "most 25 % of the fit's GPU time at 10^6 x 768 x 1000; 3 s at k = 20,000) are not met: they need the "
-    "k steps batched on the device without a round trip each (as 1.7's plain k-means++ batched 64), and "
-    "the k-means|| reclustering at k = 20,000 (about 200,000 candidates, 20,000 steps) the same.")
+    "at 10^6 x 768 x 1000; every blob found where plain k-means++ merged some), and since the steps run "
+    "in batches on the device (`km_greedy_steps`: the draws, the trials, the choice and the update with no "
+    "host between steps), it is also faster than 1.7's plain k-means++ over every row (2.0x at 10^6 x 768 x "
+    "1000 here; the first 1.8 made a round trip a step and took 3.3 s on an H100). What is left, and "
+    "bounds the targets of issue 40 (seeding at most 25 % of the fit's GPU time at 10^6 x 768 x 1000; "
+    "3 s at k = 20,000), which are not met: at k = 1000, about 0.24 s is the 1000 steps (each reads the "
+    "65,536 x 768 float64 set once for its 8 trials, 0.15 ms at the memory's speed, and about 80 us of "
+    "draws, choice and update) and about 0.45 s gathering the set (the keys of every row, then the "
+    "sampled rows through the host: 400 MB down, sorted, and up). The trials alone at the memory's speed "
+    "are 0.13 s, more than 25 % of a 0.3 s fit: the target needs a float32 set (issue 41, rows in their "
+    "own precision) and a set gathered on the device. At k = 20,000 (k-means||): about 3.6 s are its 5 "
+    "rounds (524,000 rows labelled against about 40,000 new candidates each, most rows uncertain in TF32 "
+    "and so measured in float64), 1.7 s the reclustering (20,000 steps of plain k-means++ over 200,000 "
+    "candidates; 2.8 s before its steps loaded 16 columns at a time) and about 1.5 s gathering 1 GB of "
+    "set through the host.")
 
 
 GPUS_NOTE = (
