@@ -205,6 +205,15 @@ typedef struct pggpu_ops
 	 */
 	pggpu_status (*km_greedy_steps) (pggpu_data *ds, int c0, int c1, const uint64_t *keys, int m,
 									 int64_t *rows, int *done, pggpu_error *err);
+
+	/*
+	 * Optional (NULL: the rows go through the host): dst (empty, this
+	 * backend's, on src's GPU) gets src's rows rows[0..m-1] as src holds
+	 * them times 2^e (2^e a normal double), in that order, as if pushed;
+	 * PGGPU_ERR_INVALID where it cannot.  Called through dst's ops.
+	 */
+	pggpu_status (*copy_rows) (pggpu_data *dst, pggpu_data *src, const int64_t *rows, int64_t m, int e,
+							   pggpu_error *err);
 } pggpu_ops;
 
 /* greedy k-means++'s trials a step at most */
@@ -228,6 +237,8 @@ pggpu_status pggpu_cpu_km_trials(pggpu_data *ds, const uint64_t *keys, int m, in
 pggpu_status pggpu_cpu_keys(pggpu_data *ds, uint64_t *keys, pggpu_error *err);
 pggpu_status pggpu_cpu_get_rows(pggpu_data *ds, const int64_t *rows, int64_t m, double *out,
 								pggpu_error *err);
+pggpu_status pggpu_cpu_copy_rows(pggpu_data *dst, pggpu_data *src, const int64_t *rows, int64_t m, int e,
+								 pggpu_error *err);
 pggpu_status pggpu_cpu_trials(pggpu_data *ds, const double *dist2, const double *rw,
 							  const int64_t *rows, int m, double *pot, pggpu_error *err);
 
@@ -332,6 +343,16 @@ pggpu_status pggpu_scale_to(pggpu_data *ds, int e, pggpu_error *err);
 
 /* fit.c: the rows of the seeding set for k clusters of d columns (fewer: all of them) */
 int64_t		pggpu_seed_rows(int k, int d);
+
+/*
+ * The seeding set's order of m sampled rows (fit.c): order := their places
+ * 0..m-1 by key, then (equal keys) by value: rows (m x d, caller's units)
+ * where given, else the tied rows' values from fetch(arg, places, n, out)
+ */
+pggpu_status pggpu_seed_order(pggpu_data *home, const uint64_t *keys, int64_t m, const double *rows,
+							  pggpu_status (*fetch) (void *arg, const int64_t *at, int64_t n, double *out,
+													 pggpu_error *err),
+							  void *arg, int64_t *order, pggpu_error *err);
 
 /*
  * compute.c: clusters renumbered by their centroids (lexicographically, ties

@@ -58,33 +58,125 @@ pggpu_seed_rows(int k, int d)
 	return want;
 }
 
-/* the sample's rows, with their keys, to sort */
+/* (key, place) pairs of a sample, to sort; then runs of one key by value */
 typedef struct keyed
 {
 	uint64_t	key;
-	const double *x;
 	int64_t		i;				/* its place in the sample */
+	const double *x;			/* its values, where keys tie */
 } keyed;
 
 static __thread int keyed_d;
 
 static int
-cmp_keyed(const void *a, const void *b)
+cmp_key(const void *a, const void *b)
 {
 	const keyed *x = (const keyed *) a;
 	const keyed *y = (const keyed *) b;
 
 	if (x->key != y->key)
 		return x->key < y->key ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int
+cmp_values(const void *a, const void *b)
+{
+	const keyed *x = (const keyed *) a;
+	const keyed *y = (const keyed *) b;
+
 	for (int j = 0; j < keyed_d; j++)
 		if (x->x[j] != y->x[j])
 			return x->x[j] < y->x[j] ? -1 : 1;
-	return 0;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+pggpu_status
+pggpu_seed_order(pggpu_data *home, const uint64_t *keys, int64_t m, const double *rows,
+				 pggpu_status (*fetch) (void *arg, const int64_t *at, int64_t n, double *out,
+										pggpu_error *err),
+				 void *arg, int64_t *order, pggpu_error *err)
+{
+	int			d = home->d;
+	keyed	   *ks = (keyed *) pggpu_scratch_alloc(home, sizeof(keyed) * (m > 0 ? m : 1));
+	double	   *vals = NULL;
+	int64_t    *at = NULL;
+	pggpu_status st = PGGPU_OK;
+
+	if (ks == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	for (int64_t i = 0; i < m; i++)
+	{
+		ks[i].key = keys[i];
+		ks[i].i = i;
+		ks[i].x = rows ? rows + i * d : NULL;
+	}
+	qsort(ks, m, sizeof(keyed), cmp_key);
+
+	/*
+	 * Equal keys: equal rows (interchangeable) or, rarely, different rows;
+	 * by value.  Without rows, every tied row's values in one fetch.
+	 */
+	if (rows == NULL)
+	{
+		int64_t		tied = 0;
+
+		for (int64_t i = 0; i < m; i++)
+			tied += (i > 0 && ks[i].key == ks[i - 1].key) || (i + 1 < m && ks[i].key == ks[i + 1].key);
+		vals = (double *) pggpu_scratch_alloc(home, sizeof(double) * (tied > 0 ? tied : 1) * d);
+		at = (int64_t *) pggpu_scratch_alloc(home, sizeof(int64_t) * (tied > 0 ? tied : 1));
+		if (vals == NULL || at == NULL)
+		{
+			st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+			goto done;
+		}
+		tied = 0;
+		for (int64_t i = 0; i < m; i++)
+			if ((i > 0 && ks[i].key == ks[i - 1].key) || (i + 1 < m && ks[i].key == ks[i + 1].key))
+			{
+				ks[i].x = vals + tied * d;
+				at[tied++] = ks[i].i;
+			}
+		if (tied > 0)
+			CHECK(fetch(arg, at, tied, vals, err));
+	}
+	keyed_d = d;
+	for (int64_t r0 = 0, r1; r0 < m; r0 = r1)
+	{
+		for (r1 = r0 + 1; r1 < m && ks[r1].key == ks[r0].key; r1++)
+			;
+		if (r1 - r0 > 1)
+			qsort(ks + r0, r1 - r0, sizeof(keyed), cmp_values);
+	}
+	for (int64_t i = 0; i < m; i++)
+		order[i] = ks[i].i;
+done:
+	pggpu_scratch_free(home, ks);
+	pggpu_scratch_free(home, vals);
+	pggpu_scratch_free(home, at);
+	return st;
+}
+
+/* the rate of the seeding sample: about pggpu_seed_rows of the source's rows */
+static double
+seeding_rate(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p)
+{
+	int64_t		cap = pggpu_seed_rows(p->k, src->home->d);
+
+	return src->n <= cap ? 1.0 : (double) cap / (double) src->n;
+}
+
+/* the seed of the seeding sample */
+static uint64_t
+seeding_seed(const pggpu_kmeans_params *p)
+{
+	return pggpu_mix64(p->seed ^ 0x3c6ef372fe94f82bULL);
 }
 
 /*
- * The rows of the seeding set (m x d, caller's units), into *out, and their
- * order by key, then by value, into *order (home's scratch)
+ * The rows of the seeding set (m x d, caller's units) through the host,
+ * into *out, and their order by key, then by value, into *order (home's
+ * scratch)
  */
 static pggpu_status
 seeding_rows(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, double **out,
@@ -92,10 +184,7 @@ seeding_rows(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, doubl
 {
 	pggpu_data *home = src->home;
 	int			d = home->d;
-	int64_t		cap = pggpu_seed_rows(p->k, d);
-	double		rate = src->n <= cap ? 1.0 : (double) cap / (double) src->n;
-	uint64_t	seed = pggpu_mix64(p->seed ^ 0x3c6ef372fe94f82bULL);
-	keyed	   *ks = NULL;
+	double		rate = seeding_rate(src, p);
 	double	   *rows = NULL;
 	int64_t    *sorted = NULL;
 	uint64_t   *keys = NULL;
@@ -106,78 +195,133 @@ seeding_rows(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, doubl
 	for (;;)
 	{
 		*m = 0;
-		CHECK(src->sample(src->arg, seed, rate, &rows, &keys, m, err));
+		CHECK(src->sample(src->arg, seeding_seed(p), rate, &rows, &keys, m, err));
 		/* (fewer than k rows drawn: a table just over the cap, unlucky; take them all) */
 		if (*m >= p->k || rate >= 1)
 			break;
 		rate = 1.0;
 	}
-	ks = (keyed *) pggpu_scratch_alloc(home, sizeof(keyed) * (*m > 0 ? *m : 1));
+	if (keys == NULL)
+	{
+		keys = (uint64_t *) pggpu_scratch_alloc(home, sizeof(uint64_t) * (*m > 0 ? *m : 1));
+		for (int64_t i = 0; keys != NULL && i < *m; i++)
+			keys[i] = pggpu_row_key(rows + i * d, 1, d);
+	}
 	sorted = (int64_t *) pggpu_scratch_alloc(home, sizeof(int64_t) * (*m > 0 ? *m : 1));
-	if (ks == NULL || sorted == NULL)
+	if (keys == NULL || sorted == NULL)
 	{
 		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 		goto done;
 	}
-	for (int64_t i = 0; i < *m; i++)
-	{
-		ks[i].key = keys ? keys[i] : pggpu_row_key(rows + i * d, 1, d);
-		ks[i].x = rows + i * d;
-		ks[i].i = i;
-	}
-	keyed_d = d;
-	qsort(ks, *m, sizeof(keyed), cmp_keyed);
-	for (int64_t i = 0; i < *m; i++)
-		sorted[i] = ks[i].i;
+	CHECK(pggpu_seed_order(home, keys, *m, rows, NULL, NULL, sorted, err));
 	*out = rows;
 	*order = sorted;
 	rows = NULL;
 	sorted = NULL;
 done:
-	pggpu_scratch_free(home, ks);
 	pggpu_scratch_free(home, keys);
 	pggpu_scratch_free(home, rows);
 	pggpu_scratch_free(home, sorted);
 	return st;
 }
 
-/* a set for the seeding rows, in order, on the home's backend (the CPU where the GPU has no room) */
+/* an empty set for m seeding rows on backend (on the home's GPU), with the home's settings */
 static pggpu_status
-seeding_set(pggpu_data *home, const double *rows, const int64_t *order, int64_t m, pggpu_data **out,
-			pggpu_error *err)
+seeding_open(pggpu_data *home, pggpu_backend backend, int64_t m, pggpu_data **out, pggpu_error *err)
 {
 	pggpu_data *sds = NULL;
-	pggpu_status st;
+	pggpu_status st = pggpu_data_open(&sds, backend, home->gpu_index, home->d, m, err);
 
 	*out = NULL;
-	st = pggpu_data_open(&sds, home->backend, home->gpu_index, home->d, m, err);
-	if (st == PGGPU_OK)
+	if (st != PGGPU_OK)
 	{
-		home->aux = sds;
-		st = pggpu_data_push_rows(sds, rows, order, m, err);
+		pggpu_data_close(sds);
+		return st;
 	}
+	home->aux = sds;			/* (closed with home after a longjmp) */
+	sds->threads = home->threads;
+	sds->pending = home->pending;
+	sds->interrupt = home->interrupt;
+	sds->interrupt_arg = home->interrupt_arg;
+	sds->poll_work = home->poll_work;
+	sds->metric = home->metric;
+	sds->double_only = home->double_only;
+	*out = sds;
+	return PGGPU_OK;
+}
+
+static void
+seeding_close(pggpu_data *home, pggpu_data *sds)
+{
+	home->aux = NULL;
+	pggpu_data_close(sds);
+}
+
+/*
+ * The seeding set on the home's backend: where the source can put its
+ * sample there itself (sample_set: one part where the set is, its GPU's
+ * memory not crossing the host), so; else its rows through the host, onto
+ * the CPU where the GPU has no room
+ */
+static pggpu_status
+seeding_set(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, pggpu_data **out,
+			pggpu_error *err)
+{
+	pggpu_data *home = src->home;
+	pggpu_data *sds = NULL;
+	double	   *rows = NULL;
+	int64_t    *order = NULL;
+	int64_t		m = 0;
+	pggpu_status st = PGGPU_OK;
+
+	*out = NULL;
+	if (src->sample_set)
+	{
+		double		rate = seeding_rate(src, p);
+
+		for (;;)
+		{
+			CHECK(seeding_open(home, home->backend, (int64_t) (rate * src->n) + 1, &sds, err));
+			st = src->sample_set(src->arg, seeding_seed(p), rate, sds, &m, err);
+			if (st != PGGPU_OK || m >= p->k || rate >= 1)
+				break;
+			seeding_close(home, sds);
+			sds = NULL;
+			rate = 1.0;
+		}
+		if (st == PGGPU_OK)
+		{
+			*out = sds;
+			return PGGPU_OK;
+		}
+		seeding_close(home, sds);
+		sds = NULL;
+		if (st != PGGPU_ERR_INVALID && st != PGGPU_ERR_GPU_MEMORY)
+			return st;
+		err->code = PGGPU_OK;	/* (the rows go through the host) */
+		err->msg[0] = '\0';
+	}
+	CHECK(seeding_rows(src, p, &rows, &order, &m, err));
+	st = seeding_open(home, home->backend, m, &sds, err);
+	if (st == PGGPU_OK)
+		st = pggpu_data_push_rows(sds, rows, order, m, err);
 	if (st == PGGPU_ERR_GPU_MEMORY && home->backend == PGGPU_BACKEND_GPU)
 	{
-		home->aux = NULL;
-		pggpu_data_close(sds);
+		seeding_close(home, sds);
 		sds = NULL;
-		if ((st = pggpu_data_open(&sds, PGGPU_BACKEND_CPU, 0, home->d, m, err)) == PGGPU_OK)
-		{
-			home->aux = sds;
+		if ((st = seeding_open(home, PGGPU_BACKEND_CPU, m, &sds, err)) == PGGPU_OK)
 			st = pggpu_data_push_rows(sds, rows, order, m, err);
-		}
 	}
-	if (sds)
+	if (st == PGGPU_OK)
 	{
-		sds->threads = home->threads;
-		sds->pending = home->pending;
-		sds->interrupt = home->interrupt;
-		sds->interrupt_arg = home->interrupt_arg;
-		sds->poll_work = home->poll_work;
-		sds->metric = home->metric;
-		sds->double_only = home->double_only;
+		*out = sds;
+		sds = NULL;
 	}
-	*out = sds;
+done:
+	if (sds)
+		seeding_close(home, sds);
+	pggpu_scratch_free(home, rows);
+	pggpu_scratch_free(home, order);
 	return st;
 }
 
@@ -188,18 +332,10 @@ seed_start(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int e, 
 {
 	pggpu_data *home = src->home;
 	pggpu_data *sds = NULL;
-	double	   *rows = NULL;
-	int64_t    *order = NULL;
-	int64_t		m = 0;
 	int			es = 0;
 	pggpu_status st = PGGPU_OK;
 
-	CHECK(seeding_rows(src, p, &rows, &order, &m, err));
-	CHECK(seeding_set(home, rows, order, m, &sds, err));
-	pggpu_scratch_free(home, rows);
-	pggpu_scratch_free(home, order);
-	rows = NULL;
-	order = NULL;
+	CHECK(seeding_set(src, p, &sds, err));
 	CHECK(pggpu_prepare_scale(sds, NULL, 0, &es, err));
 	CHECK(sds->ops->km_begin(sds, p->k, err));
 	sds->k = p->k;
@@ -219,10 +355,8 @@ seed_start(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int e, 
 	for (int64_t i = 0; i < (int64_t) p->k * home->d; i++)
 		C[i] = ldexp(C[i], e - es);
 done:
-	home->aux = NULL;
-	pggpu_data_close(sds);
-	pggpu_scratch_free(home, rows);
-	pggpu_scratch_free(home, order);
+	if (sds)
+		seeding_close(home, sds);
 	return st;
 }
 

@@ -639,6 +639,89 @@ local_sample(void *arg, uint64_t seed, double rate, double **rows, uint64_t **ke
 	return pggpu_parts_sample(lp->parts, lp->nparts, seed, rate, rows, keys, m, err);
 }
 
+/* a sample of one part: its rows' places in it */
+typedef struct part_sample
+{
+	pggpu_data *ds;
+	const int64_t *at;
+} part_sample;
+
+/* the values of sampled rows (places in the sample), caller's units: where keys tie */
+static pggpu_status
+sample_rows(void *arg, const int64_t *q, int64_t n, double *out, pggpu_error *err)
+{
+	part_sample *ps = (part_sample *) arg;
+	int64_t		rows[1024];		/* (a fetch a round trip: many rows at once) */
+
+	for (int64_t i0 = 0; i0 < n; i0 += 1024)
+	{
+		int			take = (int) (n - i0 < 1024 ? n - i0 : 1024);
+		pggpu_status st;
+
+		for (int i = 0; i < take; i++)
+			rows[i] = ps->at[q[i0 + i]];
+		if ((st = pggpu_data_get_rows(ps->ds, rows, take, out + i0 * ps->ds->d, err)) != PGGPU_OK)
+			return st;
+	}
+	return PGGPU_OK;
+}
+
+/*
+ * One part that holds its rows where the set is (a GPU's, copy_rows): its
+ * keys, the sample's places ordered (pggpu_seed_order), and a copy on the
+ * device, the rows scaled back to the caller's units
+ */
+static pggpu_status
+local_sample_set(void *arg, uint64_t seed, double rate, pggpu_data *set, int64_t *m, pggpu_error *err)
+{
+	local_parts *lp = (local_parts *) arg;
+	pggpu_data *ds = lp->parts[0];
+	uint64_t   *keys = NULL;
+	int64_t    *at = NULL,
+			   *order = NULL;
+	part_sample ps;
+	pggpu_status st = PGGPU_OK;
+
+	*m = 0;
+	if (lp->nparts != 1 || ds->parked || ds->n == 0 || ds->backend != set->backend ||
+		ds->gpu_index != set->gpu_index || set->ops->copy_rows == NULL ||
+		-ds->scale_e < -1022 || -ds->scale_e > 1023)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "the sample goes through the host");
+	keys = (uint64_t *) pggpu_scratch_alloc(ds, sizeof(uint64_t) * ds->n);
+	at = (int64_t *) pggpu_scratch_alloc(ds, sizeof(int64_t) * ds->n);
+	if (keys == NULL || at == NULL)
+	{
+		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+		goto done;
+	}
+	CHECK(ds->ops->keys(ds, keys, err));
+	for (int64_t i = 0; i < ds->n; i++)
+		if (rate >= 1.0 || pggpu_sampled(seed, (int64_t) keys[i], rate))
+		{
+			keys[*m] = keys[i];
+			at[(*m)++] = i;
+		}
+	if (*m == 0)
+		goto done;
+	order = (int64_t *) pggpu_scratch_alloc(ds, sizeof(int64_t) * *m);
+	if (order == NULL)
+	{
+		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+		goto done;
+	}
+	ps.ds = ds;
+	ps.at = at;
+	CHECK(pggpu_seed_order(ds, keys, *m, NULL, sample_rows, &ps, order, err));
+	for (int64_t i = 0; i < *m; i++)
+		order[i] = at[order[i]];
+	CHECK(set->ops->copy_rows(set, ds, order, *m, -ds->scale_e, err));
+done:
+	pggpu_scratch_free(ds, keys);
+	pggpu_scratch_free(ds, at);
+	pggpu_scratch_free(ds, order);
+	return st;
+}
+
 static pggpu_status
 local_farthest(void *arg, int m, int e, double *rows, double *d2, uint64_t *keys, int *got,
 			   pggpu_error *err)
@@ -671,6 +754,7 @@ pggpu_kmeans_parts(pggpu_data *const *parts, int nparts, const pggpu_kmeans_para
 	src.centroids = local_centroids;
 	src.counts = local_counts;
 	src.sample = local_sample;
+	src.sample_set = local_sample_set;
 	src.farthest = local_farthest;
 	src.arg = &lp;
 	st = pggpu_kmeans_over(&src, p, r, err);

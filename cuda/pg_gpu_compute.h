@@ -393,6 +393,12 @@ void		pggpu_scratch_free_all(pggpu_data *ds);
  * likewise where the source has them at hand (else *keys stays NULL and
  * the driver computes them).
  *
+ * sample_set (may be NULL): the rows sample would give, in the seeding
+ * set's order (by key, then value), put into set (open, empty, on the
+ * home's backend) in the caller's units without the host, *m of them;
+ * PGGPU_ERR_INVALID where the source cannot (its rows on another GPU,
+ * parked, in several parts): the driver then uses sample.
+ *
  * farthest: the m rows farthest from their centroids in the last step
  * (distance > 0; ties: the least key), best first: their values (fit units),
  * squared distances and keys; *got of them (fewer where fewer qualify).
@@ -412,6 +418,8 @@ typedef struct pggpu_kmeans_source
 	pggpu_status (*counts) (void *arg, int64_t *counts, pggpu_error *err);
 	pggpu_status (*sample) (void *arg, uint64_t seed, double rate, double **rows, uint64_t **keys,
 							int64_t *m, pggpu_error *err);
+	pggpu_status (*sample_set) (void *arg, uint64_t seed, double rate, pggpu_data *set, int64_t *m,
+								pggpu_error *err);
 	pggpu_status (*farthest) (void *arg, int m, int e, double *rows, double *dist2, uint64_t *keys,
 							  int *got, pggpu_error *err);
 	void	   *arg;

@@ -940,4 +940,5 @@ const pggpu_ops pggpu_cpu_ops = {
 	.keys = pggpu_cpu_keys,
 	.get_rows = pggpu_cpu_get_rows,
 	.km_trials = pggpu_cpu_km_trials,
+	.copy_rows = pggpu_cpu_copy_rows,
 };

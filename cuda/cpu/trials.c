@@ -34,6 +34,38 @@ pggpu_cpu_get_rows(pggpu_data *ds, const int64_t *rows, int64_t m, double *out, 
 	return PGGPU_OK;
 }
 
+/* see pggpu_ops: src's rows pushed into dst a tile at a time, both on the CPU */
+pggpu_status
+pggpu_cpu_copy_rows(pggpu_data *dst, pggpu_data *src, const int64_t *rows, int64_t m, int e,
+					pggpu_error *err)
+{
+	const double *X = src->backend == PGGPU_BACKEND_CPU ? pggpu_cpu_rows(src) : NULL;
+	int64_t		b = pggpu_data_batch_rows(dst);
+	int64_t		tile = (int64_t) 1 << src->log_b;
+	double		f = ldexp(1.0, e);
+
+	if (X == NULL || dst->n != 0 || src->d != dst->d || e < -1022 || e > 1023)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "rows cannot be copied from this data set to that one");
+	for (int64_t i0 = 0; i0 < m; i0 += b)
+	{
+		int64_t		take = m - i0 < b ? m - i0 : b;
+		double	   *buf = pggpu_data_batch(dst);
+		pggpu_status st;
+
+		for (int64_t t = 0; t < take; t++)
+		{
+			if (rows[i0 + t] < 0 || rows[i0 + t] >= src->n)
+				return pggpu_fail(err, PGGPU_ERR_INVALID, "row %lld is not in the data set",
+								  (long long) rows[i0 + t]);
+			for (int j = 0; j < dst->d; j++)
+				buf[j * b + t] = X[pggpu_at(rows[i0 + t], 0, src->d, src->log_b) + j * tile] * f;
+		}
+		if ((st = pggpu_data_push(dst, take, err)) != PGGPU_OK)
+			return st;
+	}
+	return PGGPU_OK;
+}
+
 typedef struct trials_job
 {
 	pggpu_data *ds;

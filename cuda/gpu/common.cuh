@@ -245,6 +245,8 @@ x_at(int64_t i, int j, int d, int log_b, bool rows)
 int			grid_for(gpu_state *s, int64_t work);
 pggpu_status fetch_stats(gpu_state *s, pggpu_error *err, bool mirrored = false);
 pggpu_status x_layout(pggpu_data *ds, bool rows, pggpu_error *err);
+/* X's room grown to at least tiles tiles, the rows kept */
+pggpu_status gpu_grow(pggpu_data *ds, int64_t tiles, pggpu_error *err);
 
 /* step.cu: the work between interrupt checks of a ranged pass (0: none) */
 double		step_range_work(const pggpu_data *ds);
@@ -287,6 +289,8 @@ pggpu_status gpu_km_trials(pggpu_data *ds, const uint64_t *keys, int m, int64_t 
 						   pggpu_error *err);
 pggpu_status gpu_km_greedy_steps(pggpu_data *ds, int c0, int c1, const uint64_t *keys, int m, int64_t *rows,
 								 int *done, pggpu_error *err);
+pggpu_status gpu_copy_rows(pggpu_data *dst, pggpu_data *src, const int64_t *rows, int64_t m, int e,
+						   pggpu_error *err);
 
 /* dataset.cu: park and unpark (see pggpu_ops) */
 pggpu_status gpu_park(pggpu_data *ds, pggpu_error *err);

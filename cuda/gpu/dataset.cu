@@ -177,8 +177,8 @@ gpu_batch(pggpu_data *ds)
 	return ST(ds)->stage[ST(ds)->cur];
 }
 
-static pggpu_status
-grow(pggpu_data *ds, int64_t tiles, pggpu_error *err)
+pggpu_status
+gpu_grow(pggpu_data *ds, int64_t tiles, pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
 	int64_t		tile_bytes = TILE(ds) * ds->d * (int64_t) sizeof(double);
@@ -242,7 +242,7 @@ gpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 		return st;
 	for (int j = 0; j < ds->d && nrows < b; j++)
 		memset(buf + j * b + nrows, 0, sizeof(double) * (b - nrows));
-	if (tile >= s->cap_tiles && (st = grow(ds, tile + 1, err)) != PGGPU_OK)
+	if (tile >= s->cap_tiles && (st = gpu_grow(ds, tile + 1, err)) != PGGPU_OK)
 		return st;
 	CU(cudaMemcpyAsync(s->X + tile * b * ds->d, buf, sizeof(double) * b * ds->d,
 					   cudaMemcpyHostToDevice, s->stream));
@@ -757,6 +757,7 @@ static const pggpu_ops gpu_ops = {
 	ON_GPU(gpu_get_rows),
 	ON_GPU(gpu_km_trials),
 	ON_GPU(gpu_km_greedy_steps),
+	ON_GPU(gpu_copy_rows),
 };
 
 extern "C" const pggpu_ops *const pggpu_gpu_ops = &gpu_ops;

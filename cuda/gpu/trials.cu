@@ -103,6 +103,61 @@ gpu_get_rows(pggpu_data *ds, const int64_t *rows, int64_t m, double *out, pggpu_
 	return PGGPU_OK;
 }
 
+/*
+ * dst's rows 0 .. m-1 (its tiles, column-major inside) := src's rows
+ * rows[t] times f, and the rest of the last tile 0 (as a push leaves it);
+ * a thread a value, t fastest: dst written in runs, src's rows gathered
+ */
+__global__ void
+copy_rows_kernel(const double *__restrict__ X, int d, int log_b, bool x_rows, const long long *rows,
+				 int64_t m, int64_t padded, double f, double *Y, int log_bd)
+{
+	for (int64_t q = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; q < padded * d;
+		 q += (int64_t) gridDim.x * blockDim.x)
+	{
+		int64_t		t = q % padded;
+		int			j = (int) (q / padded);
+
+		Y[pggpu_at(t, j, d, log_bd)] = t < m ? X[x_at(rows[t], j, d, log_b, x_rows)] * f : 0.0;
+	}
+}
+
+/* see pggpu_ops: a device-to-device gather on one GPU, dst empty */
+pggpu_status
+gpu_copy_rows(pggpu_data *dst, pggpu_data *src, const int64_t *rows, int64_t m, int e, pggpu_error *err)
+{
+	gpu_state  *s = ST(src);
+	gpu_state  *t = ST(dst);
+	int64_t		padded = (m + TILE(dst) - 1) / TILE(dst) * TILE(dst);
+	long long  *drows = NULL;
+	pggpu_status st;
+
+	if (dst->n != 0 || src->d != dst->d || s->dev != t->dev || e < -1022 || e > 1023 || m < 1)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "rows cannot be copied from this data set to that one");
+	for (int64_t i = 0; i < m; i++)
+		if (rows[i] < 0 || rows[i] >= src->n)
+			return pggpu_fail(err, PGGPU_ERR_INVALID, "row %lld is not in the data set", (long long) rows[i]);
+	if ((st = x_layout(dst, false, err)) != PGGPU_OK ||
+		(padded / TILE(dst) > t->cap_tiles && (st = gpu_grow(dst, padded / TILE(dst), err)) != PGGPU_OK))
+		return st;
+	/* (on src's stream: dst's X is not in use, src's may be) */
+	CU(cudaMallocAsync((void **) &drows, sizeof(long long) * m, s->stream));
+	static_assert(sizeof(long long) == sizeof(int64_t), "the rows as the caller has them");
+	if (cudaMemcpyAsync(drows, rows, sizeof(long long) * m, cudaMemcpyHostToDevice, s->stream) == cudaSuccess)
+	{
+		copy_rows_kernel<<<grid_for(s, padded * dst->d), BLOCK, 0, s->stream>>>(
+			s->X, src->d, src->log_b, s->x_rows, drows, m, padded, ldexp(1.0, e), t->X, dst->log_b);
+		(void) cudaPeekAtLastError();
+	}
+	(void) cudaFreeAsync(drows, s->stream);
+	CU(cudaGetLastError());
+	CU(cudaStreamSynchronize(s->stream));
+	dst->n = m;
+	t->xh_valid = false;
+	t->finished = m < padded;
+	return PGGPU_OK;
+}
+
 /* candidates measured at once a pass over a block's rows (registers) */
 #define TRIAL_CHUNK 8
 
