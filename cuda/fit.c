@@ -85,9 +85,10 @@ cmp_values(const void *a, const void *b)
 	const keyed *x = (const keyed *) a;
 	const keyed *y = (const keyed *) b;
 
+	/* (-0 before 0: rows equal as numbers but not in their bits are not interchangeable) */
 	for (int j = 0; j < keyed_d; j++)
-		if (x->x[j] != y->x[j])
-			return x->x[j] < y->x[j] ? -1 : 1;
+		if (x->x[j] != y->x[j] || signbit(x->x[j]) != signbit(y->x[j]))
+			return x->x[j] < y->x[j] || (x->x[j] == y->x[j] && signbit(x->x[j])) ? -1 : 1;
 	return x->i < y->i ? -1 : x->i > y->i;
 }
 

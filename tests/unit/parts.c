@@ -128,6 +128,87 @@ fit_one(const dataset *D, pggpu_backend be, pggpu_metric metric, const pggpu_kme
 	return CHECK(o->st == PGGPU_OK, "kmeans: %s", err.msg);
 }
 
+/* seed_order's fetch for rows NULL: the rows of a table (places are rows) */
+static pggpu_status
+order_fetch(void *arg, const int64_t *at, int64_t n, double *out, pggpu_error *err)
+{
+	const double *rows = (const double *) arg;
+
+	(void) err;
+	for (int64_t i = 0; i < n; i++)
+		memcpy(out + i * 3, rows + at[i] * 3, sizeof(double) * 3);
+	return PGGPU_OK;
+}
+
+/*
+ * The seeding set's order (pggpu_seed_order) is the rows' own: whatever
+ * order they come in, with their values at hand or fetched for ties only,
+ * the rows come out the same, bit for bit: duplicates, rows equal but for
+ * the sign of a zero, and different rows given one key (a hash collision)
+ */
+static void
+seed_order_checks(void)
+{
+	enum
+	{
+		M = 240, D = 3
+	};
+	pggpu_data *home = NULL;
+	pggpu_error err = {0};
+	double		rows[M * D],
+				perm[M * D],
+				want[M * D],
+				got[M * D];
+	uint64_t	keys[M],
+				pkeys[M];
+	int64_t		order[M];
+
+	if (pggpu_data_open(&home, PGGPU_BACKEND_CPU, 0, D, 0, &err) != PGGPU_OK)
+	{
+		CHECK(false, "seed order: a CPU data set: %s", err.msg);
+		return;
+	}
+	for (int i = 0; i < M; i++)
+	{
+		/* 12 patterns; pattern 5 with -0 in place of 0 every other time */
+		int			q = i % 12;
+
+		rows[i * D] = q == 5 ? ((i / 12) % 2 ? -0.0 : 0.0) : (double) q;
+		rows[i * D + 1] = q * 0.5 - 2;
+		rows[i * D + 2] = (double) (q % 3);
+		keys[i] = pggpu_row_key(rows + i * D, 1, D);
+	}
+	/* a collision: pattern 7's rows take pattern 8's key */
+	for (int i = 0; i < M; i++)
+		if (i % 12 == 7)
+			keys[i] = keys[8];
+	CHECK(pggpu_seed_order(home, keys, M, rows, NULL, NULL, order, &err) == PGGPU_OK, "seed order: %s", err.msg);
+	for (int i = 0; i < M; i++)
+		memcpy(want + i * D, rows + order[i] * D, sizeof(double) * D);
+	for (int t = 0; t < 3; t++)
+	{
+		/* the rows reversed, rotated, interleaved */
+		for (int i = 0; i < M; i++)
+		{
+			int			from = t == 0 ? M - 1 - i : t == 1 ? (i + 97) % M : (i * 7) % M;
+
+			memcpy(perm + i * D, rows + from * D, sizeof(double) * D);
+			pkeys[i] = keys[from];
+		}
+		for (int fetched = 0; fetched < 2; fetched++)
+		{
+			CHECK(pggpu_seed_order(home, pkeys, M, fetched ? NULL : perm, fetched ? order_fetch : NULL, perm,
+								   order, &err) == PGGPU_OK, "seed order: %s", err.msg);
+			for (int i = 0; i < M; i++)
+				memcpy(got + i * D, perm + order[i] * D, sizeof(double) * D);
+			CHECK(memcmp(got, want, sizeof(got)) == 0,
+				  "seed order: the rows in order %d, %s, come out as in the first order, bit for bit", t,
+				  fetched ? "ties fetched" : "values at hand");
+		}
+	}
+	pggpu_data_close(home);
+}
+
 /*
  * Parts give the fit of one set of all their rows: the same labels, sizes
  * and iterations, centroids and inertia within 1e-12 (the sums added in
@@ -152,6 +233,7 @@ test_parts(void)
 				again;
 	double	   *init;
 
+	seed_order_checks();
 	gen_blobs(&D, n, 5, k, 2.5, 31);
 	km_alloc(&one, n, k, D.d);
 	km_alloc(&many, n, k, D.d);
