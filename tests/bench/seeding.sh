@@ -21,7 +21,8 @@ if [ -n "${BEFORE:-}" ]; then
 fi
 # the quality rows: section quality, method, n (the seed), the ARI in seconds' place
 if [ -n "${PGHOST:-}" ]; then
-  LD_LIBRARY_PATH=${PYTHON_LD_LIBRARY_PATH:-${LD_LIBRARY_PATH:-}} PSQL_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} \
+  # (PSQL_ first: bash expands each prefix assignment after the ones before it)
+  PSQL_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-} LD_LIBRARY_PATH=${PYTHON_LD_LIBRARY_PATH:-${LD_LIBRARY_PATH:-}} \
     python3 "$here/seeding_quality.py" |
     awk -F'\t' -v OFS='\t' 'NR > 1 && $3 != "-" { print "quality", $2, $3, 0, 0, $4, $1 " (" $5 " s)" }' >>"$out" || true
 fi
