@@ -65,7 +65,7 @@ cuda/gpu/tc_resident.o: NVCC_FLAGS += -Xptxas -warn-spills,-Werror
 
 cuda/dataset.o cuda/matmul.o cuda/compute.o cuda/fit.o cuda/seed.o cuda/columns.o cuda/parts.o cuda/together.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/trials.o cuda/cpu/columns.o cuda/cpu/blocks.o cuda/cpu/gemm.o cuda/cpu/matmul.o cuda/gpu/stand_in.o: $(COMPUTE_H)
 cuda/cpu/kmeans.o cuda/cpu/gemm.o: cuda/cpu/gemm.h
-cuda/cpu/kmeans.o cuda/cpu/blocks.o: cuda/cpu/blocks.h
+cuda/cpu/kmeans.o cuda/cpu/trials.o cuda/cpu/blocks.o: cuda/cpu/blocks.h
 cuda/route.o: cuda/gpu/tc_shapes.h
 # every object of src/ (taken from OBJS, so a new file cannot be left out)
 $(filter src/%.o,$(OBJS)): src/pg_gpu.h src/compat.h cuda/pg_gpu_compute.h
