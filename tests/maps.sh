@@ -1,6 +1,8 @@
 #!/bin/bash
 # tests/maps.sh - docs/layout.md against the repository: every tracked file
-# under src/ and cuda/ must be named there in backquotes (`cuda/gpu/seed.cu`),
+# under src/, cuda/ and tests/unit/ must be named there in backquotes
+# (`cuda/gpu/seed.cu`; the headers of cuda/gpu/common.cuh and
+# tests/unit/main.c point here rather than keep lists of their own),
 # and every path it names in backquotes under src/, cuda/, tests/ or
 # extension/ must
 # exist (a file, or a folder ending in /).  Exits 1 and says what is wrong;
@@ -21,7 +23,7 @@ while IFS= read -r f; do
     echo "maps: $f is tracked but not named in $map"
     missing=$((missing + 1))
   fi
-done < <(git ls-files -- src cuda)
+done < <(git ls-files -- src cuda tests/unit)
 
 while IFS= read -r p; do
   case "$p" in

@@ -5,14 +5,9 @@
  * layout (x_at), and the functions one file of the backend calls in another.
  * CUDA C++ only.
  *
- * The backend's files: device.cu (the GPUs), dataset.cu (staging, layout,
- * the k-means state, the ops table), step.cu (one Lloyd step: the route that
- * route.c planned), lloyd.cu (the CUDA-core pass and the finalize kernels),
- * owned_update.cu (the update from given labels), seed.cu (k-means++;
- * draw.cuh, what it shares with trials.cu), trials.cu (the rows' keys,
- * greedy k-means++'s trials and its batched steps), the
- * tensor-core assignment (tc.cuh: tc_scan.cu, tc_resident.cu, tc_assign.cu),
- * columns.cu (standard scaling), matmul.cu (cuBLAS).
+ * The backend's files, a concern each, are listed with what each holds in
+ * docs/layout.md ("cuda/gpu/"), the one list: tests/maps.sh fails when a
+ * file is missing from it.
  *
  * Arithmetic matches cpu/kmeans.c: squared distances summed over columns in
  * order with __dsub_rn/__dmul_rn/__dadd_rn, which are never fused.

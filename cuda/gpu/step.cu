@@ -1,11 +1,12 @@
 /*
  * step.cu - one Lloyd step on the GPU (gpu_km_step): the launches of the
  * route that route.c planned (pggpu_plan_step, once per fit in
- * gpu_km_begin: s->route).  Labels by lloyd_kernel or the tensor cores
- * (tc_scan, tc_resident); sums in the same pass, or by owned_update_kernel
- * or lloyd_kernel from the labels; then the partial sums become centroids
- * (reduce_finalize_kernel, or finalize_kernel).  Three scalars come back to
- * the host per iteration.
+ * gpu_km_begin: s->route).  Labels by lloyd_kernel, the tensor cores
+ * (tc_scan, tc_resident) or a matrix product certified row by row
+ * (gemm_assign.cu: routes gemm, gemm_tf32); sums in the same pass, or by
+ * owned_update_kernel or lloyd_kernel from the labels; then the partial
+ * sums become centroids (reduce_finalize_kernel, or finalize_kernel).
+ * Three scalars come back to the host per iteration.
  */
 #include <cuda_runtime.h>
 

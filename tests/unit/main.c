@@ -1,8 +1,8 @@
 /*
  * tests/unit/unit_compute - unit tests of pg_gpu's compute layer (cuda/), without
  * PostgreSQL: main.c runs the sections of the files in tests/unit, one
- * subject each (kmeans.c, errors.c, interrupts.c, draw.c, matmul.c,
- * kernel_grid.c), on common.c's bookkeeping, data and references.
+ * subject each (listed in docs/layout.md, "tests/", which tests/maps.sh
+ * holds to the files), on common.c's bookkeeping, data and references.
  *
  *   tests/unit/unit_compute          the CI-sized grid (CPU; the GPU too if any)
  *   tests/unit/unit_compute --full   adds a heavier grid and the kernel grid (every
