@@ -837,21 +837,28 @@ def citusmm_section(path, base="."):
         "network; `b` crosses it once a node, the result once."])
 
 
+def borrowed_rows(path, recs, want):
+    """recs' rows that want picks, from path; where it has none, those of the newest other
+    seeding-*.tsv beside it that has some: (rows, the file they are from)"""
+    import glob
+    got = [r for r in recs if want(r)]
+    if got:
+        return got, path
+    for f in sorted(glob.glob(os.path.join(os.path.dirname(path), "seeding-*.tsv")), reverse=True):
+        got = [r for r in load(f) if want(r)] if f != path else []
+        if got:
+            return got, f
+    return [], path
+
+
 def seeding_section(path, base="."):
     """tests/bench/seeding.sh's TSV: seeding's time and inertia before and after, and its quality"""
     if path is None:
         return "Not measured here: `tests/bench/seeding.sh` makes its TSV on a GPU machine."
     recs = load(path)
-    before_src = path
-    if not any(r["method"].endswith("_before") for r in recs):
-        # (a run without BEFORE: 1.7's rows from the newest earlier run that has them, said so)
-        import glob
-        for f in sorted(glob.glob(os.path.join(os.path.dirname(path), "seeding-*.tsv")), reverse=True):
-            b = [r for r in load(f) if r["method"].endswith("_before")] if f != path else []
-            if b:
-                recs = recs + b
-                before_src = f
-                break
+    # (a run without BEFORE: 1.7's rows from the newest earlier run that has them, said so)
+    before, before_src = borrowed_rows(path, recs, lambda r: r["method"].endswith("_before"))
+    recs = recs + ([] if before_src == path else before)
     it = {(r["method"].endswith("_before"), r["d"], r["k"]): r["sec"] for r in recs
           if r["section"] == "kernel" and r["sec"] is not None}
     fits = {}
@@ -875,16 +882,8 @@ def seeding_section(path, base="."):
                      "%.0f %%" % (100 * v["seed"] / whole_gpu) if whole_gpu and "seed" in v else "—",
                      "%.6g" % v["inertia"] if "inertia" in v else "—",
                      "%.4f" % (v["inertia"] / base_inertia) if "inertia" in v and base_inertia else "—"])
-    q = [r for r in recs if r["section"] == "quality"]
-    qsrc = path
-    if not q:
-        # (a run without a server: the newest earlier run's quality rows, said so)
-        import glob
-        for f in sorted(glob.glob(os.path.join(os.path.dirname(path), "seeding-*.tsv")), reverse=True):
-            q = [r for r in load(f) if r["section"] == "quality"] if f != path else []
-            if q:
-                qsrc = f
-                break
+    # (a run without a server: the newest earlier run's quality rows, said so)
+    q, qsrc = borrowed_rows(path, recs, lambda r: r["section"] == "quality")
     qrows = [[r["note"].split(" (")[0], r["method"], r["n"], "%.4f" % r["sec"]] for r in q]
     return "\n".join([
         "From [`%s`](%s) (`tests/bench/seeding.sh`: `bench_kernel gpu -P` on embedding-like rows (cosine) "
