@@ -92,6 +92,13 @@ cmp_values(const void *a, const void *b)
 	return x->i < y->i ? -1 : x->i > y->i;
 }
 
+/* whether sorted pair i shares its key with a neighbour */
+static bool
+tied_key(const keyed *ks, int64_t m, int64_t i)
+{
+	return (i > 0 && ks[i].key == ks[i - 1].key) || (i + 1 < m && ks[i].key == ks[i + 1].key);
+}
+
 pggpu_status
 pggpu_seed_order(pggpu_data *home, const uint64_t *keys, int64_t m, const double *rows,
 				 pggpu_status (*fetch) (void *arg, const int64_t *at, int64_t n, double *out,
@@ -123,7 +130,7 @@ pggpu_seed_order(pggpu_data *home, const uint64_t *keys, int64_t m, const double
 		int64_t		tied = 0;
 
 		for (int64_t i = 0; i < m; i++)
-			tied += (i > 0 && ks[i].key == ks[i - 1].key) || (i + 1 < m && ks[i].key == ks[i + 1].key);
+			tied += tied_key(ks, m, i);
 		vals = (double *) pggpu_scratch_alloc(home, sizeof(double) * (tied > 0 ? tied : 1) * d);
 		at = (int64_t *) pggpu_scratch_alloc(home, sizeof(int64_t) * (tied > 0 ? tied : 1));
 		if (vals == NULL || at == NULL)
@@ -133,7 +140,7 @@ pggpu_seed_order(pggpu_data *home, const uint64_t *keys, int64_t m, const double
 		}
 		tied = 0;
 		for (int64_t i = 0; i < m; i++)
-			if ((i > 0 && ks[i].key == ks[i - 1].key) || (i + 1 < m && ks[i].key == ks[i + 1].key))
+			if (tied_key(ks, m, i))
 			{
 				ks[i].x = vals + tied * d;
 				at[tied++] = ks[i].i;

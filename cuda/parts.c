@@ -59,6 +59,18 @@ pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin, 
 	return PGGPU_OK;
 }
 
+/* the places of n rows whose keys the seeding sample (seed, rate) picks, in order, into at: how many */
+static int64_t
+sampled_places(const uint64_t *keys, int64_t n, uint64_t seed, double rate, int64_t *at)
+{
+	int64_t		m = 0;
+
+	for (int64_t i = 0; i < n; i++)
+		if (rate >= 1.0 || pggpu_sampled(seed, (int64_t) keys[i], rate))
+			at[m++] = i;
+	return m;
+}
+
 /*
  * The rows of the parts whose key pggpu_sampled(seed, key, rate) picks, in
  * part order, the caller's units: *m of them in *rows, and their keys in
@@ -93,9 +105,7 @@ pggpu_parts_sample(pggpu_data *const *parts, int nparts, uint64_t seed, double r
 			continue;
 		CHECK(pggpu_data_unpark(ds, err));
 		CHECK(pggpu_repark(ds, was, ds->ops->keys(ds, keys, err), err));
-		for (int64_t i = 0; i < ds->n; i++)
-			if (rate >= 1.0 || pggpu_sampled(seed, (int64_t) keys[i], rate))
-				idx[mp++] = i;
+		mp = sampled_places(keys, ds->n, seed, rate, idx);
 		grown = (double *) pggpu_scratch_realloc(parts[0], *rows, sizeof(double) * (*m + mp > 0 ? *m + mp : 1) * d);
 		if (grown != NULL)
 			*rows = grown;
@@ -695,12 +705,9 @@ local_sample_set(void *arg, uint64_t seed, double rate, pggpu_data *set, int64_t
 		goto done;
 	}
 	CHECK(ds->ops->keys(ds, keys, err));
-	for (int64_t i = 0; i < ds->n; i++)
-		if (rate >= 1.0 || pggpu_sampled(seed, (int64_t) keys[i], rate))
-		{
-			keys[*m] = keys[i];
-			at[(*m)++] = i;
-		}
+	*m = sampled_places(keys, ds->n, seed, rate, at);
+	for (int64_t i = 0; i < *m; i++)
+		keys[i] = keys[at[i]];	/* (at[i] >= i) */
 	if (*m == 0)
 		goto done;
 	order = (int64_t *) pggpu_scratch_alloc(ds, sizeof(int64_t) * *m);
