@@ -53,6 +53,11 @@ struct pggpu_data
 	/* a data set the driver made for this one's algorithm (k-means||'s
 	 * candidates), closed with it for the same reason; NULL: none */
 	pggpu_data *aux;
+	/* the sums and counts a step over parts adds (pggpu_parts_step), kept
+	 * from step to step (fresh pages each step cost more than the adding);
+	 * freed on close */
+	void	   *step_space;
+	size_t		step_space_bytes;
 	/* the caller's interrupt callback (pggpu_data_set_interrupts, or
 	 * pggpu_kmeans's while it runs), else NULL: a backend may call it inside
 	 * long passes over the rows (it may longjmp, so nothing may be held then
@@ -208,12 +213,24 @@ typedef struct pggpu_ops
 
 	/*
 	 * Optional (NULL: the rows go through the host): dst (empty, this
-	 * backend's, on src's GPU) gets src's rows rows[0..m-1] as src holds
-	 * them times 2^e (2^e a normal double), in that order, as if pushed;
-	 * PGGPU_ERR_INVALID where it cannot.  Called through dst's ops.
+	 * backend's) gets, for t = 0..m-1 in that order, the row rows[t] of
+	 * srcs[which[t]] (which NULL: of srcs[0]) as that source holds it, times
+	 * 2^e[which[t]] (a normal double), as if pushed.  The sources are this
+	 * backend's and not parked; on the GPU they may lie on other GPUs than
+	 * dst (their rows come by peer copies).  PGGPU_ERR_INVALID where it
+	 * cannot.  Called through dst's ops.
 	 */
-	pggpu_status (*copy_rows) (pggpu_data *dst, pggpu_data *src, const int64_t *rows, int64_t m, int e,
-							   pggpu_error *err);
+	pggpu_status (*copy_rows) (pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *which,
+							   const int64_t *rows, int64_t m, const int *e, pggpu_error *err);
+
+	/*
+	 * After a step with update: the sums of its rows by cluster (k x d, as
+	 * the rows are held; 0 where none) and their counts, as the step added
+	 * them (its centroids are the one over the other), so that a holder of
+	 * several parts adds sums, not means times counts; PGGPU_ERR_INVALID
+	 * after any other step.
+	 */
+	pggpu_status (*km_sums) (pggpu_data *ds, double *sums, int64_t *counts, pggpu_error *err);
 } pggpu_ops;
 
 /* greedy k-means++'s trials a step at most */
@@ -237,8 +254,8 @@ pggpu_status pggpu_cpu_km_trials(pggpu_data *ds, const uint64_t *keys, int m, in
 pggpu_status pggpu_cpu_keys(pggpu_data *ds, uint64_t *keys, pggpu_error *err);
 pggpu_status pggpu_cpu_get_rows(pggpu_data *ds, const int64_t *rows, int64_t m, double *out,
 								pggpu_error *err);
-pggpu_status pggpu_cpu_copy_rows(pggpu_data *dst, pggpu_data *src, const int64_t *rows, int64_t m, int e,
-								 pggpu_error *err);
+pggpu_status pggpu_cpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *which,
+								 const int64_t *rows, int64_t m, const int *e, pggpu_error *err);
 pggpu_status pggpu_cpu_trials(pggpu_data *ds, const double *dist2, const double *rw,
 							  const int64_t *rows, int m, double *pot, pggpu_error *err);
 
@@ -248,6 +265,7 @@ int			pggpu_gpu_count_impl(pggpu_error *err);
 pggpu_status pggpu_gpu_info_impl(int index, pggpu_device_info *out,
 								 pggpu_error *err);
 int			pggpu_gpu_list_impl(int *usable, int max, int *total, pggpu_error *err);
+void		pggpu_gpu_start_impl(int gpu);
 
 /* ---- matrix products (cpu/matmul.c, gpu/matmul.cu) ----------------------- */
 
@@ -297,6 +315,18 @@ pggpu_status pggpu_gpu_mm_run(pggpu_matmul *mm, const pggpu_matmul_params *p,
 							  const void *a, const void *b, void *c,
 							  pggpu_matmul_info *info, pggpu_error *err);
 void		pggpu_gpu_mm_close(pggpu_matmul *mm);
+/*
+ * A product split over workspaces on GPUs that each keep all of b: each
+ * copies its rows lo .. hi-1 of b from the host (stage_b: PGGPU_ERR_INVALID
+ * where b would not stay whole), then workspace i the others' rows from
+ * their GPUs (gather_b, the rows cuts[j] .. cuts[j+1]-1 of each j, cols
+ * elements of es bytes a row); i's next run uses that b.  stage_b with b
+ * NULL forgets it (the split does so once its runs are over).
+ */
+pggpu_status pggpu_gpu_mm_stage_b(pggpu_matmul *mm, const pggpu_matmul_params *p, const void *b, int64_t lo,
+								  int64_t hi, pggpu_error *err);
+pggpu_status pggpu_gpu_mm_gather_b(pggpu_matmul *const *mms, int n, int i, const int64_t *cuts, int64_t cols,
+								   int64_t es, pggpu_error *err);
 
 /* the CPU side (cpu/matmul.c): OpenBLAS's product in blocks of rows */
 pggpu_status pggpu_cpu_mm_run(const pggpu_matmul_params *p, const void *a, const void *b, void *c,
@@ -319,8 +349,9 @@ typedef void (*pggpu_job_fn) (void *arg, int i, pggpu_stop *stop);
 /*
  * job(arg, i, stop) for i = 0 .. n-1 at once, a thread each, all signals
  * blocked in them; meanwhile the calling thread polls pending (may be NULL)
- * every 0.2 ms and sets stop when it says so.  Returns when every job has
- * ended.  The jobs must not call the caller's interrupt callback.
+ * at least every millisecond and sets stop when it says so.  Returns as
+ * soon as every job has ended.  The jobs must not call the caller's
+ * interrupt callback.
  */
 void		pggpu_run_together(pggpu_job_fn job, void *arg, int n, pggpu_pending_fn pending,
 							   pggpu_stop *stop);

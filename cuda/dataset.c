@@ -67,6 +67,22 @@ pggpu_gpu_list(int *usable, int max, int *total, pggpu_error *err)
 	return pggpu_gpu_list_impl(usable, max, total, err);
 }
 
+static void
+start_job(void *arg, int i, pggpu_stop *stop)
+{
+	(void) stop;
+	pggpu_gpu_start_impl(((const int *) arg)[i]);
+}
+
+void
+pggpu_gpus_start(const int *gpus, int n)
+{
+	pggpu_stop	stop;
+
+	if (pggpu_gpu_ops != NULL && n > 1)
+		pggpu_run_together(start_job, (void *) gpus, n, NULL, &stop);
+}
+
 pggpu_status
 pggpu_gpu_info(int index, pggpu_device_info *out, pggpu_error *err)
 {
@@ -303,6 +319,7 @@ pggpu_data_close(pggpu_data *ds)
 	pggpu_data_close(ds->aux);
 	ds->ops->close(ds);
 	pggpu_scratch_free_all(ds);
+	free(ds->step_space);
 	free(ds);
 }
 

@@ -203,6 +203,70 @@ split_job(void *arg, int i, pggpu_stop *stop)
 	split_share((split *) arg, i, stop);
 }
 
+/* b staged by the workspaces together: its rows cut in as many parts, the cuts */
+typedef struct staging
+{
+	split	   *sp;
+	int			n;
+	int64_t		cuts[PGGPU_MAX_THREADS + 1];
+	pggpu_status st[PGGPU_MAX_THREADS];
+} staging;
+
+/* workspace i: its part of b from the host (its plan for its own rows of a) */
+static void
+stage_job(void *arg, int i, pggpu_stop *stop)
+{
+	staging    *sg = (staging *) arg;
+	pggpu_matmul_params q = *sg->sp->p;
+
+	(void) stop;
+	q.m = sg->sp->first[i + 1] - sg->sp->first[i];
+	sg->st[i] = pggpu_gpu_mm_stage_b(sg->sp->mms[i], &q, sg->sp->b, sg->cuts[i], sg->cuts[i + 1],
+									 &sg->sp->errs[i]);
+}
+
+/* workspace i: the other parts of b from the other workspaces' GPUs */
+static void
+gather_job(void *arg, int i, pggpu_stop *stop)
+{
+	staging    *sg = (staging *) arg;
+
+	(void) stop;
+	sg->st[i] = pggpu_gpu_mm_gather_b(sg->sp->mms, sg->n, i, sg->cuts, sg->sp->p->n,
+									  sg->sp->p->dtype == PGGPU_FLOAT64 ? 8 : 4, &sg->sp->errs[i]);
+}
+
+/*
+ * Workspaces on GPUs that each keep all of b: each copies 1/n of b from the
+ * host and the rest from the others' GPUs (NVLink where there is one), so
+ * that the host's links carry b once, not once a GPU.  False where it does
+ * not apply or fails: then each copies all of b itself, as alone.
+ */
+static bool
+stage_shared_b(split *sp, int n)
+{
+	staging		sg;
+	pggpu_stop	stop;
+	bool		ok = true;
+
+	sg.sp = sp;
+	sg.n = n;
+	for (int i = 0; i <= n; i++)
+		sg.cuts[i] = sp->p->k * i / n;
+	pggpu_run_together(stage_job, &sg, n, NULL, &stop);
+	for (int i = 0; i < n; i++)
+		ok &= sg.st[i] == PGGPU_OK;
+	if (ok)
+	{
+		pggpu_run_together(gather_job, &sg, n, NULL, &stop);
+		for (int i = 0; i < n; i++)
+			ok &= sg.st[i] == PGGPU_OK;
+	}
+	for (int i = 0; i < n; i++)
+		memset(&sp->errs[i], 0, sizeof(pggpu_error));
+	return ok;
+}
+
 pggpu_status
 pggpu_matmul_run_split(pggpu_matmul *const *mms, int n, const pggpu_matmul_params *p,
 					   const void *a, const void *b, void *c, pggpu_matmul_info *info,
@@ -239,7 +303,13 @@ pggpu_matmul_run_split(pggpu_matmul *const *mms, int n, const pggpu_matmul_param
 	{
 		pggpu_stop	stop;
 
+		/* (b shared where every workspace has rows: one of a's rows at least each) */
+		if (p->m >= n && p->n * p->k >= (int64_t) 1 << 20)
+			(void) stage_shared_b(&sp, n);
 		pggpu_run_together(split_job, &sp, n, p->pending, &stop);
+		/* (b staged is this call's: no later product may find it, whatever ended this one) */
+		for (int i = 0; i < n; i++)
+			(void) pggpu_gpu_mm_stage_b(mms[i], p, NULL, 0, 0, NULL);
 		/* an interrupt seen pending: the callback here (it may longjmp) */
 		if (pggpu_stopped(&stop) && p->check_interrupts)
 			p->check_interrupts(p->interrupt_arg);

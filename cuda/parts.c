@@ -21,7 +21,7 @@
 #define CHECK(expr) do { if ((st = (expr)) != PGGPU_OK) goto done; } while (0)
 
 pggpu_status
-pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin, double *means,
+pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin, double *sums,
 					 int64_t *counts, double *inertia, int64_t *changed, pggpu_error *err)
 {
 	const pggpu_ops *ops = ds->ops;
@@ -33,8 +33,8 @@ pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin, 
 	memset(counts, 0, sizeof(int64_t) * k);
 	*inertia = 0;
 	*changed = 0;
-	if (means)
-		memcpy(means, C, sizeof(double) * k * ds->d);
+	if (sums)
+		memset(sums, 0, sizeof(double) * k * ds->d);
 	if (ds->n == 0)
 		return PGGPU_OK;
 	if (!begin && ds->k != k)
@@ -48,11 +48,10 @@ pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin, 
 			return st;
 		ds->k = k;
 	}
-	/* labels by C, and with means each cluster's mean of its rows (C's where none) */
+	/* labels by C, and with sums each cluster's sum of its rows, as the step added them */
 	if ((st = ops->km_put_centroids(ds, C, err)) != PGGPU_OK ||
-		(st = ops->km_step(ds, means != NULL, &sst, err)) != PGGPU_OK ||
-		(st = ops->km_counts(ds, counts, err)) != PGGPU_OK ||
-		(means && (st = ops->km_get_centroids(ds, means, err)) != PGGPU_OK))
+		(st = ops->km_step(ds, sums != NULL, &sst, err)) != PGGPU_OK ||
+		(st = sums ? ops->km_sums(ds, sums, counts, err) : ops->km_counts(ds, counts, err)) != PGGPU_OK)
 		return st;
 	*inertia = sst.inertia;
 	*changed = sst.changed;
@@ -219,8 +218,9 @@ typedef struct share
 {
 	double	   *sums;
 	int64_t    *counts;
-	double	   *psums;			/* a part's, before it is added */
+	double	   *psums;			/* a part's after the first, before it is added */
 	int64_t    *pcounts;
+	bool		some;			/* sums and counts hold a part's (else nothing yet) */
 	double		inertia;
 	int64_t		changed;
 	int			next;			/* the group's next part to do (nparts: all done) */
@@ -278,24 +278,23 @@ step_group(step_work *w, int g, pggpu_stop *stop)
 
 		if (next_was)
 			st = pggpu_data_unpark(parts[nx], &sh->err);
+		/* (the group's first part's sums go straight to the group's: 0 plus them) */
 		if (st == PGGPU_OK)
-			st = pggpu_kmeans_partial(parts[pi], w->C, k, w->e, w->begin, w->update ? sh->psums : NULL,
-									  sh->pcounts, &pin, &pch, &sh->err);
+			st = pggpu_kmeans_partial(parts[pi], w->C, k, w->e, w->begin,
+									  w->update ? (sh->some ? sh->psums : sh->sums) : NULL,
+									  sh->some ? sh->pcounts : sh->counts, &pin, &pch, &sh->err);
 		if (st == PGGPU_OK && w->labels && parts[pi]->n > 0)
 			st = parts[pi]->ops->km_fetch(parts[pi], w->labels + w->offs[pi], NULL, &sh->err);
 		if ((sh->st = pggpu_repark(parts[pi], was, st, &sh->err)) != PGGPU_OK)
 			break;
-		/* a part's sums: its means times its counts */
-		for (int c = 0; c < k && w->update; c++)
-			for (int j = 0; j < parts[0]->d; j++)
-			{
-				int64_t		i = (int64_t) c * parts[0]->d + j;
-
-				if (sh->pcounts[c] > 0)
-					sh->sums[i] = PGGPU_ADD(sh->sums[i], PGGPU_MUL(sh->psums[i], (double) sh->pcounts[c]));
-			}
-		for (int c = 0; c < k; c++)
-			sh->counts[c] += sh->pcounts[c];
+		if (sh->some)
+		{
+			for (int64_t i = 0; w->update && i < (int64_t) k * parts[0]->d; i++)
+				sh->sums[i] = PGGPU_ADD(sh->sums[i], sh->psums[i]);
+			for (int c = 0; c < k; c++)
+				sh->counts[c] += sh->pcounts[c];
+		}
+		sh->some = true;
 		sh->inertia += pin;
 		sh->changed += pch;
 		sh->next = pi = nx;
@@ -355,6 +354,44 @@ several_gpus(pggpu_data *const *parts, int nparts)
 	return false;
 }
 
+/* the groups' sums added into sums (zeros), a slice of its k d elements at a time */
+typedef struct add_work
+{
+	step_work  *w;
+	int			ngroups;
+	double	   *sums;
+	int64_t		kd;
+	int			nslices;
+} add_work;
+
+/* (an add of a few k d elements a thread is not worth its thread) */
+#define ADD_THREADS_MIN 1048576.0
+
+static void
+add_slice(add_work *aw, int i, int nslices)
+{
+	int64_t		lo = aw->kd * i / nslices,
+				hi = aw->kd * (i + 1) / nslices;
+
+	for (int g = 0; g < aw->ngroups; g++)
+	{
+		const double *gs = aw->w->shares[g].sums;
+
+		if (aw->w->shares[g].some)
+			for (int64_t e = lo; e < hi; e++)
+				aw->sums[e] = PGGPU_ADD(aw->sums[e], gs[e]);
+	}
+}
+
+static void
+add_slice_job(void *arg, int i, pggpu_stop *stop)
+{
+	add_work   *aw = (add_work *) arg;
+
+	(void) stop;
+	add_slice(aw, i, aw->nslices);
+}
+
 pggpu_status
 pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, int e, bool begin,
 				 double *sums, int64_t *counts, double *inertia, int64_t *changed,
@@ -386,14 +423,21 @@ pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, i
 	ngroups = step_groups(parts, nparts, group);
 	for (int pi = 0; pi < nparts; pi++)
 		offs[pi] = pi == 0 ? 0 : offs[pi - 1] + parts[pi - 1]->n;
-	/* a group's share: its sums and counts, and a part's */
+	/* a group's share: its sums and counts, and a part's (kept in the home set from step to step) */
 	per = sizeof(share) + 2 * (sizeof(double) * k * d + sizeof(int64_t) * k);
-	if ((acc = (char *) pggpu_scratch_alloc(parts[0], per * ngroups)) == NULL)
+	if (per * ngroups > parts[0]->step_space_bytes)
 	{
-		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
-		goto done;
+		free(parts[0]->step_space);
+		parts[0]->step_space_bytes = 0;
+		if ((parts[0]->step_space = malloc(per * ngroups)) == NULL)
+		{
+			st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+			goto done;
+		}
+		parts[0]->step_space_bytes = per * ngroups;
 	}
-	memset(acc, 0, per * ngroups);
+	acc = (char *) parts[0]->step_space;
+	memset(acc, 0, sizeof(share) * ngroups);
 	w.shares = (share *) acc;
 	w.offs = offs;
 	w.group = group;
@@ -450,10 +494,24 @@ pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, i
 			}
 		}
 	}
+	/* (the groups' sums: each element in group order, in slices a thread each where they are many) */
+	if (st == PGGPU_OK && sums)
+	{
+		add_work	aw = {&w, ngroups, sums, (int64_t) k * d, ngroups};
+
+		if (ngroups > 1 && (double) k * d * ngroups >= ADD_THREADS_MIN)
+		{
+			pggpu_stop	stop;
+
+			pggpu_run_together(add_slice_job, &aw, aw.nslices, NULL, &stop);
+		}
+		else
+			add_slice(&aw, 0, 1);
+	}
 	for (int g = 0; g < ngroups && st == PGGPU_OK; g++)
 	{
-		for (int64_t i = 0; sums && i < (int64_t) k * d; i++)
-			sums[i] = PGGPU_ADD(sums[i], w.shares[g].sums[i]);
+		if (!w.shares[g].some)
+			continue;			/* (a group of empty parts only: nothing) */
 		for (int c = 0; c < k; c++)
 			counts[c] += w.shares[g].counts[c];
 		*inertia += w.shares[g].inertia;
@@ -461,7 +519,6 @@ pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, i
 	}
 done:
 	pggpu_scratch_free(parts[0], book);
-	pggpu_scratch_free(parts[0], acc);
 	return st;
 }
 
@@ -649,83 +706,158 @@ local_sample(void *arg, uint64_t seed, double rate, double **rows, uint64_t **ke
 	return pggpu_parts_sample(lp->parts, lp->nparts, seed, rate, rows, keys, m, err);
 }
 
-/* a sample of one part: its rows' places in it */
-typedef struct part_sample
+/* a sampled row: its part and its place there */
+typedef struct sampled
 {
-	pggpu_data *ds;
-	const int64_t *at;
-} part_sample;
+	int64_t		at;
+	int			part;
+} sampled;
+
+/* the parts and their sample, for sample_rows */
+typedef struct parts_sample
+{
+	pggpu_data *const *parts;
+	const sampled *smp;
+} parts_sample;
 
 /* the values of sampled rows (places in the sample), caller's units: where keys tie */
 static pggpu_status
 sample_rows(void *arg, const int64_t *q, int64_t n, double *out, pggpu_error *err)
 {
-	part_sample *ps = (part_sample *) arg;
-	int64_t		rows[1024];		/* (a fetch a round trip: many rows at once) */
+	parts_sample *ps = (parts_sample *) arg;
+	int64_t		rows[1024];		/* (a fetch a round trip: a run of rows of one part at once) */
 
-	for (int64_t i0 = 0; i0 < n; i0 += 1024)
+	for (int64_t i0 = 0; i0 < n;)
 	{
-		int			take = (int) (n - i0 < 1024 ? n - i0 : 1024);
+		int			p = ps->smp[q[i0]].part;
+		int			take = 0;
+		pggpu_data *ds = ps->parts[p];
 		pggpu_status st;
 
-		for (int i = 0; i < take; i++)
-			rows[i] = ps->at[q[i0 + i]];
-		if ((st = pggpu_data_get_rows(ps->ds, rows, take, out + i0 * ps->ds->d, err)) != PGGPU_OK)
+		while (i0 + take < n && take < 1024 && ps->smp[q[i0 + take]].part == p)
+		{
+			rows[take] = ps->smp[q[i0 + take]].at;
+			take++;
+		}
+		if ((st = pggpu_data_get_rows(ds, rows, take, out + i0 * ds->d, err)) != PGGPU_OK)
 			return st;
+		i0 += take;
 	}
 	return PGGPU_OK;
 }
 
 /*
- * One part that holds its rows where the set is (a GPU's, copy_rows): its
- * keys, the sample's places ordered (pggpu_seed_order), and a copy on the
- * device, the rows scaled back to the caller's units
+ * Parts that hold their rows where the backend can copy them to the set
+ * (copy_rows: on the CPU, or on GPUs, not parked): their keys, the sample's
+ * places ordered (pggpu_seed_order), and a copy on the set's device (from
+ * other GPUs by peer copies), the rows scaled back to the caller's units
  */
 static pggpu_status
 local_sample_set(void *arg, uint64_t seed, double rate, pggpu_data *set, int64_t *m, pggpu_error *err)
 {
 	local_parts *lp = (local_parts *) arg;
-	pggpu_data *ds = lp->parts[0];
-	uint64_t   *keys = NULL;
-	int64_t    *at = NULL,
-			   *order = NULL;
-	part_sample ps;
+	pggpu_data *home = lp->parts[0];
+	int			np = lp->nparts;
+	int64_t		most = 1,
+				cap = 0;
+	uint64_t   *keys = NULL,
+			   *skeys = NULL;
+	sampled    *smp = NULL;
+	int64_t    *order = NULL;
+	int		   *es = NULL,
+			   *which = NULL;
+	parts_sample ps;
 	pggpu_status st = PGGPU_OK;
 
 	*m = 0;
-	if (lp->nparts != 1 || ds->parked || ds->n == 0 || ds->backend != set->backend ||
-		ds->gpu_index != set->gpu_index || set->ops->copy_rows == NULL ||
-		-ds->scale_e < -1022 || -ds->scale_e > 1023)
+	if (set->ops->copy_rows == NULL || np > PGGPU_MAX_THREADS)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "the sample goes through the host");
-	keys = (uint64_t *) pggpu_scratch_alloc(ds, sizeof(uint64_t) * ds->n);
-	at = (int64_t *) pggpu_scratch_alloc(ds, sizeof(int64_t) * ds->n);
-	if (keys == NULL || at == NULL)
+	for (int pi = 0; pi < np; pi++)
+	{
+		pggpu_data *ds = lp->parts[pi];
+
+		if (ds->parked || ds->backend != set->backend || -ds->scale_e < -1022 || -ds->scale_e > 1023)
+			return pggpu_fail(err, PGGPU_ERR_INVALID, "the sample goes through the host");
+		most = ds->n > most ? ds->n : most;
+	}
+	keys = (uint64_t *) pggpu_scratch_alloc(home, sizeof(uint64_t) * most);
+	es = (int *) pggpu_scratch_alloc(home, sizeof(int) * np);
+	if (keys == NULL || es == NULL)
 	{
 		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 		goto done;
 	}
-	CHECK(ds->ops->keys(ds, keys, err));
-	*m = sampled_places(keys, ds->n, seed, rate, at);
-	for (int64_t i = 0; i < *m; i++)
-		keys[i] = keys[at[i]];	/* (at[i] >= i) */
+	for (int pi = 0; pi < np; pi++)
+	{
+		pggpu_data *ds = lp->parts[pi];
+		int64_t		mp = 0;
+
+		es[pi] = -ds->scale_e;
+		if (ds->n == 0)
+			continue;
+		CHECK(ds->ops->keys(ds, keys, err));
+		for (int64_t i = 0; i < ds->n; i++)
+			mp += rate >= 1.0 || pggpu_sampled(seed, (int64_t) keys[i], rate);
+		if (*m + mp > cap)
+		{
+			int64_t		want = *m + mp > 2 * cap ? *m + mp : 2 * cap;
+			uint64_t   *kg = (uint64_t *) (skeys ? pggpu_scratch_realloc(home, skeys, sizeof(uint64_t) * want)
+										   : pggpu_scratch_alloc(home, sizeof(uint64_t) * want));
+			sampled    *sg = kg == NULL ? NULL :
+				(sampled *) (smp ? pggpu_scratch_realloc(home, smp, sizeof(sampled) * want)
+							 : pggpu_scratch_alloc(home, sizeof(sampled) * want));
+
+			skeys = kg ? kg : skeys;
+			smp = sg ? sg : smp;
+			if (sg == NULL)
+			{
+				st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+				goto done;
+			}
+			cap = want;
+		}
+		for (int64_t i = 0; i < ds->n; i++)
+			if (rate >= 1.0 || pggpu_sampled(seed, (int64_t) keys[i], rate))
+			{
+				skeys[*m] = keys[i];
+				smp[*m].at = i;
+				smp[*m].part = pi;
+				++*m;
+			}
+	}
 	if (*m == 0)
 		goto done;
-	order = (int64_t *) pggpu_scratch_alloc(ds, sizeof(int64_t) * *m);
+	pggpu_scratch_free(home, keys);
+	keys = NULL;
+	order = (int64_t *) pggpu_scratch_alloc(home, sizeof(int64_t) * *m);
 	if (order == NULL)
 	{
 		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 		goto done;
 	}
-	ps.ds = ds;
-	ps.at = at;
-	CHECK(pggpu_seed_order(ds, keys, *m, NULL, sample_rows, &ps, order, err));
+	ps.parts = lp->parts;
+	ps.smp = smp;
+	CHECK(pggpu_seed_order(home, skeys, *m, NULL, sample_rows, &ps, order, err));
+	/* the rows in that order: each one's part, and its place there (in order's room) */
+	which = (int *) pggpu_scratch_alloc(home, sizeof(int) * *m);
+	if (which == NULL)
+	{
+		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+		goto done;
+	}
 	for (int64_t i = 0; i < *m; i++)
-		order[i] = at[order[i]];
-	CHECK(set->ops->copy_rows(set, ds, order, *m, -ds->scale_e, err));
+	{
+		which[i] = smp[order[i]].part;
+		order[i] = smp[order[i]].at;
+	}
+	CHECK(set->ops->copy_rows(set, lp->parts, np, which, order, *m, es, err));
 done:
-	pggpu_scratch_free(ds, keys);
-	pggpu_scratch_free(ds, at);
-	pggpu_scratch_free(ds, order);
+	pggpu_scratch_free(home, keys);
+	pggpu_scratch_free(home, which);
+	pggpu_scratch_free(home, skeys);
+	pggpu_scratch_free(home, smp);
+	pggpu_scratch_free(home, order);
+	pggpu_scratch_free(home, es);
 	return st;
 }
 

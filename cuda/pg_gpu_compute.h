@@ -88,6 +88,13 @@ pggpu_status pggpu_gpu_info(int index, pggpu_device_info *out, pggpu_error *err)
  * total: the GPUs CUDA sees, usable or not.  Makes no CUDA context.
  */
 int			pggpu_gpu_list(int *usable, int max, int *total, pggpu_error *err);
+/*
+ * The CUDA contexts of n GPUs made at once, a thread a GPU (the first use of
+ * a GPU in a process costs a context's making, a few hundred milliseconds:
+ * made in turn, several GPUs would cost their sum); errors are left for the
+ * GPUs' first real use to report.  Nothing without CUDA.
+ */
+void		pggpu_gpus_start(const int *gpus, int n);
 
 /* ---- data sets ---------------------------------------------------------- */
 
@@ -472,13 +479,13 @@ int			pggpu_farthest_slot(double *d2, uint64_t *keys, void *extra, size_t size, 
 
 /*
  * One part's share of a Lloyd iteration: its rows (held at 2^e times as
- * pushed) labelled by the k centroids C (fit units), with means (else NULL)
- * each cluster's mean of its rows (C's where none), their counts; the
- * labelling's inertia and the rows whose label changed since the last call
- * (begin: a new state, every row counts as changed).
+ * pushed) labelled by the k centroids C (fit units), with sums (else NULL)
+ * each cluster's sum of its rows (fit units, 0 where none), their counts;
+ * the labelling's inertia and the rows whose label changed since the last
+ * call (begin: a new state, every row counts as changed).
  */
 pggpu_status pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin,
-								  double *means, int64_t *counts, double *inertia,
+								  double *sums, int64_t *counts, double *inertia,
 								  int64_t *changed, pggpu_error *err);
 
 /*

@@ -80,6 +80,7 @@ typedef struct cpu_state
 	double	   *rw;				/* km_weights, or NULL */
 	cpu_gemm	gemm;			/* the GEMM route (gemm.ob NULL: off) */
 	bool		gemm_tried;		/* since km_begin */
+	bool		summed;			/* sums and cnt are the last step's (it updated) */
 } cpu_state;
 
 #define ST(ds) ((cpu_state *) (ds)->impl)
@@ -265,6 +266,7 @@ cpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	}
 	memset(s->labels, 0xff, sizeof(int32_t) * n);
 	s->drawn = false;
+	s->summed = false;
 	return PGGPU_OK;
 }
 
@@ -741,6 +743,7 @@ cpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 
 	(void) err;
 	s->drawn = false;
+	s->summed = false;
 	if (!s->gemm_tried)
 	{
 		int			panel = cpu_gemm_panel_rows(d, k, ds->poll_work > 0 ? ds->poll_work : (double) POLL_WORK);
@@ -789,7 +792,20 @@ cpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 			for (int j = 0; j < d; j++)
 				s->C[(int64_t) c * d + j] = s->sums[(int64_t) c * d + j] / (double) s->cnt[c];
 		}
+	s->summed = update;
 	*out = st;
+	return PGGPU_OK;
+}
+
+static pggpu_status
+cpu_km_sums(pggpu_data *ds, double *sums, int64_t *counts, pggpu_error *err)
+{
+	cpu_state  *s = ST(ds);
+
+	if (!s->summed)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "no step with update to take sums of");
+	memcpy(sums, s->sums, sizeof(double) * ds->k * ds->d);
+	memcpy(counts, s->cnt, sizeof(int64_t) * ds->k);
 	return PGGPU_OK;
 }
 
@@ -941,4 +957,5 @@ const pggpu_ops pggpu_cpu_ops = {
 	.get_rows = pggpu_cpu_get_rows,
 	.km_trials = pggpu_cpu_km_trials,
 	.copy_rows = pggpu_cpu_copy_rows,
+	.km_sums = cpu_km_sums,
 };

@@ -35,18 +35,19 @@ pggpu_cpu_get_rows(pggpu_data *ds, const int64_t *rows, int64_t m, double *out, 
 	return PGGPU_OK;
 }
 
-/* see pggpu_ops: src's rows pushed into dst a tile at a time, both on the CPU */
+/* see pggpu_ops: the sources' rows pushed into dst a batch at a time, all on the CPU */
 pggpu_status
-pggpu_cpu_copy_rows(pggpu_data *dst, pggpu_data *src, const int64_t *rows, int64_t m, int e,
-					pggpu_error *err)
+pggpu_cpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *which, const int64_t *rows,
+					int64_t m, const int *e, pggpu_error *err)
 {
-	const double *X = src->backend == PGGPU_BACKEND_CPU ? pggpu_cpu_rows(src) : NULL;
 	int64_t		b = pggpu_data_batch_rows(dst);
-	int64_t		tile = (int64_t) 1 << src->log_b;
-	double		f = ldexp(1.0, e);
 
-	if (X == NULL || dst->n != 0 || src->d != dst->d || e < -1022 || e > 1023)
-		return pggpu_fail(err, PGGPU_ERR_INVALID, "rows cannot be copied from this data set to that one");
+	if (dst->n != 0 || nsrc < 1)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "rows cannot be copied from these data sets to that one");
+	for (int p = 0; p < nsrc; p++)
+		if (srcs[p]->backend != PGGPU_BACKEND_CPU || srcs[p]->parked || srcs[p]->d != dst->d ||
+			e[p] < -1022 || e[p] > 1023)
+			return pggpu_fail(err, PGGPU_ERR_INVALID, "rows cannot be copied from these data sets to that one");
 	for (int64_t i0 = 0; i0 < m; i0 += b)
 	{
 		int64_t		take = m - i0 < b ? m - i0 : b;
@@ -55,7 +56,13 @@ pggpu_cpu_copy_rows(pggpu_data *dst, pggpu_data *src, const int64_t *rows, int64
 
 		for (int64_t t = 0; t < take; t++)
 		{
-			if (rows[i0 + t] < 0 || rows[i0 + t] >= src->n)
+			int			p = which ? which[i0 + t] : 0;
+			pggpu_data *src = p >= 0 && p < nsrc ? srcs[p] : NULL;
+			const double *X = src ? pggpu_cpu_rows(src) : NULL;
+			int64_t		tile = src ? (int64_t) 1 << src->log_b : 0;
+			double		f = src ? ldexp(1.0, e[p]) : 0;
+
+			if (X == NULL || rows[i0 + t] < 0 || rows[i0 + t] >= src->n)
 				return pggpu_fail(err, PGGPU_ERR_INVALID, "row %lld is not in the data set",
 								  (long long) rows[i0 + t]);
 			for (int j = 0; j < dst->d; j++)

@@ -111,6 +111,9 @@ struct gpu_state
 	void	   *trial_ws;		/* greedy k-means++'s trials (trials.cu), or NULL */
 	size_t		trial_ws_bytes;
 	bool		labels_seeding;	/* labels hold pp_pack's words while seeding */
+	int			counts_at;		/* the counts of the labels, as the last update step left them:
+								 * UPD_PRIVATE after the sums, UPD_SHARED / UPD_GLOBAL in cnt,
+								 * UPD_NONE none (km_counts then counts the labels) */
 	bool		x_rows;			/* X lies by rows (see x_at) */
 	dev_stats  *stats;			/* device */
 	dev_stats  *stats_h;		/* pinned: copied back, or written by reduce_finalize_kernel */
@@ -284,8 +287,10 @@ pggpu_status gpu_km_trials(pggpu_data *ds, const uint64_t *keys, int m, int64_t 
 						   pggpu_error *err);
 pggpu_status gpu_km_greedy_steps(pggpu_data *ds, int c0, int c1, const uint64_t *keys, int m, int64_t *rows,
 								 int *done, pggpu_error *err);
-pggpu_status gpu_copy_rows(pggpu_data *dst, pggpu_data *src, const int64_t *rows, int64_t m, int e,
-						   pggpu_error *err);
+/* matmul.cu: whether dst's GPU may read peer's memory (enabled on first ask) */
+bool		gpu_peer_access(int dst, int peer);
+pggpu_status gpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *which,
+						   const int64_t *rows, int64_t m, const int *e, pggpu_error *err);
 
 /* dataset.cu: park and unpark (see pggpu_ops) */
 pggpu_status gpu_park(pggpu_data *ds, pggpu_error *err);

@@ -638,6 +638,7 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	CU(cudaMemsetAsync(s->labels, 0xff, sizeof(int32_t) * n, s->stream));
 	s->pick_ready = false;
 	s->labels_seeding = false;
+	s->counts_at = UPD_NONE;
 	return PGGPU_OK;
 }
 
@@ -666,8 +667,8 @@ gpu_put_centroids(pggpu_data *ds, const double *C, pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
 
+	/* (from pageable memory: C may be reused once this returns; the step follows in the stream) */
 	CU(cudaMemcpyAsync(s->C, C, sizeof(double) * ds->k * ds->d, cudaMemcpyHostToDevice, s->stream));
-	CU(cudaStreamSynchronize(s->stream));
 	return PGGPU_OK;
 }
 
@@ -687,17 +688,47 @@ gpu_km_counts(pggpu_data *ds, int64_t *counts, pggpu_error *err)
 	gpu_state  *s = ST(ds);
 	int			k = ds->k;
 	size_t		shmem = k <= 4096 ? sizeof(unsigned long long) * k : 0;
+	static_assert(sizeof(double) == sizeof(unsigned long long), "cnt_h holds k doubles as well");
 
-	CU(cudaMemsetAsync(s->cnt, 0, sizeof(unsigned long long) * k, s->stream));
-	counts_kernel<<<grid_for(s, ds->n), BLOCK, shmem, s->stream>>>(s->labels, ds->n, k, s->cnt);
-	LAUNCHED(counts_kernel);
-	CU(cudaMemcpyAsync(s->cnt_h, s->cnt, sizeof(unsigned long long) * k, cudaMemcpyDeviceToHost, s->stream));
+	/* the last update step counted its rows: those counts (a pass over the labels saved) */
+	if (s->counts_at == UPD_PRIVATE)
+		CU(cudaMemcpyAsync(s->cnt_h, s->sums + (int64_t) k * ds->d, sizeof(double) * k, cudaMemcpyDeviceToHost,
+						   s->stream));
+	else
+	{
+		if (s->counts_at == UPD_NONE)
+		{
+			CU(cudaMemsetAsync(s->cnt, 0, sizeof(unsigned long long) * k, s->stream));
+			counts_kernel<<<grid_for(s, ds->n), BLOCK, shmem, s->stream>>>(s->labels, ds->n, k, s->cnt);
+			LAUNCHED(counts_kernel);
+		}
+		CU(cudaMemcpyAsync(s->cnt_h, s->cnt, sizeof(unsigned long long) * k, cudaMemcpyDeviceToHost, s->stream));
+	}
 	CU(cudaStreamSynchronize(s->stream));
 	for (int c = 0; c < k; c++)
-		counts[c] = (int64_t) s->cnt_h[c];
+		counts[c] = s->counts_at == UPD_PRIVATE ? (int64_t) ((const double *) s->cnt_h)[c] : (int64_t) s->cnt_h[c];
 	return PGGPU_OK;
 }
 
+
+static pggpu_status
+gpu_km_sums(pggpu_data *ds, double *sums, int64_t *counts, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		kd = (int64_t) ds->k * ds->d;
+	int			k = ds->k;
+
+	if (s->counts_at == UPD_NONE)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "no step with update to take sums of");
+	/* (UPD_PRIVATE: the counts follow the sums, as doubles; else in cnt) */
+	CU(cudaMemcpyAsync(sums, s->sums, sizeof(double) * kd, cudaMemcpyDeviceToHost, s->stream));
+	CU(cudaMemcpyAsync(s->cnt_h, s->counts_at == UPD_PRIVATE ? (const void *) (s->sums + kd) : (const void *) s->cnt,
+					   sizeof(double) * k, cudaMemcpyDeviceToHost, s->stream));
+	CU(cudaStreamSynchronize(s->stream));
+	for (int c = 0; c < k; c++)
+		counts[c] = s->counts_at == UPD_PRIVATE ? (int64_t) ((const double *) s->cnt_h)[c] : (int64_t) s->cnt_h[c];
+	return PGGPU_OK;
+}
 
 static pggpu_status
 gpu_km_fetch(pggpu_data *ds, int32_t *labels, double *dist2, pggpu_error *err)
@@ -758,6 +789,7 @@ static const pggpu_ops gpu_ops = {
 	ON_GPU(gpu_km_trials),
 	ON_GPU(gpu_km_greedy_steps),
 	ON_GPU(gpu_copy_rows),
+	ON_GPU(gpu_km_sums),
 };
 
 extern "C" const pggpu_ops *const pggpu_gpu_ops = &gpu_ops;

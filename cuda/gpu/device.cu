@@ -100,6 +100,15 @@ pggpu_gpu_list_impl(int *usable_out, int max, int *total, pggpu_error *err)
 	return ok;
 }
 
+/* one GPU's context (cudaFree(0) makes it), for pggpu_gpus_start */
+extern "C" void
+pggpu_gpu_start_impl(int gpu)
+{
+	if (cudaSetDevice(gpu) == cudaSuccess)
+		(void) cudaFree(0);
+	(void) cudaGetLastError();
+}
+
 extern "C" pggpu_status
 pggpu_gpu_info_impl(int index, pggpu_device_info *out, pggpu_error *err)
 {

@@ -184,6 +184,11 @@ typedef struct mm_gpu
 				capB,
 				capC;			/* bytes of each buffer */
 	pggpu_matmul *mm;			/* its workspace (for mm->stopped) */
+	/* a split product's b, staged by the workspaces together (pggpu_gpu_mm_stage_b) */
+	int			staged;			/* 0: no; 1: its rows of b; 2: all of b, the next run uses it */
+	int64_t		st_mb;			/* the blocks planned for it */
+	int64_t		st_nb;
+	int64_t		st_kb;
 } mm_gpu;
 
 /* events: per buffer slot s, EV_X + s */
@@ -567,7 +572,15 @@ run(mm_gpu *g, const pggpu_matmul_params *p, const char *A, const char *B, char 
 	CU(cudaSetDevice(g->dev));
 	BL(blas.set_math(g->handle, p->dtype == PGGPU_FLOAT32 && p->allow_tf32
 					 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-	if ((st = plan(g, p, es, &mb, &nb, &kb, err)) != PGGPU_OK)
+	if (g->staged == 2)
+	{
+		/* all of b is in dB[0] already (staged with the other workspaces) */
+		mb = g->st_mb, nb = g->st_nb, kb = g->st_kb;
+		btag[0][0] = 0;
+		btag[0][1] = 0;
+		last_b = 0;
+	}
+	else if ((st = plan(g, p, es, &mb, &nb, &kb, err)) != PGGPU_OK)
 		return st;
 	info->mb = mb;
 	info->nb = nb;
@@ -643,7 +656,120 @@ pggpu_gpu_mm_run(pggpu_matmul *mm, const pggpu_matmul_params *p,
 	mm_gpu	   *g = (mm_gpu *) mm->impl;
 	pggpu_status st = run(g, p, (const char *) a, (const char *) b, (char *) c, info, err);
 
+	g->staged = 0;
 	if (st != PGGPU_OK)
 		sync_all(g);			/* nothing of this product still runs */
 	return st;
+}
+
+/*
+ * A product split over workspaces on GPUs (cuda/matmul.c), where each keeps
+ * all of b (the blocks' plan for its p): b's rows lo .. hi-1 from the host
+ * into its copy of b (each workspace copies a part, not all of b, over its
+ * own link).  PGGPU_ERR_INVALID where b would not stay whole on the GPU.
+ * b NULL: what was staged is forgotten.
+ */
+extern "C" pggpu_status
+pggpu_gpu_mm_stage_b(pggpu_matmul *mm, const pggpu_matmul_params *p, const void *b, int64_t lo, int64_t hi,
+					 pggpu_error *err)
+{
+	mm_gpu	   *g = (mm_gpu *) mm->impl;
+	int64_t		es = p->dtype == PGGPU_FLOAT64 ? 8 : 4;
+	pggpu_status st;
+
+	g->staged = 0;
+	if (b == NULL)
+		return PGGPU_OK;		/* (b NULL: nothing staged any more) */
+	CU(cudaSetDevice(g->dev));
+	if ((st = plan(g, p, es, &g->st_mb, &g->st_nb, &g->st_kb, err)) != PGGPU_OK)
+		return st;
+	if (g->st_kb != p->k || g->st_nb != p->n)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "b does not stay on the GPU");
+	if (hi > lo)
+	{
+		CU(cudaMemcpyAsync((char *) g->dB[0] + lo * p->n * es, (const char *) b + lo * p->n * es,
+						   (hi - lo) * p->n * es, cudaMemcpyHostToDevice, g->h2d));
+		CU(cudaStreamSynchronize(g->h2d));
+	}
+	g->staged = 1;
+	return PGGPU_OK;
+}
+
+/* dst's GPU may read peer's memory directly (NVLink or PCIe), once asked; false where it cannot */
+static bool
+peer_access(int dst, int peer)
+{
+	static bool asked[PGGPU_MAX_THREADS][PGGPU_MAX_THREADS];
+	int			can = 0;
+
+	if (dst == peer || dst < 0 || peer < 0 || dst >= PGGPU_MAX_THREADS || peer >= PGGPU_MAX_THREADS)
+		return dst == peer;
+	if (cudaDeviceCanAccessPeer(&can, dst, peer) != cudaSuccess || !can)
+	{
+		(void) cudaGetLastError();
+		return false;
+	}
+	if (!asked[dst][peer])
+	{
+		cudaError_t e;
+
+		(void) cudaSetDevice(dst);
+		e = cudaDeviceEnablePeerAccess(peer, 0);
+		if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
+		{
+			(void) cudaGetLastError();
+			return false;
+		}
+		(void) cudaGetLastError();
+		asked[dst][peer] = true;
+	}
+	return true;
+}
+
+/* pggpu_gpu_peer_access for the k-means backend (trials.cu's copies between GPUs) */
+bool
+gpu_peer_access(int dst, int peer)
+{
+	return peer_access(dst, peer);
+}
+
+/*
+ * Workspace i of n, each with its rows cuts[j] .. cuts[j+1]-1 of b staged:
+ * the others' rows copied from their GPUs into i's (peer copies); then i's
+ * next run uses that b
+ */
+extern "C" pggpu_status
+pggpu_gpu_mm_gather_b(pggpu_matmul *const *mms, int n, int i, const int64_t *cuts, int64_t cols, int64_t es,
+					  pggpu_error *err)
+{
+	mm_gpu	   *g = (mm_gpu *) mms[i]->impl;
+
+	if (g->staged != 1)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "b is not staged");
+	(void) peer_access(g->dev, g->dev);
+	for (int j = 0; j < n; j++)
+	{
+		mm_gpu	   *h = (mm_gpu *) mms[j]->impl;
+		size_t		off = cuts[j] * cols * es,
+					bytes = (cuts[j + 1] - cuts[j]) * cols * es;
+
+		if (j == i || bytes == 0)
+			continue;
+		if (h->staged < 1)
+			return pggpu_fail(err, PGGPU_ERR_INVALID, "b is not staged");
+		if (h->dev == g->dev)
+			CU(cudaMemcpyAsync((char *) g->dB[0] + off, (const char *) h->dB[0] + off, bytes,
+							   cudaMemcpyDeviceToDevice, g->h2d));
+		else
+		{
+			(void) peer_access(g->dev, h->dev);
+			CU(cudaSetDevice(g->dev));
+			CU(cudaMemcpyPeerAsync((char *) g->dB[0] + off, g->dev, (const char *) h->dB[0] + off, h->dev, bytes,
+								   g->h2d));
+		}
+	}
+	CU(cudaSetDevice(g->dev));
+	CU(cudaStreamSynchronize(g->h2d));
+	g->staged = 2;
+	return PGGPU_OK;
 }

@@ -469,6 +469,7 @@ pp_launch_step(pggpu_data *ds, int c, bool set, bool pick, uint64_t key, const d
 													 s->pick_row, stats);
 	LAUNCHED(pp_step_kernel);
 	s->labels_seeding = true;
+	s->counts_at = UPD_NONE;
 	s->pick_ready = pick;
 	s->pick_ready_key = key;
 	s->pick_parts = grid;

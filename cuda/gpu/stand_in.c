@@ -82,3 +82,25 @@ pggpu_gpu_mm_close(pggpu_matmul *mm)
 {
 	(void) mm;
 }
+
+pggpu_status
+pggpu_gpu_mm_stage_b(pggpu_matmul *mm, const pggpu_matmul_params *p, const void *b, int64_t lo, int64_t hi,
+					 pggpu_error *err)
+{
+	(void) mm, (void) p, (void) b, (void) lo, (void) hi;
+	return pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
+}
+
+pggpu_status
+pggpu_gpu_mm_gather_b(pggpu_matmul *const *mms, int n, int i, const int64_t *cuts, int64_t cols, int64_t es,
+					  pggpu_error *err)
+{
+	(void) mms, (void) n, (void) i, (void) cuts, (void) cols, (void) es;
+	return pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
+}
+
+void
+pggpu_gpu_start_impl(int gpu)
+{
+	(void) gpu;
+}

@@ -122,6 +122,7 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 	pggpu_status st;
 
 	s->pick_ready = false;
+	s->counts_at = UPD_NONE;
 	if ((st = x_layout(ds, false, err)) != PGGPU_OK)
 		return st;
 	if (s->labels_seeding)
@@ -205,6 +206,7 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 	/* the reduction mirrors the stats into stats_h itself: no copy */
 	if ((st = fetch_stats(s, err, mode == UPD_PRIVATE)) != PGGPU_OK)
 		return st;
+	s->counts_at = mode;
 	out->changed = (int64_t) s->stats_h->changed;
 	out->empty = (int64_t) s->stats_h->empty;
 	out->inertia = s->stats_h->inertia;

@@ -122,36 +122,178 @@ copy_rows_kernel(const double *__restrict__ X, int d, int log_b, bool x_rows, co
 	}
 }
 
-/* see pggpu_ops: a device-to-device gather on one GPU, dst empty */
-pggpu_status
-gpu_copy_rows(pggpu_data *dst, pggpu_data *src, const int64_t *rows, int64_t m, int e, pggpu_error *err)
+/* Z (m x d, by columns) := the rows rows[t] of X times f: one source's rows, to be placed */
+__global__ void
+gather_rows_kernel(const double *__restrict__ X, int d, int log_b, bool x_rows, const long long *rows,
+				   int64_t m, double f, double *Z)
+{
+	for (int64_t q = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; q < m * d;
+		 q += (int64_t) gridDim.x * blockDim.x)
+		Z[q] = X[x_at(rows[q % m], (int) (q / m), d, log_b, x_rows)] * f;
+}
+
+/* dst's row at[t] := Z's row t (m x d, by columns); at == NULL: the rest of the last tile from m, 0 */
+__global__ void
+place_rows_kernel(const double *__restrict__ Z, int64_t m, const long long *at, int64_t padded, int d,
+				  double *Y, int log_bd)
+{
+	int64_t		len = at ? m : padded - m;
+
+	for (int64_t q = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; q < len * d;
+		 q += (int64_t) gridDim.x * blockDim.x)
+	{
+		int64_t		t = q % len;
+		int			j = (int) (q / len);
+
+		if (at)
+			Y[pggpu_at(at[t], j, d, log_bd)] = Z[q];
+		else
+			Y[pggpu_at(m + t, j, d, log_bd)] = 0.0;
+	}
+}
+
+/*
+ * Source p's rows of a copy of several sources (part of gpu_copy_rows):
+ * gathered on its GPU, brought to dst's (a peer copy: NVLink where there is
+ * one) and placed at their places there.  idx: the rows, then the places.
+ */
+static pggpu_status
+copy_from(pggpu_data *dst, pggpu_data *src, const int64_t *idx, int64_t mp, double f, pggpu_error *err)
 {
 	gpu_state  *s = ST(src);
 	gpu_state  *t = ST(dst);
+	long long  *rows = NULL,
+			   *at = NULL;
+	double	   *z = NULL,
+			   *zd = NULL;
+	size_t		bytes = sizeof(double) * mp * dst->d;
+	cudaError_t e;
+
+	/* (cudaMalloc, not the stream-ordered pool: peer access maps the former only) */
+	CU(cudaSetDevice(s->dev));
+	if ((e = cudaMalloc((void **) &rows, sizeof(long long) * mp)) == cudaSuccess &&
+		(e = cudaMalloc((void **) &z, bytes)) == cudaSuccess &&
+		(e = cudaMemcpyAsync(rows, idx, sizeof(long long) * mp, cudaMemcpyHostToDevice, s->stream)) == cudaSuccess)
+	{
+		gather_rows_kernel<<<grid_for(s, mp * dst->d), BLOCK, 0, s->stream>>>(
+			s->X, src->d, src->log_b, s->x_rows, rows, mp, f, z);
+		e = cudaGetLastError();
+	}
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(s->stream);
+	if (e == cudaSuccess && s->dev != t->dev)
+	{
+		/* (peer access on, where the GPUs allow it: else CUDA stages the copy through the host) */
+		(void) gpu_peer_access(t->dev, s->dev);
+		if ((e = cudaSetDevice(t->dev)) == cudaSuccess && (e = cudaMalloc((void **) &zd, bytes)) == cudaSuccess)
+			e = cudaMemcpyPeerAsync(zd, t->dev, z, s->dev, bytes, t->stream);
+	}
+	if (e == cudaSuccess && (e = cudaSetDevice(t->dev)) == cudaSuccess &&
+		(e = cudaMalloc((void **) &at, sizeof(long long) * mp)) == cudaSuccess &&
+		(e = cudaMemcpyAsync(at, idx + mp, sizeof(long long) * mp, cudaMemcpyHostToDevice, t->stream)) == cudaSuccess)
+	{
+		place_rows_kernel<<<grid_for(t, mp * dst->d), BLOCK, 0, t->stream>>>(
+			zd ? zd : z, mp, at, 0, dst->d, t->X, dst->log_b);
+		e = cudaGetLastError();
+		if (e == cudaSuccess)
+			e = cudaStreamSynchronize(t->stream);
+	}
+	/* (cudaFree waits for the device's work: nothing of these is still in use) */
+	(void) cudaSetDevice(t->dev);
+	(void) cudaFree(at);
+	(void) cudaFree(zd);
+	(void) cudaSetDevice(s->dev);
+	(void) cudaFree(rows);
+	(void) cudaFree(z);
+	(void) cudaSetDevice(t->dev);
+	if (e == cudaErrorMemoryAllocation)
+	{
+		(void) cudaGetLastError();
+		return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY, "the seeding rows do not fit in GPU memory");
+	}
+	CU(e);
+	return PGGPU_OK;
+}
+
+/*
+ * see pggpu_ops: dst empty.  One source on dst's GPU: a device-to-device
+ * gather; else each source's rows gathered on its GPU and placed (copy_from)
+ */
+pggpu_status
+gpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *which, const int64_t *rows,
+			  int64_t m, const int *e, pggpu_error *err)
+{
+	gpu_state  *t = ST(dst);
 	int64_t		padded = (m + TILE(dst) - 1) / TILE(dst) * TILE(dst);
-	long long  *drows = NULL;
 	pggpu_status st;
 
-	if (dst->n != 0 || src->d != dst->d || s->dev != t->dev || e < -1022 || e > 1023 || m < 1)
-		return pggpu_fail(err, PGGPU_ERR_INVALID, "rows cannot be copied from this data set to that one");
+	if (dst->n != 0 || m < 1 || nsrc < 1)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "rows cannot be copied from these data sets to that one");
+	for (int p = 0; p < nsrc; p++)
+		if (srcs[p]->backend != PGGPU_BACKEND_GPU || srcs[p]->impl == NULL || srcs[p]->parked ||
+			srcs[p]->d != dst->d || e[p] < -1022 || e[p] > 1023)
+			return pggpu_fail(err, PGGPU_ERR_INVALID, "rows cannot be copied from these data sets to that one");
 	for (int64_t i = 0; i < m; i++)
-		if (rows[i] < 0 || rows[i] >= src->n)
+	{
+		int			p = which ? which[i] : 0;
+
+		if (p < 0 || p >= nsrc || rows[i] < 0 || rows[i] >= srcs[p]->n)
 			return pggpu_fail(err, PGGPU_ERR_INVALID, "row %lld is not in the data set", (long long) rows[i]);
+	}
 	if ((st = x_layout(dst, false, err)) != PGGPU_OK ||
 		(padded / TILE(dst) > t->cap_tiles && (st = gpu_grow(dst, padded / TILE(dst), err)) != PGGPU_OK))
 		return st;
-	/* (on src's stream: dst's X is not in use, src's may be) */
-	CU(cudaMallocAsync((void **) &drows, sizeof(long long) * m, s->stream));
-	static_assert(sizeof(long long) == sizeof(int64_t), "the rows as the caller has them");
-	if (cudaMemcpyAsync(drows, rows, sizeof(long long) * m, cudaMemcpyHostToDevice, s->stream) == cudaSuccess)
+	if (nsrc == 1 && ST(srcs[0])->dev == t->dev)
 	{
-		copy_rows_kernel<<<grid_for(s, padded * dst->d), BLOCK, 0, s->stream>>>(
-			s->X, src->d, src->log_b, s->x_rows, drows, m, padded, ldexp(1.0, e), t->X, dst->log_b);
-		(void) cudaPeekAtLastError();
+		gpu_state  *s = ST(srcs[0]);
+		long long  *drows = NULL;
+
+		/* (on src's stream: dst's X is not in use, src's may be) */
+		CU(cudaMallocAsync((void **) &drows, sizeof(long long) * m, s->stream));
+		static_assert(sizeof(long long) == sizeof(int64_t), "the rows as the caller has them");
+		if (cudaMemcpyAsync(drows, rows, sizeof(long long) * m, cudaMemcpyHostToDevice, s->stream) == cudaSuccess)
+		{
+			copy_rows_kernel<<<grid_for(s, padded * dst->d), BLOCK, 0, s->stream>>>(
+				s->X, srcs[0]->d, srcs[0]->log_b, s->x_rows, drows, m, padded, ldexp(1.0, e[0]), t->X,
+				dst->log_b);
+			(void) cudaPeekAtLastError();
+		}
+		(void) cudaFreeAsync(drows, s->stream);
+		CU(cudaGetLastError());
+		CU(cudaStreamSynchronize(s->stream));
 	}
-	(void) cudaFreeAsync(drows, s->stream);
-	CU(cudaGetLastError());
-	CU(cudaStreamSynchronize(s->stream));
+	else
+	{
+		int64_t    *idx = (int64_t *) malloc(sizeof(int64_t) * 2 * m);
+
+		if (idx == NULL)
+			return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+		if (padded > m)
+		{
+			place_rows_kernel<<<grid_for(t, (padded - m) * dst->d), BLOCK, 0, t->stream>>>(
+				NULL, m, NULL, padded, dst->d, t->X, dst->log_b);
+			(void) cudaPeekAtLastError();
+		}
+		st = PGGPU_OK;
+		for (int p = 0; p < nsrc && st == PGGPU_OK; p++)
+		{
+			int64_t		mp = 0;
+
+			for (int64_t i = 0; i < m; i++)
+				if ((which ? which[i] : 0) == p)
+					idx[mp++] = rows[i];
+			for (int64_t i = 0, q = 0; i < m; i++)
+				if ((which ? which[i] : 0) == p)
+					idx[mp + q++] = i;
+			if (mp > 0)
+				st = copy_from(dst, srcs[p], idx, mp, ldexp(1.0, e[p]), err);
+		}
+		free(idx);
+		if (st != PGGPU_OK)
+			return st;
+		CU(cudaGetLastError());
+		CU(cudaStreamSynchronize(t->stream));
+	}
 	dst->n = m;
 	t->xh_valid = false;
 	t->finished = m < padded;
@@ -542,6 +684,7 @@ gpu_km_greedy_steps(pggpu_data *ds, int c0, int c1, const uint64_t *keys, int m,
 		(st = smem_opt_in((const void *) greedy_next_kernel, sizeof(double) * ds->d, err)) != PGGPU_OK)
 		return st;
 	s->pick_ready = false;
+	s->counts_at = UPD_NONE;	/* (the labels become the words) */
 	static_assert(sizeof(unsigned long long) == sizeof(uint64_t), "the keys as the host has them");
 	CU(cudaMemcpyAsync(w.keys, keys, sizeof(uint64_t) * m * (c1 - c0), cudaMemcpyHostToDevice, s->stream));
 	CU(cudaMemsetAsync(&stalled->pp_stalled, 0, sizeof(stalled->pp_stalled), s->stream));

@@ -8,6 +8,7 @@ char case_name[200] = "";
 bool full_grid;			/* --full */
 bool verbose;			/* --verbose: a line per k-means run */
 bool have_gpu;
+int			unit_gpus;
 char no_gpu_why[600];
 int	gpu_skipped;		/* GPU cases not run for want of a GPU */
 __thread bool in_worker; /* a kernel-grid worker thread: no CHECK, no output */
@@ -244,13 +245,20 @@ gen_few(dataset *D, int64_t n, int d, int m, uint64_t seed)
 pggpu_data *
 load_quiet(pggpu_backend be, const dataset *D, int64_t hint, char *why, size_t whylen)
 {
+	return load_quiet_on(be, 0, D, hint, why, whylen);
+}
+
+/* load_quiet on GPU gpu (be GPU) */
+pggpu_data *
+load_quiet_on(pggpu_backend be, int gpu, const dataset *D, int64_t hint, char *why, size_t whylen)
+{
 	pggpu_error err = {0};
 	pggpu_data *ds = NULL;
 	pggpu_status st;
 	int64_t		B;
 
 	why[0] = 0;
-	st = pggpu_data_open(&ds, be, 0, D->d, hint, &err);
+	st = pggpu_data_open(&ds, be, gpu, D->d, hint, &err);
 	if (st != PGGPU_OK || ds == NULL)
 	{
 		snprintf(why, whylen, "open (%s, d=%d, hint=%lld) failed: %d %s",
@@ -302,8 +310,15 @@ load_quiet(pggpu_backend be, const dataset *D, int64_t hint, char *why, size_t w
 pggpu_data *
 load(pggpu_backend be, const dataset *D, int64_t hint)
 {
+	return load_on(be, 0, D, hint);
+}
+
+/* load on GPU gpu (be GPU) */
+pggpu_data *
+load_on(pggpu_backend be, int gpu, const dataset *D, int64_t hint)
+{
 	char		why[700];
-	pggpu_data *ds = load_quiet(be, D, hint, why, sizeof(why));
+	pggpu_data *ds = load_quiet_on(be, gpu, D, hint, why, sizeof(why));
 
 	CHECK(ds != NULL, "%s", why);
 	return ds;

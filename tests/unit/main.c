@@ -122,6 +122,7 @@ main(int argc, char **argv)
 
 	ngpu = pggpu_gpu_count(&err);
 	have_gpu = ngpu > 0;
+	unit_gpus = ngpu > 0 ? ngpu : 0;
 	if (!have_gpu)
 		snprintf(no_gpu_why, sizeof(no_gpu_why), "%s", err.msg[0] ? err.msg : "no GPU found");
 	else

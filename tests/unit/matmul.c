@@ -69,9 +69,9 @@ mm_fill(void *X, int64_t count, pggpu_dtype t, bool mixed, uint64_t seed)
 	}
 }
 
-/* a workspace on be, or NULL: no GPU (a skipped case) or a failed open */
-pggpu_matmul *
-mm_open(pggpu_backend be)
+/* a workspace on be (GPU gpu), or NULL: no GPU (a skipped case) or a failed open */
+static pggpu_matmul *
+mm_open_on(pggpu_backend be, int gpu)
 {
 	pggpu_error err = {0};
 	pggpu_matmul *mm = NULL;
@@ -82,7 +82,7 @@ mm_open(pggpu_backend be)
 		gpu_skipped++;
 		return NULL;
 	}
-	st = pggpu_matmul_open(&mm, be, 0, &err);
+	st = pggpu_matmul_open(&mm, be, gpu, &err);
 	if (!CHECK(st == PGGPU_OK && mm != NULL, "matmul_open (%s): %d %s", be_name(be), (int) st, err.msg))
 		return NULL;
 	CHECK(pggpu_matmul_backend(mm) == be &&
@@ -90,6 +90,13 @@ mm_open(pggpu_backend be)
 		  "%s workspace: backend %d, device \"%s\"", be_name(be), (int) pggpu_matmul_backend(mm),
 		  pggpu_matmul_device_name(mm));
 	return mm;
+}
+
+/* a workspace on be (the first GPU), or NULL: no GPU (a skipped case) or a failed open */
+pggpu_matmul *
+mm_open(pggpu_backend be)
+{
+	return mm_open_on(be, 0);
 }
 
 /*
@@ -754,15 +761,18 @@ test_mm_split(void)
 	{
 		pggpu_backend be = b ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU;
 		pggpu_matmul *mms[3] = {0};
-		int64_t		shapes[3][3] = {{1000, 300, 200}, {2, 50, 40}, {3000, 500, 700}};
+		int64_t		shapes[4][3] = {{1000, 300, 200}, {2, 50, 40}, {3000, 500, 700}, {2000, 1100, 1000}};
 
-		if ((mms[0] = mm_open(be)) == NULL || (mms[1] = mm_open(be)) == NULL || (mms[2] = mm_open(be)) == NULL)
+		/* (on the GPU: a GPU each in turn; b of over 2^20 values is staged by the three together) */
+		for (int i = 0; i < 3; i++)
+			mms[i] = mm_open_on(be, unit_gpus > 0 ? i % unit_gpus : 0);
+		if (mms[0] == NULL || mms[1] == NULL || mms[2] == NULL)
 		{
 			for (int i = 0; i < 3; i++)
 				pggpu_matmul_close(mms[i]);
 			continue;
 		}
-		for (int s = 0; s < 3; s++)
+		for (int s = 0; s < 4; s++)
 		{
 			pggpu_matmul_params p = mm_params(F64, shapes[s][0], shapes[s][1], shapes[s][2], 0);
 			pggpu_matmul_info info = {0};
@@ -789,6 +799,15 @@ test_mm_split(void)
 					   "split product: %s", err.msg))
 				continue;
 			mm_verify(&p, A, B, C, MM_TOL64);
+			if (s == 3)
+			{
+				/* then one workspace alone, with another b: nothing staged is left to it */
+				mm_set_case("after a split, one workspace alone,", be, &p);
+				for (int64_t e = 0; e < p.k * p.n; e++)
+					mm_set(B, e, p.dtype, mm_get(B, e, p.dtype) * 0.5 + 1);
+				if (CHECK(pggpu_matmul_run(mms[1], &p, A, B, C, &info, &err) == PGGPU_OK, "product: %s", err.msg))
+					mm_verify(&p, A, B, C, MM_TOL64);
+			}
 			if (interrupted && b)
 				CHECK(split_polls >= 1 && split_callbacks >= 1 && !split_elsewhere,
 					  "%d polls, %d callbacks%s", split_polls, split_callbacks,

@@ -5,16 +5,19 @@
 
 /* ---- several parts (cuda/parts.c) ---------------------------------------------- */
 
-/* rows [lo, hi) of D as a data set of their own on be */
+/* GPU parts: on GPU i % unit_gpus (the i-th part), else all on GPU 0 */
+static bool spread;
+
+/* rows [lo, hi) of D as a data set of their own on be (GPU gpu) */
 static pggpu_data *
-load_rows(pggpu_backend be, const dataset *D, int64_t lo, int64_t hi)
+load_rows(pggpu_backend be, int gpu, const dataset *D, int64_t lo, int64_t hi)
 {
 	dataset		S = *D;
 
 	S.X = D->X + lo * D->d;
 	S.n = hi - lo;
 	S.group = NULL;
-	return load(be, &S, 0);
+	return load_on(be, gpu, &S, 0);
 }
 
 /*
@@ -61,7 +64,7 @@ fit_parts_parked(const dataset *D, const int64_t *cuts, const pggpu_backend *bes
 
 	for (int i = 0; i < np && ok; i++)
 	{
-		parts[i] = load_rows(bes[i], D, cuts[i], cuts[i + 1]);
+		parts[i] = load_rows(bes[i], spread && unit_gpus > 0 ? i % unit_gpus : 0, D, cuts[i], cuts[i + 1]);
 		ok = parts[i] != NULL;
 		if (ok)
 			pggpu_data_set_metric(parts[i], metric);
@@ -217,6 +220,92 @@ seed_order_checks(void)
  * empty part among them, parked, the rows in another order, a cluster
  * emptied.  Bad calls are refused.
  */
+/*
+ * copy_rows (the seeding set gathered where the rows are): rows of three
+ * sources, scaled by each one's power of two, in a given order, bit for
+ * bit; on the GPU with the sources on every GPU in turn and the set on the
+ * first and on the last.  A row not in its source, a parked source, a set
+ * not empty are refused.
+ */
+static void
+copy_rows_checks(const dataset *D)
+{
+	int64_t		cuts[4] = {0, 7000, 7001, 20000};
+	int			es[3] = {0, -3, 5};
+	int64_t		m = 5000;
+	int		   *which = xmalloc(sizeof(int) * m);
+	int64_t    *rows = xmalloc(sizeof(int64_t) * m);
+	double	   *got = xmalloc(sizeof(double) * m * D->d);
+	uint64_t	x = 12345;
+	int			d = D->d;
+
+	for (int64_t t = 0; t < m; t++)
+	{
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		which[t] = (int) ((x >> 33) % 3);
+		rows[t] = (int64_t) ((x >> 11) % (uint64_t) (cuts[which[t] + 1] - cuts[which[t]]));
+	}
+	for (int be = PGGPU_BACKEND_CPU; be <= PGGPU_BACKEND_GPU; be++)
+		for (int home = 0; home < (be == PGGPU_BACKEND_GPU && unit_gpus > 1 ? 2 : 1); home++)
+		{
+			pggpu_data *src[3] = {0};
+			pggpu_data *set = NULL;
+			pggpu_error err = {0};
+			int			hg = home ? unit_gpus - 1 : 0;
+			bool		ok = true;
+
+			if (be == PGGPU_BACKEND_GPU && !have_gpu)
+			{
+				gpu_skipped++;
+				continue;
+			}
+			set_case("copy_rows, %s, the set on GPU %d", be_name((pggpu_backend) be), hg);
+			for (int p = 0; p < 3 && ok; p++)
+				ok = (src[p] = load_rows((pggpu_backend) be, unit_gpus > 0 ? p % unit_gpus : 0, D, cuts[p],
+										 cuts[p + 1])) != NULL;
+			ok = ok && CHECK(pggpu_data_open(&set, (pggpu_backend) be, hg, d, m, &err) == PGGPU_OK, "open: %s",
+							 err.msg);
+			if (ok && CHECK(set->ops->copy_rows(set, src, 3, which, rows, m, es, &err) == PGGPU_OK,
+							"copy_rows: %s", err.msg) &&
+				CHECK(set->n == m, "%lld rows copied, not %lld", (long long) set->n, (long long) m))
+			{
+				int64_t    *all = xmalloc(sizeof(int64_t) * m);
+				int64_t		bad = 0;
+
+				for (int64_t t = 0; t < m; t++)
+					all[t] = t;
+				if (CHECK(pggpu_data_get_rows(set, all, (int) m, got, &err) == PGGPU_OK, "get_rows: %s", err.msg))
+					for (int64_t t = 0; t < m; t++)
+						for (int j = 0; j < d; j++)
+							bad += got[t * d + j] != ldexp(D->X[(cuts[which[t]] + rows[t]) * d + j], es[which[t]]);
+				CHECK(bad == 0, "%lld values not the sources' rows times their powers of two", (long long) bad);
+				free(all);
+				expect_error(set->ops->copy_rows(set, src, 3, which, rows, m, es, &err), &err, PGGPU_ERR_INVALID,
+							 "a copy into a set not empty");
+			}
+			pggpu_data_close(set);
+			set = NULL;
+			if (ok && CHECK(pggpu_data_open(&set, (pggpu_backend) be, hg, d, m, &err) == PGGPU_OK, "open: %s",
+							err.msg))
+			{
+				rows[7] = cuts[which[7] + 1] - cuts[which[7]];
+				expect_error(set->ops->copy_rows(set, src, 3, which, rows, m, es, &err), &err, PGGPU_ERR_INVALID,
+							 "a row past its source's end");
+				rows[7] = 0;
+				/* (the CPU's sets do not park) */
+				if (CHECK(pggpu_data_park(src[1], &err) == PGGPU_OK, "park: %s", err.msg) && src[1]->parked)
+					expect_error(set->ops->copy_rows(set, src, 3, which, rows, m, es, &err), &err,
+								 PGGPU_ERR_INVALID, "a parked source");
+			}
+			pggpu_data_close(set);
+			for (int p = 0; p < 3; p++)
+				pggpu_data_close(src[p]);
+		}
+	free(which);
+	free(rows);
+	free(got);
+}
+
 void
 test_parts(void)
 {
@@ -235,6 +324,7 @@ test_parts(void)
 
 	seed_order_checks();
 	gen_blobs(&D, n, 5, k, 2.5, 31);
+	copy_rows_checks(&D);
 	km_alloc(&one, n, k, D.d);
 	km_alloc(&many, n, k, D.d);
 	km_alloc(&again, n, k, D.d);
@@ -353,6 +443,11 @@ test_parts(void)
 						cmp_km("4 parts on the gpu vs one set", &many, &one, n, k, D.d, 1e-12);
 					if (fit_parts_parked(&D, cuts, gpu4, 4, PGGPU_METRIC_EUCLIDEAN, &p, &again, true))
 						cmp_km("4 parked parts on the gpu vs one set", &again, &one, n, k, D.d, 1e-12);
+					/* the parts on every GPU in turn: the seeding set by peer copies */
+					spread = unit_gpus > 1;
+					if (spread && fit_parts(&D, cuts4, gpu4, 4, PGGPU_METRIC_EUCLIDEAN, &p, &many))
+						cmp_km("4 parts on several gpus vs one set", &many, &one, n, k, D.d, 1e-12);
+					spread = false;
 				}
 				else
 					gpu_skipped++;
@@ -437,7 +532,7 @@ test_parts(void)
 		bool		ok = whole != NULL;
 
 		for (int i = 0; i < 4 && ok; i++)
-			ok = (ps[i] = load_rows(have_gpu ? mix4[i] : PGGPU_BACKEND_CPU, &D, cuts[i], cuts[i + 1])) != NULL;
+			ok = (ps[i] = load_rows(have_gpu ? mix4[i] : PGGPU_BACKEND_CPU, 0, &D, cuts[i], cuts[i + 1])) != NULL;
 		if (ok && CHECK(pggpu_data_standardize(whole, m1, s1, &err) == PGGPU_OK, "standardize: %s", err.msg) &&
 			CHECK(pggpu_data_standardize_parts(ps, 4, m4, s4, &err) == PGGPU_OK, "standardize parts: %s", err.msg))
 			for (int j = 0; j < D.d; j++)
@@ -450,7 +545,7 @@ test_parts(void)
 
 	set_case("parts refused");
 	{
-		pggpu_data *a = load_rows(PGGPU_BACKEND_CPU, &D, 0, 100);
+		pggpu_data *a = load_rows(PGGPU_BACKEND_CPU, 0, &D, 0, 100);
 		pggpu_data *b = NULL;
 		pggpu_data *two[2];
 		pggpu_kmeans_result r = {0};

@@ -118,6 +118,7 @@ extern char case_name[200];
 extern bool full_grid;	/* --full */
 extern bool verbose;	/* --verbose: a line per k-means run */
 extern bool have_gpu;
+extern int	unit_gpus;		/* GPUs CUDA sees (0: none) */
 extern char no_gpu_why[600];
 extern int	gpu_skipped;	/* GPU cases not run for want of a GPU */
 extern __thread bool in_worker;	/* a kernel-grid worker thread: no CHECK, no output */
@@ -146,6 +147,8 @@ void gen_same(dataset *D, int64_t n, int d, double value);
 void gen_few(dataset *D, int64_t n, int d, int m, uint64_t seed);
 pggpu_data *load_quiet(pggpu_backend be, const dataset *D, int64_t hint, char *why, size_t whylen);
 pggpu_data *load(pggpu_backend be, const dataset *D, int64_t hint);
+pggpu_data *load_quiet_on(pggpu_backend be, int gpu, const dataset *D, int64_t hint, char *why, size_t whylen);
+pggpu_data *load_on(pggpu_backend be, int gpu, const dataset *D, int64_t hint);
 void km_alloc(km_out *o, int64_t n, int k, int d);
 void km_free(km_out *o);
 bool km_run_quiet(pggpu_backend be, const dataset *D, int64_t hint,
