@@ -118,7 +118,7 @@ pg_gpu_cluster_load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, 
 		rows->ninvalid += node->invalid;
 	}
 	/* the fit's host memory: a CPU set of no rows (closed with the call's context) */
-	cl->home = pg_gpu_data_open(PGGPU_BACKEND_CPU, cl->d, 0);
+	cl->home = pg_gpu_data_open(PGGPU_BACKEND_CPU, cl->d, 0, 0);
 	pg_gpu_data_set_kmeans(cl->home, metric, true);
 	return cl;
 }

@@ -327,7 +327,7 @@ gpu_kmeans_node_load(PG_FUNCTION_ARGS)
 	old = MemoryContextSwitchTo(s->cxt);
 	PG_TRY();
 	{
-		s->data = pg_gpu_data_open(pg_gpu_choose_backend(), d, 0);
+		s->data = pg_gpu_data_open(pg_gpu_choose_backend(), d, 0, 0);
 		pg_gpu_data_set_kmeans(s->data, cosine ? PGGPU_METRIC_COSINE : PGGPU_METRIC_EUCLIDEAN,
 							   pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
 		srcs = palloc(sizeof(PgGpuSource) * Max(nshards, 1));

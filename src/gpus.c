@@ -7,8 +7,10 @@
  * data set on its GPU (or, past pg_gpu.kmeans_gpu_memory, several, streamed
  * through it), and every iteration adds their sums in share order on the
  * host (parts.c, together.c: the GPUs compute at once).  gpu_matmul cuts
- * a's rows into as many contiguous shares.  On the CPU, pg_gpu.parts splits
- * the same way, which is how the combining is tested without a GPU.
+ * a's rows into as many contiguous shares.  A call too small to gain from
+ * several GPUs runs on the first (pg_gpu_split_kmeans, _product).  On the
+ * CPU, pg_gpu.parts splits the same way, which is how the combining is
+ * tested without a GPU.
  */
 #include "postgres.h"
 
@@ -155,4 +157,29 @@ pg_gpu_shares(pggpu_backend backend, int *gpus)
 	for (int i = 0; i < (pg_gpu_parts > 0 ? pg_gpu_parts : n); i++)
 		gpus[i] = list[i % n];
 	return pg_gpu_parts > 0 ? pg_gpu_parts : n;
+}
+
+/* a k-means call's estimated iteration on one GPU (k 0: a labelling pass), in ms */
+static double
+kmeans_ms(double rows, int d, int k)
+{
+	return rows * d * 8 / 1e9 + rows * d * (k > 0 ? k : 1) / 2e10;
+}
+
+/*
+ * Whether a k-means call of rows (as the planner estimates them; 0: not
+ * known, then yes) of d columns into k clusters (0: not known) is worth
+ * its rows dealt to several GPUs; pg_gpu.parts set: always
+ */
+bool
+pg_gpu_split_kmeans(double rows, int d, int k)
+{
+	return pg_gpu_parts > 0 || rows <= 0 || kmeans_ms(rows, d, k) >= PG_GPU_SPLIT_MIN_MS;
+}
+
+/* whether an m x k by k x n product is worth its rows of a split over several GPUs */
+bool
+pg_gpu_split_product(double m, double n, double k)
+{
+	return pg_gpu_parts > 0 || m * n * k / 3e10 >= PG_GPU_SPLIT_MIN_MS;
 }

@@ -191,13 +191,13 @@ notice_skipped(const PgGpuSource *src, const PgGpuRows *rows, const char *skippe
 						src->relname, src->normalize ? ", or are zero in all of them" : "", skipped)));
 }
 
-/* reads the relation; notes skipped rows */
+/* reads the relation (for a fit into k clusters at most; 0: a labelling); notes skipped rows */
 static PgGpuData *
 load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, PgGpuRows *rows,
-	 const char *skipped)
+	 const char *skipped, int k)
 {
 	PgGpuData  *data = pg_gpu_data_open(pg_gpu_choose_backend(), src->ncols,
-										(int64) src->expected_rows);
+										(int64) src->expected_rows, k);
 
 	pg_gpu_data_set_kmeans(data, metric, pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
 	pg_gpu_read_source(src, data, want_ids, rows);
@@ -583,7 +583,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 	skipped = want_labels ? "they come back with cluster NULL" : "they take no part in the fit";
 	out->cluster = load_on_nodes(&out->src, fs->metric, want_labels, NULL, NULL, &out->rows, skipped,
 								 fs->standard ? "scale => 'standard' is computed on the coordinator" : NULL);
-	data = out->cluster ? NULL : load(&out->src, fs->metric, want_labels, &out->rows, skipped);
+	data = out->cluster ? NULL : load(&out->src, fs->metric, want_labels, &out->rows, skipped, k);
 	out->read_ms = ms_since(start);
 	out->push_ms = data ? pggpu_data_push_seconds(data->ds) * 1e3 : 0;
 	if (out->rows.nvalid == 0)
@@ -773,7 +773,7 @@ assign_rows(KmeansOut *o, const char *fname, pggpu_metric metric, const double *
 		pg_gpu_progress_end();
 		return;
 	}
-	data = load(&o->src, metric, true, &o->rows, "they come back with cluster NULL");
+	data = load(&o->src, metric, true, &o->rows, "they come back with cluster NULL", o->k);
 	o->labels = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(o->rows.nvalid, 1));
 	o->distances = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(o->rows.nvalid, 1));
 	pg_gpu_progress(true, "assigning %lld rows", (long long) o->rows.nvalid);
@@ -872,6 +872,7 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 	pggpu_error err = {0};
 	int		   *ks;
 	int			nks;
+	int			max_k = 0;
 	int			sample_size;
 	int64	   *rows;
 	double	   *X;
@@ -923,9 +924,12 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 						  NULL, false, fs->metric == PGGPU_METRIC_COSINE, &o.src);
 	/* before the read and the fits */
 	for (int i = 0; i < nks; i++)
+	{
 		pg_gpu_model_too_large(o.fname, ks[i], o.src.ncols, fs->standard, true);
+		max_k = Max(max_k, ks[i]);
+	}
 	pg_gpu_progress_begin(o.fname);
-	data = load(&o.src, fs->metric, false, &o.rows, "they take no part in the fits");
+	data = load(&o.src, fs->metric, false, &o.rows, "they take no part in the fits", max_k);
 	if (o.rows.nvalid == 0)
 		pg_gpu_no_usable_rows(&o.src, &o.rows);
 	for (int i = 0; i < nks; i++)

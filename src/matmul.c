@@ -52,8 +52,11 @@ pg_gpu_matmul_run(PgGpuMatmul *w, pggpu_dtype dtype, int64 m, int64 n, int64 k,
 	pggpu_matmul_params p;
 	pggpu_matmul_info info;
 	pggpu_error err = {0};
-	/* a's rows split over the shares' workspaces (several GPUs), unless too few */
+	/* a's rows split over the shares' workspaces (several GPUs), unless too few or too little work */
 	int			shares = m >= w->nall ? w->nall : 1;
+
+	if (!pg_gpu_split_product((double) m, (double) n, (double) k))
+		shares = 1;
 
 	memset(&p, 0, sizeof(p));
 	p.dtype = dtype;

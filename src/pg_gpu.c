@@ -300,6 +300,23 @@ data_release(void *arg)
 	data->ds = NULL;
 }
 
+/* the GPUs of n shares (dealt in turn: the first ones are those distinct ones) */
+static int
+distinct_gpus(const int *share_gpu, int n)
+{
+	int			gpus = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		bool		seen = false;
+
+		for (int j = 0; j < i; j++)
+			seen |= share_gpu[j] == share_gpu[i];
+		gpus += !seen && share_gpu[i] >= 0;
+	}
+	return gpus;
+}
+
 /* a new part of data on gpu, set up as the others (ERROR when it cannot be opened) */
 static pggpu_data *
 open_part(PgGpuData *data, int gpu, int64 expected_rows)
@@ -333,7 +350,7 @@ pg_gpu_threads(void)
 }
 
 PgGpuData *
-pg_gpu_data_open(pggpu_backend backend, int d, int64 expected_rows)
+pg_gpu_data_open(pggpu_backend backend, int d, int64 expected_rows, int k)
 {
 	PgGpuData  *data = palloc0(sizeof(PgGpuData));
 	int			most = 1;		/* shares on one GPU */
@@ -342,6 +359,11 @@ pg_gpu_data_open(pggpu_backend backend, int d, int64 expected_rows)
 	data->backend = backend;
 	data->d = d;
 	data->nshares = pg_gpu_shares(backend, data->share_gpu);
+	/* too little work to gain from several GPUs: the first */
+	if (backend == PGGPU_BACKEND_GPU && data->nshares > 1 && !pg_gpu_split_kmeans((double) expected_rows, d, k))
+		data->nshares = 1;
+	if (backend == PGGPU_BACKEND_GPU)
+		pggpu_gpus_start(data->share_gpu, distinct_gpus(data->share_gpu, data->nshares));
 	for (int i = 0; i < data->nshares; i++)
 	{
 		int			on = 0;
@@ -414,16 +436,8 @@ pg_gpu_data_next_share(PgGpuData *data)
 const char *
 pg_gpu_data_device(const PgGpuData *data)
 {
-	int			gpus = 0;
+	int			gpus = distinct_gpus(data->share_gpu, data->nshares);
 
-	for (int i = 0; i < data->nshares; i++)
-	{
-		bool		seen = false;
-
-		for (int j = 0; j < i; j++)
-			seen |= data->share_gpu[j] == data->share_gpu[i];
-		gpus += !seen && data->share_gpu[i] >= 0;
-	}
 	if (gpus < 2)
 		return pggpu_data_device_name(data->ds);
 	return psprintf("%s (%d GPUs)", pggpu_data_device_name(data->ds), gpus);
@@ -513,6 +527,8 @@ pg_gpu_matmul_open(pggpu_backend backend, MemoryContext cxt)
 		n = pg_gpu_shares(backend, gpus);
 	}
 	w->nall = 1;
+	if (backend == PGGPU_BACKEND_GPU)
+		pggpu_gpus_start(gpus, distinct_gpus(gpus, n));
 	/* the other shares of a's rows (pg_gpu.gpus, pg_gpu.parts): a workspace each */
 	for (int i = 1; i < n; i++)
 	{
