@@ -14,16 +14,9 @@ set -eu
 N=${N:-1000000} D=${D:-768} K=${K:-1000} WORKERS=${WORKERS:-8} GEN=${GEN:-16}
 out=${1:-embeddings-sql.tsv}
 db=pg_gpu_emb
-psql -X -q -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db"
-q() { psql -X -q -v ON_ERROR_STOP=1 -d $db "$@"; }
-q -c "CREATE EXTENSION pg_gpu" -c "CREATE EXTENSION vector" \
-  -c "CREATE TABLE topics AS SELECT t AS id, array(SELECT (random() - 0.5)::real FROM generate_series(1, $D) WHERE t >= 0)::vector AS e FROM generate_series(0, 999) t" \
-  -c "CREATE UNLOGGED TABLE emb_v (id bigint PRIMARY KEY, e vector($D))"
+. "$(dirname "$0")/emb_table.sh"
 t0=$(date +%s.%N)
-for s in $(seq 0 $((GEN - 1))); do
-  q -c "INSERT INTO emb_v SELECT i, t.e + array(SELECT (random() - 0.5)::real FROM generate_series(1, $D) WHERE i > 0)::vector FROM generate_series($((s * N / GEN + 1)), $(((s + 1) * N / GEN))) i JOIN topics t ON t.id = i % 1000" &
-done
-wait
+emb_table $db "$N" "$D" "$GEN"
 q -c "CREATE UNLOGGED TABLE emb_r AS SELECT id, e::real[] AS e FROM emb_v" -c "ALTER TABLE emb_r ADD PRIMARY KEY (id)" \
   -c "VACUUM ANALYZE emb_v" -c "VACUUM ANALYZE emb_r"
 echo "made the tables in $(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{printf "%.1f", a - b}') s: $(q -At -c "SELECT pg_size_pretty(pg_total_relation_size('emb_v')) || ' (vector), ' || pg_size_pretty(pg_total_relation_size('emb_r')) || ' (real[])'")"

@@ -80,9 +80,10 @@ static const char *gpu_list = NULL;	/* -G: shares on these GPUs ("0,1") */
  * Returns false with err set when the compute layer fails.
  */
 static bool
-fit(pggpu_backend be, int64_t n, int64_t stride, int d, const double *X,
-	const pggpu_kmeans_params *p, pggpu_kmeans_result *r, double *load_s,
-	double *fit_s, pggpu_error *err)
+fit_more(pggpu_backend be, int64_t n, int64_t stride, int d, const double *X,
+		 const pggpu_kmeans_params *p, pggpu_kmeans_result *r, double *load_s,
+		 double *fit_s, const pggpu_kmeans_params *more, pggpu_kmeans_result *more_r,
+		 double *more_s, pggpu_error *err)
 {
 	pggpu_data *ds;
 	bool		ok;
@@ -113,9 +114,24 @@ fit(pggpu_backend be, int64_t n, int64_t stride, int d, const double *X,
 	t0 = bench_now();
 	ok = pggpu_kmeans(ds, p, r, err) == PGGPU_OK;
 	*fit_s = bench_now() - t0;
+	if (ok && more)
+	{
+		/* (-G: a fit of more iterations on the same set, for an iteration's own time) */
+		t0 = bench_now();
+		ok = pggpu_kmeans(ds, more, more_r, err) == PGGPU_OK;
+		*more_s = bench_now() - t0;
+	}
 	snprintf(route, sizeof(route), "%s", pggpu_data_route(ds));
 	pggpu_data_close(ds);
 	return ok;
+}
+
+static bool
+fit(pggpu_backend be, int64_t n, int64_t stride, int d, const double *X,
+	const pggpu_kmeans_params *p, pggpu_kmeans_result *r, double *load_s,
+	double *fit_s, pggpu_error *err)
+{
+	return fit_more(be, n, stride, d, X, p, r, load_s, fit_s, NULL, NULL, NULL, err);
 }
 
 /*
@@ -282,7 +298,9 @@ run_stream(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters
  * -G: the fit of ITERS iterations from the first k rows with the rows in
  * contiguous shares on the GPUs of gpu_list ("0,1"; "0,0": two on GPU 0),
  * by pggpu_kmeans_parts (the shares' steps at once), beside it whole on the
- * first GPU
+ * first GPU.  Also a fit of 3 ITERS on each: the difference of the two,
+ * over the difference of their iterations, is an iteration's own time
+ * (without what a fit costs once: the state's set-up, the final labelling)
  */
 static bool
 run_shares(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
@@ -291,14 +309,20 @@ run_shares(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters
 	int			np = 0;
 	pggpu_data *parts[64] = {0};
 	pggpu_kmeans_params p = {.k = k, .max_iter = iters, .tol = 0, .init = PGGPU_INIT_GIVEN};
+	pggpu_kmeans_params p3;
 	pggpu_kmeans_result r = {0},
-				r1 = {0};
+				r1 = {0},
+				r3 = {0};
 	pggpu_error err = {0};
 	double	   *C = malloc(sizeof(double) * k * d);
 	double		t0,
 				t_shares = 0,
-				fit_s,
+				t3_shares = 0,
+				load_s,
+				fit_s = NAN,
+				fit3_s = NAN,
 				diff = 0;
+	int			it_shares = 0;
 	bool		ok = true;
 
 	for (const char *s = gpu_list; *s && np < 64; s = strchr(s, ',') ? strchr(s, ',') + 1 : s + strlen(s))
@@ -307,10 +331,14 @@ run_shares(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters
 		for (int j = 0; j < d; j++)
 			C[i * d + j] = X[j * n + i];
 	p.init_centroids = C;
+	p3 = p;
+	p3.max_iter = 3 * iters;
 	r.centroids = malloc(sizeof(double) * k * d);
 	r.sizes = malloc(sizeof(int64_t) * k);
 	r1.centroids = malloc(sizeof(double) * k * d);
 	r1.sizes = malloc(sizeof(int64_t) * k);
+	r3.centroids = malloc(sizeof(double) * k * d);
+	r3.sizes = malloc(sizeof(int64_t) * k);
 	for (int s = 0; s < np && ok; s++)
 	{
 		int64_t		lo = n * s / np,
@@ -339,22 +367,41 @@ run_shares(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters
 		t0 = bench_now();
 		ok = ok && pggpu_kmeans_parts(parts, np, &p, &r, &err) == PGGPU_OK;
 		t_shares = bench_now() - t0;
+		t0 = bench_now();
+		ok = ok && pggpu_kmeans_parts(parts, np, &p3, &r3, &err) == PGGPU_OK;
+		t3_shares = bench_now() - t0;
+		it_shares = r3.iterations - r.iterations;
 	}
 	for (int i = 0; i < np; i++)
 		pggpu_data_close(parts[i]);
-	fit_s = ok ? fit_whole(be, n, d, X, &p, &r, &r1, &diff, &err) : NAN;
-	if (ok)
+	if (ok && fit_more(be, n, n, d, X, &p, &r1, &load_s, &fit_s, &p3, &r3, &fit3_s, &err))
+	{
+		for (int64_t e = 0; e < (int64_t) k * d; e++)
+		{
+			double		scale = fabs(r1.centroids[e]) > 1 ? fabs(r1.centroids[e]) : 1;
+
+			diff = fmax(diff, fabs(r.centroids[e] - r1.centroids[e]) / scale);
+		}
+		it_shares = it_shares == r3.iterations - r1.iterations ? it_shares : 0;
+	}
+	else
+		ok = false;
+	if (ok && it_shares > 0)
 		bench_emit("gpus", method, n, d, k, t_shares / (r.iterations + 1),
 				   "seconds a pass over the rows (%d iterations and the final labelling); %d shares on GPUs %s; "
-				   "whole on one GPU %.4f s a pass; centroids within %.2g of the whole fit's",
-				   r.iterations, np, gpu_list, fit_s / (r1.iterations + 1), diff);
+				   "whole on one GPU %.4f s a pass; centroids within %.2g of the whole fit's; "
+				   "an iteration (fits of %d and %d iterations apart) %.5f s, whole %.5f s",
+				   r.iterations, np, gpu_list, fit_s / (r1.iterations + 1), diff, r.iterations,
+				   r.iterations + it_shares, (t3_shares - t_shares) / it_shares, (fit3_s - fit_s) / it_shares);
 	else
-		bench_emit("gpus", method, n, d, k, -1, "failed: %s", err.msg);
+		bench_emit("gpus", method, n, d, k, -1, "failed: %s", ok ? "the fits made other iterations" : err.msg);
 	free(C);
 	free(r.centroids);
 	free(r.sizes);
 	free(r1.centroids);
 	free(r1.sizes);
+	free(r3.centroids);
+	free(r3.sizes);
 	return ok;
 }
 
