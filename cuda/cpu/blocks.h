@@ -26,4 +26,11 @@ void		nearest_block(const double *x, int64_t b, int d, const double *C, int k,
  */
 void		point_block(const double *x, int64_t b, int d, const double *cc, double *w, bool set);
 
+/*
+ * The content keys (pggpu_row_key) of a block's rows, into keys[RB]; false,
+ * with keys untouched, where a value is subnormal (its exponent is frexp's:
+ * the caller takes those rows one at a time).
+ */
+bool		keys_block(const double *x, int64_t b, int d, uint64_t *keys);
+
 #endif							/* PG_GPU_CPU_BLOCKS_H */

@@ -15,10 +15,21 @@ pggpu_status
 pggpu_cpu_keys(pggpu_data *ds, uint64_t *keys, pggpu_error *err)
 {
 	const double *X = pggpu_cpu_rows(ds);
+	int64_t		tile = (int64_t) 1 << ds->log_b;
 
 	(void) err;
-	for (int64_t i = 0; i < ds->n; i++)
-		keys[i] = pggpu_row_key(X + pggpu_at(i, 0, ds->d, ds->log_b), (int64_t) 1 << ds->log_b, ds->d);
+	/* a block of RB rows at a time in vector lanes (the rest of the last tile is zeros) */
+	for (int64_t i0 = 0; i0 < ds->n; i0 += RB)
+	{
+		uint64_t	kb[RB];
+		int			m = ds->n - i0 < RB ? (int) (ds->n - i0) : RB;
+
+		if (keys_block(X + pggpu_at(i0, 0, ds->d, ds->log_b), tile, ds->d, kb))
+			memcpy(keys + i0, kb, sizeof(uint64_t) * m);
+		else
+			for (int q = 0; q < m; q++)
+				keys[i0 + q] = pggpu_row_key(X + pggpu_at(i0 + q, 0, ds->d, ds->log_b), tile, ds->d);
+	}
 	return PGGPU_OK;
 }
 
