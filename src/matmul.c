@@ -53,10 +53,12 @@ pg_gpu_matmul_run(PgGpuMatmul *w, pggpu_dtype dtype, int64 m, int64 n, int64 k,
 	pggpu_matmul_info info;
 	pggpu_error err = {0};
 	/* a's rows split over the shares' workspaces (several GPUs), unless too few or too little work */
-	int			shares = m >= w->nall ? w->nall : 1;
+	int			shares = m >= w->nshares ? w->nshares : 1;
 
 	if (!pg_gpu_split_product((double) m, (double) n, (double) k))
 		shares = 1;
+	if (shares > 1)
+		pg_gpu_matmul_open_shares(w);
 
 	memset(&p, 0, sizeof(p));
 	p.dtype = dtype;

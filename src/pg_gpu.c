@@ -527,16 +527,28 @@ pg_gpu_matmul_open(pggpu_backend backend, MemoryContext cxt)
 		n = pg_gpu_shares(backend, gpus);
 	}
 	w->nall = 1;
-	if (backend == PGGPU_BACKEND_GPU)
-		pggpu_gpus_start(gpus, distinct_gpus(gpus, n));
-	/* the other shares of a's rows (pg_gpu.gpus, pg_gpu.parts): a workspace each */
-	for (int i = 1; i < n; i++)
+	/* the other shares of a's rows (pg_gpu.gpus, pg_gpu.parts): opened when a product is split */
+	w->backend = backend;
+	w->nshares = n;
+	memcpy(w->share_gpu, gpus, sizeof(int) * n);
+	return w;
+}
+
+void
+pg_gpu_matmul_open_shares(PgGpuMatmul *w)
+{
+	pggpu_error err = {0};
+
+	if (w->nall >= w->nshares)
+		return;
+	if (w->backend == PGGPU_BACKEND_GPU)
+		pggpu_gpus_start(w->share_gpu, distinct_gpus(w->share_gpu, w->nshares));
+	for (int i = w->nall; i < w->nshares; i++)
 	{
-		if (pggpu_matmul_open(&w->all[i], backend, gpus[i], &err) != PGGPU_OK)
+		if (pggpu_matmul_open(&w->all[i], w->backend, w->share_gpu[i], &err) != PGGPU_OK)
 			pg_gpu_raise(&err);
 		w->nall++;
 	}
-	return w;
 }
 
 void
@@ -546,6 +558,7 @@ pg_gpu_matmul_keep_only(PgGpuMatmul *w, int which)
 	for (int i = 1; i < w->nall; i++)
 		pggpu_matmul_close(w->all[i]);
 	w->nall = 1;
+	w->nshares = 1;
 }
 
 /* (for the compute layer's threads: polled by this thread while they run) */

@@ -143,7 +143,10 @@ extern void pg_gpu_data_get_rows(PgGpuData *data, const int64 *rows, int m, doub
 typedef struct PgGpuMatmul
 {
 	pggpu_matmul *all[PGGPU_MAX_THREADS];	/* a workspace a share of a's rows (pg_gpu_shares); all[0] holds the buffers */
-	int			nall;
+	int			nall;			/* opened: all[0] at once, the rest when a product is split */
+	int			nshares;		/* the shares pg_gpu_shares gave, on these GPUs */
+	int			share_gpu[PGGPU_MAX_THREADS];
+	pggpu_backend backend;
 	MemoryContextCallback cb;
 	Size		bytes[3];		/* what each host buffer was asked to hold */
 } PgGpuMatmul;
@@ -156,6 +159,8 @@ extern void *pg_gpu_matmul_buffer(PgGpuMatmul *w, int which, Size bytes, Size ke
 extern void pg_gpu_matmul_count(PgGpuMatmul *w, int which, Size bytes);
 /* the bytes the workspace's other two host buffers count */
 extern double pg_gpu_matmul_others(const PgGpuMatmul *w, int which);
+/* w's workspaces of every share, opened (the GPUs' contexts made at once) */
+extern void pg_gpu_matmul_open_shares(PgGpuMatmul *w);
 /* C (m x n) = A (m x k) B (k x n), row-major, in w's device (matmul.c) */
 extern void pg_gpu_matmul_run(PgGpuMatmul *w, pggpu_dtype dtype, int64 m, int64 n, int64 k,
 							  const void *a, const void *b, void *c);
