@@ -746,7 +746,6 @@ pggpu_gpu_mm_gather_b(pggpu_matmul *const *mms, int n, int i, const int64_t *cut
 
 	if (g->staged != 1)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "b is not staged");
-	(void) peer_access(g->dev, g->dev);
 	for (int j = 0; j < n; j++)
 	{
 		mm_gpu	   *h = (mm_gpu *) mms[j]->impl;
