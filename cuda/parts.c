@@ -763,7 +763,8 @@ local_sample_set(void *arg, uint64_t seed, double rate, pggpu_data *set, int64_t
 	uint64_t   *keys = NULL,
 			   *skeys = NULL;
 	sampled    *smp = NULL;
-	int64_t    *order = NULL;
+	int64_t    *at = NULL,
+			   *order = NULL;
 	int		   *es = NULL,
 			   *which = NULL;
 	parts_sample ps;
@@ -781,8 +782,9 @@ local_sample_set(void *arg, uint64_t seed, double rate, pggpu_data *set, int64_t
 		most = ds->n > most ? ds->n : most;
 	}
 	keys = (uint64_t *) pggpu_scratch_alloc(home, sizeof(uint64_t) * most);
+	at = (int64_t *) pggpu_scratch_alloc(home, sizeof(int64_t) * most);
 	es = (int *) pggpu_scratch_alloc(home, sizeof(int) * np);
-	if (keys == NULL || es == NULL)
+	if (keys == NULL || at == NULL || es == NULL)
 	{
 		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 		goto done;
@@ -796,8 +798,7 @@ local_sample_set(void *arg, uint64_t seed, double rate, pggpu_data *set, int64_t
 		if (ds->n == 0)
 			continue;
 		CHECK(ds->ops->keys(ds, keys, err));
-		for (int64_t i = 0; i < ds->n; i++)
-			mp += rate >= 1.0 || pggpu_sampled(seed, (int64_t) keys[i], rate);
+		mp = sampled_places(keys, ds->n, seed, rate, at);
 		if (*m + mp > cap)
 		{
 			int64_t		want = *m + mp > 2 * cap ? *m + mp : 2 * cap;
@@ -816,19 +817,19 @@ local_sample_set(void *arg, uint64_t seed, double rate, pggpu_data *set, int64_t
 			}
 			cap = want;
 		}
-		for (int64_t i = 0; i < ds->n; i++)
-			if (rate >= 1.0 || pggpu_sampled(seed, (int64_t) keys[i], rate))
-			{
-				skeys[*m] = keys[i];
-				smp[*m].at = i;
-				smp[*m].part = pi;
-				++*m;
-			}
+		for (int64_t q = 0; q < mp; q++, ++*m)
+		{
+			skeys[*m] = keys[at[q]];
+			smp[*m].at = at[q];
+			smp[*m].part = pi;
+		}
 	}
 	if (*m == 0)
 		goto done;
 	pggpu_scratch_free(home, keys);
+	pggpu_scratch_free(home, at);
 	keys = NULL;
+	at = NULL;
 	order = (int64_t *) pggpu_scratch_alloc(home, sizeof(int64_t) * *m);
 	if (order == NULL)
 	{
@@ -853,6 +854,7 @@ local_sample_set(void *arg, uint64_t seed, double rate, pggpu_data *set, int64_t
 	CHECK(set->ops->copy_rows(set, lp->parts, np, which, order, *m, es, err));
 done:
 	pggpu_scratch_free(home, keys);
+	pggpu_scratch_free(home, at);
 	pggpu_scratch_free(home, which);
 	pggpu_scratch_free(home, skeys);
 	pggpu_scratch_free(home, smp);
