@@ -160,6 +160,32 @@ bool		pggpu_data_parked(const pggpu_data *ds);
 /* Frees everything the set holds (device, pinned and host memory).  NULL ok. */
 void		pggpu_data_close(pggpu_data *ds);
 
+/* ---- a sample of rows, drawn by their content (sample.c) ----------------- */
+
+/*
+ * The m rows of least priority among those offered, the priority a hash of
+ * a row's values and the seed (ties: by value): m rows drawn uniformly
+ * without replacement (all of them where fewer are offered), the same rows
+ * in the same order whatever order they come in.  Host memory: m x d
+ * doubles at most, grown as rows are kept.  For one thread.
+ */
+typedef struct pggpu_sample pggpu_sample;
+
+pggpu_status pggpu_sample_open(pggpu_sample **out, int d, int64_t m, uint64_t seed,
+							   pggpu_error *err);
+/* n rows offered: value j of row r at x[j * stride + r] */
+pggpu_status pggpu_sample_offer(pggpu_sample *s, const double *x, int64_t stride, int64_t n,
+								pggpu_error *err);
+/* rows offered so far */
+int64_t		pggpu_sample_offered(const pggpu_sample *s);
+/*
+ * The sample, taken once the offers are over: its rows (row-major, d each)
+ * and their order (row order[t] is the t-th: least priority first); returns
+ * how many.  Valid until close.
+ */
+int64_t		pggpu_sample_result(pggpu_sample *s, const double **rows, const int64_t **order);
+void		pggpu_sample_close(pggpu_sample *s);
+
 /* ---- k-means ------------------------------------------------------------ */
 
 typedef enum pggpu_init

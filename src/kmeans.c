@@ -35,22 +35,22 @@ PG_FUNCTION_INFO_V1(gpu_kmeans_choose_k);
 enum
 {
 	A_RELATION, A_K, A_COLUMNS, A_ID_COLUMN, A_MAX_ITER, A_TOL, A_INIT,
-	A_INIT_CENTROIDS, A_SEED, A_METRIC, A_N_INIT, A_SCALE, A_MEMBERSHIPS
+	A_INIT_CENTROIDS, A_SEED, A_METRIC, A_N_INIT, A_SCALE, A_MEMBERSHIPS, A_FIT_SAMPLE
 };
+
+/* gpu_kmeans's sample: where gpu_kmeans_fit has memberships */
+#define A_KM_SAMPLE A_MEMBERSHIPS
 
 /* gpu_kmeans_choose_k's */
 enum
 {
 	AK_RELATION, AK_KS, AK_COLUMNS, AK_MAX_ITER, AK_TOL, AK_INIT, AK_SEED, AK_METRIC,
-	AK_N_INIT, AK_SCALE, AK_SAMPLE_SIZE
+	AK_N_INIT, AK_SCALE, AK_SAMPLE_SIZE, AK_SAMPLE
 };
 
 /* the most values of k gpu_kmeans_choose_k fits, and rows its silhouette takes */
 #define MAX_KS 100
 #define MAX_SAMPLE 20000
-
-/* the most starts n_init may ask for */
-#define MAX_N_INIT 1000
 
 /* gpu_kmeans_assign's, and gpu_kmeans_apply's */
 enum
@@ -61,114 +61,6 @@ enum
 {
 	AM_RELATION, AM_MODEL, AM_ID_COLUMN
 };
-
-/* a fit's settings, from the arguments */
-typedef struct FitSettings
-{
-	pggpu_kmeans_params p;		/* k is set per fit */
-	pggpu_metric metric;
-	bool		standard;		/* scale => 'standard' */
-	const char *init;			/* its name, for the model */
-} FitSettings;
-
-static void
-require_arg(FunctionCallInfo fcinfo, int n, const char *name)
-{
-	if (PG_ARGISNULL(n))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be NULL", name)));
-}
-
-/*
- * A two-dimensional float8 array of rows x cols (cols = -1: any), no NULLs,
- * finite; returns its elements row-major.
- */
-static double *
-matrix_arg(ArrayType *a, const char *name, int rows, int cols, int *rows_out)
-{
-	int			nd = ARR_NDIM(a);
-	int		   *dims = ARR_DIMS(a);
-	Datum	   *elems;
-	bool	   *nulls;
-	int			n;
-	double	   *m;
-
-	if (nd != 2 || (rows >= 0 && dims[0] != rows) || (cols >= 0 && dims[1] != cols))
-	{
-		if (rows >= 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-					 errmsg("%s must be a %d x %d array (k rows of one value per column)",
-							name, rows, cols),
-					 errdetail("It has %d dimension(s)%s.", nd,
-							   nd == 2 ? psprintf(", %d x %d", dims[0], dims[1]) : ""),
-					 errhint("Write it as ARRAY[[x1, y1, ...], [x2, y2, ...], ...].")));
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("%s must be a two-dimensional array with %d columns (one row per centroid)",
-						name, cols),
-				 errdetail("It has %d dimension(s)%s.", nd,
-						   nd == 2 ? psprintf(", %d x %d", dims[0], dims[1]) : ""),
-				 errhint("Write it as ARRAY[[x1, y1, ...], [x2, y2, ...], ...] with values in the order of the columns used.")));
-	}
-	deconstruct_array(a, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &n);
-	m = palloc(sizeof(double) * Max(n, 1));
-	for (int i = 0; i < n; i++)
-	{
-		if (nulls[i])
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("%s must not contain NULL", name)));
-		m[i] = DatumGetFloat8(elems[i]);
-		if (!isfinite(m[i]))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("%s must contain only finite values", name)));
-	}
-	*rows_out = dims[0];
-	return m;
-}
-
-/*
- * The metric argument at position n: 'euclidean' or 'cosine' (an extension
- * script of 1.1 passes none: euclidean)
- */
-static pggpu_metric
-metric_arg(FunctionCallInfo fcinfo, int n)
-{
-	char	   *m;
-
-	if (PG_NARGS() <= n)
-		return PGGPU_METRIC_EUCLIDEAN;
-	require_arg(fcinfo, n, "metric");
-	m = text_to_cstring(PG_GETARG_TEXT_PP(n));
-	if (pg_strcasecmp(m, "euclidean") == 0)
-		return PGGPU_METRIC_EUCLIDEAN;
-	if (pg_strcasecmp(m, "cosine") == 0)
-		return PGGPU_METRIC_COSINE;
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("unknown metric \"%s\"", m),
-			 errhint("Use 'euclidean' or 'cosine'.")));
-}
-
-/* metric cosine: ERROR on a zero row of a centroid matrix (it has no direction) */
-static void
-no_zero_rows(const double *m, int k, int d, const char *name)
-{
-	for (int c = 0; c < k; c++)
-	{
-		bool		zero = true;
-
-		for (int j = 0; j < d; j++)
-			zero &= m[(int64) c * d + j] == 0;
-		if (zero)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("row %d of %s is zero, which has no direction for metric cosine", c + 1, name)));
-	}
-}
 
 /* a NOTICE of the rows left out (NULL, NaN, infinite; zero for cosine) and what becomes of them */
 static void
@@ -213,6 +105,29 @@ load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, PgGpuRows *rows
 }
 
 /*
+ * sample => m: the fit's rows m of the relation's usable rows drawn by the
+ * seed (all of them where it has no more), *usable: how many it has
+ */
+static PgGpuData *
+load_sample(const PgGpuSource *src, const FitSettings *fs, PgGpuRows *rows, const char *skipped,
+			int k, int64 *usable)
+{
+	double		expect = src->expected_rows > 0 ? Min(src->expected_rows, (double) fs->sample) :
+		(double) fs->sample;
+	PgGpuData  *data = pg_gpu_data_open(pg_gpu_choose_backend(), src->ncols, (int64) expect, k);
+	PgGpuRows	all;
+
+	pg_gpu_data_set_kmeans(data, fs->metric, pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
+	*usable = pg_gpu_read_sample(src, data, fs->sample, fs->p.seed, rows);
+	elog(DEBUG1, "pg_gpu: a sample of %lld of the %lld usable rows of \"%s\"",
+		 (long long) rows->nvalid, (long long) *usable, src->relname);
+	all = *rows;
+	all.nvalid = *usable;
+	notice_skipped(src, &all, skipped);
+	return data;
+}
+
+/*
  * A Citus distributed table: its rows loaded on the nodes that hold its
  * shards (citus_kmeans.c), scaled by mean and std when given; NULL when the
  * call reads them here instead (not distributed, pg_gpu.citus_nodes off, or
@@ -244,6 +159,7 @@ typedef struct KmeansOut
 	int			iterations;
 	bool		converged;
 	int64		changed;		/* rows that changed cluster in the last iteration */
+	int64		usable;			/* the relation's usable rows (more than rows.nvalid with a sample) */
 	bool		want_model;		/* gpu_kmeans_fit: its model column */
 	char	   *device;
 	int64		next;			/* next row to return */
@@ -291,80 +207,6 @@ log_stages(const KmeansOut *o, double return_ms)
 		 o->fname, o->read_ms, o->push_ms, o->seed_ms, o->iterate_ms, o->iterations, return_ms);
 }
 
-/*
- * The settings of a fit at these argument positions (-1: absent from this
- * function): max_iter, tol, init, seed, metric, n_init, scale
- */
-static void
-parse_settings(FunctionCallInfo fcinfo, int a_max_iter, int a_tol, int a_init, int a_seed,
-			   int a_metric, int a_n_init, int a_scale, FitSettings *fs)
-{
-	pggpu_kmeans_params *p = &fs->p;
-	char	   *init;
-
-	memset(fs, 0, sizeof(*fs));
-	fs->metric = metric_arg(fcinfo, a_metric);
-	require_arg(fcinfo, a_max_iter, "max_iter");
-	require_arg(fcinfo, a_tol, "tol");
-	require_arg(fcinfo, a_init, "init");
-	require_arg(fcinfo, a_seed, "seed");
-	p->max_iter = PG_GETARG_INT32(a_max_iter);
-	p->tol = PG_GETARG_FLOAT8(a_tol);
-	p->seed = (uint64) PG_GETARG_INT64(a_seed);
-	p->n_init = 1;
-	if (PG_NARGS() > a_n_init)
-	{
-		require_arg(fcinfo, a_n_init, "n_init");
-		p->n_init = PG_GETARG_INT32(a_n_init);
-		if (p->n_init < 1 || p->n_init > MAX_N_INIT)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("n_init must be between 1 and %d, not %d", MAX_N_INIT, p->n_init),
-					 errhint("n_init is the number of seeded starts; the one of least inertia is kept.")));
-	}
-	if (PG_NARGS() > a_scale)
-	{
-		char	   *sc;
-
-		require_arg(fcinfo, a_scale, "scale");
-		sc = text_to_cstring(PG_GETARG_TEXT_PP(a_scale));
-		if (pg_strcasecmp(sc, "standard") == 0)
-			fs->standard = true;
-		else if (pg_strcasecmp(sc, "none") != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("unknown scale \"%s\"", sc),
-					 errhint("Use 'none', or 'standard' to cluster each column as (x - mean) / standard deviation.")));
-		if (fs->standard && fs->metric == PGGPU_METRIC_COSINE)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("scale 'standard' does not apply to metric cosine"),
-					 errhint("Cosine compares directions, which scaling the columns would change; use scale => 'none'.")));
-	}
-	init = text_to_cstring(PG_GETARG_TEXT_PP(a_init));
-	if (p->max_iter < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_iter must be at least 1, not %d", p->max_iter)));
-	if (!(p->tol >= 0))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("tol must be a number >= 0"),
-				 errhint("tol is the fraction of rows allowed to change cluster in the last iteration; 0 runs to a fixed point.")));
-	if (pg_strcasecmp(init, "k-means++") == 0)
-		p->init = PGGPU_INIT_KMEANSPP, fs->init = "k-means++";
-	else if (pg_strcasecmp(init, "random") == 0)
-		p->init = PGGPU_INIT_RANDOM, fs->init = "random";
-	else if (pg_strcasecmp(init, "k-means||") == 0)
-		p->init = PGGPU_INIT_PARALLEL, fs->init = "k-means||";
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown init \"%s\"", init),
-				 errhint("Use 'k-means++', 'k-means||' or 'random', or pass init_centroids.")));
-	p->check_interrupts = pg_gpu_check_interrupts;
-}
-
 /* the compute layer's progress, into pg_stat_activity (progress.c) */
 static void
 fit_progress(void *arg, int start, int iteration)
@@ -379,22 +221,6 @@ fit_progress(void *arg, int start, int iteration)
 	else
 		pg_gpu_progress(false, "k = %d, iteration %d of at most %d%s, %lld rows", o->k, iteration,
 						o->fs.p.max_iter, starts, (long long) o->rows.nvalid);
-}
-
-/* k between 1 and the usable rows */
-static void
-check_k(int k, const PgGpuRows *rows)
-{
-	if (k < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("k must be at least 1, not %d", k)));
-	if (rows && k > rows->nvalid)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("k (%d) is larger than the number of usable rows (%lld)",
-						k, (long long) rows->nvalid),
-				 errhint("Choose k at most the number of rows without NULL, NaN or infinite values.")));
 }
 
 /* scale 'standard': the rows of data standardized, their means and deviations in out */
@@ -520,7 +346,9 @@ model_datum(const KmeansOut *o, const FitSettings *fs, bool *isnull)
 	m.inertia = o->inertia;
 	m.iterations = o->iterations;
 	m.converged = o->converged;
-	m.rows = o->rows.nvalid;
+	m.rows = o->usable;
+	/* (a sample of every row is no sample) */
+	m.sample = o->rows.nvalid < o->usable ? o->rows.nvalid : 0;
 	m.relation = o->src.qualname;
 	m.init = o->given ? "given" : fs->init;
 	m.seed = (int64) fs->p.seed;
@@ -538,8 +366,13 @@ model_datum(const KmeansOut *o, const FitSettings *fs, bool *isnull)
 	return model;
 }
 
+/*
+ * A fit of the relation (argument a_sample: sample's, -1: none).  want_ids:
+ * the rows' ids and clusters are wanted, in out->labels by the fit, or
+ * where it fit on a sample by the caller's pg_gpu_label_rows after it.
+ */
 static void
-run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
+run_kmeans(FunctionCallInfo fcinfo, bool want_ids, int a_sample, KmeansOut *out)
 {
 	double	   *given = NULL;
 	PgGpuData  *data;
@@ -547,24 +380,28 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 	FitSettings *fs = &out->fs;
 	int			k;
 	const char *skipped;
+	bool		want_labels;
 
-	require_arg(fcinfo, A_RELATION, "relation");
-	require_arg(fcinfo, A_K, "k");
-	parse_settings(fcinfo, A_MAX_ITER, A_TOL, A_INIT, A_SEED, A_METRIC, A_N_INIT, A_SCALE, fs);
+	pg_gpu_require_arg(fcinfo, A_RELATION, "relation");
+	pg_gpu_require_arg(fcinfo, A_K, "k");
+	pg_gpu_parse_settings(fcinfo, A_MAX_ITER, A_TOL, A_INIT, A_SEED, A_METRIC, A_N_INIT, A_SCALE, fs);
+	fs->sample = a_sample >= 0 ? pg_gpu_sample_arg(fcinfo, a_sample) : 0;
+	want_labels = want_ids && fs->sample == 0;
 	k = PG_GETARG_INT32(A_K);
-	check_k(k, NULL);
+	pg_gpu_check_k(k, NULL);
+	pg_gpu_check_sample(fs->sample, k);
 	if (out->fname == NULL)
 		out->fname = "gpu_kmeans";
 
-	pg_gpu_resolve_source(PG_GETARG_OID(A_RELATION),
+	pg_gpu_resolve_sample(PG_GETARG_OID(A_RELATION),
 						  PG_ARGISNULL(A_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(A_COLUMNS),
 						  PG_ARGISNULL(A_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(A_ID_COLUMN),
-						  want_labels, fs->metric == PGGPU_METRIC_COSINE, &out->src);
+						  want_ids, fs->metric == PGGPU_METRIC_COSINE, fs->sample, &out->src);
 	if (!PG_ARGISNULL(A_INIT_CENTROIDS))
 	{
 		int			rows;
 
-		given = matrix_arg(PG_GETARG_ARRAYTYPE_P(A_INIT_CENTROIDS), "init_centroids",
+		given = pg_gpu_matrix_arg(PG_GETARG_ARRAYTYPE_P(A_INIT_CENTROIDS), "init_centroids",
 						   k, out->src.ncols, &rows);
 		if (fs->p.n_init > 1)
 			ereport(ERROR,
@@ -572,7 +409,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 					 errmsg("n_init = %d needs seeded starts, not init_centroids", fs->p.n_init),
 					 errhint("Leave n_init at 1 with init_centroids, or drop init_centroids to start from seeds.")));
 		if (fs->metric == PGGPU_METRIC_COSINE)
-			no_zero_rows(given, k, out->src.ncols, "init_centroids");
+			pg_gpu_no_zero_rows(given, k, out->src.ncols, "init_centroids");
 		out->given = true;
 	}
 
@@ -580,15 +417,20 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_labels, KmeansOut *out)
 		pg_gpu_model_too_large(out->fname, k, out->src.ncols, fs->standard, true);
 	start = GetCurrentTimestamp();
 	pg_gpu_progress_begin(out->fname);
-	skipped = want_labels ? "they come back with cluster NULL" : "they take no part in the fit";
+	skipped = want_ids ? "they come back with cluster NULL" : "they take no part in the fit";
 	out->cluster = load_on_nodes(&out->src, fs->metric, want_labels, NULL, NULL, &out->rows, skipped,
-								 fs->standard ? "scale => 'standard' is computed on the coordinator" : NULL);
-	data = out->cluster ? NULL : load(&out->src, fs->metric, want_labels, &out->rows, skipped, k);
+								 fs->standard ? "scale => 'standard' is computed on the coordinator" :
+								 fs->sample ? "sample => is drawn on the coordinator" : NULL);
+	data = out->cluster ? NULL : fs->sample ?
+		load_sample(&out->src, fs, &out->rows, skipped, k, &out->usable) :
+		load(&out->src, fs->metric, want_labels, &out->rows, skipped, k);
+	if (!fs->sample)
+		out->usable = out->rows.nvalid;
 	out->read_ms = ms_since(start);
 	out->push_ms = data ? pggpu_data_push_seconds(data->ds) * 1e3 : 0;
 	if (out->rows.nvalid == 0)
 		pg_gpu_no_usable_rows(&out->src, &out->rows);
-	check_k(k, &out->rows);
+	pg_gpu_check_k(k, &out->rows);
 	standardize(data, fs, out);
 	fit_data(data, fs, k, given, want_labels, out);
 	notice_not_converged(out, fs);
@@ -655,50 +497,110 @@ member_srf(PG_FUNCTION_ARGS, void (*run) (FunctionCallInfo, KmeansOut *))
 static void
 run_kmeans_labels(FunctionCallInfo fcinfo, KmeansOut *o)
 {
-	run_kmeans(fcinfo, true, o);
+	run_kmeans(fcinfo, true, A_KM_SAMPLE, o);
+}
+
+/* a fit on a sample: every row labelled by its centroids after it, as they come */
+static void
+label_all(KmeansOut *o, PgGpuLabelFn emit, void *arg)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	double		inertia;
+
+	pg_gpu_progress_begin(o->fname);
+	pg_gpu_label_rows(&o->src, o->fs.metric, o->mean, o->std, o->scaled, o->k, emit, arg, &inertia);
+	pg_gpu_progress_end();
+	elog(DEBUG1, "pg_gpu: %s: the %lld usable rows of \"%s\" labelled by the sample's centroids in %.1f ms (inertia %.17g)",
+		 o->fname, (long long) o->usable, o->src.relname, ms_since(start), inertia);
+}
+
+/* (id, cluster) into gpu_kmeans's tuplestore */
+static void
+emit_tuple(void *arg, int64 id, int32 cluster)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) arg;
+	Datum		v[2] = {Int64GetDatum(id), Int32GetDatum(cluster)};
+	bool		nulls[2] = {false, cluster == 0};
+
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
 }
 
 Datum
 gpu_kmeans(PG_FUNCTION_ARGS)
 {
+	/* on a sample: the rows go into a tuplestore as they are labelled (it spills to disk) */
+	if (PG_NARGS() > A_KM_SAMPLE && !PG_ARGISNULL(A_KM_SAMPLE))
+	{
+		KmeansOut	o;
+
+		InitMaterializedSRF(fcinfo, 0);
+		memset(&o, 0, sizeof(o));
+		run_kmeans(fcinfo, true, A_KM_SAMPLE, &o);
+		label_all(&o, emit_tuple, fcinfo->resultinfo);
+		return (Datum) 0;
+	}
 	return member_srf(fcinfo, run_kmeans_labels);
 }
 
-/*
- * memberships => true: every row's id and cluster, in the order gpu_kmeans
- * returns them (clusters NULL for unusable rows), as two arrays
- */
-static void
-membership_arrays(const KmeansOut *o, Datum *ids, Datum *clusters)
+/* memberships => true: every row's id and cluster (0: NULL), in the order gpu_kmeans returns them */
+typedef struct Members
 {
-	int64		n = o->rows.nvalid + o->rows.ninvalid;
-	Datum	   *iv;
-	Datum	   *cv;
-	bool	   *cn;
+	int64		n;
+	int64		cap;
+	Datum	   *ids;
+	Datum	   *clusters;
+	bool	   *nulls;
+} Members;
+
+static void
+emit_member(void *arg, int64 id, int32 cluster)
+{
+	Members    *m = (Members *) arg;
+
+	if (m->n == m->cap)
+	{
+		int64		most = (int64) (MaxAllocSize / sizeof(int64)) - 64;
+
+		if (m->n >= most)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("the rows are too many for the memberships arrays (at most %lld)",
+							(long long) most),
+					 errhint("Store the model (the model column) and assign by it: gpu_kmeans_apply(relation, model).")));
+		m->cap = Min(Max(m->cap * 2, 1024), most);
+		m->ids = m->ids ? repalloc_huge(m->ids, sizeof(Datum) * m->cap) :
+			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(Datum) * m->cap);
+		m->clusters = m->clusters ? repalloc_huge(m->clusters, sizeof(Datum) * m->cap) :
+			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(Datum) * m->cap);
+		m->nulls = m->nulls ? repalloc_huge(m->nulls, sizeof(bool) * m->cap) :
+			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(bool) * m->cap);
+	}
+	m->ids[m->n] = Int64GetDatum(id);
+	m->clusters[m->n] = Int32GetDatum(cluster);
+	m->nulls[m->n++] = cluster == 0;
+}
+
+/* the memberships of o as two arrays: labelled after a fit on a sample, else the fit's */
+static void
+membership_arrays(KmeansOut *o, Datum *ids, Datum *clusters)
+{
+	Members		m = {0};
 	int			dims[1];
 	int			lbs[1] = {1};
 
-	if (n > (int64) (MaxAllocSize / sizeof(int64)) - 64)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("%lld rows are too many for the memberships arrays (at most %lld)",
-						(long long) n, (long long) (MaxAllocSize / sizeof(int64)) - 64),
-				 errhint("Store the model (the model column) and assign by it: gpu_kmeans_apply(relation, model).")));
-	iv = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(Datum) * n);
-	cv = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(Datum) * n);
-	cn = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(bool) * n);
-	for (int64 r = 0; r < n; r++)
+	if (o->fs.sample > 0)
+		label_all(o, emit_member, &m);
+	else
 	{
-		bool		ok = r < o->rows.nvalid;
-
-		iv[r] = Int64GetDatum(ok ? o->rows.ids[r] : o->rows.invalid_ids[r - o->rows.nvalid]);
-		cv[r] = Int32GetDatum(ok ? o->labels[r] + 1 : 0);
-		cn[r] = !ok;
+		for (int64 r = 0; r < o->rows.nvalid; r++)
+			emit_member(&m, o->rows.ids[r], o->labels[r] + 1);
+		for (int64 r = 0; r < o->rows.ninvalid; r++)
+			emit_member(&m, o->rows.invalid_ids[r], 0);
 	}
-	dims[0] = (int) n;
-	*ids = PointerGetDatum(construct_md_array(iv, NULL, 1, dims, lbs, INT8OID, 8, FLOAT8PASSBYVAL,
+	dims[0] = (int) m.n;
+	*ids = PointerGetDatum(construct_md_array(m.ids, NULL, 1, dims, lbs, INT8OID, 8, FLOAT8PASSBYVAL,
 											  TYPALIGN_DOUBLE));
-	*clusters = PointerGetDatum(construct_md_array(cv, cn, 1, dims, lbs, INT4OID, 4, true,
+	*clusters = PointerGetDatum(construct_md_array(m.clusters, m.nulls, 1, dims, lbs, INT4OID, 4, true,
 												   TYPALIGN_INT));
 }
 
@@ -722,7 +624,7 @@ gpu_kmeans_fit(PG_FUNCTION_ARGS)
 	memset(&o, 0, sizeof(o));
 	o.fname = "gpu_kmeans_fit";
 	o.want_model = rsinfo->setDesc->natts > 6;
-	run_kmeans(fcinfo, memberships, &o);
+	run_kmeans(fcinfo, memberships, A_FIT_SAMPLE, &o);
 	returning = GetCurrentTimestamp();
 	d = o.src.ncols;
 	cd = palloc(sizeof(Datum) * o.k * d);
@@ -759,10 +661,7 @@ static void
 assign_rows(KmeansOut *o, const char *fname, pggpu_metric metric, const double *mean,
 			const double *std, const double *centroids)
 {
-	pggpu_error err = {0};
 	PgGpuData  *data;
-
-	int64		off = 0;
 
 	pg_gpu_progress_begin(fname);
 	o->cluster = load_on_nodes(&o->src, metric, true, mean, std, &o->rows, "they come back with cluster NULL", NULL);
@@ -777,18 +676,7 @@ assign_rows(KmeansOut *o, const char *fname, pggpu_metric metric, const double *
 	o->labels = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(o->rows.nvalid, 1));
 	o->distances = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(o->rows.nvalid, 1));
 	pg_gpu_progress(true, "assigning %lld rows", (long long) o->rows.nvalid);
-	/* part by part (a parked one parked again after: one at a time on its GPU) */
-	for (int i = 0; i < data->nparts; i++)
-	{
-		pggpu_data *ds = data->parts[i];
-		bool		parked = pggpu_data_parked(ds);
-
-		if ((mean && pggpu_data_shift_scale(ds, mean, std, &err) != PGGPU_OK) ||
-			pggpu_assign(ds, centroids, o->k, o->labels + off, o->distances + off, &err) != PGGPU_OK ||
-			(parked && pggpu_data_park(ds, &err) != PGGPU_OK))
-			pg_gpu_raise(&err);
-		off += pggpu_data_rows(ds);
-	}
+	pg_gpu_assign_data(data, mean, std, centroids, o->k, o->labels, o->distances);
 	log_route(data->ds);
 	pg_gpu_data_close(data);
 	pg_gpu_progress_end();
@@ -799,21 +687,21 @@ static void
 run_assign(FunctionCallInfo fcinfo, KmeansOut *o)
 {
 	double	   *centroids;
-	pggpu_metric metric = metric_arg(fcinfo, AA_METRIC);
+	pggpu_metric metric = pg_gpu_metric_arg(fcinfo, AA_METRIC);
 
-	require_arg(fcinfo, AA_RELATION, "relation");
-	require_arg(fcinfo, AA_CENTROIDS, "centroids");
+	pg_gpu_require_arg(fcinfo, AA_RELATION, "relation");
+	pg_gpu_require_arg(fcinfo, AA_CENTROIDS, "centroids");
 	pg_gpu_resolve_source(PG_GETARG_OID(AA_RELATION),
 						  PG_ARGISNULL(AA_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(AA_COLUMNS),
 						  PG_ARGISNULL(AA_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(AA_ID_COLUMN),
 						  true, metric == PGGPU_METRIC_COSINE, &o->src);
-	centroids = matrix_arg(PG_GETARG_ARRAYTYPE_P(AA_CENTROIDS), "centroids", -1, o->src.ncols, &o->k);
+	centroids = pg_gpu_matrix_arg(PG_GETARG_ARRAYTYPE_P(AA_CENTROIDS), "centroids", -1, o->src.ncols, &o->k);
 	if (o->k < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("centroids must have at least one row")));
 	if (metric == PGGPU_METRIC_COSINE)
-		no_zero_rows(centroids, o->k, o->src.ncols, "centroids");
+		pg_gpu_no_zero_rows(centroids, o->k, o->src.ncols, "centroids");
 	assign_rows(o, "gpu_kmeans_assign", metric, NULL, NULL, centroids);
 }
 
@@ -835,8 +723,8 @@ run_assign_model(FunctionCallInfo fcinfo, KmeansOut *o)
 	Datum	   *names;
 	ArrayType  *columns;
 
-	require_arg(fcinfo, AM_RELATION, "relation");
-	require_arg(fcinfo, AM_MODEL, "model");
+	pg_gpu_require_arg(fcinfo, AM_RELATION, "relation");
+	pg_gpu_require_arg(fcinfo, AM_MODEL, "model");
 	m = pg_gpu_model_from_jsonb(PG_GETARG_JSONB_P(AM_MODEL));
 	names = palloc(sizeof(Datum) * m->ncols);
 	for (int i = 0; i < m->ncols; i++)
@@ -881,10 +769,11 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 
 	InitMaterializedSRF(fcinfo, 0);
 	memset(&o, 0, sizeof(o));
-	require_arg(fcinfo, AK_RELATION, "relation");
-	require_arg(fcinfo, AK_KS, "ks");
-	require_arg(fcinfo, AK_SAMPLE_SIZE, "sample_size");
-	parse_settings(fcinfo, AK_MAX_ITER, AK_TOL, AK_INIT, AK_SEED, AK_METRIC, AK_N_INIT, AK_SCALE, fs);
+	pg_gpu_require_arg(fcinfo, AK_RELATION, "relation");
+	pg_gpu_require_arg(fcinfo, AK_KS, "ks");
+	pg_gpu_require_arg(fcinfo, AK_SAMPLE_SIZE, "sample_size");
+	pg_gpu_parse_settings(fcinfo, AK_MAX_ITER, AK_TOL, AK_INIT, AK_SEED, AK_METRIC, AK_N_INIT, AK_SCALE, fs);
+	fs->sample = pg_gpu_sample_arg(fcinfo, AK_SAMPLE);
 	o.fname = "gpu_kmeans_choose_k";
 	{
 		ArrayType  *a = PG_GETARG_ARRAYTYPE_P(AK_KS);
@@ -909,7 +798,7 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						 errmsg("ks must not contain NULL")));
 			ks[i] = DatumGetInt32(e[i]);
-			check_k(ks[i], NULL);
+			pg_gpu_check_k(ks[i], NULL);
 		}
 	}
 	sample_size = PG_GETARG_INT32(AK_SAMPLE_SIZE);
@@ -919,21 +808,27 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 				 errmsg("sample_size must be between 2 and %d, not %d", MAX_SAMPLE, sample_size),
 				 errhint("The silhouette takes time in the square of the rows sampled.")));
 
-	pg_gpu_resolve_source(PG_GETARG_OID(AK_RELATION),
+	pg_gpu_resolve_sample(PG_GETARG_OID(AK_RELATION),
 						  PG_ARGISNULL(AK_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(AK_COLUMNS),
-						  NULL, false, fs->metric == PGGPU_METRIC_COSINE, &o.src);
+						  NULL, false, fs->metric == PGGPU_METRIC_COSINE, fs->sample, &o.src);
 	/* before the read and the fits */
 	for (int i = 0; i < nks; i++)
 	{
 		pg_gpu_model_too_large(o.fname, ks[i], o.src.ncols, fs->standard, true);
 		max_k = Max(max_k, ks[i]);
 	}
+	pg_gpu_check_sample(fs->sample, max_k);
 	pg_gpu_progress_begin(o.fname);
-	data = load(&o.src, fs->metric, false, &o.rows, "they take no part in the fits", max_k);
+	if (fs->sample > 0)
+		data = load_sample(&o.src, fs, &o.rows, "they take no part in the fits", max_k, &o.usable);
+	else
+		data = load(&o.src, fs->metric, false, &o.rows, "they take no part in the fits", max_k);
+	if (fs->sample == 0)
+		o.usable = o.rows.nvalid;
 	if (o.rows.nvalid == 0)
 		pg_gpu_no_usable_rows(&o.src, &o.rows);
 	for (int i = 0; i < nks; i++)
-		check_k(ks[i], &o.rows);
+		pg_gpu_check_k(ks[i], &o.rows);
 	standardize(data, fs, &o);
 
 	/* the sample: each row with probability sample_size / n, by the seed */

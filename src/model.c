@@ -297,6 +297,11 @@ pg_gpu_model_to_jsonb(const PgGpuModel *m, bool *toolarge)
 	push_bool(&w, m->converged);
 	push_key(&w, "rows");
 	push_int(&w, m->rows, false);
+	if (m->sample > 0)
+	{
+		push_key(&w, "sample");
+		push_int(&w, m->sample, false);
+	}
 	push_key(&w, "relation");
 	push_string(&w, m->relation, false);
 	push_key(&w, "init");

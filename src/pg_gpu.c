@@ -349,8 +349,9 @@ pg_gpu_threads(void)
 	return Max(1, Min(want, 1 + max_worker_processes));
 }
 
-PgGpuData *
-pg_gpu_data_open(pggpu_backend backend, int d, int64 expected_rows, int k)
+/* one: a single share (the first GPU's, or the CPU), whatever the work */
+static PgGpuData *
+data_open(pggpu_backend backend, int d, int64 expected_rows, int k, bool one)
 {
 	PgGpuData  *data = palloc0(sizeof(PgGpuData));
 	int			most = 1;		/* shares on one GPU */
@@ -360,7 +361,8 @@ pg_gpu_data_open(pggpu_backend backend, int d, int64 expected_rows, int k)
 	data->d = d;
 	data->nshares = pg_gpu_shares(backend, data->share_gpu);
 	/* too little work to gain from several GPUs: the first */
-	if (backend == PGGPU_BACKEND_GPU && data->nshares > 1 && !pg_gpu_split_kmeans((double) expected_rows, d, k))
+	if (one || (backend == PGGPU_BACKEND_GPU && data->nshares > 1 &&
+				!pg_gpu_split_kmeans((double) expected_rows, d, k)))
 		data->nshares = 1;
 	if (backend == PGGPU_BACKEND_GPU)
 		pggpu_gpus_start(data->share_gpu, distinct_gpus(data->share_gpu, data->nshares));
@@ -392,6 +394,18 @@ pg_gpu_data_open(pggpu_backend backend, int d, int64 expected_rows, int k)
 	}
 	data->ds = data->parts[0];
 	return data;
+}
+
+PgGpuData *
+pg_gpu_data_open(pggpu_backend backend, int d, int64 expected_rows, int k)
+{
+	return data_open(backend, d, expected_rows, k, false);
+}
+
+PgGpuData *
+pg_gpu_data_open_one(pggpu_backend backend, int d, int64 expected_rows)
+{
+	return data_open(backend, d, expected_rows, 0, true);
 }
 
 void

@@ -120,6 +120,8 @@ typedef struct PgGpuData
 } PgGpuData;
 
 extern PgGpuData *pg_gpu_data_open(pggpu_backend backend, int d, int64 expected_rows, int k);
+/* the same in one share (the first GPU, or the CPU): rows streamed through it a chunk at a time */
+extern PgGpuData *pg_gpu_data_open_one(pggpu_backend backend, int d, int64 expected_rows);
 extern void pg_gpu_data_close(PgGpuData *data);
 /* the metric and precision of the data's k-means (every part's) */
 extern void pg_gpu_data_set_kmeans(PgGpuData *data, pggpu_metric metric, bool double_only);
@@ -229,6 +231,11 @@ extern void pg_gpu_run_select(const char *sql, DestReceiver *dest, bool read_onl
  */
 extern void pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 								  bool id_required, bool normalize, PgGpuSource *src);
+/* the same for a fit on a sample of that many rows (its memory checked, not the relation's) */
+extern void pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column,
+								  bool id_required, bool normalize, int64 sample, PgGpuSource *src);
+/* pg_gpu.max_memory against a sample of rows rows (ERROR past it) */
+extern void pg_gpu_check_sample_memory(const PgGpuSource *src, int64 rows);
 
 typedef struct PgGpuRows
 {
@@ -298,7 +305,8 @@ typedef struct PgGpuModel
 	double		inertia;
 	int			iterations;
 	bool		converged;
-	int64		rows;
+	int64		rows;			/* the relation's usable rows */
+	int64		sample;			/* the rows it was fit on, where a sample (else 0) */
 	char	   *relation;
 	const char *init;
 	int64		seed;
@@ -442,6 +450,81 @@ extern bool pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_onl
 							  PgGpuPartConsumer consume, void *arg);
 
 /* a DestReceiver that converts the rows of a SELECT into parts */
+/*
+ * A sink: parts into data's staging buffers as the read puts them (ids
+ * kept where wanted), batches pushed as they fill; end: the last batch
+ * pushed, the counts and ids into rows.  rows: the rows it holds so far.
+ */
+typedef struct PgGpuSink PgGpuSink;
+extern PgGpuSink *pg_gpu_sink_begin(const PgGpuSource *src, PgGpuData *data, bool want_ids);
+extern void pg_gpu_sink_consume(void *sink, const PgGpuPart *part);	/* a PgGpuPartConsumer */
+extern int64 pg_gpu_sink_rows(const PgGpuSink *sink);
+extern void pg_gpu_sink_end(PgGpuSink *sink, PgGpuRows *rows);
+/* every row of src as parts to consume (the table's scan, else a SELECT through SPI) */
+extern void pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, PgGpuPartConsumer consume,
+							  void *arg);
+/* m rows (row-major, src->ncols each; row order[t] the t-th, order NULL: in turn) into data */
+extern void pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const double *x,
+							 const int64 *order, int64 m);
+
+/* ---- the k-means functions' arguments (kmeans_args.c) ---- */
+
+/* a fit's settings, from the arguments */
+typedef struct FitSettings
+{
+	pggpu_kmeans_params p;		/* k is set per fit */
+	pggpu_metric metric;
+	bool		standard;		/* scale => 'standard' */
+	const char *init;			/* its name, for the model */
+	int64		sample;			/* sample => m: the rows fit on (0: every row) */
+} FitSettings;
+
+/* ERROR (22004) where argument n is NULL */
+extern void pg_gpu_require_arg(FunctionCallInfo fcinfo, int n, const char *name);
+/* a two-dimensional float8 array of rows x cols (-1: any), finite, row-major */
+extern double *pg_gpu_matrix_arg(ArrayType *a, const char *name, int rows, int cols, int *rows_out);
+/* metric => 'euclidean' or 'cosine' (argument n) */
+extern pggpu_metric pg_gpu_metric_arg(FunctionCallInfo fcinfo, int n);
+/* ERROR where a row of m (k x d) is zero (cosine) */
+extern void pg_gpu_no_zero_rows(const double *m, int k, int d, const char *name);
+/* sample => m (argument n, where the function has it); 0 when NULL */
+extern int64 pg_gpu_sample_arg(FunctionCallInfo fcinfo, int n);
+/* ERROR where a sample (> 0) holds fewer than k rows */
+extern void pg_gpu_check_sample(int64 sample, int k);
+/* a fit's settings from the arguments at these positions (n_init, scale: where the function has them) */
+extern void pg_gpu_parse_settings(FunctionCallInfo fcinfo, int a_max_iter, int a_tol, int a_init,
+								  int a_seed, int a_metric, int a_n_init, int a_scale,
+								  FitSettings *fs);
+/* k between 1 and the usable rows (rows NULL: k alone) */
+extern void pg_gpu_check_k(int k, const PgGpuRows *rows);
+
+/* ---- sample => m, and every row labelled a chunk at a time (sample.c) ---- */
+
+/*
+ * The rows of a fit on a sample: m of src's usable rows drawn by seed
+ * (pggpu_sample: by content, the same rows whatever order they are read
+ * in) into data in the sample's order; rows: the sample's count and the
+ * unusable rows; returns the usable rows read.
+ */
+extern int64 pg_gpu_read_sample(const PgGpuSource *src, PgGpuData *data, int64 m, uint64 seed,
+								PgGpuRows *rows);
+
+/* each row's id and cluster (1..k; 0: an unusable row, NULL cluster) */
+typedef void (*PgGpuLabelFn) (void *arg, int64 id, int32 cluster);
+
+/*
+ * Every row of src (with ids) labelled by the k centroids (the rows scaled
+ * by mean and std first where given), a chunk of rows at a time through a
+ * data set of one share, never all held; *inertia: the sum of the rows'
+ * squared distances (as compared).
+ */
+extern void pg_gpu_label_rows(const PgGpuSource *src, pggpu_metric metric, const double *mean,
+							  const double *std, const double *centroids, int k,
+							  PgGpuLabelFn emit, void *arg, double *inertia);
+/* the rows of data labelled by the k centroids (scaled first where mean is given), part by part */
+extern void pg_gpu_assign_data(PgGpuData *data, const double *mean, const double *std,
+							   const double *centroids, int k, int32 *labels, double *distances);
+
 typedef struct PgGpuPartReceiver
 {
 	DestReceiver pub;

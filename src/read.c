@@ -74,6 +74,12 @@ check_rows_memory(const PgGpuSource *src, double rows, bool ids, const char *pre
 						pre, rows, post, rb);
 }
 
+void
+pg_gpu_check_sample_memory(const PgGpuSource *src, int64 rows)
+{
+	check_rows_memory(src, rows, false, "A sample of ", " so far");
+}
+
 /*
  * "a, b": names quoted as identifiers, as in a query; literals: "'a', 'b'",
  * as in an ARRAY[...] of text
@@ -106,6 +112,13 @@ vector_alone(const PgGpuSource *src, const char *vecname)
 void
 pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 					  bool id_required, bool normalize, PgGpuSource *src)
+{
+	pg_gpu_resolve_sample(relid, columns, id_column, id_required, normalize, 0, src);
+}
+
+void
+pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column,
+					  bool id_required, bool normalize, int64 sample, PgGpuSource *src)
 {
 	Relation	rel;
 	TupleDesc	td;
@@ -278,7 +291,13 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 
 	src->expected_rows = pg_gpu_estimate_rows(rel);
 	/* before anything is allocated; the rows are counted again as they come */
-	if (src->expected_rows > 0)
+	if (sample > 0)
+	{
+		/* (unknown: the sample is checked as it grows) */
+		if (src->expected_rows > 0)
+			check_rows_memory(src, Min(src->expected_rows, sample), false, "A sample of about ", "");
+	}
+	else if (src->expected_rows > 0)
 		check_rows_memory(src, src->expected_rows, src->idname != NULL,
 						  "About ", " by the table's statistics");
 	relation_close(rel, NoLock);
@@ -518,51 +537,118 @@ source_spec(const PgGpuSource *src, bool want_ids, bool table, PgGpuRowSpec *spe
 	}
 }
 
+PgGpuSink *
+pg_gpu_sink_begin(const PgGpuSource *src, PgGpuData *data, bool want_ids)
+{
+	SoaSink    *s = palloc0(sizeof(SoaSink));
+
+	s->src = src;
+	s->data = data;
+	s->ds = pg_gpu_data_filling(data);
+	s->want_ids = want_ids;
+	s->batch = pggpu_data_batch(s->ds);
+	s->batch_rows = pggpu_data_batch_rows(s->ds);
+	s->cxt = CurrentMemoryContext;
+	return (PgGpuSink *) s;
+}
+
+void
+pg_gpu_sink_consume(void *arg, const PgGpuPart *p)
+{
+	soa_consume(arg, p);
+}
+
+int64
+pg_gpu_sink_rows(const PgGpuSink *sink)
+{
+	const SoaSink *s = (const SoaSink *) sink;
+
+	return pg_gpu_data_rows(s->data) + s->fill;
+}
+
+void
+pg_gpu_sink_end(PgGpuSink *sink, PgGpuRows *rows)
+{
+	SoaSink    *s = (SoaSink *) sink;
+
+	/* only the last batch of a sink may be partial */
+	if (s->fill > 0)
+		flush_batch(s);
+	if (s->want_ids && s->data->nshares > 1)
+		ids_in_part_order(s);
+	rows->nvalid = pg_gpu_data_rows(s->data);
+	rows->ninvalid = s->ninvalid;
+	rows->ids = s->ids;
+	rows->invalid_ids = s->bad;
+	if (s->batches)
+		pfree(s->batches);
+	pfree(s);
+}
+
+void
+pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, PgGpuPartConsumer consume, void *arg)
+{
+	PgGpuRowSpec *spec = palloc(sizeof(PgGpuRowSpec));
+
+	source_spec(src, want_ids, true, spec);
+	if (!pg_gpu_scan_table(src->relid, spec, false, consume, arg))
+	{
+		PgGpuPartReceiver r;
+
+		char	   *sql = source_select(src, want_ids);
+
+		source_spec(src, want_ids, false, spec);
+		pg_gpu_part_receiver_init(&r, spec, consume, arg);
+		pg_gpu_run_select(sql, &r.pub, false);
+		pg_gpu_part_receiver_finish(&r);
+		pfree(sql);
+	}
+	pfree(spec);
+}
+
 void
 pg_gpu_read_sources(const PgGpuSource *srcs, int nsrcs, PgGpuData *data, bool want_ids,
 					PgGpuRows *rows)
 {
-	SoaSink		s;
-	PgGpuRowSpec *spec = palloc(sizeof(PgGpuRowSpec));
-
-	memset(&s, 0, sizeof(s));
-	s.data = data;
-	s.ds = pg_gpu_data_filling(data);
-	s.want_ids = want_ids;
-	s.batch = pggpu_data_batch(s.ds);
-	s.batch_rows = pggpu_data_batch_rows(s.ds);
-	s.cxt = CurrentMemoryContext;
+	SoaSink    *s = (SoaSink *) pg_gpu_sink_begin(&srcs[0], data, want_ids);
 
 	/* one sink for all: only the last batch of them all may be partial */
 	for (int i = 0; i < nsrcs; i++)
 	{
-		const PgGpuSource *src = &srcs[i];
-
-		s.src = src;
-		source_spec(src, want_ids, true, spec);
-		if (!pg_gpu_scan_table(src->relid, spec, false, soa_consume, &s))
-		{
-			PgGpuPartReceiver r;
-
-			char	   *sql = source_select(src, want_ids);
-
-			source_spec(src, want_ids, false, spec);
-			pg_gpu_part_receiver_init(&r, spec, soa_consume, &s);
-			pg_gpu_run_select(sql, &r.pub, false);
-			pg_gpu_part_receiver_finish(&r);
-			pfree(sql);
-		}
+		s->src = &srcs[i];
+		pg_gpu_read_parts(&srcs[i], want_ids, soa_consume, s);
 	}
+	pg_gpu_sink_end((PgGpuSink *) s, rows);
+}
 
-	if (s.fill > 0)
-		flush_batch(&s);
-	if (want_ids && data->nshares > 1)
-		ids_in_part_order(&s);
-	rows->nvalid = pg_gpu_data_rows(data);
-	rows->ninvalid = s.ninvalid;
-	rows->ids = s.ids;
-	rows->invalid_ids = s.bad;
-	pfree(spec);
+void
+pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const double *x, const int64 *order,
+				 int64 m)
+{
+	PgGpuSink  *sink = pg_gpu_sink_begin(src, data, false);
+	PgGpuRows	rows;
+	PgGpuPart	part;
+	int			d = src->ncols;
+	int64		cap = Max(1, Min(m, 4096));
+
+	memset(&part, 0, sizeof(part));
+	part.cap = cap;
+	part.len = d;
+	part.values = palloc(sizeof(double) * cap * d);
+	for (int64 at = 0; at < m; at += cap)
+	{
+		part.nrows = Min(cap, m - at);
+		for (int64 r = 0; r < part.nrows; r++)
+		{
+			const double *row = x + (order ? order[at + r] : at + r) * d;
+
+			for (int j = 0; j < d; j++)
+				part.values[j * cap + r] = row[j];
+		}
+		soa_consume(sink, &part);
+	}
+	pg_gpu_sink_end(sink, &rows);
+	pfree(part.values);
 }
 
 void

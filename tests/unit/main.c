@@ -152,6 +152,7 @@ main(int argc, char **argv)
 	section("standardize", test_standardize);
 	section("silhouette", test_silhouette);
 	section("parts", test_parts);
+	section("sample", test_sample);
 	section("interrupts", test_interrupts);
 	section("threads", test_threads);
 	section("scaling", test_scaling);

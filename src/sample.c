@@ -1,0 +1,202 @@
+/*
+ * sample.c - the reads of a fit on a sample (`sample => m`): the sample
+ * drawn while the relation streams past, and afterwards every row labelled
+ * by the fit's centroids a chunk at a time.  Neither holds the relation:
+ * the first holds the sample (m rows), the second one chunk of rows and
+ * the rows' labels go out as they are made.
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/memutils.h"
+
+#include "pg_gpu.h"
+
+/* ---- the sample ------------------------------------------------------------- */
+
+typedef struct SampleSink
+{
+	const PgGpuSource *src;
+	pggpu_sample *sample;
+	int64		m;
+	int64		ninvalid;
+} SampleSink;
+
+static void
+sample_consume(void *arg, const PgGpuPart *p)
+{
+	SampleSink *s = (SampleSink *) arg;
+	pggpu_error err = {0};
+
+	CHECK_FOR_INTERRUPTS();
+	if (pggpu_sample_offer(s->sample, p->values, p->cap, p->nrows, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	s->ninvalid += p->nbad;
+	pg_gpu_check_sample_memory(s->src, Min(pggpu_sample_offered(s->sample), s->m));
+	pg_gpu_progress(false, "reading, %lld rows", (long long) pggpu_sample_offered(s->sample));
+}
+
+/* the sample's memory, freed however the call ends */
+static void
+sample_release(void *arg)
+{
+	SampleSink *s = (SampleSink *) arg;
+
+	pggpu_sample_close(s->sample);
+	s->sample = NULL;
+}
+
+int64
+pg_gpu_read_sample(const PgGpuSource *src, PgGpuData *data, int64 m, uint64 seed, PgGpuRows *rows)
+{
+	SampleSink *s = palloc0(sizeof(SampleSink));
+	MemoryContextCallback *cb = palloc0(sizeof(MemoryContextCallback));
+	pggpu_error err = {0};
+	const double *x;
+	const int64_t *order;
+	int64		got;
+	int64		usable;
+
+	s->src = src;
+	s->m = m;
+	if (pggpu_sample_open(&s->sample, src->ncols, m, seed, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	cb->func = sample_release;
+	cb->arg = s;
+	MemoryContextRegisterResetCallback(CurrentMemoryContext, cb);
+	pg_gpu_read_parts(src, false, sample_consume, s);
+	usable = pggpu_sample_offered(s->sample);
+	got = pggpu_sample_result(s->sample, &x, &order);
+	pg_gpu_push_rows(src, data, x, (const int64 *) order, got);
+	memset(rows, 0, sizeof(*rows));
+	rows->nvalid = got;
+	rows->ninvalid = s->ninvalid;
+	sample_release(s);
+	return usable;
+}
+
+/* ---- every row labelled, a chunk at a time ---------------------------------- */
+
+void
+pg_gpu_assign_data(PgGpuData *data, const double *mean, const double *std,
+				   const double *centroids, int k, int32 *labels, double *distances)
+{
+	pggpu_error err = {0};
+	int64		off = 0;
+
+	/* part by part (a parked one parked again after: one at a time on its GPU) */
+	for (int i = 0; i < data->nparts; i++)
+	{
+		pggpu_data *ds = data->parts[i];
+		bool		parked = pggpu_data_parked(ds);
+
+		if ((mean && pggpu_data_shift_scale(ds, mean, std, &err) != PGGPU_OK) ||
+			pggpu_assign(ds, centroids, k, labels + off, distances + off, &err) != PGGPU_OK ||
+			(parked && pggpu_data_park(ds, &err) != PGGPU_OK))
+			pg_gpu_raise(&err);
+		off += pggpu_data_rows(ds);
+	}
+}
+
+typedef struct LabelStream
+{
+	const PgGpuSource *src;
+	pggpu_backend backend;
+	pggpu_metric metric;
+	const double *mean;
+	const double *std;
+	const double *centroids;
+	int			k;
+	int64		chunk_rows;
+	PgGpuLabelFn emit;
+	void	   *arg;
+	MemoryContext cxt;			/* a chunk's, reset after it */
+	PgGpuData  *data;			/* the chunk being read, or NULL */
+	PgGpuSink  *sink;
+	int32	   *labels;
+	double	   *distances;
+	double		inertia;
+	int64		done;
+} LabelStream;
+
+/* the chunk read so far labelled, its rows handed out, its data closed */
+static void
+label_chunk(LabelStream *ls)
+{
+	PgGpuRows	rows;
+	MemoryContext old = MemoryContextSwitchTo(ls->cxt);
+
+	pg_gpu_sink_end(ls->sink, &rows);
+	pg_gpu_assign_data(ls->data, ls->mean, ls->std, ls->centroids, ls->k, ls->labels,
+					   ls->distances);
+	pg_gpu_data_close(ls->data);
+	MemoryContextSwitchTo(old);
+	for (int64 r = 0; r < rows.nvalid; r++)
+	{
+		ls->emit(ls->arg, rows.ids[r], ls->labels[r] + 1);
+		ls->inertia += ls->distances[r] * ls->distances[r];
+	}
+	for (int64 r = 0; r < rows.ninvalid; r++)
+		ls->emit(ls->arg, rows.invalid_ids[r], 0);
+	ls->done += rows.nvalid + rows.ninvalid;
+	ls->data = NULL;
+	ls->sink = NULL;
+	MemoryContextReset(ls->cxt);
+	pg_gpu_progress(false, "labelling, %lld rows", (long long) ls->done);
+}
+
+static void
+label_consume(void *arg, const PgGpuPart *p)
+{
+	LabelStream *ls = (LabelStream *) arg;
+
+	if (ls->data == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(ls->cxt);
+
+		ls->data = pg_gpu_data_open_one(ls->backend, ls->src->ncols, ls->chunk_rows);
+		pg_gpu_data_set_kmeans(ls->data, ls->metric,
+							   pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
+		ls->sink = pg_gpu_sink_begin(ls->src, ls->data, true);
+		MemoryContextSwitchTo(old);
+	}
+	pg_gpu_sink_consume(ls->sink, p);
+	if (pg_gpu_sink_rows(ls->sink) >= ls->chunk_rows)
+		label_chunk(ls);
+}
+
+void
+pg_gpu_label_rows(const PgGpuSource *src, pggpu_metric metric, const double *mean,
+				  const double *std, const double *centroids, int k, PgGpuLabelFn emit,
+				  void *arg, double *inertia)
+{
+	LabelStream ls;
+
+	memset(&ls, 0, sizeof(ls));
+	ls.src = src;
+	ls.backend = pg_gpu_choose_backend();
+	ls.metric = metric;
+	ls.mean = mean;
+	ls.std = std;
+	ls.centroids = centroids;
+	ls.k = k;
+	ls.emit = emit;
+	ls.arg = arg;
+	/*
+	 * About 256 MB of values a chunk (at least 2^14 rows, at most 2^20): large
+	 * enough that a chunk's set-up is lost in its labelling, small beside any
+	 * GPU; a parts' worth more for the rows read past the chunk's end
+	 */
+	ls.chunk_rows = Max((int64) 1 << 14, Min((int64) 1 << 20, ((int64) 256 << 20) / (8 * src->ncols)));
+	ls.labels = palloc(sizeof(int32) * (ls.chunk_rows + PG_GPU_PART_BYTES / sizeof(double)));
+	ls.distances = palloc(sizeof(double) * (ls.chunk_rows + PG_GPU_PART_BYTES / sizeof(double)));
+	ls.cxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu labelling", ALLOCSET_DEFAULT_SIZES);
+	pg_gpu_progress(true, "labelling every row");
+	pg_gpu_read_parts(src, true, label_consume, &ls);
+	if (ls.data)
+		label_chunk(&ls);
+	MemoryContextDelete(ls.cxt);
+	pfree(ls.labels);
+	pfree(ls.distances);
+	*inertia = ls.inertia;
+}
