@@ -134,7 +134,9 @@ label_chunk(LabelStream *ls)
 	for (int64 r = 0; r < rows.nvalid; r++)
 	{
 		ls->emit(ls->arg, rows.ids[r], ls->labels[r] + 1);
-		ls->inertia += ls->distances[r] * ls->distances[r];
+		/* (as a fit's: squared distances; cosine: 1 - cos itself) */
+		ls->inertia += ls->metric == PGGPU_METRIC_COSINE ? ls->distances[r] :
+			ls->distances[r] * ls->distances[r];
 	}
 	for (int64 r = 0; r < rows.ninvalid; r++)
 		ls->emit(ls->arg, rows.invalid_ids[r], 0);

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# tests/bench/sample_sql.sh [OUT.tsv] - a fit on a sample against the fit on
+# every row (BENCHMARKS.md section 5, issue 41's "sample at 10^7 rows"): N
+# embedding-like `vector` rows (emb_table.sh); the read floor; gpu_kmeans_fit
+# on every row (FULL=0 skips it) and on SAMPLE rows; gpu_kmeans on the
+# sample (every row labelled, streamed; its DEBUG1 line gives the inertia of
+# every row by the sample's centroids, to set beside the full fit's).  Needs a server with pg_gpu and pgvector (PGHOST
+# etc.: the bundle's start-server.sh); N, D, K, SAMPLE, WORKERS, GEN from the
+# environment (10^7, 768, 1000, 256 a cluster, 8, 16).
+set -eu
+N=${N:-10000000} D=${D:-768} K=${K:-1000} WORKERS=${WORKERS:-8} GEN=${GEN:-16}
+SAMPLE=${SAMPLE:-$((256 * K))} FULL=${FULL:-1}
+out=${1:-sample-sql.tsv}
+db=pg_gpu_sample
+. "$(dirname "$0")/emb_table.sh"
+t0=$(date +%s.%N)
+emb_table $db "$N" "$D" "$GEN"
+q -c "VACUUM ANALYZE emb_v"
+echo "made the table in $(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{printf "%.1f", a - b}') s: $(q -At -c "SELECT pg_size_pretty(pg_total_relation_size('emb_v'))")"
+
+# run LABEL SQL: one timed statement (wall, psql's), its result and DEBUG stages in the note
+run() {
+  local label=$1 sql=$2 t1 t2 log
+  log=$(mktemp)
+  t1=$(date +%s.%N)
+  if psql -X -q -v ON_ERROR_STOP=1 -d $db -c "SET max_parallel_workers_per_gather = $WORKERS" \
+       -c "SET pg_gpu.max_memory = -1" -c "SET work_mem = '1GB'" -c "SET client_min_messages = debug2" \
+       -c "$sql" >"$log" 2>&1; then
+    t2=$(date +%s.%N)
+    note=$(grep -E 'stages|sample|labelled|workers' "$log" | grep -v 'DEBUG:  .*parallel' | tr '\n' ' ' | tr '\t' ' ' | cut -c1-600)
+    printf 'sample\t%s\t%s\t%s\t%s\t%s\t%s %s\n' "$label" "$N" "$D" "$K" "$(awk -v a="$t2" -v b="$t1" 'BEGIN{printf "%.3f", a - b}')" "$(grep -v DEBUG "$log" | tr '\n' ' ' | cut -c1-200)" "$note" >>"$out"
+  else
+    printf 'sample\t%s\t%s\t%s\t%s\t\tfailed: %s\n' "$label" "$N" "$D" "$K" "$(tail -3 "$log" | tr '\n\t' '  ')" >>"$out"
+  fi
+  tail -1 "$out" | cut -c1-400
+  rm -f "$log"
+}
+[ -s "$out" ] || printf 'section\tmethod\tn\td\tk\tseconds\tnote\n' >"$out"
+q -c "CREATE TABLE models (what text PRIMARY KEY, model jsonb)"
+run read_vector "SELECT sum(vector_dims(e)) FROM emb_v"
+run fit_sample "INSERT INTO models SELECT 'sample', model FROM gpu_kmeans_fit('emb_v', $K, seed => 1, sample => $SAMPLE) RETURNING model->'iterations', model->'sample', round((model->>'inertia')::numeric)"
+run kmeans_sample "SELECT count(*), count(DISTINCT cluster) FROM gpu_kmeans('emb_v', $K, seed => 1, sample => $SAMPLE)"
+if [ "$FULL" = 1 ]; then
+  run fit_full "INSERT INTO models SELECT 'full', model FROM gpu_kmeans_fit('emb_v', $K, seed => 1) RETURNING model->'iterations', round((model->>'inertia')::numeric)"
+fi
