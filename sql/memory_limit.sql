@@ -49,8 +49,9 @@ CREATE TABLE ml_pick (row_id int, col_id int, value float8);
 INSERT INTO ml_pick VALUES (2000000, 1, 3);
 SET pg_gpu.max_memory = '64MB';
 SELECT * FROM gpu_matmul('ml_long'::regclass, 'ml_pick'::regclass);
--- the parallel read's shared memory is bounded (16 MB, or two slots of a
--- row) and within the limit: over it, the table is read without workers
+-- the parallel read's shared memory is bounded (128 MB of 4 MB slots; rows
+-- longer than a slot: 16 MB, or two slots of a row) and within the limit:
+-- over it, the table is read without workers
 SET min_parallel_table_scan_size = 0;
 SET max_parallel_workers_per_gather = 8;
 ALTER TABLE ml_long SET (parallel_workers = 64);

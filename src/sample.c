@@ -113,7 +113,7 @@ typedef struct LabelStream
 	MemoryContext cxt;			/* a chunk's, reset after it */
 	PgGpuData  *data;			/* the chunk being read, or NULL */
 	PgGpuSink  *sink;
-	int32	   *labels;
+	int32	   *labels;			/* the chunk's (its context's) */
 	double	   *distances;
 	double		inertia;
 	int64		done;
@@ -127,6 +127,8 @@ label_chunk(LabelStream *ls)
 	MemoryContext old = MemoryContextSwitchTo(ls->cxt);
 
 	pg_gpu_sink_end(ls->sink, &rows);
+	ls->labels = palloc(sizeof(int32) * Max(rows.nvalid, 1));
+	ls->distances = palloc(sizeof(double) * Max(rows.nvalid, 1));
 	pg_gpu_assign_data(ls->data, ls->mean, ls->std, ls->centroids, ls->k, ls->labels,
 					   ls->distances);
 	pg_gpu_data_close(ls->data);
@@ -185,20 +187,16 @@ pg_gpu_label_rows(const PgGpuSource *src, pggpu_metric metric, const double *mea
 	ls.emit = emit;
 	ls.arg = arg;
 	/*
-	 * About 256 MB of values a chunk (at least 2^14 rows, at most 2^20): large
-	 * enough that a chunk's set-up is lost in its labelling, small beside any
-	 * GPU; a parts' worth more for the rows read past the chunk's end
+	 * About 256 MB of values a chunk (at least 2^14 rows, at most 2^20; and
+	 * the rest of the part that crosses the end): large enough that a
+	 * chunk's set-up is lost in its labelling, small beside any GPU
 	 */
 	ls.chunk_rows = Max((int64) 1 << 14, Min((int64) 1 << 20, ((int64) 256 << 20) / (8 * src->ncols)));
-	ls.labels = palloc(sizeof(int32) * (ls.chunk_rows + PG_GPU_PART_BYTES / sizeof(double)));
-	ls.distances = palloc(sizeof(double) * (ls.chunk_rows + PG_GPU_PART_BYTES / sizeof(double)));
 	ls.cxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu labelling", ALLOCSET_DEFAULT_SIZES);
 	pg_gpu_progress(true, "labelling every row");
 	pg_gpu_read_parts(src, true, label_consume, &ls);
 	if (ls.data)
 		label_chunk(&ls);
 	MemoryContextDelete(ls.cxt);
-	pfree(ls.labels);
-	pfree(ls.distances);
 	*inertia = ls.inertia;
 }

@@ -62,7 +62,9 @@ PGDLLEXPORT void pg_gpu_scan_worker(dsm_segment *seg, shm_toc *toc);
 #define CHUNK_BLOCKS		32		/* 256 kB of an 8 kB-block table */
 #define SLOTS_PER_WORKER	4
 #define MAX_SLOTS			64
-#define RING_BYTES			(16 * 1024 * 1024)	/* the slots' most, but for 2 of long rows */
+#define SLOT_BYTES			(4 * 1024 * 1024)	/* a part from a worker */
+#define RING_BYTES			(128 * 1024 * 1024) /* the slots' most */
+#define LONG_RING_BYTES		(16 * 1024 * 1024)	/* theirs for rows longer than a slot, but for 2 */
 #define LIVENESS_MS			1000	/* how often a waiting leader checks its workers */
 
 /* the scan's own flags: page at a time, a ring of buffers for a big table */
@@ -87,6 +89,7 @@ typedef struct ScanShared
 	int64		nchunks;
 	int			nslots;
 	int			nworkers;
+	BlockNumber per_chunk;		/* blocks a chunk */
 	Size		slot_bytes;		/* a part's room */
 	Size		slot_stride;	/* a ScanSlot, then slot_bytes */
 	pg_atomic_uint64 next_chunk;	/* the next chunk nobody has taken */
@@ -132,8 +135,6 @@ typedef struct Scanner
 	void	   *arg;
 	int64		len;			/* DENSE: the row length met first, -1: none yet */
 } Scanner;
-
-static BlockNumber chunk_blocks(BlockNumber nblocks, int nworkers);
 
 /* waits for chunk's slot to be free and starts a part there */
 static void
@@ -241,7 +242,7 @@ void
 pg_gpu_scan_worker(dsm_segment *seg, shm_toc *toc)
 {
 	ScanShared *sh = shm_toc_lookup(toc, SCAN_KEY, false);
-	BlockNumber per_chunk = chunk_blocks(sh->nblocks, sh->nworkers);
+	BlockNumber per_chunk = sh->per_chunk;
 	Relation	rel = table_open(sh->relid, AccessShareLock);
 	Scanner		s;
 
@@ -266,9 +267,31 @@ pg_gpu_scan_worker(dsm_segment *seg, shm_toc *toc)
 /* ---- the leader ------------------------------------------------------------- */
 
 /*
- * What a parallel sequential scan of rel would get: the table's
- * parallel_workers, else one worker from min_parallel_table_scan_size and one
- * more each time the table is three times larger; at most
+ * The blocks a read of rel goes through: its own and its TOAST table's (a
+ * vector of 768 floats is out of line, so the heap of such a table is a
+ * small part of what the workers read)
+ */
+static double
+blocks_read(Relation rel, BlockNumber nblocks)
+{
+	double		blocks = nblocks;
+
+	if (OidIsValid(rel->rd_rel->reltoastrelid))
+	{
+		Relation	toast = table_open(rel->rd_rel->reltoastrelid, AccessShareLock);
+
+		blocks += RelationGetNumberOfBlocks(toast);
+		table_close(toast, AccessShareLock);
+	}
+	return blocks;
+}
+
+/*
+ * What a parallel sequential scan of rel would get, counting the TOAST
+ * table's blocks with the heap's (as a user expects of
+ * max_parallel_workers_per_gather when the rows are mostly out of line): the
+ * table's parallel_workers, else one worker from min_parallel_table_scan_size
+ * and one more each time the blocks read are three times more; at most
  * max_parallel_workers_per_gather.
  */
 static int
@@ -282,11 +305,12 @@ planned_workers(Relation rel, BlockNumber nblocks)
 	if (workers < 0)
 	{
 		double		threshold = Max(min_parallel_table_scan_size, 1);
+		double		blocks = blocks_read(rel, nblocks);
 
-		if (nblocks < (BlockNumber) min_parallel_table_scan_size)
+		if (blocks < min_parallel_table_scan_size)
 			return 0;
 		workers = 1;
-		while (nblocks >= threshold * 3)
+		while (blocks >= threshold * 3)
 		{
 			workers++;
 			threshold *= 3;
@@ -295,13 +319,24 @@ planned_workers(Relation rel, BlockNumber nblocks)
 	return Min(workers, max_parallel_workers_per_gather);
 }
 
-/* blocks per chunk: CHUNK_BLOCKS, fewer when the table is small for the workers */
+/*
+ * Blocks per chunk: CHUNK_BLOCKS, fewer when the table is small for the
+ * workers, and so few that a chunk's rows (block_bytes a block, as parts)
+ * fit about one slot.  The leader takes the chunks in order and a chunk's
+ * parts through its one slot, so a chunk of many parts would have its
+ * worker and the leader take turns, part by part, while the other workers
+ * wait with their slots full: rows of 768 values out of line (TOAST) are
+ * about 130 a heap block, 800 kB as parts.
+ */
 static BlockNumber
-chunk_blocks(BlockNumber nblocks, int nworkers)
+chunk_blocks(BlockNumber nblocks, int nworkers, double block_bytes, Size slot_bytes)
 {
 	BlockNumber per = nblocks / (4 * (BlockNumber) Max(nworkers, 1));
 
-	return Max(Min(per, CHUNK_BLOCKS), 1);
+	per = Min(per, CHUNK_BLOCKS);
+	if (block_bytes * per > slot_bytes)
+		per = (BlockNumber) (slot_bytes / Max(block_bytes, 1.0));
+	return Max(per, 1);
 }
 
 /*
@@ -441,10 +476,9 @@ peek_dense(Scanner *s, BlockNumber nblocks, PgGpuRowSpec *wspec)
 /* the leader's part of a read with workers: launches them, consumes in order */
 static void
 read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *wspec,
-			  Size slot_bytes, int workers, int nslots)
+			  Size slot_bytes, int workers, int nslots, BlockNumber per_chunk)
 {
 	ParallelContext *pcxt;
-	BlockNumber per_chunk = chunk_blocks(nblocks, workers);
 	Size		stride = MAXALIGN(sizeof(ScanSlot)) + MAXALIGN(slot_bytes);
 	Size		bytes = shared_header(workers) + stride * nslots;
 	ScanShared *sh;
@@ -460,6 +494,7 @@ read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *ws
 	sh->nchunks = (nblocks + per_chunk - 1) / per_chunk;
 	sh->nslots = nslots;
 	sh->nworkers = workers;
+	sh->per_chunk = per_chunk;
 	sh->slot_bytes = slot_bytes;
 	sh->slot_stride = stride;
 	pg_atomic_init_u64(&sh->next_chunk, 0);
@@ -505,7 +540,8 @@ read_table(Relation rel, const PgGpuRowSpec *spec, PgGpuPartConsumer consume, vo
 	BlockNumber nblocks;
 	int			workers;
 	PgGpuRowSpec *wspec;
-	Size		slot_bytes = PG_GPU_PART_BYTES;
+	Size		slot_bytes = SLOT_BYTES;
+	int64		len = PG_GPU_SPEC_LEN(spec);
 
 	/* in a serializable transaction, what a sequential scan locks */
 	PredicateLockRelation(rel, GetActiveSnapshot());
@@ -528,17 +564,20 @@ read_table(Relation rel, const PgGpuRowSpec *spec, PgGpuPartConsumer consume, vo
 			slot_bytes = Max(slot_bytes, sizeof(double) * (wspec->first_len + 1));
 		else
 			workers = 0;
+		len = wspec->first_len;
 	}
 	if (workers > 0)
 	{
 		/*
 		 * The ring of slots in dynamic shared memory: SLOTS_PER_WORKER a
-		 * worker, but at most RING_BYTES (at least 2 slots of long rows) and
+		 * worker, but at most RING_BYTES (of rows longer than a slot,
+		 * LONG_RING_BYTES, at least 2 slots) and
 		 * within pg_gpu.max_memory, else no workers: a serial read needs no
 		 * ring.
 		 */
+		Size		budget = slot_bytes > SLOT_BYTES ? LONG_RING_BYTES : RING_BYTES;
 		int			nslots = Min(Min(SLOTS_PER_WORKER * workers, MAX_SLOTS),
-								 Max(RING_BYTES / slot_bytes, 2));
+								 Max(budget / slot_bytes, 2));
 		double		ring = (double) nslots * (MAXALIGN(sizeof(ScanSlot)) + MAXALIGN(slot_bytes));
 
 		workers = Min(workers, nslots);
@@ -549,7 +588,13 @@ read_table(Relation rel, const PgGpuRowSpec *spec, PgGpuPartConsumer consume, vo
 			workers = 0;
 		}
 		else
-			read_parallel(&s, RelationGetRelid(rel), nblocks, wspec, slot_bytes, workers, nslots);
+		{
+			/* a block's rows as parts: 8 bytes a value and an id */
+			double		block_bytes = pg_gpu_estimate_rows(rel) / nblocks * 8.0 * (Max(len, 1) + 1);
+
+			read_parallel(&s, RelationGetRelid(rel), nblocks, wspec, slot_bytes, workers, nslots,
+						  chunk_blocks(nblocks, workers, block_bytes, slot_bytes));
+		}
 	}
 	if (workers == 0 && nblocks > 0)
 		scan_chunk(&s, 0, nblocks, nblocks);

@@ -4,7 +4,8 @@
 # embedding-like `vector` rows (emb_table.sh); the read floor; gpu_kmeans_fit
 # on every row (FULL=0 skips it) and on SAMPLE rows; gpu_kmeans on the
 # sample (every row labelled, streamed; its DEBUG1 line gives the inertia of
-# every row by the sample's centroids, to set beside the full fit's).  Needs a server with pg_gpu and pgvector (PGHOST
+# every row by the sample's centroids, to set beside the full fit's); then
+# the read floor and a 3-iteration fit with WORKERS workers each.  Needs a server with pg_gpu and pgvector (PGHOST
 # etc.: the bundle's start-server.sh); N, D, K, SAMPLE, WORKERS, GEN from the
 # environment (10^7, 768, 1000, 256 a cluster, 8, 16).
 set -eu
@@ -43,3 +44,7 @@ run kmeans_sample "SELECT count(*), count(DISTINCT cluster) FROM gpu_kmeans('emb
 if [ "$FULL" = 1 ]; then
   run fit_full "INSERT INTO models SELECT 'full', model FROM gpu_kmeans_fit('emb_v', $K, seed => 1) RETURNING model->'iterations', round((model->>'inertia')::numeric)"
 fi
+# the read against its floor with the same workers: WORKERS for both
+q -c "ALTER TABLE emb_v SET (parallel_workers = $WORKERS)"
+run read_vector_w$WORKERS "SELECT sum(vector_dims(e)) FROM emb_v"
+run fit_3it_w$WORKERS "SELECT iterations FROM gpu_kmeans_fit('emb_v', $K, seed => 1, max_iter => 3, tol => 0)"
