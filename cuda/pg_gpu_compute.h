@@ -181,7 +181,7 @@ int64_t		pggpu_sample_offered(const pggpu_sample *s);
 /*
  * The sample, taken once the offers are over: its rows (row-major, d each)
  * and their order (row order[t] is the t-th: least priority first); returns
- * how many.  Valid until close.
+ * how many (-1: out of host memory).  Valid until close.
  */
 int64_t		pggpu_sample_result(pggpu_sample *s, const double **rows, const int64_t **order);
 void		pggpu_sample_close(pggpu_sample *s);

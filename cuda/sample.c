@@ -9,7 +9,9 @@
  * whatever order they are offered in, by one reader or several: one answer
  * wherever the rows are.  The running m best live in a max-heap, so a row
  * costs its hash and one comparison with the heap's top; only the rows that
- * enter it (about m (1 + ln(n / m)) of n) are copied.
+ * enter it (about m (1 + ln(n / m)) of n) are copied.  The heap's entries
+ * hold their priorities (a row's values are looked at only on a tie), and
+ * the hashing loop is built for each x86-64 level (target_clones).
  *
  * Host only, on both backends: the rows pass through the host anyway.
  */
@@ -17,6 +19,19 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CLONES
+#endif
+
+/* a heap entry: a kept row's priority and slot */
+typedef struct entry
+{
+	uint64_t	prio;
+	int64_t		slot;
+} entry;
 
 struct pggpu_sample
 {
@@ -27,12 +42,50 @@ struct pggpu_sample
 	int64_t		kept;			/* rows in the heap (<= m) */
 	int64_t		cap;			/* slots allocated */
 	double	   *rows;			/* cap x d, row-major, by slot */
-	uint64_t   *prio;			/* by slot */
-	int64_t    *heap;			/* heap[pos] = slot; max-heap of (prio, values) */
+	entry	   *heap;			/* max-heap of (prio, values) */
+	int64_t    *order;			/* the result's slots, least first */
 	uint64_t   *hash;			/* an offer's priorities (scratch) */
 	int64_t		hash_cap;
 	bool		sorted;			/* heap[] holds the result's order */
+	/*
+	 * An offer's rows that entered, not yet copied: row pend_r[i] of the
+	 * offer into slot pend_slot[i] (a slot's index in the list: pidx, valid
+	 * where stamp is the offer's).  Copied a few columns at a time at the
+	 * offer's end (gathering a row from column-major rows touches a page a
+	 * value), or before a tie needs a kept row's values.
+	 */
+	const double *x;			/* the offer's rows, and their stride */
+	int64_t		stride;
+	int64_t    *pend_slot;
+	int64_t    *pend_r;
+	int64_t		npend;
+	int64_t    *stamp;			/* by slot */
+	int64_t    *pidx;			/* by slot */
+	int64_t		offers;
 };
+
+/* the pending rows into their slots */
+static void
+flush_pending(pggpu_sample *s)
+{
+	int			d = s->d;
+
+	for (int j0 = 0; j0 < d; j0 += 8)
+	{
+		int			j1 = j0 + 8 < d ? j0 + 8 : d;
+
+		for (int64_t i = 0; i < s->npend; i++)
+		{
+			double	   *dst = s->rows + s->pend_slot[i] * d;
+			const double *src = s->x + s->pend_r[i];
+
+			for (int j = j0; j < j1; j++)
+				dst[j] = src[(int64_t) j * s->stride];
+		}
+	}
+	s->npend = 0;
+	s->offers++;				/* every stamp stale */
+}
 
 /*
  * A row's priority: a hash of its values (0 and -0 alike: they are equal)
@@ -42,24 +95,27 @@ struct pggpu_sample
 static inline uint64_t
 value_term(double v, int j)
 {
-	uint64_t	b = 0;
+	uint64_t	b;
 
-	if (v != 0)
-		memcpy(&b, &v, sizeof(b));
+	memcpy(&b, &v, sizeof(b));
+	b &= -(uint64_t) (v != 0);
 	b += 0x9e3779b97f4a7c15ULL * (uint64_t) (j + 1);
 	b ^= b >> 31;
 	return b * 0xbf58476d1ce4e5b9ULL;
 }
 
-/* <0, 0, >0 as slot a comes before, with, after slot b (priority, then values, then bits) */
+/* <0, 0, >0 as entry a comes before, with, after entry b (priority, then values, then bits) */
 static int
-compare_slots(const pggpu_sample *s, int64_t a, int64_t b)
+compare_entries(pggpu_sample *s, const entry *a, const entry *b)
 {
-	const double *x = s->rows + a * s->d;
-	const double *y = s->rows + b * s->d;
+	const double *x;
+	const double *y;
 
-	if (s->prio[a] != s->prio[b])
-		return s->prio[a] < s->prio[b] ? -1 : 1;
+	if (a->prio != b->prio)
+		return a->prio < b->prio ? -1 : 1;
+	flush_pending(s);
+	x = s->rows + a->slot * s->d;
+	y = s->rows + b->slot * s->d;
 	for (int j = 0; j < s->d; j++)
 		if (x[j] != y[j])
 			return x[j] < y[j] ? -1 : 1;
@@ -68,12 +124,13 @@ compare_slots(const pggpu_sample *s, int64_t a, int64_t b)
 
 /* the same against a row not yet in a slot: value j at x[j * stride] */
 static int
-compare_row(const pggpu_sample *s, uint64_t prio, const double *x, int64_t stride, int64_t b)
+compare_row(pggpu_sample *s, uint64_t prio, const double *x, int64_t stride, const entry *b)
 {
-	const double *y = s->rows + b * s->d;
+	const double *y = s->rows + b->slot * s->d;
 
-	if (prio != s->prio[b])
-		return prio < s->prio[b] ? -1 : 1;
+	if (prio != b->prio)
+		return prio < b->prio ? -1 : 1;
+	flush_pending(s);
 	for (int j = 0; j < s->d; j++)
 		if (x[j * stride] != y[j])
 			return x[j * stride] < y[j] ? -1 : 1;
@@ -90,46 +147,41 @@ compare_row(const pggpu_sample *s, uint64_t prio, const double *x, int64_t strid
 static void
 sift_down(pggpu_sample *s, int64_t pos, int64_t n)
 {
-	int64_t    *h = s->heap;
+	entry	   *h = s->heap;
+	entry		e = h[pos];
 
 	for (;;)
 	{
 		int64_t		l = 2 * pos + 1;
-		int64_t		big = pos;
+		int64_t		big;
 
-		if (l < n && compare_slots(s, h[l], h[big]) > 0)
-			big = l;
-		if (l + 1 < n && compare_slots(s, h[l + 1], h[big]) > 0)
-			big = l + 1;
-		if (big == pos)
-			return;
-		{
-			int64_t		t = h[pos];
-
-			h[pos] = h[big];
-			h[big] = t;
-		}
+		if (l >= n)
+			break;
+		big = l + 1 < n && compare_entries(s, &h[l + 1], &h[l]) > 0 ? l + 1 : l;
+		if (compare_entries(s, &h[big], &e) <= 0)
+			break;
+		h[pos] = h[big];
 		pos = big;
 	}
+	h[pos] = e;
 }
 
 static void
 sift_up(pggpu_sample *s, int64_t pos)
 {
-	int64_t    *h = s->heap;
+	entry	   *h = s->heap;
+	entry		e = h[pos];
 
 	while (pos > 0)
 	{
 		int64_t		up = (pos - 1) / 2;
-		int64_t		t;
 
-		if (compare_slots(s, h[pos], h[up]) <= 0)
-			return;
-		t = h[pos];
+		if (compare_entries(s, &e, &h[up]) <= 0)
+			break;
 		h[pos] = h[up];
-		h[up] = t;
 		pos = up;
 	}
+	h[pos] = e;
 }
 
 pggpu_status
@@ -156,8 +208,9 @@ grow(pggpu_sample *s, int64_t want, pggpu_error *err)
 {
 	int64_t		cap = s->cap ? s->cap : 1024;
 	double	   *rows;
-	uint64_t   *prio;
-	int64_t    *heap;
+	entry	   *heap;
+	int64_t    *stamp;
+	int64_t    *pidx;
 
 	while (cap < want)
 		cap *= 2;
@@ -165,23 +218,42 @@ grow(pggpu_sample *s, int64_t want, pggpu_error *err)
 		cap = s->m;
 	if (cap <= s->cap)
 		return PGGPU_OK;
-	if ((uint64_t) cap > SIZE_MAX / sizeof(double) / (uint64_t) s->d)
+	if ((uint64_t) cap > SIZE_MAX / sizeof(double) / (uint64_t) (s->d + 4))
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "a sample of %lld rows of %d values is too large",
 						  (long long) s->m, s->d);
 	rows = (double *) realloc(s->rows, sizeof(double) * (size_t) cap * s->d);
 	if (rows)
 		s->rows = rows;
-	prio = (uint64_t *) realloc(s->prio, sizeof(uint64_t) * cap);
-	if (prio)
-		s->prio = prio;
-	heap = (int64_t *) realloc(s->heap, sizeof(int64_t) * cap);
+	heap = (entry *) realloc(s->heap, sizeof(entry) * cap);
 	if (heap)
 		s->heap = heap;
-	if (!rows || !prio || !heap)
+	stamp = (int64_t *) realloc(s->stamp, sizeof(int64_t) * cap);
+	if (stamp)
+		s->stamp = stamp;
+	pidx = (int64_t *) realloc(s->pidx, sizeof(int64_t) * cap);
+	if (pidx)
+		s->pidx = pidx;
+	if (!rows || !heap || !stamp || !pidx)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory for a sample of %lld rows",
 						  (long long) cap);
+	for (int64_t i = s->cap; i < cap; i++)
+		s->stamp[i] = -1;
 	s->cap = cap;
 	return PGGPU_OK;
+}
+
+/* hash[r] := the sum of row r's value terms, column by column */
+CLONES static void
+hash_rows(uint64_t *restrict hash, const double *x, int64_t stride, int64_t n, int d)
+{
+	memset(hash, 0, sizeof(uint64_t) * n);
+	for (int j = 0; j < d; j++)
+	{
+		const double *col = x + (int64_t) j * stride;
+
+		for (int64_t r = 0; r < n; r++)
+			hash[r] += value_term(col[r], j);
+	}
 }
 
 pggpu_status
@@ -196,20 +268,26 @@ pggpu_sample_offer(pggpu_sample *s, const double *x, int64_t stride, int64_t n, 
 	if (n > s->hash_cap)
 	{
 		uint64_t   *h = (uint64_t *) realloc(s->hash, sizeof(uint64_t) * n);
+		int64_t    *ps,
+				   *pr;
 
-		if (h == NULL)
+		if (h)
+			s->hash = h;
+		ps = (int64_t *) realloc(s->pend_slot, sizeof(int64_t) * n);
+		if (ps)
+			s->pend_slot = ps;
+		pr = (int64_t *) realloc(s->pend_r, sizeof(int64_t) * n);
+		if (pr)
+			s->pend_r = pr;
+		if (!h || !ps || !pr)
 			return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
-		s->hash = h;
 		s->hash_cap = n;
 	}
-	memset(s->hash, 0, sizeof(uint64_t) * n);
-	for (int j = 0; j < d; j++)
-	{
-		const double *col = x + (int64_t) j * stride;
-
-		for (int64_t r = 0; r < n; r++)
-			s->hash[r] += value_term(col[r], j);
-	}
+	s->x = x;
+	s->stride = stride;
+	s->npend = 0;
+	s->offers++;
+	hash_rows(s->hash, x, stride, n, d);
 	for (int64_t r = 0; r < n; r++)
 	{
 		uint64_t	p = pggpu_mix64(s->hash[r] ^ s->salt);
@@ -219,10 +297,10 @@ pggpu_sample_offer(pggpu_sample *s, const double *x, int64_t stride, int64_t n, 
 		if (s->kept == s->m)
 		{
 			/* the heap's top is the worst kept: a row must come before it */
-			slot = s->heap[0];
-			if (p > s->prio[slot] ||
-				(p == s->prio[slot] && compare_row(s, p, row, stride, slot) >= 0))
+			if (p > s->heap[0].prio ||
+				(p == s->heap[0].prio && compare_row(s, p, row, stride, &s->heap[0]) >= 0))
 				continue;
+			slot = s->heap[0].slot;
 		}
 		else
 		{
@@ -230,17 +308,29 @@ pggpu_sample_offer(pggpu_sample *s, const double *x, int64_t stride, int64_t n, 
 				return err ? err->code : PGGPU_ERR_HOST_MEMORY;
 			slot = s->kept;
 		}
-		s->prio[slot] = p;
-		for (int j = 0; j < d; j++)
-			s->rows[slot * d + j] = row[(int64_t) j * stride];
-		if (s->kept == s->m)
-			sift_down(s, 0, s->kept);
+		/* (copied at the end: a row that enters a slot taken this offer replaces its row) */
+		if (s->stamp[slot] == s->offers)
+			s->pend_r[s->pidx[slot]] = r;
 		else
 		{
-			s->heap[s->kept] = slot;
+			s->stamp[slot] = s->offers;
+			s->pidx[slot] = s->npend;
+			s->pend_slot[s->npend] = slot;
+			s->pend_r[s->npend++] = r;
+		}
+		if (s->kept == s->m)
+		{
+			s->heap[0].prio = p;
+			sift_down(s, 0, s->kept);
+		}
+		else
+		{
+			s->heap[s->kept].prio = p;
+			s->heap[s->kept].slot = slot;
 			sift_up(s, s->kept++);
 		}
 	}
+	flush_pending(s);
 	s->offered += n;
 	return PGGPU_OK;
 }
@@ -259,16 +349,21 @@ pggpu_sample_result(pggpu_sample *s, const double **rows, const int64_t **order)
 	{
 		for (int64_t end = s->kept - 1; end > 0; end--)
 		{
-			int64_t		t = s->heap[0];
+			entry		t = s->heap[0];
 
 			s->heap[0] = s->heap[end];
 			s->heap[end] = t;
 			sift_down(s, 0, end);
 		}
+		s->order = (int64_t *) malloc(sizeof(int64_t) * (s->kept > 0 ? s->kept : 1));
+		if (s->order == NULL)
+			return -1;
+		for (int64_t t = 0; t < s->kept; t++)
+			s->order[t] = s->heap[t].slot;
 		s->sorted = true;
 	}
 	*rows = s->rows;
-	*order = s->heap;
+	*order = s->order;
 	return s->kept;
 }
 
@@ -278,8 +373,12 @@ pggpu_sample_close(pggpu_sample *s)
 	if (s == NULL)
 		return;
 	free(s->rows);
-	free(s->prio);
 	free(s->heap);
+	free(s->order);
+	free(s->stamp);
+	free(s->pidx);
+	free(s->pend_slot);
+	free(s->pend_r);
 	free(s->hash);
 	free(s);
 }

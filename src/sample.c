@@ -67,6 +67,10 @@ pg_gpu_read_sample(const PgGpuSource *src, PgGpuData *data, int64 m, uint64 seed
 	pg_gpu_read_parts(src, false, sample_consume, s);
 	usable = pggpu_sample_offered(s->sample);
 	got = pggpu_sample_result(s->sample, &x, &order);
+	if (got < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of host memory for the order of a sample of %lld rows", (long long) m)));
 	pg_gpu_push_rows(src, data, x, (const int64 *) order, got);
 	memset(rows, 0, sizeof(*rows));
 	rows->nvalid = got;
