@@ -480,22 +480,27 @@ def embeddings_sql_section(path, base="."):
         return ""
     recs = [r for r in load(path) if r["section"] == "sql"]
     rows = []
-    floor = None
+    floors = {}                 # by type: the least of its read_ statements
+    for r in recs:
+        if r["method"].startswith("read_") and r["sec"] is not None:
+            t = r["method"][5:]
+            floors[t] = min(floors.get(t, r["sec"]), r["sec"])
+    floor = floors.get("vector", min(floors.values()) if floors else None)
     for r in recs:
         st = re.search(r"stages \(ms\): read ([\d.]+), transfer [\d.]+, seed ([\d.]+), iterate ([\d.]+), "
                        r"iterations (\d+)", r["note"])
-        if r["method"].startswith("read_") and r["sec"] is not None:
-            floor = r["sec"] if floor is None else min(floor, r["sec"])
+        own = next((floors[t] for t in ("real", "halfvec") if "_%s" % t in r["method"] and t in floors), floor)
         rows.append([r["method"], "%.2f s" % r["sec"] if r["sec"] is not None else r["note"][:80],
                      "%.2f s" % (float(st.group(1)) / 1e3) if st else "",
-                     "%.1fx" % (float(st.group(1)) / 1e3 / floor) if st and floor else "",
+                     "%.1fx" % (float(st.group(1)) / 1e3 / own) if st and own else "",
                      "%.2f s" % (float(st.group(2)) / 1e3) if st else "",
                      "%.2f s (%s)" % (float(st.group(3)) / 1e3, st.group(4)) if st else ""])
     return "\n".join([
         "In SQL, from [`%s`](%s) (`tests/bench/embeddings_sql.sh`: N = %d rows of d = %d, k = %d, "
         "1000 topics plus noise, as pgvector `vector` and as `real[]`, %s parallel workers; k-means++ "
         "seeding (k-means|| in the statements named _par), default tol unless 3 iterations; pgvector's "
-        "ivfflat build with lists = k and 8 parallel maintenance workers):" % (os.path.basename(path), os.path.relpath(path, base),
+        "ivfflat build with lists = k and 8 parallel maintenance workers; read / floor: the read against "
+        "the scan of its own table (`vector`, `real[]`, `halfvec`)):" % (os.path.basename(path), os.path.relpath(path, base),
                                     recs[0]["n"] if recs else 0, recs[0]["d"] if recs else 0,
                                     recs[0]["k"] if recs else 0, "8"),
         "",
@@ -509,7 +514,7 @@ def reads_sentence(recs, floor):
     reads = []
     for r in recs:
         st = re.search(r"stages \(ms\): read ([\d.]+)", r["note"])
-        if st and r["method"].startswith("fit_gpu"):
+        if st and (r["method"].startswith("fit_gpu") or r["method"].startswith("kmeans_gpu")):
             reads.append(float(st.group(1)) / 1e3)
     if not reads or not floor:
         return ""
@@ -519,6 +524,35 @@ def reads_sentence(recs, floor):
                 min(reads), max(reads), floor, min(reads) / floor, max(reads) / floor,
                 "pgvector's ivfflat build took %.1f s." % ivf[0]["sec"] if ivf else
                 "pgvector's `CREATE INDEX ... USING ivfflat` was not reached within the run's time limit."))
+
+
+def sample_sql_section(path, base="."):
+    """tests/bench/sample_sql.sh's TSV: a fit on a sample against the fit on every row"""
+    if path is None:
+        return ""
+    recs = [r for r in load(path) if r["section"] == "sample"]
+    rows = []
+    for r in recs:
+        st = re.search(r"stages \(ms\): read ([\d.]+), transfer [\d.]+, seed ([\d.]+), iterate ([\d.]+), "
+                       r"iterations (\d+)", r["note"])
+        lab = re.search(r"labelled by the sample's centroids in ([\d.]+) ms \(inertia ([\d.e+]+)\)", r["note"])
+        inertia = re.search(r"-+\s+(\d+)\s+\|\s+(?:(\d+)\s+\|\s+)?(\d+)\s+\(1 row\)", r["note"])
+        rows.append([r["method"], "%.2f s" % r["sec"] if r["sec"] is not None else r["note"][:80],
+                     "%.2f s" % (float(st.group(1)) / 1e3) if st else "",
+                     "%.2f s (%s)" % (float(st.group(3)) / 1e3, st.group(4)) if st else "",
+                     "%.2f s" % (float(lab.group(1)) / 1e3) if lab else "",
+                     "%.0f" % float(lab.group(2)) if lab else
+                     (inertia.group(3) + (" (of the sample)" if r["method"] == "fit_sample" else "")
+                      if inertia and r["method"].startswith("fit_") and "3it" not in r["method"] else "")])
+    return "\n".join([
+        "A fit on a sample, from [`%s`](%s) (`tests/bench/sample_sql.sh`: N = %s rows of d = %s `vector`, "
+        "k = %s, `sample => 256 k`; `kmeans_sample` is `gpu_kmeans` on the sample, every row then labelled "
+        "by its centroids in a second read, the inertia of every row beside the full fit's; the last two "
+        "statements with the table's parallel_workers = 8, the floor's too):" % (
+            os.path.basename(path), os.path.relpath(path, base), recs[0]["n"] if recs else 0,
+            recs[0]["d"] if recs else 0, recs[0]["k"] if recs else 0),
+        "",
+        table(["statement", "whole call", "read", "iterate (iterations)", "labelling every row", "inertia"], rows)])
 
 
 def embeddings_kind(path):
@@ -532,6 +566,13 @@ def newest_embeddings(results, kind="gpu"):
     # by the date in the name (a fresh clone's files all have the same mtime), then mtime
     found = sorted((f for f in glob.glob(os.path.join(results, "embeddings-*.tsv"))
                     if embeddings_kind(f) == kind),
+                   key=lambda f: (re.findall(r"\d{4}-\d\d-\d\d", f)[-1:], os.path.getmtime(f)))
+    return found[-1] if found else None
+
+
+def newest_sample(results):
+    import glob
+    found = sorted(glob.glob(os.path.join(results, "sample-sql-*.tsv")),
                    key=lambda f: (re.findall(r"\d{4}-\d\d-\d\d", f)[-1:], os.path.getmtime(f)))
     return found[-1] if found else None
 
@@ -1044,6 +1085,7 @@ def main():
           "## 5. Embeddings", "", embeddings_section(newest_embeddings(args.results), args.out), "",
           embeddings_seed_section(newest_embeddings(args.results, "seed"), args.out), "",
           embeddings_sql_section(newest_embeddings(args.results, "sql"), args.out), "",
+          sample_sql_section(newest_sample(args.results), args.out), "",
           embeddings_cpu_section(newest_embeddings(args.results, "cpu"), args.out), "",
           "### Seeding", "", seeding_section(newest_results(args.results, "seeding"), args.out), "",
           provenance(newest_results(args.results, "seeding")), "",
