@@ -176,6 +176,16 @@ pggpu_status pggpu_sample_open(pggpu_sample **out, int d, int64_t m, uint64_t se
 /* n rows offered: value j of row r at x[j * stride + r] */
 pggpu_status pggpu_sample_offer(pggpu_sample *s, const double *x, int64_t stride, int64_t n,
 								pggpu_error *err);
+/*
+ * The same with the rows' priorities given (prio[r] of row r, from
+ * pggpu_sample_priorities with the sample's seed: a reader's workers may
+ * compute them beside the reading; that one is a plain function of its
+ * arguments, for any thread or process).
+ */
+pggpu_status pggpu_sample_offer_prio(pggpu_sample *s, const double *x, int64_t stride, int64_t n,
+									 const uint64_t *prio, pggpu_error *err);
+void		pggpu_sample_priorities(uint64_t *prio, const double *x, int64_t stride, int64_t n,
+									int d, uint64_t seed);
 /* rows offered so far */
 int64_t		pggpu_sample_offered(const pggpu_sample *s);
 /*

@@ -37,7 +37,7 @@ struct pggpu_sample
 {
 	int			d;
 	int64_t		m;				/* rows wanted */
-	uint64_t	salt;			/* from the seed */
+	uint64_t	seed;
 	int64_t		offered;
 	int64_t		kept;			/* rows in the heap (<= m) */
 	int64_t		cap;			/* slots allocated */
@@ -197,7 +197,7 @@ pggpu_sample_open(pggpu_sample **out, int d, int64_t m, uint64_t seed, pggpu_err
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	s->d = d;
 	s->m = m;
-	s->salt = pggpu_mix64(seed ^ 0x3c6ef372fe94f82bULL);
+	s->seed = seed;
 	*out = s;
 	return PGGPU_OK;
 }
@@ -256,9 +256,34 @@ hash_rows(uint64_t *restrict hash, const double *x, int64_t stride, int64_t n, i
 	}
 }
 
+static uint64_t
+salt_of(uint64_t seed)
+{
+	return pggpu_mix64(seed ^ 0x3c6ef372fe94f82bULL);
+}
+
+void
+pggpu_sample_priorities(uint64_t *prio, const double *x, int64_t stride, int64_t n, int d,
+						uint64_t seed)
+{
+	uint64_t	salt = salt_of(seed);
+
+	hash_rows(prio, x, stride, n, d);
+	for (int64_t r = 0; r < n; r++)
+		prio[r] = pggpu_mix64(prio[r] ^ salt);
+}
+
 pggpu_status
 pggpu_sample_offer(pggpu_sample *s, const double *x, int64_t stride, int64_t n, pggpu_error *err)
 {
+	return pggpu_sample_offer_prio(s, x, stride, n, NULL, err);
+}
+
+pggpu_status
+pggpu_sample_offer_prio(pggpu_sample *s, const double *x, int64_t stride, int64_t n,
+						const uint64_t *given, pggpu_error *err)
+{
+	const uint64_t *prio;
 	int			d = s->d;
 
 	if (s->sorted)
@@ -287,10 +312,12 @@ pggpu_sample_offer(pggpu_sample *s, const double *x, int64_t stride, int64_t n, 
 	s->stride = stride;
 	s->npend = 0;
 	s->offers++;
-	hash_rows(s->hash, x, stride, n, d);
+	if (given == NULL)
+		pggpu_sample_priorities(s->hash, x, stride, n, d, s->seed);
+	prio = given ? given : s->hash;
 	for (int64_t r = 0; r < n; r++)
 	{
-		uint64_t	p = pggpu_mix64(s->hash[r] ^ s->salt);
+		uint64_t	p = prio[r];
 		const double *row = x + r;
 		int64_t		slot;
 

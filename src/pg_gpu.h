@@ -363,6 +363,9 @@ typedef struct PgGpuRowSpec
 	int64		veclen;
 	NameData	colname;
 	bool		normalize;
+	/* a sample's read: the parts' priorities (pggpu_sample_priorities) by this seed */
+	bool		sampled;
+	uint64		sample_seed;
 	int16		pos[MaxHeapAttributeNumber];	/* the columns' positions */
 	Oid			types[MaxHeapAttributeNumber];	/* and base types (DENSE: the
 												 * element type) */
@@ -387,6 +390,8 @@ typedef struct PgGpuPart
 	int64		nbad;
 	double	   *values;
 	int64	   *ids;
+	const uint64 *prio;			/* a sample's read: its rows' priorities where a worker
+								 * computed them, else NULL */
 } PgGpuPart;
 
 typedef void (*PgGpuPartConsumer) (void *arg, const PgGpuPart *part);
@@ -460,9 +465,13 @@ extern PgGpuSink *pg_gpu_sink_begin(const PgGpuSource *src, PgGpuData *data, boo
 extern void pg_gpu_sink_consume(void *sink, const PgGpuPart *part);	/* a PgGpuPartConsumer */
 extern int64 pg_gpu_sink_rows(const PgGpuSink *sink);
 extern void pg_gpu_sink_end(PgGpuSink *sink, PgGpuRows *rows);
-/* every row of src as parts to consume (the table's scan, else a SELECT through SPI) */
-extern void pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, PgGpuPartConsumer consume,
-							  void *arg);
+/*
+ * every row of src as parts to consume (the table's scan, else a SELECT
+ * through SPI); sample_seed (may be NULL): the parts' priorities by it, where
+ * the scan's workers can compute them
+ */
+extern void pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, const uint64 *sample_seed,
+							  PgGpuPartConsumer consume, void *arg);
 /* m rows (row-major, src->ncols each; row order[t] the t-th, order NULL: in turn) into data */
 extern void pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const double *x,
 							 const int64 *order, int64 m);

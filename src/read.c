@@ -586,11 +586,17 @@ pg_gpu_sink_end(PgGpuSink *sink, PgGpuRows *rows)
 }
 
 void
-pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, PgGpuPartConsumer consume, void *arg)
+pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, const uint64 *sample_seed,
+				  PgGpuPartConsumer consume, void *arg)
 {
 	PgGpuRowSpec *spec = palloc(sizeof(PgGpuRowSpec));
 
 	source_spec(src, want_ids, true, spec);
+	if (sample_seed)
+	{
+		spec->sampled = true;
+		spec->sample_seed = *sample_seed;
+	}
 	if (!pg_gpu_scan_table(src->relid, spec, false, consume, arg))
 	{
 		PgGpuPartReceiver r;
@@ -616,7 +622,7 @@ pg_gpu_read_sources(const PgGpuSource *srcs, int nsrcs, PgGpuData *data, bool wa
 	for (int i = 0; i < nsrcs; i++)
 	{
 		s->src = &srcs[i];
-		pg_gpu_read_parts(&srcs[i], want_ids, soa_consume, s);
+		pg_gpu_read_parts(&srcs[i], want_ids, NULL, soa_consume, s);
 	}
 	pg_gpu_sink_end((PgGpuSink *) s, rows);
 }

@@ -34,6 +34,7 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 	part->cap = 0;
 	part->values = NULL;
 	part->ids = NULL;
+	part->prio = NULL;
 	if (len < 0)
 		return;
 	if ((Size) len >= MaxAllocHugeSize / sizeof(double) - 1)

@@ -29,7 +29,7 @@ sample_consume(void *arg, const PgGpuPart *p)
 	pggpu_error err = {0};
 
 	CHECK_FOR_INTERRUPTS();
-	if (pggpu_sample_offer(s->sample, p->values, p->cap, p->nrows, &err) != PGGPU_OK)
+	if (pggpu_sample_offer_prio(s->sample, p->values, p->cap, p->nrows, p->prio, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	s->ninvalid += p->nbad;
 	pg_gpu_check_sample_memory(s->src, Min(pggpu_sample_offered(s->sample), s->m));
@@ -64,7 +64,7 @@ pg_gpu_read_sample(const PgGpuSource *src, PgGpuData *data, int64 m, uint64 seed
 	cb->func = sample_release;
 	cb->arg = s;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, cb);
-	pg_gpu_read_parts(src, false, sample_consume, s);
+	pg_gpu_read_parts(src, false, &seed, sample_consume, s);
 	usable = pggpu_sample_offered(s->sample);
 	got = pggpu_sample_result(s->sample, &x, &order);
 	if (got < 0)
@@ -198,7 +198,7 @@ pg_gpu_label_rows(const PgGpuSource *src, pggpu_metric metric, const double *mea
 	ls.chunk_rows = Max((int64) 1 << 14, Min((int64) 1 << 20, ((int64) 256 << 20) / (8 * src->ncols)));
 	ls.cxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu labelling", ALLOCSET_DEFAULT_SIZES);
 	pg_gpu_progress(true, "labelling every row");
-	pg_gpu_read_parts(src, true, label_consume, &ls);
+	pg_gpu_read_parts(src, true, NULL, label_consume, &ls);
 	if (ls.data)
 		label_chunk(&ls);
 	MemoryContextDelete(ls.cxt);

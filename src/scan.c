@@ -91,7 +91,8 @@ typedef struct ScanShared
 	int			nworkers;
 	BlockNumber per_chunk;		/* blocks a chunk */
 	Size		slot_bytes;		/* a part's room */
-	Size		slot_stride;	/* a ScanSlot, then slot_bytes */
+	Size		prio_bytes;		/* a sample's read: room for its rows' priorities, else 0 */
+	Size		slot_stride;	/* a ScanSlot, slot_bytes, prio_bytes */
 	pg_atomic_uint64 next_chunk;	/* the next chunk nobody has taken */
 	PgGpuRowSpec spec;
 	int64		claimed[FLEXIBLE_ARRAY_MEMBER]; /* each worker's chunk, -1:
@@ -116,6 +117,13 @@ static char *
 slot_buf(ScanSlot *slot)
 {
 	return (char *) slot + MAXALIGN(sizeof(ScanSlot));
+}
+
+/* a sample's read: the slot's rows' priorities */
+static uint64 *
+slot_prio(ScanShared *sh, ScanSlot *slot)
+{
+	return (uint64 *) (slot_buf(slot) + MAXALIGN(sh->slot_bytes));
 }
 
 /* ---- scanning one chunk ----------------------------------------------------- */
@@ -182,6 +190,10 @@ part_end(Scanner *s, int64 chunk, PgGpuPart *part, bool last)
 		return;
 	}
 	slot = scan_slot(s->sh, chunk);
+	/* the sample's priorities, here rather than in the leader, which takes the rows one by one */
+	if (s->spec->sampled && part->nrows > 0)
+		pggpu_sample_priorities(slot_prio(s->sh, slot), part->values, part->cap, part->nrows,
+								(int) part->len, s->spec->sample_seed);
 	SpinLockAcquire(&slot->mutex);
 	slot->len = part->len;
 	slot->nrows = part->nrows;
@@ -424,6 +436,8 @@ consume_chunk(Scanner *s, ParallelContext *pcxt, int64 chunk, BlockNumber per_ch
 			pg_gpu_part_init(&part, slot_buf(slot), sh->slot_bytes, slot->len, false);
 			part.nrows = slot->nrows;
 			part.nbad = slot->nbad;
+			if (sh->spec.sampled)
+				part.prio = slot_prio(sh, slot);
 			s->consume(s->arg, &part);
 			SpinLockAcquire(&slot->mutex);
 			last = slot->last;
@@ -476,10 +490,10 @@ peek_dense(Scanner *s, BlockNumber nblocks, PgGpuRowSpec *wspec)
 /* the leader's part of a read with workers: launches them, consumes in order */
 static void
 read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *wspec,
-			  Size slot_bytes, int workers, int nslots, BlockNumber per_chunk)
+			  Size slot_bytes, Size prio_bytes, int workers, int nslots, BlockNumber per_chunk)
 {
 	ParallelContext *pcxt;
-	Size		stride = MAXALIGN(sizeof(ScanSlot)) + MAXALIGN(slot_bytes);
+	Size		stride = MAXALIGN(sizeof(ScanSlot)) + MAXALIGN(slot_bytes) + MAXALIGN(prio_bytes);
 	Size		bytes = shared_header(workers) + stride * nslots;
 	ScanShared *sh;
 
@@ -496,6 +510,7 @@ read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *ws
 	sh->nworkers = workers;
 	sh->per_chunk = per_chunk;
 	sh->slot_bytes = slot_bytes;
+	sh->prio_bytes = prio_bytes;
 	sh->slot_stride = stride;
 	pg_atomic_init_u64(&sh->next_chunk, 0);
 	memcpy(&sh->spec, wspec, sizeof(PgGpuRowSpec));
@@ -578,7 +593,11 @@ read_table(Relation rel, const PgGpuRowSpec *spec, PgGpuPartConsumer consume, vo
 		Size		budget = slot_bytes > SLOT_BYTES ? LONG_RING_BYTES : RING_BYTES;
 		int			nslots = Min(Min(SLOTS_PER_WORKER * workers, MAX_SLOTS),
 								 Max(budget / slot_bytes, 2));
-		double		ring = (double) nslots * (MAXALIGN(sizeof(ScanSlot)) + MAXALIGN(slot_bytes));
+		/* a sample's read: a priority a row the slot can hold */
+		Size		prio_bytes = wspec->sampled ?
+			sizeof(uint64) * (slot_bytes / (sizeof(double) * (Max(len, 1) + 1)) + 1) : 0;
+		double		ring = (double) nslots * (MAXALIGN(sizeof(ScanSlot)) + MAXALIGN(slot_bytes) +
+											 MAXALIGN(prio_bytes));
 
 		workers = Min(workers, nslots);
 		if (!pg_gpu_memory_allowed(ring))
@@ -592,8 +611,8 @@ read_table(Relation rel, const PgGpuRowSpec *spec, PgGpuPartConsumer consume, vo
 			/* a block's rows as parts: 8 bytes a value and an id */
 			double		block_bytes = pg_gpu_estimate_rows(rel) / nblocks * 8.0 * (Max(len, 1) + 1);
 
-			read_parallel(&s, RelationGetRelid(rel), nblocks, wspec, slot_bytes, workers, nslots,
-						  chunk_blocks(nblocks, workers, block_bytes, slot_bytes));
+			read_parallel(&s, RelationGetRelid(rel), nblocks, wspec, slot_bytes, prio_bytes, workers,
+						  nslots, chunk_blocks(nblocks, workers, block_bytes, slot_bytes));
 		}
 	}
 	if (workers == 0 && nblocks > 0)

@@ -10,11 +10,17 @@
  * is kept about m / n of the time.
  */
 
-/* the sample of D's rows offered in chunks of `chunk` rows in the order perm (NULL: in order) */
+/*
+ * the sample of D's rows offered in chunks of `chunk` rows in the order perm
+ * (NULL: in order), their priorities given by the caller where given is set
+ */
+static bool given_prio;
+
 static int64_t
 sample_rows(const dataset *D, const int64_t *perm, int64_t chunk, int64_t m, uint64_t seed,
 			double *out)
 {
+	uint64_t   *prio = xmalloc(sizeof(uint64_t) * chunk);
 	pggpu_error err = {0};
 	pggpu_sample *s;
 	const double *rows;
@@ -37,7 +43,10 @@ sample_rows(const dataset *D, const int64_t *perm, int64_t chunk, int64_t m, uin
 		for (int64_t r = 0; r < n; r++)
 			for (int j = 0; j < d; j++)
 				col[j * (chunk + 3) + r] = D->X[(perm ? perm[at + r] : at + r) * d + j];
-		if (pggpu_sample_offer(s, col, chunk + 3, n, &err) != PGGPU_OK)
+		if (given_prio)
+			pggpu_sample_priorities(prio, col, chunk + 3, n, d, seed);
+		if ((given_prio ? pggpu_sample_offer_prio(s, col, chunk + 3, n, prio, &err) :
+			 pggpu_sample_offer(s, col, chunk + 3, n, &err)) != PGGPU_OK)
 			CHECK(false, "sample_offer: %s", err.msg);
 	}
 	CHECK(pggpu_sample_offered(s) == D->n, "offered %lld of %lld", (long long) pggpu_sample_offered(s),
@@ -46,6 +55,7 @@ sample_rows(const dataset *D, const int64_t *perm, int64_t chunk, int64_t m, uin
 	for (int64_t t = 0; t < got; t++)
 		memcpy(out + t * d, rows + order[t] * d, sizeof(double) * d);
 	free(col);
+	free(prio);
 	pggpu_sample_close(s);
 	return got;
 }
@@ -88,6 +98,11 @@ test_sample(void)
 		CHECK(memcmp(a, b, sizeof(double) * m * d) == 0, "shuffled offers gave another sample");
 		gc = sample_rows(&D, perm, 1, m, 5, b);
 		CHECK(gc == m && memcmp(a, b, sizeof(double) * m * d) == 0, "one row an offer gave another sample");
+		/* priorities computed apart (as a reader's workers do) */
+		given_prio = true;
+		gc = sample_rows(&D, perm, 53, m, 5, b);
+		given_prio = false;
+		CHECK(gc == m && memcmp(a, b, sizeof(double) * m * d) == 0, "given priorities gave another sample");
 		/* another seed, another sample */
 		sample_rows(&D, NULL, n, m, 6, b);
 		CHECK(memcmp(a, b, sizeof(double) * m * d) != 0, "seeds 5 and 6 gave the same sample");
