@@ -186,6 +186,9 @@ pggpu_status pggpu_sample_offer_prio(pggpu_sample *s, const double *x, int64_t s
 									 const uint64_t *prio, pggpu_error *err);
 void		pggpu_sample_priorities(uint64_t *prio, const double *x, int64_t stride, int64_t n,
 									int d, uint64_t seed);
+/* the same for n rows row-major (row r at x + r * d), their priorities given (else an error) */
+pggpu_status pggpu_sample_offer_rows(pggpu_sample *s, const double *x, int64_t n,
+									 const uint64_t *prio, pggpu_error *err);
 /* rows offered so far */
 int64_t		pggpu_sample_offered(const pggpu_sample *s);
 /*

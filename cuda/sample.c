@@ -54,8 +54,9 @@ struct pggpu_sample
 	 * offer's end (gathering a row from column-major rows touches a page a
 	 * value), or before a tie needs a kept row's values.
 	 */
-	const double *x;			/* the offer's rows, and their stride */
-	int64_t		stride;
+	const double *x;			/* the offer's rows: value j of row r at x[r * rs + j * cs] */
+	int64_t		rs;
+	int64_t		cs;
 	int64_t    *pend_slot;
 	int64_t    *pend_r;
 	int64_t		npend;
@@ -70,19 +71,23 @@ flush_pending(pggpu_sample *s)
 {
 	int			d = s->d;
 
-	for (int j0 = 0; j0 < d; j0 += 8)
-	{
-		int			j1 = j0 + 8 < d ? j0 + 8 : d;
-
+	if (s->cs == 1)
 		for (int64_t i = 0; i < s->npend; i++)
+			memcpy(s->rows + s->pend_slot[i] * d, s->x + s->pend_r[i] * s->rs, sizeof(double) * d);
+	else
+		for (int j0 = 0; j0 < d; j0 += 8)
 		{
-			double	   *dst = s->rows + s->pend_slot[i] * d;
-			const double *src = s->x + s->pend_r[i];
+			int			j1 = j0 + 8 < d ? j0 + 8 : d;
 
-			for (int j = j0; j < j1; j++)
-				dst[j] = src[(int64_t) j * s->stride];
+			for (int64_t i = 0; i < s->npend; i++)
+			{
+				double	   *dst = s->rows + s->pend_slot[i] * d;
+				const double *src = s->x + s->pend_r[i] * s->rs;
+
+				for (int j = j0; j < j1; j++)
+					dst[j] = src[(int64_t) j * s->cs];
+			}
 		}
-	}
 	s->npend = 0;
 	s->offers++;				/* every stamp stale */
 }
@@ -273,6 +278,9 @@ pggpu_sample_priorities(uint64_t *prio, const double *x, int64_t stride, int64_t
 		prio[r] = pggpu_mix64(prio[r] ^ salt);
 }
 
+static pggpu_status offer(pggpu_sample *s, const double *x, int64_t rs, int64_t cs, int64_t n,
+						  const uint64_t *given, pggpu_error *err);
+
 pggpu_status
 pggpu_sample_offer(pggpu_sample *s, const double *x, int64_t stride, int64_t n, pggpu_error *err)
 {
@@ -281,7 +289,24 @@ pggpu_sample_offer(pggpu_sample *s, const double *x, int64_t stride, int64_t n, 
 
 pggpu_status
 pggpu_sample_offer_prio(pggpu_sample *s, const double *x, int64_t stride, int64_t n,
-						const uint64_t *given, pggpu_error *err)
+						const uint64_t *prio, pggpu_error *err)
+{
+	return offer(s, x, 1, stride, n, prio, err);
+}
+
+pggpu_status
+pggpu_sample_offer_rows(pggpu_sample *s, const double *x, int64_t n, const uint64_t *prio,
+						pggpu_error *err)
+{
+	if (prio == NULL)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "rows offered row by row need their priorities");
+	return offer(s, x, s->d, 1, n, prio, err);
+}
+
+/* n rows, value j of row r at x[r * rs + j * cs] (priorities given, else rs = 1: column-major) */
+static pggpu_status
+offer(pggpu_sample *s, const double *x, int64_t rs, int64_t cs, int64_t n, const uint64_t *given,
+	  pggpu_error *err)
 {
 	const uint64_t *prio;
 	int			d = s->d;
@@ -309,23 +334,24 @@ pggpu_sample_offer_prio(pggpu_sample *s, const double *x, int64_t stride, int64_
 		s->hash_cap = n;
 	}
 	s->x = x;
-	s->stride = stride;
+	s->rs = rs;
+	s->cs = cs;
 	s->npend = 0;
 	s->offers++;
 	if (given == NULL)
-		pggpu_sample_priorities(s->hash, x, stride, n, d, s->seed);
+		pggpu_sample_priorities(s->hash, x, cs, n, d, s->seed);
 	prio = given ? given : s->hash;
 	for (int64_t r = 0; r < n; r++)
 	{
 		uint64_t	p = prio[r];
-		const double *row = x + r;
+		const double *row = x + r * rs;
 		int64_t		slot;
 
 		if (s->kept == s->m)
 		{
 			/* the heap's top is the worst kept: a row must come before it */
 			if (p > s->heap[0].prio ||
-				(p == s->heap[0].prio && compare_row(s, p, row, stride, &s->heap[0]) >= 0))
+				(p == s->heap[0].prio && compare_row(s, p, row, cs, &s->heap[0]) >= 0))
 				continue;
 			slot = s->heap[0].slot;
 		}

@@ -392,6 +392,7 @@ typedef struct PgGpuPart
 	int64	   *ids;
 	const uint64 *prio;			/* a sample's read: its rows' priorities where a worker
 								 * computed them, else NULL */
+	bool		rowwise;		/* and then row-major: row i at values[i * len] */
 } PgGpuPart;
 
 typedef void (*PgGpuPartConsumer) (void *arg, const PgGpuPart *part);

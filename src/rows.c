@@ -35,6 +35,7 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 	part->values = NULL;
 	part->ids = NULL;
 	part->prio = NULL;
+	part->rowwise = false;
 	if (len < 0)
 		return;
 	if ((Size) len >= MaxAllocHugeSize / sizeof(double) - 1)

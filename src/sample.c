@@ -29,7 +29,8 @@ sample_consume(void *arg, const PgGpuPart *p)
 	pggpu_error err = {0};
 
 	CHECK_FOR_INTERRUPTS();
-	if (pggpu_sample_offer_prio(s->sample, p->values, p->cap, p->nrows, p->prio, &err) != PGGPU_OK)
+	if ((p->rowwise ? pggpu_sample_offer_rows(s->sample, p->values, p->nrows, p->prio, &err) :
+		 pggpu_sample_offer_prio(s->sample, p->values, p->cap, p->nrows, p->prio, &err)) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	s->ninvalid += p->nbad;
 	pg_gpu_check_sample_memory(s->src, Min(pggpu_sample_offered(s->sample), s->m));

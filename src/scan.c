@@ -135,6 +135,7 @@ typedef struct Scanner
 	TableScanDesc scan;
 	TupleTableSlot *tslot;
 	MemoryContext rowcxt;		/* reset with each part */
+	double	   *turned;			/* a sample's read: a worker's part turned row-major */
 	/* the leader's own parts go straight to its consumer */
 	bool		leader;
 	char	   *own;
@@ -174,6 +175,34 @@ part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
 	pg_gpu_part_init(part, slot_buf(slot), s->sh->slot_bytes, len, false);
 }
 
+/*
+ * A sample's part (a worker's): the rows' priorities, and the rows turned
+ * row-major, so that the leader, which takes the rows one by one, copies a
+ * row that enters the sample whole (gathered from column-major rows it
+ * touches a page a value)
+ */
+static void
+sample_part(Scanner *s, ScanSlot *slot, PgGpuPart *part)
+{
+	int64		n = part->nrows;
+	int64		len = part->len;
+	int64		cap = part->cap;
+
+	pggpu_sample_priorities(slot_prio(s->sh, slot), part->values, cap, n, (int) len,
+							s->spec->sample_seed);
+	if (s->turned == NULL)
+		s->turned = MemoryContextAllocHuge(TopTransactionContext, s->sh->slot_bytes);
+	for (int64 i0 = 0; i0 < n; i0 += 16)
+	{
+		int64		i1 = Min(i0 + 16, n);
+
+		for (int64 j = 0; j < len; j++)
+			for (int64 i = i0; i < i1; i++)
+				s->turned[i * len + j] = part->values[j * cap + i];
+	}
+	memcpy(part->values, s->turned, sizeof(double) * n * len);
+}
+
 /* hands the part over: to the consumer (leader) or to the slot (worker) */
 static void
 part_end(Scanner *s, int64 chunk, PgGpuPart *part, bool last)
@@ -190,10 +219,8 @@ part_end(Scanner *s, int64 chunk, PgGpuPart *part, bool last)
 		return;
 	}
 	slot = scan_slot(s->sh, chunk);
-	/* the sample's priorities, here rather than in the leader, which takes the rows one by one */
 	if (s->spec->sampled && part->nrows > 0)
-		pggpu_sample_priorities(slot_prio(s->sh, slot), part->values, part->cap, part->nrows,
-								(int) part->len, s->spec->sample_seed);
+		sample_part(s, slot, part);
 	SpinLockAcquire(&slot->mutex);
 	slot->len = part->len;
 	slot->nrows = part->nrows;
@@ -437,7 +464,10 @@ consume_chunk(Scanner *s, ParallelContext *pcxt, int64 chunk, BlockNumber per_ch
 			part.nrows = slot->nrows;
 			part.nbad = slot->nbad;
 			if (sh->spec.sampled)
+			{
 				part.prio = slot_prio(sh, slot);
+				part.rowwise = true;
+			}
 			s->consume(s->arg, &part);
 			SpinLockAcquire(&slot->mutex);
 			last = slot->last;

@@ -15,6 +15,7 @@
  * (NULL: in order), their priorities given by the caller where given is set
  */
 static bool given_prio;
+static bool by_rows;			/* offered row-major (given_prio too) */
 
 static int64_t
 sample_rows(const dataset *D, const int64_t *perm, int64_t chunk, int64_t m, uint64_t seed,
@@ -45,8 +46,19 @@ sample_rows(const dataset *D, const int64_t *perm, int64_t chunk, int64_t m, uin
 				col[j * (chunk + 3) + r] = D->X[(perm ? perm[at + r] : at + r) * d + j];
 		if (given_prio)
 			pggpu_sample_priorities(prio, col, chunk + 3, n, d, seed);
-		if ((given_prio ? pggpu_sample_offer_prio(s, col, chunk + 3, n, prio, &err) :
-			 pggpu_sample_offer(s, col, chunk + 3, n, &err)) != PGGPU_OK)
+		if (by_rows)
+		{
+			double	   *rm = xmalloc(sizeof(double) * n * d);
+
+			for (int64_t r = 0; r < n; r++)
+				for (int j = 0; j < d; j++)
+					rm[r * d + j] = col[j * (chunk + 3) + r];
+			if (pggpu_sample_offer_rows(s, rm, n, prio, &err) != PGGPU_OK)
+				CHECK(false, "sample_offer_rows: %s", err.msg);
+			free(rm);
+		}
+		else if ((given_prio ? pggpu_sample_offer_prio(s, col, chunk + 3, n, prio, &err) :
+				  pggpu_sample_offer(s, col, chunk + 3, n, &err)) != PGGPU_OK)
 			CHECK(false, "sample_offer: %s", err.msg);
 	}
 	CHECK(pggpu_sample_offered(s) == D->n, "offered %lld of %lld", (long long) pggpu_sample_offered(s),
@@ -101,8 +113,12 @@ test_sample(void)
 		/* priorities computed apart (as a reader's workers do) */
 		given_prio = true;
 		gc = sample_rows(&D, perm, 53, m, 5, b);
-		given_prio = false;
 		CHECK(gc == m && memcmp(a, b, sizeof(double) * m * d) == 0, "given priorities gave another sample");
+		/* and the rows row by row, as a reader's workers turn them */
+		by_rows = true;
+		gc = sample_rows(&D, perm, 61, m, 5, b);
+		by_rows = given_prio = false;
+		CHECK(gc == m && memcmp(a, b, sizeof(double) * m * d) == 0, "rows offered row-major gave another sample");
 		/* another seed, another sample */
 		sample_rows(&D, NULL, n, m, 6, b);
 		CHECK(memcmp(a, b, sizeof(double) * m * d) != 0, "seeds 5 and 6 gave the same sample");
