@@ -519,11 +519,14 @@ def reads_sentence(recs, floor):
     if not reads or not floor:
         return ""
     ivf = [r for r in recs if "ivfflat" in r["method"] and r["sec"] is not None]
+    ran_ivf = any("ivfflat" in r["method"] for r in recs)
     return ("On the GPU the read is most of the call: %.1f-%.1f s for rows whose parallel scan takes %.1f s "
-            "(%.1f-%.1fx its floor). %s" % (
+            "(%.1f-%.1fx its floor; `halfvec`'s floor reads no value: `vector_dims` takes a value's length "
+            "from its header, and 768 halves are stored in line). %s" % (
                 min(reads), max(reads), floor, min(reads) / floor, max(reads) / floor,
                 "pgvector's ivfflat build took %.1f s." % ivf[0]["sec"] if ivf else
-                "pgvector's `CREATE INDEX ... USING ivfflat` was not reached within the run's time limit."))
+                "pgvector's `CREATE INDEX ... USING ivfflat` was not reached within the run's time limit."
+                if ran_ivf else "This run left out the ivfflat build and the CPU fits (`QUICK=1`)."))
 
 
 def sample_sql_section(path, base="."):
@@ -552,7 +555,29 @@ def sample_sql_section(path, base="."):
             os.path.basename(path), os.path.relpath(path, base), recs[0]["n"] if recs else 0,
             recs[0]["d"] if recs else 0, recs[0]["k"] if recs else 0),
         "",
-        table(["statement", "whole call", "read", "iterate (iterations)", "labelling every row", "inertia"], rows)])
+        table(["statement", "whole call", "read", "iterate (iterations)", "labelling every row", "inertia"], rows),
+        "", sample_sentence(recs)])
+
+
+def sample_sentence(recs):
+    """per-row rates of the sample's reads, and its inertia on every row against the full fit's"""
+    by = {r["method"]: r for r in recs}
+    n = float(recs[0]["n"]) if recs else 0
+    fs, ks, ff = by.get("fit_sample"), by.get("kmeans_sample"), by.get("fit_full")
+    rd = re.search(r"stages \(ms\): read ([\d.]+)", fs["note"]) if fs else None
+    lab = re.search(r"labelled by the sample's centroids in ([\d.]+) ms \(inertia ([\d.e+]+)\)", ks["note"]) if ks else None
+    full = re.search(r"-+\s+\d+\s+\|\s+(\d+)\s+\(1 row\)", ff["note"]) if ff else None
+    if not (rd and lab and n):
+        return ""
+    text = ("The sample's read took %.2f µs a row and the labelling of every row %.2f µs a row: a "
+            "`gpu_kmeans(..., sample => ...)` of 10^8 such rows would take about %.0f s on this host, holding the "
+            "sample (8 bytes a value) and a chunk of rows (256 MB) at most." % (
+                float(rd.group(1)) * 1e3 / n, float(lab.group(1)) * 1e3 / n,
+                (float(rd.group(1)) + float(lab.group(1))) / 1e3 / n * 1e8))
+    if full:
+        text += (" Its centroids' inertia on every row is %+.3f%% of the fit on every row's." %
+                 (100 * (float(lab.group(2)) / float(full.group(1)) - 1)))
+    return text
 
 
 def embeddings_kind(path):
@@ -1092,7 +1117,8 @@ def main():
           "This section was measured apart from the rest of this report, on the GPU machine, by the "
           "scripts it names (their TSVs are the newest `results/embeddings-*.tsv`); the run above did not "
           "include it.", "",
-          provenance(*[newest_embeddings(args.results, kind) for kind in ("gpu", "seed", "sql", "cpu")]), "",
+          provenance(*([newest_embeddings(args.results, kind) for kind in ("gpu", "seed", "sql", "cpu")] +
+                       [newest_sample(args.results)])), "",
           "## 6. PostGIS points, and several starts", "",
           postgis_section(newest_results(args.results, "postgis"), args.out), "",
           n_init_section(newest_results(args.results, "n_init"), args.out), "",
