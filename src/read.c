@@ -631,35 +631,37 @@ void
 pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const double *x, const int64 *order,
 				 int64 m)
 {
-	PgGpuSink  *sink = pg_gpu_sink_begin(src, data, false);
+	SoaSink    *s = (SoaSink *) pg_gpu_sink_begin(src, data, false);
 	PgGpuRows	rows;
-	PgGpuPart	part;
 	int			d = src->ncols;
-	int64		cap = Max(1, Min(m, 4096));
 
-	memset(&part, 0, sizeof(part));
-	part.cap = cap;
-	part.len = d;
-	part.values = palloc(sizeof(double) * cap * d);
-	for (int64 at = 0; at < m; at += cap)
+	/* straight into the staging batches, as soa_consume fills them */
+	for (int64 at = 0; at < m;)
 	{
-		part.nrows = Min(cap, m - at);
+		int64		n = Min(m - at, s->batch_rows - s->fill);
+
 		/* 16 rows at a time: a value from each row, 16 in a column (two cache lines) */
-		for (int64 r0 = 0; r0 < part.nrows; r0 += 16)
+		for (int64 r0 = 0; r0 < n; r0 += 16)
 		{
-			int64		r1 = Min(r0 + 16, part.nrows);
+			int64		r1 = Min(r0 + 16, n);
 			const double *row[16];
 
 			for (int64 r = r0; r < r1; r++)
 				row[r - r0] = x + (order ? order[at + r] : at + r) * d;
 			for (int j = 0; j < d; j++)
+			{
+				double	   *col = s->batch + j * s->batch_rows + s->fill;
+
 				for (int64 r = r0; r < r1; r++)
-					part.values[j * cap + r] = row[r - r0][j];
+					col[r] = row[r - r0][j];
+			}
 		}
-		soa_consume(sink, &part);
+		s->fill += n;
+		at += n;
+		if (s->fill == s->batch_rows)
+			flush_batch(s);
 	}
-	pg_gpu_sink_end(sink, &rows);
-	pfree(part.values);
+	pg_gpu_sink_end((PgGpuSink *) s, &rows);
 }
 
 void

@@ -25,23 +25,11 @@ q -c "CREATE UNLOGGED TABLE emb_r AS SELECT id, e::real[] AS e FROM emb_v" -c "A
 for t in emb_v emb_r emb_h; do q -c "ALTER TABLE $t SET (parallel_workers = $WORKERS)"; done
 echo "made the tables in $(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{printf "%.1f", a - b}') s: $(q -At -c "SELECT pg_size_pretty(pg_total_relation_size('emb_v')) || ' (vector), ' || pg_size_pretty(pg_total_relation_size('emb_r')) || ' (real[])'")"
 
-# run LABEL SETTINGS SQL: one timed statement (wall, psql's), its DEBUG2 stages in the note
+# run LABEL SETTINGS SQL: one timed statement (timed_run), its DEBUG2 stages in the note
 run() {
-  local label=$1 sets=$2 sql=$3 t1 t2 log
-  log=$(mktemp)
-  t1=$(date +%s.%N)
-  if psql -X -q -v ON_ERROR_STOP=1 -d $db -c "SET max_parallel_workers_per_gather = $WORKERS" \
-       -c "SET max_parallel_maintenance_workers = $WORKERS" -c "SET maintenance_work_mem = '16GB'" \
-       -c "SET pg_gpu.max_memory = -1" -c "SET client_min_messages = debug2" ${sets:+-c "$sets"} \
-       -c "$sql" >"$log" 2>&1; then
-    t2=$(date +%s.%N)
-    note=$(grep -E 'stages|route|workers|result' "$log" | grep -v 'DEBUG:  .*parallel' | tr '\n' ' ' | tr '\t' ' ' | cut -c1-600)
-    printf 'sql\t%s\t%s\t%s\t%s\t%s\t%s %s\n' "$label" "$N" "$D" "$K" "$(awk -v a="$t2" -v b="$t1" 'BEGIN{printf "%.3f", a - b}')" "$(grep -v DEBUG "$log" | tr '\n' ' ' | cut -c1-200)" "$note" >>"$out"
-  else
-    printf 'sql\t%s\t%s\t%s\t%s\t\tfailed: %s\n' "$label" "$N" "$D" "$K" "$(tail -3 "$log" | tr '\n\t' '  ')" >>"$out"
-  fi
-  tail -1 "$out" | cut -c1-300
-  rm -f "$log"
+  timed_run sql "$1" 'stages|route|workers|result' "SET max_parallel_workers_per_gather = $WORKERS" \
+    "SET max_parallel_maintenance_workers = $WORKERS" "SET maintenance_work_mem = '16GB'" \
+    "SET pg_gpu.max_memory = -1" ${2:+"$2"} "$3"
 }
 [ -s "$out" ] || printf 'section\tmethod\tn\td\tk\tseconds\tnote\n' >"$out"
 run read_vector "" "SELECT sum(vector_dims(e)) FROM emb_v"

@@ -19,22 +19,10 @@ emb_table $db "$N" "$D" "$GEN"
 q -c "VACUUM ANALYZE emb_v"
 echo "made the table in $(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{printf "%.1f", a - b}') s: $(q -At -c "SELECT pg_size_pretty(pg_total_relation_size('emb_v'))")"
 
-# run LABEL SQL: one timed statement (wall, psql's), its result and DEBUG stages in the note
+# run LABEL SQL: one timed statement (timed_run), its result and DEBUG stages in the note
 run() {
-  local label=$1 sql=$2 t1 t2 log
-  log=$(mktemp)
-  t1=$(date +%s.%N)
-  if psql -X -q -v ON_ERROR_STOP=1 -d $db -c "SET max_parallel_workers_per_gather = $WORKERS" \
-       -c "SET pg_gpu.max_memory = -1" -c "SET work_mem = '1GB'" -c "SET client_min_messages = debug2" \
-       -c "$sql" >"$log" 2>&1; then
-    t2=$(date +%s.%N)
-    note=$(grep -E 'stages|sample|labelled|workers' "$log" | grep -v 'DEBUG:  .*parallel' | tr '\n' ' ' | tr '\t' ' ' | cut -c1-600)
-    printf 'sample\t%s\t%s\t%s\t%s\t%s\t%s %s\n' "$label" "$N" "$D" "$K" "$(awk -v a="$t2" -v b="$t1" 'BEGIN{printf "%.3f", a - b}')" "$(grep -v DEBUG "$log" | tr '\n' ' ' | cut -c1-200)" "$note" >>"$out"
-  else
-    printf 'sample\t%s\t%s\t%s\t%s\t\tfailed: %s\n' "$label" "$N" "$D" "$K" "$(tail -3 "$log" | tr '\n\t' '  ')" >>"$out"
-  fi
-  tail -1 "$out" | cut -c1-400
-  rm -f "$log"
+  timed_run sample "$1" 'stages|sample|labelled|workers' "SET max_parallel_workers_per_gather = $WORKERS" \
+    "SET pg_gpu.max_memory = -1" "SET work_mem = '1GB'" "$2"
 }
 [ -s "$out" ] || printf 'section\tmethod\tn\td\tk\tseconds\tnote\n' >"$out"
 q -c "CREATE TABLE models (what text PRIMARY KEY, model jsonb)"
