@@ -39,6 +39,10 @@ SELECT model FROM gpu_kmeans_fit('sh_pts', 5, columns => ARRAY['a', 'b', 'c', 'd
 CREATE TEMP TABLE p3 AS SELECT * FROM gpu_kmeans_apply('sh_pts', (SELECT model FROM m3));
 CREATE TEMP TABLE c3 AS
 SELECT * FROM gpu_kmeans_fit('sh_pts', 5, columns => ARRAY['a', 'b', 'c', 'd'], seed => 4, n_init => 2);
+-- a fit on a sample over shares, every row labelled after it
+CREATE TEMP TABLE sp3 AS
+SELECT * FROM gpu_kmeans_fit('sh_pts', 5, columns => ARRAY['a', 'b', 'c', 'd'], seed => 4, sample => 50000,
+                             memberships => true);
 -- fewer rows than shares, and shares streamed in parts (pg_gpu.kmeans_gpu_memory)
 CREATE TEMP TABLE tiny AS SELECT * FROM sh_pts WHERE id <= 2;
 SELECT sizes FROM gpu_kmeans_fit('tiny', 2, columns => ARRAY['a', 'b'], init_centroids => '{{1,1},{20,7}}');
@@ -58,6 +62,13 @@ SELECT count(*) FROM gpu_kmeans_assign('sh_none', ARRAY[[1]]::float8[], columns 
 SELECT sizes FROM gpu_kmeans_fit('sh_none', 2, columns => ARRAY['x'], memberships => true);
 RESET pg_gpu.parts;
 
+-- the sample's fit over shares is its fit held whole, and so are its memberships
+SELECT s.sizes = w.sizes AND s.iterations = w.iterations AS same_sample_fit,
+       sh_close(s.centroids::float8[], w.centroids::float8[]) AS sample_centroids_within_1e_12,
+       s.ids = w.ids AND s.clusters IS NOT DISTINCT FROM w.clusters AS same_sample_memberships,
+       (s.model->>'sample')::int AS sample
+FROM sp3 s, gpu_kmeans_fit('sh_pts', 5, columns => ARRAY['a', 'b', 'c', 'd'], seed => 4, sample => 50000,
+                           memberships => true) w;
 SELECT s.sizes = f.sizes AS same_sizes, s.iterations = f.iterations AS same_iterations,
        sh_close(s.centroids::float8[], f.centroids::float8[]) AS centroids_within_1e_12,
        sh_close(s.inertia, f.inertia) AS same_inertia, split_part(s.device, ' (', 1) = split_part(f.device, ' (', 1) AS same_device,
