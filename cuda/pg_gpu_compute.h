@@ -160,45 +160,6 @@ bool		pggpu_data_parked(const pggpu_data *ds);
 /* Frees everything the set holds (device, pinned and host memory).  NULL ok. */
 void		pggpu_data_close(pggpu_data *ds);
 
-/* ---- a sample of rows, drawn by their content (sample.c) ----------------- */
-
-/*
- * The m rows of least priority among those offered, the priority a hash of
- * a row's values and the seed (ties: by value): m rows drawn uniformly
- * without replacement (all of them where fewer are offered), the same rows
- * in the same order whatever order they come in.  Host memory: m x d
- * doubles at most, grown as rows are kept.  For one thread.
- */
-typedef struct pggpu_sample pggpu_sample;
-
-pggpu_status pggpu_sample_open(pggpu_sample **out, int d, int64_t m, uint64_t seed,
-							   pggpu_error *err);
-/* n rows offered: value j of row r at x[j * stride + r] */
-pggpu_status pggpu_sample_offer(pggpu_sample *s, const double *x, int64_t stride, int64_t n,
-								pggpu_error *err);
-/*
- * The same with the rows' priorities given (prio[r] of row r, from
- * pggpu_sample_priorities with the sample's seed: a reader's workers may
- * compute them beside the reading; that one is a plain function of its
- * arguments, for any thread or process).
- */
-pggpu_status pggpu_sample_offer_prio(pggpu_sample *s, const double *x, int64_t stride, int64_t n,
-									 const uint64_t *prio, pggpu_error *err);
-void		pggpu_sample_priorities(uint64_t *prio, const double *x, int64_t stride, int64_t n,
-									int d, uint64_t seed);
-/* the same for n rows row-major (row r at x + r * d), their priorities given (else an error) */
-pggpu_status pggpu_sample_offer_rows(pggpu_sample *s, const double *x, int64_t n,
-									 const uint64_t *prio, pggpu_error *err);
-/* rows offered so far */
-int64_t		pggpu_sample_offered(const pggpu_sample *s);
-/*
- * The sample, taken once the offers are over: its rows (row-major, d each)
- * and their order (row order[t] is the t-th: least priority first); returns
- * how many (-1: out of host memory).  Valid until close.
- */
-int64_t		pggpu_sample_result(pggpu_sample *s, const double **rows, const int64_t **order);
-void		pggpu_sample_close(pggpu_sample *s);
-
 /* ---- k-means ------------------------------------------------------------ */
 
 typedef enum pggpu_init
@@ -535,6 +496,50 @@ pggpu_status pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e,
 void		pggpu_centroids_update(double *C, const double *sums, const int64_t *counts, int k, int d,
 								   pggpu_metric metric, int e);
 
+
+/* ---- a sample of rows, drawn by their content (sample.c) ----------------- */
+
+/*
+ * The m rows of least priority among those offered, the priority a hash of
+ * a row's values and the seed (ties: by value): m rows drawn uniformly
+ * without replacement (all of them where fewer are offered), the same rows
+ * in the same order whatever order they come in.  Host memory: m x d
+ * doubles at most, grown as rows are kept.  For one thread.
+ */
+typedef struct pggpu_sample pggpu_sample;
+
+pggpu_status pggpu_sample_open(pggpu_sample **out, int d, int64_t m, uint64_t seed,
+							   pggpu_error *err);
+/* n rows offered: value j of row r at x[j * stride + r] */
+pggpu_status pggpu_sample_offer(pggpu_sample *s, const double *x, int64_t stride, int64_t n,
+								pggpu_error *err);
+/*
+ * The same with the rows' priorities given (prio[r] of row r, from
+ * pggpu_sample_priorities with the sample's seed: a reader's workers may
+ * compute them beside the reading; that one is a plain function of its
+ * arguments, for any thread or process).
+ */
+pggpu_status pggpu_sample_offer_prio(pggpu_sample *s, const double *x, int64_t stride, int64_t n,
+									 const uint64_t *prio, pggpu_error *err);
+void		pggpu_sample_priorities(uint64_t *prio, const double *x, int64_t stride, int64_t n,
+									int d, uint64_t seed);
+/* the same for n rows row-major (row r at x + r * d), their priorities given (else an error) */
+pggpu_status pggpu_sample_offer_rows(pggpu_sample *s, const double *x, int64_t n,
+									 const uint64_t *prio, pggpu_error *err);
+/* rows offered so far */
+int64_t		pggpu_sample_offered(const pggpu_sample *s);
+/*
+ * A callback polled while pggpu_sample_result sorts (a sample of 10^7 rows
+ * takes seconds); it may longjmp: the sample stays valid for close
+ */
+void		pggpu_sample_set_interrupts(pggpu_sample *s, pggpu_interrupt_fn fn, void *arg);
+/*
+ * The sample, taken once the offers are over: its rows (row-major, d each)
+ * and their order (row order[t] is the t-th: least priority first); returns
+ * how many (-1: out of host memory).  Valid until close.
+ */
+int64_t		pggpu_sample_result(pggpu_sample *s, const double **rows, const int64_t **order);
+void		pggpu_sample_close(pggpu_sample *s);
 
 /* ---- matrix products ---------------------------------------------------- */
 

@@ -47,6 +47,8 @@ struct pggpu_sample
 	uint64_t   *hash;			/* an offer's priorities (scratch) */
 	int64_t		hash_cap;
 	bool		sorted;			/* heap[] holds the result's order */
+	pggpu_interrupt_fn interrupt;	/* polled while the result is sorted (may longjmp) */
+	void	   *interrupt_arg;
 	/*
 	 * An offer's rows that entered, not yet copied: row pend_r[i] of the
 	 * offer into slot pend_slot[i] (a slot's index in the list: pidx, valid
@@ -388,6 +390,13 @@ offer(pggpu_sample *s, const double *x, int64_t rs, int64_t cs, int64_t n, const
 	return PGGPU_OK;
 }
 
+void
+pggpu_sample_set_interrupts(pggpu_sample *s, pggpu_interrupt_fn fn, void *arg)
+{
+	s->interrupt = fn;
+	s->interrupt_arg = arg;
+}
+
 int64_t
 pggpu_sample_offered(const pggpu_sample *s)
 {
@@ -403,6 +412,9 @@ pggpu_sample_result(pggpu_sample *s, const double **rows, const int64_t **order)
 		for (int64_t end = s->kept - 1; end > 0; end--)
 		{
 			entry		t = s->heap[0];
+
+			if (s->interrupt && (end & 65535) == 0)
+				s->interrupt(s->interrupt_arg);
 
 			s->heap[0] = s->heap[end];
 			s->heap[end] = t;

@@ -73,6 +73,7 @@ pg_gpu_read_sample(const PgGpuSource *src, PgGpuData *data, int64 m, uint64 seed
 	s->m = m;
 	if (pggpu_sample_open(&s->sample, src->ncols, m, seed, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
+	pggpu_sample_set_interrupts(s->sample, pg_gpu_check_interrupts, NULL);
 	cb->func = sample_release;
 	cb->arg = s;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, cb);
@@ -161,6 +162,8 @@ label_chunk(LabelStream *ls)
 	MemoryContextSwitchTo(old);
 	for (int64 r = 0; r < rows.nvalid; r++)
 	{
+		if ((r & 65535) == 65535)
+			CHECK_FOR_INTERRUPTS();
 		ls->emit(ls->arg, rows.ids[r], ls->labels[r] + 1);
 		/* (as a fit's: squared distances; cosine: 1 - cos itself) */
 		ls->inertia += ls->metric == PGGPU_METRIC_COSINE ? ls->distances[r] :

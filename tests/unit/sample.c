@@ -72,6 +72,17 @@ sample_rows(const dataset *D, const int64_t *perm, int64_t chunk, int64_t m, uin
 	return got;
 }
 
+static jmp_buf sample_jb;
+static int	sample_polls;
+
+static void
+sample_stop(void *arg)
+{
+	(void) arg;
+	sample_polls++;
+	longjmp(sample_jb, 1);
+}
+
 void
 test_sample(void)
 {
@@ -189,6 +200,36 @@ test_sample(void)
 			CHECK(fabs(count[i] - expect) < 6 * sd, "row %d kept %d times of %d seeds (expected %.0f +- %.0f)",
 				  i, count[i], seeds, expect, sd);
 		data_free(&D);
+	}
+
+	set_case("sample: an interrupt while the result is sorted");
+	{
+		pggpu_error err = {0};
+		pggpu_sample *s = NULL;
+		int64_t		nr = 140000;
+		double	   *x = xmalloc(sizeof(double) * nr * 2);
+		const double *rows;
+		const int64_t *order;
+
+		for (int64_t i = 0; i < nr * 2; i++)
+			x[i] = (double) (i % 100003);
+		if (pggpu_sample_open(&s, 2, nr, 8, &err) == PGGPU_OK &&
+			pggpu_sample_offer(s, x, nr, nr, &err) == PGGPU_OK)
+		{
+			pggpu_sample_set_interrupts(s, sample_stop, NULL);
+			sample_polls = 0;
+			if (setjmp(sample_jb) == 0)
+			{
+				pggpu_sample_result(s, &rows, &order);
+				CHECK(false, "the sort of %lld rows never polled", (long long) nr);
+			}
+			else
+				CHECK(sample_polls == 1, "polled %d times before the jump", sample_polls);
+		}
+		else
+			CHECK(false, "sample of %lld rows: %s", (long long) nr, err.msg);
+		pggpu_sample_close(s);
+		free(x);
 	}
 
 	set_case("sample: errors");
