@@ -8,6 +8,8 @@ ALTER TABLE c_pts ALTER x TYPE float8, ALTER y TYPE float8;
 SET statement_timeout = '50ms';
 SELECT * FROM gpu_kmeans_fit('c_pts', 10, columns => ARRAY['x', 'y'], tol => 0, max_iter => 100000);
 SELECT count(*) FROM gpu_kmeans('c_pts', 10, id_column => 'id', tol => 0, max_iter => 100000);
+-- a sample's read and every row's labelling after it
+SELECT count(*) FROM gpu_kmeans('c_pts', 10, id_column => 'id', sample => 500000);
 RESET statement_timeout;
 -- inside a transaction: roll back to a savepoint and go on
 BEGIN;
