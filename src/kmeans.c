@@ -153,6 +153,8 @@ typedef struct KmeansOut
 	int			k;
 	int32	   *labels;
 	double	   *distances;		/* gpu_kmeans_assign and gpu_kmeans_apply only */
+	int64		cap_valid;		/* and the room of their arrays */
+	int64		cap_invalid;
 	double	   *centroids;
 	int64	   *sizes;
 	double		inertia;
@@ -516,7 +518,7 @@ label_all(KmeansOut *o, PgGpuLabelFn emit, void *arg)
 
 /* (id, cluster) into gpu_kmeans's tuplestore */
 static void
-emit_tuple(void *arg, int64 id, int32 cluster)
+emit_tuple(void *arg, int64 id, int32 cluster, double distance)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) arg;
 	Datum		v[2] = {Int64GetDatum(id), Int32GetDatum(cluster)};
@@ -553,7 +555,7 @@ typedef struct Members
 } Members;
 
 static void
-emit_member(void *arg, int64 id, int32 cluster)
+emit_member(void *arg, int64 id, int32 cluster, double distance)
 {
 	Members    *m = (Members *) arg;
 
@@ -593,9 +595,9 @@ membership_arrays(KmeansOut *o, Datum *ids, Datum *clusters)
 	else
 	{
 		for (int64 r = 0; r < o->rows.nvalid; r++)
-			emit_member(&m, o->rows.ids[r], o->labels[r] + 1);
+			emit_member(&m, o->rows.ids[r], o->labels[r] + 1, 0);
 		for (int64 r = 0; r < o->rows.ninvalid; r++)
-			emit_member(&m, o->rows.invalid_ids[r], 0);
+			emit_member(&m, o->rows.invalid_ids[r], 0, 0);
 	}
 	dims[0] = (int) m.n;
 	*ids = PointerGetDatum(construct_md_array(m.ids, NULL, 1, dims, lbs, INT8OID, 8, FLOAT8PASSBYVAL,
@@ -653,15 +655,54 @@ gpu_kmeans_fit(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
+/* an assignment's rows as they are labelled: ids, labels and distances in o */
+static void
+emit_assigned(void *arg, int64 id, int32 cluster, double distance)
+{
+	KmeansOut  *o = (KmeansOut *) arg;
+	PgGpuRows  *r = &o->rows;
+	int64	   *n = cluster ? &r->nvalid : &r->ninvalid;
+	int64	   *cap = cluster ? &o->cap_valid : &o->cap_invalid;
+
+	if (*n == *cap)
+	{
+		*cap = Max(*cap * 2, 1024);
+		pg_gpu_check_label_memory(&o->src, (double) (r->nvalid + r->ninvalid), "", " labelled so far");
+		if (cluster)
+		{
+			r->ids = r->ids ? repalloc_huge(r->ids, sizeof(int64) * *cap) :
+				MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * *cap);
+			o->labels = o->labels ? repalloc_huge(o->labels, sizeof(int32) * *cap) :
+				MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * *cap);
+			o->distances = o->distances ? repalloc_huge(o->distances, sizeof(double) * *cap) :
+				MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * *cap);
+		}
+		else
+			r->invalid_ids = r->invalid_ids ? repalloc_huge(r->invalid_ids, sizeof(int64) * *cap) :
+				MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * *cap);
+	}
+	if (cluster)
+	{
+		r->ids[*n] = id;
+		o->labels[*n] = cluster - 1;
+		o->distances[*n] = distance;
+	}
+	else
+		r->invalid_ids[*n] = id;
+	(*n)++;
+}
+
 /*
  * The assignment of o's resolved relation to o->k centroids (mean and std
- * given: the rows scaled by them first): labels and distances into o
+ * given: the rows scaled by them first): ids, labels and distances into o,
+ * the rows streamed a chunk at a time (pg_gpu_label_rows), or labelled on
+ * a Citus cluster's nodes
  */
 static void
 assign_rows(KmeansOut *o, const char *fname, pggpu_metric metric, const double *mean,
 			const double *std, const double *centroids)
 {
-	PgGpuData  *data;
+	double		inertia;
 
 	pg_gpu_progress_begin(fname);
 	o->cluster = load_on_nodes(&o->src, metric, true, mean, std, &o->rows, "they come back with cluster NULL", NULL);
@@ -672,13 +713,11 @@ assign_rows(KmeansOut *o, const char *fname, pggpu_metric metric, const double *
 		pg_gpu_progress_end();
 		return;
 	}
-	data = load(&o->src, metric, true, &o->rows, "they come back with cluster NULL", o->k);
-	o->labels = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(o->rows.nvalid, 1));
-	o->distances = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(o->rows.nvalid, 1));
-	pg_gpu_progress(true, "assigning %lld rows", (long long) o->rows.nvalid);
-	pg_gpu_assign_data(data, mean, std, centroids, o->k, o->labels, o->distances);
-	log_route(data->ds);
-	pg_gpu_data_close(data);
+	if (o->src.expected_rows > 0)
+		pg_gpu_check_label_memory(&o->src, o->src.expected_rows, "About ", " by the table's statistics");
+	memset(&o->rows, 0, sizeof(o->rows));
+	pg_gpu_label_rows(&o->src, metric, mean, std, centroids, o->k, emit_assigned, o, &inertia);
+	notice_skipped(&o->src, &o->rows, "they come back with cluster NULL");
 	pg_gpu_progress_end();
 }
 
@@ -691,10 +730,10 @@ run_assign(FunctionCallInfo fcinfo, KmeansOut *o)
 
 	pg_gpu_require_arg(fcinfo, AA_RELATION, "relation");
 	pg_gpu_require_arg(fcinfo, AA_CENTROIDS, "centroids");
-	pg_gpu_resolve_source(PG_GETARG_OID(AA_RELATION),
+	pg_gpu_resolve_sample(PG_GETARG_OID(AA_RELATION),
 						  PG_ARGISNULL(AA_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(AA_COLUMNS),
 						  PG_ARGISNULL(AA_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(AA_ID_COLUMN),
-						  true, metric == PGGPU_METRIC_COSINE, &o->src);
+						  true, metric == PGGPU_METRIC_COSINE, -1, &o->src);
 	centroids = pg_gpu_matrix_arg(PG_GETARG_ARRAYTYPE_P(AA_CENTROIDS), "centroids", -1, o->src.ncols, &o->k);
 	if (o->k < 1)
 		ereport(ERROR,
@@ -730,9 +769,9 @@ run_assign_model(FunctionCallInfo fcinfo, KmeansOut *o)
 	for (int i = 0; i < m->ncols; i++)
 		names[i] = CStringGetTextDatum(m->columns[i]);
 	columns = construct_array(names, m->ncols, TEXTOID, -1, false, TYPALIGN_INT);
-	pg_gpu_resolve_source(PG_GETARG_OID(AM_RELATION), columns,
+	pg_gpu_resolve_sample(PG_GETARG_OID(AM_RELATION), columns,
 						  PG_ARGISNULL(AM_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(AM_ID_COLUMN),
-						  true, m->metric == PGGPU_METRIC_COSINE, &o->src);
+						  true, m->metric == PGGPU_METRIC_COSINE, -1, &o->src);
 	pg_gpu_model_check_source(m, &o->src);
 	o->k = m->k;
 	assign_rows(o, "gpu_kmeans_apply", m->metric, m->standard ? m->mean : NULL, m->std, m->scaled);

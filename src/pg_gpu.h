@@ -231,11 +231,22 @@ extern void pg_gpu_run_select(const char *sql, DestReceiver *dest, bool read_onl
  */
 extern void pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
 								  bool id_required, bool normalize, PgGpuSource *src);
-/* the same for a fit on a sample of that many rows (its memory checked, not the relation's) */
+/*
+ * the same for a fit on a sample of that many rows (its memory checked, not
+ * the relation's); sample -1: the rows are streamed (pg_gpu_label_rows),
+ * the caller checks what it keeps
+ */
 extern void pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column,
 								  bool id_required, bool normalize, int64 sample, PgGpuSource *src);
 /* pg_gpu.max_memory against a sample of rows rows (ERROR past it) */
 extern void pg_gpu_check_sample_memory(const PgGpuSource *src, int64 rows);
+/*
+ * the same for a labelling that streams the rows (pg_gpu_label_rows) and
+ * keeps rows ids, labels and distances: 20 bytes a row (pre, post: the
+ * detail's words around the count)
+ */
+extern void pg_gpu_check_label_memory(const PgGpuSource *src, double rows, const char *pre,
+									  const char *post);
 
 typedef struct PgGpuRows
 {
@@ -519,8 +530,8 @@ extern void pg_gpu_check_k(int k, const PgGpuRows *rows);
 extern int64 pg_gpu_read_sample(const PgGpuSource *src, PgGpuData *data, int64 m, uint64 seed,
 								PgGpuRows *rows);
 
-/* each row's id and cluster (1..k; 0: an unusable row, NULL cluster) */
-typedef void (*PgGpuLabelFn) (void *arg, int64 id, int32 cluster);
+/* each row's id, cluster (1..k; 0: an unusable row, NULL cluster) and distance to it */
+typedef void (*PgGpuLabelFn) (void *arg, int64 id, int32 cluster, double distance);
 
 /*
  * Every row of src (with ids) labelled by the k centroids (the rows scaled

@@ -80,6 +80,14 @@ pg_gpu_check_sample_memory(const PgGpuSource *src, int64 rows)
 	check_rows_memory(src, rows, false, "A sample of ", " so far");
 }
 
+void
+pg_gpu_check_label_memory(const PgGpuSource *src, double rows, const char *pre, const char *post)
+{
+	pg_gpu_check_memory(rows * 20.0, src->relname,
+						"%s%.0f rows%s, 20 bytes each (an id, a label and a distance; the rows themselves pass a chunk at a time).",
+						pre, rows, post);
+}
+
 /*
  * "a, b": names quoted as identifiers, as in a query; literals: "'a', 'b'",
  * as in an ARRAY[...] of text
@@ -291,7 +299,9 @@ pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column,
 
 	src->expected_rows = pg_gpu_estimate_rows(rel);
 	/* before anything is allocated; the rows are counted again as they come */
-	if (sample > 0)
+	if (sample < 0)
+		;						/* streamed: the caller checks what it keeps */
+	else if (sample > 0)
 	{
 		/* (unknown: the sample is checked as it grows) */
 		if (src->expected_rows > 0)
