@@ -65,7 +65,7 @@ SELECT s.sizes = w.sizes AND s.iterations = w.iterations AS same_fit,
        s.model ? 'sample' AS says_sample
 FROM gpu_kmeans_fit('sp_pts', 4, columns => ARRAY['a', 'b', 'c'], seed => 3, sample => 20000) s, whole w;
 SELECT count(*) FILTER (WHERE s.cluster IS DISTINCT FROM w.cluster) AS differ
-FROM gpu_kmeans('sp_pts', 4, columns => ARRAY['a', 'b', 'c'], seed => 3, sample => 1000000) s
+FROM gpu_kmeans('sp_pts', 4, columns => ARRAY['a', 'b', 'c'], seed => 3, sample => 9223372036854775807) s
 JOIN gpu_kmeans('sp_pts', 4, columns => ARRAY['a', 'b', 'c'], seed => 3) w USING (id);
 
 -- with parallel workers reading: the same sample
@@ -96,6 +96,10 @@ FROM gpu_kmeans_choose_k('sp_pts', ARRAY[2, 4], columns => ARRAY['a', 'b', 'c'],
 -- errors
 SELECT * FROM gpu_kmeans_fit('sp_pts', 4, columns => ARRAY['a', 'b', 'c'], sample => 0);
 SELECT * FROM gpu_kmeans('sp_pts', 4, columns => ARRAY['a', 'b', 'c'], sample => -5);
+SELECT * FROM gpu_kmeans('sp_pts', 4, columns => ARRAY['a', 'b', 'c'], sample => -9223372036854775808);
+-- sample => NULL: every row
+SELECT sizes = (SELECT sizes FROM whole) AS every_row
+FROM gpu_kmeans_fit('sp_pts', 4, columns => ARRAY['a', 'b', 'c'], seed => 3, sample => NULL);
 SELECT * FROM gpu_kmeans_fit('sp_pts', 4, columns => ARRAY['a', 'b', 'c'], sample => 3);
 SELECT * FROM gpu_kmeans_choose_k('sp_pts', ARRAY[2, 40], columns => ARRAY['a', 'b', 'c'], sample => 30);
 -- a sample counts against pg_gpu.max_memory (8 bytes a value)

@@ -570,8 +570,9 @@ def sample_sentence(recs):
     if not (rd and lab and n):
         return ""
     text = ("The sample's read took %.2f µs a row and the labelling of every row %.2f µs a row: a "
-            "`gpu_kmeans(..., sample => ...)` of 10^8 such rows would take about %.0f s on this host, holding the "
-            "sample (8 bytes a value) and a chunk of rows (256 MB) at most." % (
+            "`gpu_kmeans(..., sample => ...)` of 10^8 such rows would take at most about %.0f s on this host (the "
+            "rows that enter the sample and are copied, about m (1 + ln(n / m)), grow with ln n, not n), "
+            "holding the sample (8 bytes a value) and a chunk of rows (256 MB) at most." % (
                 float(rd.group(1)) * 1e3 / n, float(lab.group(1)) * 1e3 / n,
                 (float(rd.group(1)) + float(lab.group(1))) / 1e3 / n * 1e8))
     if full:
@@ -674,8 +675,8 @@ def embeddings_seed_section(path, base="."):
 
 def provenance(*paths):
     """Where results measured apart come from: the machine and date their
-    names say, and the commit that added them (git, where the report runs in
-    a checkout: the code measured is that commit's parent or earlier)."""
+    names say, and the commit that last wrote them (git, where the report runs
+    in a checkout: the code measured is that commit's parent or earlier)."""
     import subprocess
     said = []
     for path in paths:
@@ -685,12 +686,12 @@ def provenance(*paths):
         m = re.match(r"^(.*)-([a-z0-9]+)-(\d{4}-\d\d-\d\d)\.tsv$", name)
         machine, date = (m.group(2).upper(), m.group(3)) if m else ("an unnamed machine", "an unnamed date")
         try:
-            added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%h %ad", "--date=short", "-1",
+            added = subprocess.run(["git", "log", "--format=%h %ad", "--date=short", "-1",
                                     "--", os.path.abspath(path)], capture_output=True, text=True,
                                    cwd=os.path.dirname(os.path.abspath(path))).stdout.split()
         except OSError:
             added = []
-        commit = ("added in commit %s (%s), so measured on the code of its parent or earlier" % (added[0], added[1])
+        commit = ("last written in commit %s (%s), so measured on the code of its parent or earlier" % (added[0], added[1])
                   if len(added) == 2 else "not in a git checkout here: its commit is unknown")
         said.append("`%s`: on %s, %s, %s" % (name, machine, date, commit))
     return ("Made apart from the run above: " + "; ".join(said) + ".") if said else ""
