@@ -240,6 +240,21 @@ test_sample(void)
 		CHECK(pggpu_sample_open(&s, 0, 5, 1, &err) == PGGPU_ERR_INVALID && s == NULL, "d = 0 accepted");
 		CHECK(pggpu_sample_open(&s, 3, 0, 1, &err) == PGGPU_ERR_INVALID && s == NULL, "m = 0 accepted");
 		pggpu_sample_close(NULL);
+		if (pggpu_sample_open(&s, 2, 4, 1, &err) == PGGPU_OK)
+		{
+			double		x[6] = {1, 2, 3, 4, 5, 6};
+			const double *rows;
+			const int64_t *order;
+
+			CHECK(pggpu_sample_offer_rows(s, x, 3, NULL, &err) == PGGPU_ERR_INVALID,
+				  "rows offered row by row without their priorities accepted");
+			CHECK(pggpu_sample_offer(s, x, 3, 3, &err) == PGGPU_OK && pggpu_sample_offered(s) == 3,
+				  "three rows offered: %lld counted", (long long) pggpu_sample_offered(s));
+			CHECK(pggpu_sample_result(s, &rows, &order) == 3, "a sample of 4 from 3 rows is not the 3");
+			CHECK(pggpu_sample_offer(s, x, 3, 3, &err) == PGGPU_ERR_INVALID,
+				  "rows offered to a sample already taken accepted");
+			pggpu_sample_close(s);
+		}
 	}
 	free(a);
 	free(b);
