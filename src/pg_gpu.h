@@ -542,9 +542,6 @@ typedef void (*PgGpuLabelFn) (void *arg, int64 id, int32 cluster, double distanc
 extern void pg_gpu_label_rows(const PgGpuSource *src, pggpu_metric metric, const double *mean,
 							  const double *std, const double *centroids, int k,
 							  PgGpuLabelFn emit, void *arg, double *inertia);
-/* the rows of data labelled by the k centroids (scaled first where mean is given), part by part */
-extern void pg_gpu_assign_data(PgGpuData *data, const double *mean, const double *std,
-							   const double *centroids, int k, int32 *labels, double *distances);
 
 typedef struct PgGpuPartReceiver
 {

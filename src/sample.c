@@ -104,9 +104,10 @@ pg_gpu_read_sample(const PgGpuSource *src, PgGpuData *data, int64 m, uint64 seed
 
 /* ---- every row labelled, a chunk at a time ---------------------------------- */
 
-void
-pg_gpu_assign_data(PgGpuData *data, const double *mean, const double *std,
-				   const double *centroids, int k, int32 *labels, double *distances)
+/* the rows of data labelled by the k centroids (scaled first where mean is given), part by part */
+static void
+assign_data(PgGpuData *data, const double *mean, const double *std, const double *centroids,
+			int k, int32 *labels, double *distances)
 {
 	pggpu_error err = {0};
 	int64		off = 0;
@@ -156,8 +157,7 @@ label_chunk(LabelStream *ls)
 	pg_gpu_sink_end(ls->sink, &rows);
 	ls->labels = palloc(sizeof(int32) * Max(rows.nvalid, 1));
 	ls->distances = palloc(sizeof(double) * Max(rows.nvalid, 1));
-	pg_gpu_assign_data(ls->data, ls->mean, ls->std, ls->centroids, ls->k, ls->labels,
-					   ls->distances);
+	assign_data(ls->data, ls->mean, ls->std, ls->centroids, ls->k, ls->labels, ls->distances);
 	pg_gpu_data_close(ls->data);
 	MemoryContextSwitchTo(old);
 	for (int64 r = 0; r < rows.nvalid; r++)
