@@ -10,6 +10,9 @@ FROM generate_series(1, 10) i;
 SET ROLE regress_pg_gpu_reader;
 SELECT * FROM gpu_kmeans_fit('s_pts', 2);
 SELECT * FROM gpu_kmeans('s_pts', 2);
+-- a sample's read, and the labelling after it, check the same
+SELECT * FROM gpu_kmeans_fit('s_pts', 2, sample => 4);
+SELECT * FROM gpu_kmeans('s_pts', 2, sample => 4);
 RESET ROLE;
 
 -- column privileges: only on the used columns (id included)
@@ -34,6 +37,11 @@ SELECT count(*) FROM s_pts;
 SELECT sizes FROM gpu_kmeans_fit('s_pts', 2);
 SELECT * FROM gpu_kmeans('s_pts', 2) ORDER BY id;
 SELECT id FROM gpu_kmeans_assign('s_pts', ARRAY[[0, 0]]) ORDER BY id;
+-- on a sample: drawn from the policy's rows, and only they labelled
+SELECT sizes, model->'rows' AS rows, model->'sample' AS sample
+FROM gpu_kmeans_fit('s_pts', 2, columns => ARRAY['x', 'y'], sample => 4);
+SELECT id, cluster IS NOT NULL AS labelled
+FROM gpu_kmeans('s_pts', 2, columns => ARRAY['x', 'y'], sample => 4) ORDER BY id;
 RESET ROLE;
 -- the owner is not subject to the policy
 SELECT sizes FROM gpu_kmeans_fit('s_pts', 2);
