@@ -72,6 +72,13 @@ struct pggpu_data
 	pggpu_route_force force;	/* pggpu_data_force_route (tests), zeros: none */
 	char		route[384];		/* the GPU's plan of the last k-means or assignment (route.h), or "" */
 	bool		parked;			/* pggpu_data_park: rows out of device memory */
+	/*
+	 * pggpu_data_set_dtype FLOAT32: the rows are pushed as floats (the staging
+	 * buffers hold floats).  f32_held: and the backend holds them as floats
+	 * (the CPU backend, until pggpu_widen: values rewritten need doubles).
+	 */
+	bool		f32;
+	bool		f32_held;
 };
 
 /* what one assignment pass reports */
@@ -96,7 +103,8 @@ typedef struct pggpu_ops
 	/* data */
 	pggpu_status (*open) (pggpu_data *ds, int gpu_index, int64_t expected_rows,
 						  pggpu_error *err);
-	double	   *(*batch) (pggpu_data *ds);
+	/* the staging buffer: doubles, or floats when ds->f32 */
+	void	   *(*batch) (pggpu_data *ds);
 	/* takes rows [0, nrows) of the batch; rows past nrows must read as 0 */
 	pggpu_status (*push) (pggpu_data *ds, int64_t nrows, pggpu_error *err);
 	void		(*close) (pggpu_data *ds);
@@ -231,6 +239,14 @@ typedef struct pggpu_ops
 	 * after any other step.
 	 */
 	pggpu_status (*km_sums) (pggpu_data *ds, double *sums, int64_t *counts, pggpu_error *err);
+
+	/*
+	 * Optional: ds->f32 was just set (no rows yet); the backend sets
+	 * ds->f32_held when it holds the rows as floats
+	 */
+	pggpu_status (*dtype) (pggpu_data *ds, pggpu_error *err);
+	/* Optional (needed where f32_held): the rows as doubles from now on */
+	pggpu_status (*widen) (pggpu_data *ds, pggpu_error *err);
 } pggpu_ops;
 
 /* greedy k-means++'s trials a step at most */
@@ -238,8 +254,24 @@ typedef struct pggpu_ops
 
 extern const pggpu_ops pggpu_cpu_ops;
 
-/* the CPU backend's col_sums and col_affine (cpu/columns.c), over its rows */
+/*
+ * The CPU backend's rows: as doubles (NULL while held as floats), as floats
+ * (NULL unless held so), element at of either (pggpu_at's index), and the
+ * block of RB rows from i0 (a multiple of RB) as doubles: the rows
+ * themselves (column j at the result + j * *stride, the tile) or, held as
+ * floats, converted into buf (RB x d, *stride = RB)
+ */
 double	   *pggpu_cpu_rows(pggpu_data *ds);
+const float *pggpu_cpu_rows_f32(pggpu_data *ds);
+const double *pggpu_cpu_block(pggpu_data *ds, int64_t i0, double *buf, int64_t *stride);
+
+static inline double
+pggpu_cpu_value(const double *X, const float *Xf, int64_t at)
+{
+	return X ? X[at] : (double) Xf[at];
+}
+
+/* the CPU backend's col_sums and col_affine (cpu/columns.c), over its rows */
 pggpu_status pggpu_cpu_col_sums(pggpu_data *ds, const double *center, double *sums,
 								pggpu_error *err);
 pggpu_status pggpu_cpu_col_affine(pggpu_data *ds, const double *sub, const double *div,

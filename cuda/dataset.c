@@ -201,10 +201,42 @@ pggpu_data_set_interrupts(pggpu_data *ds, pggpu_interrupt_fn fn, void *arg)
 	ds->interrupt_arg = arg;
 }
 
+pggpu_status
+pggpu_data_set_dtype(pggpu_data *ds, pggpu_dtype dtype, pggpu_error *err)
+{
+	if (dtype != PGGPU_FLOAT64 && dtype != PGGPU_FLOAT32)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "no such value type: %d", (int) dtype);
+	if (ds->n > 0)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "the value type of a data set is set before its first push");
+	if (ds->f32 == (dtype == PGGPU_FLOAT32))
+		return PGGPU_OK;
+	ds->f32 = dtype == PGGPU_FLOAT32;
+	ds->f32_held = false;
+	return ds->ops->dtype ? ds->ops->dtype(ds, err) : PGGPU_OK;
+}
+
+pggpu_dtype
+pggpu_data_dtype(const pggpu_data *ds)
+{
+	return ds->f32 ? PGGPU_FLOAT32 : PGGPU_FLOAT64;
+}
+
+int
+pggpu_dtype_bytes(pggpu_dtype dtype)
+{
+	return dtype == PGGPU_FLOAT32 ? (int) sizeof(float) : (int) sizeof(double);
+}
+
 double *
 pggpu_data_batch(pggpu_data *ds)
 {
-	return ds->ops->batch(ds);
+	return ds->f32 ? NULL : (double *) ds->ops->batch(ds);
+}
+
+float *
+pggpu_data_batch_f32(pggpu_data *ds)
+{
+	return ds->f32 ? (float *) ds->ops->batch(ds) : NULL;
 }
 
 int64_t
@@ -273,12 +305,20 @@ pggpu_data_push_rows(pggpu_data *ds, const double *rows, const int64_t *order, i
 		int64_t		b = pggpu_data_batch_rows(ds);
 		int64_t		take = m - i0 < b ? m - i0 : b;
 		double	   *buf = pggpu_data_batch(ds);
+		float	   *buf32 = pggpu_data_batch_f32(ds);
 
 		/* by tiles of 32 rows: their cache lines serve 8 columns each (a column at a time: one a value) */
 		for (int64_t t0 = 0; t0 < take; t0 += 32)
 			for (int j = 0; j < d; j++)
 				for (int64_t t = t0; t < take && t < t0 + 32; t++)
-					buf[j * b + t] = rows[(order ? order[i0 + t] : i0 + t) * d + j];
+				{
+					double		v = rows[(order ? order[i0 + t] : i0 + t) * d + j];
+
+					if (buf32)
+						buf32[j * b + t] = (float) v;
+					else
+						buf[j * b + t] = v;
+				}
 		if ((st = pggpu_data_push(ds, take, err)) != PGGPU_OK)
 			return st;
 	}

@@ -2,7 +2,7 @@
  * pg_gpu_compute.h - the one meeting point of src/ (PostgreSQL) and cuda/
  * (compute).  Plain C: no postgres.h, no cuda_runtime.h.
  *
- * A data set is n rows of d double-precision columns, pushed batch by batch
+ * A data set is n rows of d columns (doubles, or floats: pggpu_dtype), pushed batch by batch
  * through staging buffers (pinned host memory on the GPU backend), then used
  * by one algorithm (k-means fit or nearest-centroid assignment).  Errors come
  * back as a status plus a message; nothing here calls exit() or longjmp()s,
@@ -110,10 +110,36 @@ pggpu_status pggpu_data_open(pggpu_data **out, pggpu_backend backend,
 							 pggpu_error *err);
 
 /*
+ * The type the rows are pushed in.  FLOAT64 (the default): doubles.
+ * FLOAT32: the caller's values are float32 values (pgvector's vector and
+ * halfvec, real[]), pushed as floats and held as floats where the backend
+ * can (the CPU backend: 4 bytes a value; the GPU backend stages and copies
+ * floats, and holds doubles on the device for now).  A float32 value is
+ * exact as a double, so every answer is the one the same values pushed as
+ * doubles give, bit for bit (the tests hold both to it).  An algorithm that
+ * rewrites the values (standard scaling, a power-of-two scale) widens the
+ * rows to doubles first.  Set before the first push.
+ */
+typedef enum pggpu_dtype
+{
+	PGGPU_FLOAT64 = 0,
+	PGGPU_FLOAT32 = 1
+} pggpu_dtype;
+
+pggpu_status pggpu_data_set_dtype(pggpu_data *ds, pggpu_dtype dtype, pggpu_error *err);
+pggpu_dtype pggpu_data_dtype(const pggpu_data *ds);
+
+/* bytes a value of the type takes (8 or 4) */
+int			pggpu_dtype_bytes(pggpu_dtype dtype);
+
+/*
  * The staging buffer to fill next: structure-of-arrays, column j of row r at
  * buf[j * pggpu_data_batch_rows(ds) + r].  Valid until the next push.
+ * pggpu_data_batch for a FLOAT64 set (NULL on a FLOAT32 one),
+ * pggpu_data_batch_f32 for a FLOAT32 set (NULL on a FLOAT64 one).
  */
 double	   *pggpu_data_batch(pggpu_data *ds);
+float	   *pggpu_data_batch_f32(pggpu_data *ds);
 int64_t		pggpu_data_batch_rows(const pggpu_data *ds);
 
 /*
@@ -125,7 +151,8 @@ pggpu_status pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err);
 
 /*
  * m rows (row-major, m x d) pushed into ds, a batch at a time: row order[t]
- * of rows the t-th (order NULL: in order)
+ * of rows the t-th (order NULL: in order).  Into a FLOAT32 set each value
+ * is rounded to float (exact for the float32 values such a set is for).
  */
 pggpu_status pggpu_data_push_rows(pggpu_data *ds, const double *rows, const int64_t *order, int64_t m,
 								  pggpu_error *err);
@@ -542,12 +569,6 @@ int64_t		pggpu_sample_result(pggpu_sample *s, const double **rows, const int64_t
 void		pggpu_sample_close(pggpu_sample *s);
 
 /* ---- matrix products ---------------------------------------------------- */
-
-typedef enum pggpu_dtype
-{
-	PGGPU_FLOAT64 = 0,
-	PGGPU_FLOAT32 = 1
-} pggpu_dtype;
 
 /*
  * A workspace for matrix products on one backend: three host buffers (pinned

@@ -21,14 +21,26 @@ poll_tiles(pggpu_data *ds, int64_t t)
 		ds->interrupt(ds->interrupt_arg);
 }
 
+/*
+ * Standard scaling and a power-of-two scale rewrite the values: rows held
+ * as floats are widened to doubles first (the statistics before the map)
+ */
+static pggpu_status
+widen(pggpu_data *ds, pggpu_error *err)
+{
+	return ds->f32_held ? ds->ops->widen(ds, err) : PGGPU_OK;
+}
+
 pggpu_status
 pggpu_cpu_col_sums(pggpu_data *ds, const double *center, double *sums, pggpu_error *err)
 {
+	pggpu_status st = widen(ds, err);
 	const double *x = pggpu_cpu_rows(ds);
 	int64_t		b = (int64_t) 1 << ds->log_b;
 	int64_t		tiles = (ds->n + b - 1) >> ds->log_b;
 
-	(void) err;
+	if (st != PGGPU_OK)
+		return st;
 	for (int64_t t = 0; t < tiles; t++)
 	{
 		int64_t		rows = ds->n - t * b < b ? ds->n - t * b : b;
@@ -43,11 +55,13 @@ pggpu_cpu_col_sums(pggpu_data *ds, const double *center, double *sums, pggpu_err
 pggpu_status
 pggpu_cpu_col_affine(pggpu_data *ds, const double *sub, const double *div, pggpu_error *err)
 {
+	pggpu_status st = widen(ds, err);
 	double	   *x = pggpu_cpu_rows(ds);
 	int64_t		b = (int64_t) 1 << ds->log_b;
 	int64_t		tiles = (ds->n + b - 1) >> ds->log_b;
 
-	(void) err;
+	if (st != PGGPU_OK)
+		return st;
 	for (int64_t t = 0; t < tiles; t++)
 	{
 		int64_t		rows = ds->n - t * b < b ? ds->n - t * b : b;
@@ -85,6 +99,7 @@ pggpu_status
 pggpu_cpu_range(pggpu_data *ds, double *lo, double *hi, pggpu_error *err)
 {
 	const double *x = pggpu_cpu_rows(ds);
+	const float *xf = pggpu_cpu_rows_f32(ds);
 	int64_t		len = used_elems(ds);
 	double		l = INFINITY,
 				h = 0;
@@ -97,7 +112,7 @@ pggpu_cpu_range(pggpu_data *ds, double *lo, double *hi, pggpu_error *err)
 		poll_now(ds);
 		for (int64_t i = i0; i < i1; i++)
 		{
-			double		a = fabs(x[i]);
+			double		a = fabs(x ? x[i] : (double) xf[i]);
 
 			h = a > h ? a : h;
 			l = a > 0 && a < l ? a : l;
@@ -111,10 +126,12 @@ pggpu_cpu_range(pggpu_data *ds, double *lo, double *hi, pggpu_error *err)
 pggpu_status
 pggpu_cpu_scale(pggpu_data *ds, double factor, pggpu_error *err)
 {
+	pggpu_status st = widen(ds, err);
 	double	   *x = pggpu_cpu_rows(ds);
 	int64_t		len = used_elems(ds);
 
-	(void) err;
+	if (st != PGGPU_OK)
+		return st;
 	for (int64_t i0 = 0; i0 < len; i0 += POLL_VALUES)
 	{
 		int64_t		i1 = len - i0 < POLL_VALUES ? len : i0 + POLL_VALUES;

@@ -83,10 +83,13 @@ ws_doubles(int d, int k, int panel)
 }
 
 bool
-cpu_gemm_open(cpu_gemm *g, const double *X, int64_t n, int d, int log_b, int k,
-			  int threads, int panel)
+cpu_gemm_open(cpu_gemm *g, pggpu_data *ds, int k, int threads, int panel)
 {
 	const char *why;
+	int			d = ds->d;
+	int64_t		n = ds->n;
+	const double *X = pggpu_cpu_rows(ds);
+	const float *Xf = pggpu_cpu_rows_f32(ds);
 
 	memset(g, 0, sizeof(*g));
 	if ((g->ob = pggpu_openblas_load(&why)) == NULL || panel < 1)
@@ -98,7 +101,9 @@ cpu_gemm_open(cpu_gemm *g, const double *X, int64_t n, int d, int log_b, int k,
 	g->Cc = (double *) malloc(sizeof(double) * k * d);
 	g->cn = (double *) malloc(sizeof(double) * k);
 	g->ws = (double *) malloc(sizeof(double) * g->ws_doubles * threads);
-	if (!g->mu || !g->Cc || !g->cn || !g->ws)
+	if (Xf)
+		g->wide = (double *) malloc(sizeof(double) * panel * d * threads);
+	if (!g->mu || !g->Cc || !g->cn || !g->ws || (Xf && !g->wide))
 	{
 		cpu_gemm_close(g);
 		return false;
@@ -115,7 +120,7 @@ cpu_gemm_open(cpu_gemm *g, const double *X, int64_t n, int d, int log_b, int k,
 		double		s = 0;
 
 		for (int64_t i = 0; i < n; i++)
-			s += X[pggpu_at(i, j, d, log_b)];
+			s += pggpu_cpu_value(X, Xf, pggpu_at(i, j, d, ds->log_b));
 		g->mu[j] = n > 0 ? s / n : 0;
 	}
 	return true;
@@ -128,6 +133,7 @@ cpu_gemm_close(cpu_gemm *g)
 	free(g->Cc);
 	free(g->cn);
 	free(g->ws);
+	free(g->wide);
 	memset(g, 0, sizeof(*g));
 }
 
@@ -229,14 +235,33 @@ centre_rows(const double *src, int64_t b, int d, int rows8, const double *mu, do
 		}
 }
 
-void
-cpu_gemm_label(const cpu_gemm *g, int t, const double *X, int d, int log_b,
-			   int64_t i0, int rows, const double *C, int k, double *best,
-			   int32_t *lab)
+const double *
+cpu_gemm_rows(const cpu_gemm *g, int t, pggpu_data *ds, int64_t i0, int rows, int64_t *stride)
 {
-	int64_t		b = (int64_t) 1 << log_b;
+	int64_t		b = (int64_t) 1 << ds->log_b;
+	int64_t		at = pggpu_at(i0, 0, ds->d, ds->log_b);
+	const float *Xf = pggpu_cpu_rows_f32(ds);
 	int			P = g->panel;
-	const double *src = X + pggpu_at(i0, 0, d, log_b);
+	double	   *w = g->wide + (int64_t) t * P * ds->d;
+
+	if (Xf == NULL)
+	{
+		*stride = b;
+		return pggpu_cpu_rows(ds) + at;
+	}
+	/* whole vectors of 8 rows, as the product's readers take them (the tile goes on) */
+	for (int j = 0; j < ds->d; j++)
+		for (int q = 0; q < ((rows + 7) & ~7); q++)
+			w[(int64_t) j * P + q] = Xf[at + j * b + q];
+	*stride = P;
+	return w;
+}
+
+void
+cpu_gemm_label(const cpu_gemm *g, int t, const double *src, int64_t b, int d, int rows,
+			   const double *C, int k, double *best, int32_t *lab)
+{
+	int			P = g->panel;
 	double	   *xc = g->ws + g->ws_doubles * t;
 	double	   *G = xc + (int64_t) P * d;
 	double	   *xn = G + (int64_t) P * k;

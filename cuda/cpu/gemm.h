@@ -22,6 +22,7 @@ typedef struct cpu_gemm
 	double		cmax;			/* max |Cc| */
 	double	   *ws;				/* per thread, ws_doubles each: see gemm.c */
 	int64_t		ws_doubles;
+	double	   *wide;			/* rows held as floats: a panel of them as doubles a thread, else NULL */
 } cpu_gemm;
 
 /*
@@ -34,22 +35,29 @@ int			cpu_gemm_panel_rows(int d, int k, double poll_budget);
 
 /*
  * Workspaces for `threads` threads, panels of `panel` rows, and mu from the
- * rows (tiled storage X, n rows); false when out of memory or OpenBLAS is
+ * rows of ds (the CPU backend's); false when out of memory or OpenBLAS is
  * missing (g->ob NULL: the plain loop labels instead).
  */
-bool		cpu_gemm_open(cpu_gemm *g, const double *X, int64_t n, int d, int log_b, int k,
-						  int threads, int panel);
+bool		cpu_gemm_open(cpu_gemm *g, pggpu_data *ds, int k, int threads, int panel);
 void		cpu_gemm_close(cpu_gemm *g);
 
 /* before a pass: the centroids C (k x d) less mu, their norms */
 void		cpu_gemm_centroids(cpu_gemm *g, const double *C, int k, int d);
 
 /*
- * Labels rows i0 .. i0 + rows - 1 (rows <= panel, within one tile) on
- * thread t's workspace: best[q] and lab[q] as nearest_block gives them.
+ * Rows i0 .. i0 + rows - 1 of ds (rows <= panel, within one tile) as
+ * doubles, column j at the result + j * *stride: the rows themselves, or
+ * held as floats, converted into thread t's room.
  */
-void		cpu_gemm_label(const cpu_gemm *g, int t, const double *X, int d, int log_b,
-						   int64_t i0, int rows, const double *C, int k, double *best,
-						   int32_t *lab);
+const double *cpu_gemm_rows(const cpu_gemm *g, int t, pggpu_data *ds, int64_t i0, int rows,
+							int64_t *stride);
+
+/*
+ * Labels `rows` rows (column j at src + j * b; whole vectors of 8 rows
+ * readable) on thread t's workspace: best[q] and lab[q] as nearest_block
+ * gives them.
+ */
+void		cpu_gemm_label(const cpu_gemm *g, int t, const double *src, int64_t b, int d, int rows,
+						   const double *C, int k, double *best, int32_t *lab);
 
 #endif							/* PG_GPU_CPU_GEMM_H */

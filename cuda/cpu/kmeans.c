@@ -57,7 +57,8 @@ typedef struct __attribute__((aligned(64))) part
 
 typedef struct cpu_state
 {
-	double	   *X;				/* tiled SoA, cap_tiles tiles */
+	double	   *X;				/* tiled SoA, cap_tiles tiles (NULL while Xf holds them) */
+	float	   *Xf;				/* the same as floats, while ds->f32_held, else NULL */
 	int64_t		cap_tiles;
 	bool		finished;		/* a partial batch was pushed */
 	/* k-means state */
@@ -97,19 +98,58 @@ static pggpu_status
 ensure_tiles(pggpu_data *ds, int64_t tiles, pggpu_error *err)
 {
 	cpu_state  *s = ST(ds);
-	int64_t		tile_bytes = TILE(ds) * ds->d * (int64_t) sizeof(double);
+	int64_t		tile_bytes = TILE(ds) * ds->d * (int64_t) (ds->f32_held ? sizeof(float) : sizeof(double));
 	int64_t		cap = s->cap_tiles ? s->cap_tiles : 1;
-	double	   *x;
+	void	   *x;
 
 	if (tiles <= s->cap_tiles)
 		return PGGPU_OK;
 	while (cap < tiles)
 		cap *= 2;
-	x = (double *) realloc(s->X, cap * tile_bytes);
+	x = realloc(ds->f32_held ? (void *) s->Xf : (void *) s->X, cap * tile_bytes);
 	if (x == NULL)
 		return oom(err, cap * tile_bytes);
-	s->X = x;
+	if (ds->f32_held)
+		s->Xf = (float *) x;
+	else
+		s->X = (double *) x;
 	s->cap_tiles = cap;
+	return PGGPU_OK;
+}
+
+/* rows pushed as floats are held as floats (set before the first push) */
+static pggpu_status
+cpu_dtype(pggpu_data *ds, pggpu_error *err)
+{
+	cpu_state  *s = ST(ds);
+
+	free(s->X);
+	free(s->Xf);
+	s->X = NULL;
+	s->Xf = NULL;
+	s->cap_tiles = 0;
+	ds->f32_held = ds->f32;
+	return ensure_tiles(ds, 1, err);
+}
+
+/* the rows as doubles from now on (their values about to be rewritten) */
+static pggpu_status
+cpu_widen(pggpu_data *ds, pggpu_error *err)
+{
+	cpu_state  *s = ST(ds);
+	int64_t		len = s->cap_tiles * TILE(ds) * ds->d;
+	double	   *x;
+
+	if (!ds->f32_held)
+		return PGGPU_OK;
+	if ((x = (double *) malloc(sizeof(double) * len)) == NULL)
+		return oom(err, sizeof(double) * len);
+	for (int64_t i = 0; i < len; i++)
+		x[i] = s->Xf[i];
+	free(s->Xf);
+	s->Xf = NULL;
+	s->X = x;
+	ds->f32_held = false;
 	return PGGPU_OK;
 }
 
@@ -125,23 +165,26 @@ cpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
 }
 
 /* the staging buffer is the next tile of the data itself: no copy */
-static double *
+static void *
 cpu_batch(pggpu_data *ds)
 {
-	return ST(ds)->X + (ds->n >> ds->log_b) * TILE(ds) * ds->d;
+	int64_t		at = (ds->n >> ds->log_b) * TILE(ds) * ds->d;
+
+	return ds->f32_held ? (void *) (ST(ds)->Xf + at) : (void *) (ST(ds)->X + at);
 }
 
 static pggpu_status
 cpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 {
 	cpu_state  *s = ST(ds);
-	double	   *t = cpu_batch(ds);
+	char	   *t = (char *) cpu_batch(ds);
 	int64_t		b = TILE(ds);
+	size_t		size = ds->f32_held ? sizeof(float) : sizeof(double);
 
 	if (s->finished)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no batch may follow a partial batch");
 	for (int j = 0; j < ds->d && nrows < b; j++)
-		memset(t + j * b + nrows, 0, sizeof(double) * (b - nrows));
+		memset(t + (j * b + nrows) * size, 0, size * (b - nrows));
 	ds->n += nrows;
 	if (nrows < b)
 	{
@@ -174,6 +217,7 @@ cpu_close(pggpu_data *ds)
 		return;
 	cpu_km_free(s);
 	free(s->X);
+	free(s->Xf);
 	free(s->rw);
 	free(s);
 	ds->impl = NULL;
@@ -183,6 +227,31 @@ double *
 pggpu_cpu_rows(pggpu_data *ds)
 {
 	return ST(ds)->X;
+}
+
+const float *
+pggpu_cpu_rows_f32(pggpu_data *ds)
+{
+	return ST(ds)->Xf;
+}
+
+const double *
+pggpu_cpu_block(pggpu_data *ds, int64_t i0, double *buf, int64_t *stride)
+{
+	cpu_state  *s = ST(ds);
+	int64_t		b = TILE(ds);
+	int64_t		at = pggpu_at(i0, 0, ds->d, ds->log_b);
+
+	if (!ds->f32_held)
+	{
+		*stride = b;
+		return s->X + at;
+	}
+	for (int j = 0; j < ds->d; j++)
+		for (int q = 0; q < RB; q++)
+			buf[j * RB + q] = s->Xf[at + j * b + q];
+	*stride = RB;
+	return buf;
 }
 
 /* zeroed memory on whole 64-byte cache lines, or NULL */
@@ -286,7 +355,7 @@ cpu_km_gather(pggpu_data *ds, const int64_t *rows, int m, pggpu_error *err)
 	(void) err;
 	for (int c = 0; c < m; c++)
 		for (int j = 0; j < ds->d; j++)
-			s->C[(int64_t) c * ds->d + j] = s->X[pggpu_at(rows[c], j, ds->d, ds->log_b)];
+			s->C[(int64_t) c * ds->d + j] = pggpu_cpu_value(s->X, s->Xf, pggpu_at(rows[c], j, ds->d, ds->log_b));
 	return PGGPU_OK;
 }
 
@@ -318,13 +387,6 @@ cpu_km_normalize(pggpu_data *ds, double norm, pggpu_error *err)
 #define POLL_ROWS 4096
 #define POLL_WORK ((int64_t) 1 << 22)
 
-/* the block of rows i .. i + RB - 1: column j at x + j * tile */
-static inline const double *
-block_at(pggpu_data *ds, int64_t i)
-{
-	return ST(ds)->X + pggpu_at(i, 0, ds->d, ds->log_b);
-}
-
 /*
  * Column j of the block PREFETCH_BLOCKS ahead, fetched as column j of this
  * one is copied: a block's columns lie a tile apart, more streams than the
@@ -335,12 +397,12 @@ block_at(pggpu_data *ds, int64_t i)
 #define PREFETCH_BLOCKS 4
 
 static inline void
-prefetch_column(const double *col)
+prefetch_column(const void *col, size_t size)
 {
-	__builtin_prefetch(col + PREFETCH_BLOCKS * RB);
-	__builtin_prefetch(col + PREFETCH_BLOCKS * RB + 8);
-	__builtin_prefetch(col + PREFETCH_BLOCKS * RB + 16);
-	__builtin_prefetch(col + PREFETCH_BLOCKS * RB + 24);
+	const char *ahead = (const char *) col + PREFETCH_BLOCKS * RB * size;
+
+	for (size_t at = 0; at < RB * size; at += 64)
+		__builtin_prefetch(ahead + at);
 }
 
 /*
@@ -547,17 +609,20 @@ step_rows(pass *ps, part *pt, int t, bool caller)
 		int			rows = pt->end - i0 < s->gemm.panel ? (int) (pt->end - i0) : s->gemm.panel;
 		double		best[GEMM_PANEL];
 		int32_t		lab[GEMM_PANEL];
+		int64_t		stride;
+		const double *src;
 
 		if (!poll_pass(ps, caller))
 			break;
-		cpu_gemm_label(&s->gemm, t, s->X, d, ds->log_b, i0, rows, s->C, k, best, lab);
-		take_rows(s, ps->update, d, i0, rows, best, lab, block_at(ds, i0), 1, b, sums, cnt, &changed,
+		src = cpu_gemm_rows(&s->gemm, t, ds, i0, rows, &stride);
+		cpu_gemm_label(&s->gemm, t, src, stride, d, rows, s->C, k, best, lab);
+		take_rows(s, ps->update, d, i0, rows, best, lab, src, 1, stride, sums, cnt, &changed,
 				  &inertia);
 	}
 	/* else blocks of RB rows */
 	for (; !s->gemm.ob && i0 < pt->end; i0 += RB)
 	{
-		const double *src = block_at(ds, i0);
+		int64_t		at = pggpu_at(i0, 0, d, ds->log_b);
 		int			rows = pt->end - i0 < RB ? (int) (pt->end - i0) : RB;
 		double		best[RB];
 		int32_t		lab[RB];
@@ -566,13 +631,25 @@ step_rows(pass *ps, part *pt, int t, bool caller)
 			break;
 
 		/*
-		 * The block is read k times: copied first, since its columns lie a
-		 * tile apart and would share the same few sets of the L1 cache.
+		 * The block is read k times: copied first (as doubles), since its
+		 * columns lie a tile apart and would share the same few sets of the
+		 * L1 cache.
 		 */
 		for (int j = 0; j < d; j++)
 		{
-			memcpy(x + j * RB, src + j * b, sizeof(double) * RB);
-			prefetch_column(src + j * b);
+			if (s->Xf)
+			{
+				const float *src = s->Xf + at + j * b;
+
+				for (int q = 0; q < RB; q++)
+					x[j * RB + q] = src[q];
+				prefetch_column(src, sizeof(float));
+			}
+			else
+			{
+				memcpy(x + j * RB, s->X + at + j * b, sizeof(double) * RB);
+				prefetch_column(s->X + at + j * b, sizeof(double));
+			}
 		}
 		if (!nearest_block_polled(ps, caller, x, d, s->C, k, best, lab))
 			break;
@@ -589,8 +666,8 @@ point_rows(pass *ps, part *pt, int t, bool caller)
 {
 	pggpu_data *ds = ps->ds;
 	cpu_state  *s = ST(ds);
+	double	   *buf = s->xb + (int64_t) t * RB * ds->d;
 
-	(void) t;
 	if (pt->pos == pt->start)
 	{
 		pt->best = INFINITY;
@@ -599,13 +676,16 @@ point_rows(pass *ps, part *pt, int t, bool caller)
 	for (int64_t i0 = pt->pos; i0 < pt->end; i0 += RB)
 	{
 		int			rows = pt->end - i0 < RB ? (int) (pt->end - i0) : RB;
+		int64_t		stride;
+		const double *x;
 
 		if (!keep_going(ps, i0, caller))
 		{
 			pt->pos = i0;
 			return;
 		}
-		point_block(block_at(ds, i0), TILE(ds), ds->d, ps->cc, s->dist2 + i0, ps->set);
+		x = pggpu_cpu_block(ds, i0, buf, &stride);
+		point_block(x, stride, ds->d, ps->cc, s->dist2 + i0, ps->set);
 		/* a block of the draw is complete (parts hold whole ones, but the last) */
 		if (ps->key && ((i0 + RB) % PGGPU_DRAW_ROWS == 0 || i0 + rows == ds->n))
 			race_block(s->dist2, s->rw, i0 / PGGPU_DRAW_ROWS * PGGPU_DRAW_ROWS, ds->n, *ps->key,
@@ -750,7 +830,7 @@ cpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 
 		s->gemm_tried = true;
 		if (cpu_gemm_wanted(d, k, ds->force.label) && panel > 0)
-			cpu_gemm_open(&s->gemm, s->X, ds->n, d, ds->log_b, k, s->nthreads, panel);
+			cpu_gemm_open(&s->gemm, ds, k, s->nthreads, panel);
 	}
 	if (s->gemm.ob)
 	{
@@ -829,7 +909,7 @@ cpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_
 	cpu_state  *s = ST(ds);
 	int			d = ds->d;
 	double	   *cc = s->C + (int64_t) c * d;
-	const double *p = s->X + pggpu_at(row, 0, d, ds->log_b);
+	int64_t		at = pggpu_at(row, 0, d, ds->log_b);
 	pass		ps = {.ds = ds, .kind = PASS_POINT, .cc = cc,
 	.set = mode == PGGPU_D2_SET, .key = next_key};
 	double		bk = INFINITY;
@@ -837,7 +917,7 @@ cpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_
 
 	(void) err;
 	for (int j = 0; j < d; j++)
-		cc[j] = p[j * TILE(ds)];
+		cc[j] = pggpu_cpu_value(s->X, s->Xf, at + j * TILE(ds));
 	if (mode == PGGPU_D2_KEEP)
 		return PGGPU_OK;
 	s->drawn = false;
@@ -936,6 +1016,8 @@ pggpu_cpu_draw_state(pggpu_data *ds, const double **dist2, const double **rw)
 const pggpu_ops pggpu_cpu_ops = {
 	.open = cpu_open,
 	.batch = cpu_batch,
+	.dtype = cpu_dtype,
+	.widen = cpu_widen,
 	.push = cpu_push,
 	.close = cpu_close,
 	.range = pggpu_cpu_range,

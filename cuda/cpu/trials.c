@@ -14,22 +14,25 @@
 pggpu_status
 pggpu_cpu_keys(pggpu_data *ds, uint64_t *keys, pggpu_error *err)
 {
-	const double *X = pggpu_cpu_rows(ds);
-	int64_t		tile = (int64_t) 1 << ds->log_b;
+	double	   *buf = (double *) malloc(sizeof(double) * RB * ds->d);
 
-	(void) err;
+	if (buf == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	/* a block of RB rows at a time in vector lanes (the rest of the last tile is zeros) */
 	for (int64_t i0 = 0; i0 < ds->n; i0 += RB)
 	{
 		uint64_t	kb[RB];
 		int			m = ds->n - i0 < RB ? (int) (ds->n - i0) : RB;
+		int64_t		stride;
+		const double *x = pggpu_cpu_block(ds, i0, buf, &stride);
 
-		if (keys_block(X + pggpu_at(i0, 0, ds->d, ds->log_b), tile, ds->d, kb))
+		if (keys_block(x, stride, ds->d, kb))
 			memcpy(keys + i0, kb, sizeof(uint64_t) * m);
 		else
 			for (int q = 0; q < m; q++)
-				keys[i0 + q] = pggpu_row_key(X + pggpu_at(i0 + q, 0, ds->d, ds->log_b), tile, ds->d);
+				keys[i0 + q] = pggpu_row_key(x + q, stride, ds->d);
 	}
+	free(buf);
 	return PGGPU_OK;
 }
 
@@ -37,12 +40,13 @@ pggpu_status
 pggpu_cpu_get_rows(pggpu_data *ds, const int64_t *rows, int64_t m, double *out, pggpu_error *err)
 {
 	const double *X = pggpu_cpu_rows(ds);
+	const float *Xf = pggpu_cpu_rows_f32(ds);
 	int64_t		tile = (int64_t) 1 << ds->log_b;
 
 	(void) err;
 	for (int64_t i = 0; i < m; i++)
 		for (int j = 0; j < ds->d; j++)
-			out[i * ds->d + j] = X[pggpu_at(rows[i], 0, ds->d, ds->log_b) + j * tile];
+			out[i * ds->d + j] = pggpu_cpu_value(X, Xf, pggpu_at(rows[i], 0, ds->d, ds->log_b) + j * tile);
 	return PGGPU_OK;
 }
 
@@ -70,14 +74,15 @@ pggpu_cpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const in
 			int			p = which ? which[i0 + t] : 0;
 			pggpu_data *src = p >= 0 && p < nsrc ? srcs[p] : NULL;
 			const double *X = src ? pggpu_cpu_rows(src) : NULL;
+			const float *Xf = src ? pggpu_cpu_rows_f32(src) : NULL;
 			int64_t		tile = src ? (int64_t) 1 << src->log_b : 0;
 			double		f = src ? ldexp(1.0, e[p]) : 0;
 
-			if (X == NULL || rows[i0 + t] < 0 || rows[i0 + t] >= src->n)
+			if ((X == NULL && Xf == NULL) || rows[i0 + t] < 0 || rows[i0 + t] >= src->n)
 				return pggpu_fail(err, PGGPU_ERR_INVALID, "row %lld is not in the data set",
 								  (long long) rows[i0 + t]);
 			for (int j = 0; j < dst->d; j++)
-				buf[j * b + t] = X[pggpu_at(rows[i0 + t], 0, src->d, src->log_b) + j * tile] * f;
+				buf[j * b + t] = pggpu_cpu_value(X, Xf, pggpu_at(rows[i0 + t], 0, src->d, src->log_b) + j * tile) * f;
 		}
 		if ((st = pggpu_data_push(dst, take, err)) != PGGPU_OK)
 			return st;
@@ -90,7 +95,6 @@ _Static_assert(PGGPU_DRAW_ROWS % RB == 0, "a block of the draw is whole blocks o
 typedef struct trials_job
 {
 	pggpu_data *ds;
-	const double *X;
 	const double *dist2;
 	const double *rw;
 	const double *cand;			/* m x d */
@@ -107,11 +111,14 @@ trials_run(void *arg)
 	trials_job *jb = (trials_job *) arg;
 	pggpu_data *ds = jb->ds;
 	int			d = ds->d;
-	int64_t		tile = (int64_t) 1 << ds->log_b;
 	double	   *t = (double *) malloc(sizeof(double) * PGGPU_DRAW_ROWS * jb->m);
+	double	   *buf = (double *) malloc(sizeof(double) * RB * d);
 
-	if (t == NULL)
+	if (t == NULL || buf == NULL)
+	{
+		free(t), free(buf);
 		return (void *) 1;
+	}
 	/*
 	 * RB rows at a time in vector lanes (point_block: each distance summed
 	 * over the columns in order, each term rounded on its own, as the GPU
@@ -125,14 +132,15 @@ trials_run(void *arg)
 		{
 			int64_t		i0 = b * PGGPU_DRAW_ROWS + r0;
 			/* (a tile holds whole blocks of the draw, its rows past n zeros) */
-			const double *x = jb->X + pggpu_at(i0 < ds->n ? i0 : 0, 0, d, ds->log_b);
+			int64_t		stride;
+			const double *x = pggpu_cpu_block(ds, i0 < ds->n ? i0 : 0, buf, &stride);
 
 			for (int c = 0; c < jb->m; c++)
 			{
 				double		dd[RB];
 
 				if (i0 < ds->n)
-					point_block(x, tile, d, jb->cand + (int64_t) c * d, dd, true);
+					point_block(x, stride, d, jb->cand + (int64_t) c * d, dd, true);
 				for (int q = 0; q < RB; q++)
 					t[c * PGGPU_DRAW_ROWS + r0 + q] = i0 + q < ds->n ?
 						pggpu_trial_term(jb->dist2[i0 + q], dd[q], jb->rw, i0 + q) : 0.0;
@@ -141,7 +149,7 @@ trials_run(void *arg)
 		for (int c = 0; c < jb->m; c++)
 			jb->bsum[(int64_t) c * jb->nblocks + b] = pggpu_trial_block(t + c * PGGPU_DRAW_ROWS);
 	}
-	free(t);
+	free(t), free(buf);
 	return NULL;
 }
 
@@ -150,6 +158,7 @@ pggpu_cpu_trials(pggpu_data *ds, const double *dist2, const double *rw, const in
 				 double *pot, pggpu_error *err)
 {
 	const double *X = pggpu_cpu_rows(ds);
+	const float *Xf = pggpu_cpu_rows_f32(ds);
 	int			d = ds->d;
 	int64_t		tile = (int64_t) 1 << ds->log_b;
 	int64_t		nblocks = (ds->n + PGGPU_DRAW_ROWS - 1) / PGGPU_DRAW_ROWS;
@@ -168,12 +177,12 @@ pggpu_cpu_trials(pggpu_data *ds, const double *dist2, const double *rw, const in
 	}
 	for (int c = 0; c < m; c++)
 		for (int j = 0; j < d; j++)
-			cand[(int64_t) c * d + j] = X[pggpu_at(rows[c], 0, d, ds->log_b) + j * tile];
+			cand[(int64_t) c * d + j] = pggpu_cpu_value(X, Xf, pggpu_at(rows[c], 0, d, ds->log_b) + j * tile);
 	if (nt > nblocks)
 		nt = nblocks > 0 ? (int) nblocks : 1;
 	for (int w = 0; w < nt; w++)
 	{
-		jobs[w] = (trials_job) {ds, X, dist2, rw, cand, m, nblocks * w / nt, nblocks * (w + 1) / nt,
+		jobs[w] = (trials_job) {ds, dist2, rw, cand, m, nblocks * w / nt, nblocks * (w + 1) / nt,
 		bsum, nblocks};
 		/* (the calling thread takes job 0, and any a thread could not start) */
 		if (w > 0)

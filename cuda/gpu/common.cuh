@@ -75,7 +75,8 @@ struct gpu_state
 	int			smem_optin;
 	cudaStream_t stream;
 	bool		stream_ok;
-	double	   *stage[2];		/* pinned staging buffers */
+	double	   *stage[2];		/* pinned staging buffers (floats in a FLOAT32 set's) */
+	float	   *stage_f32;		/* a FLOAT32 set's batch on the device, before widen_kernel */
 	cudaEvent_t copied[2];
 	bool		event_ok[2];
 	int			cur;

@@ -53,6 +53,15 @@ range_kernel(const double *__restrict__ x, int64_t len, dev_stats *stats)
 	}
 }
 
+/* a tile pushed as floats into the doubles the device holds (exact) */
+__global__ void
+widen_kernel(const float *__restrict__ src, double *__restrict__ dst, int64_t len)
+{
+	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < len;
+		 e += (int64_t) gridDim.x * blockDim.x)
+		dst[e] = (double) src[e];
+}
+
 __global__ void
 scale_kernel(double *x, int64_t len, double f)
 {
@@ -171,7 +180,8 @@ gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
 	return PGGPU_OK;
 }
 
-static double *
+/* (a float batch takes half of a staging buffer) */
+static void *
 gpu_batch(pggpu_data *ds)
 {
 	return ST(ds)->stage[ST(ds)->cur];
@@ -233,7 +243,8 @@ gpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 	gpu_state  *s = ST(ds);
 	int64_t		b = TILE(ds);
 	int64_t		tile = ds->n >> ds->log_b;
-	double	   *buf = s->stage[s->cur];
+	char	   *buf = (char *) s->stage[s->cur];
+	size_t		size = ds->f32 ? sizeof(float) : sizeof(double);
 	pggpu_status st;
 
 	if (s->finished)
@@ -241,11 +252,27 @@ gpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 	if ((st = x_layout(ds, false, err)) != PGGPU_OK)
 		return st;
 	for (int j = 0; j < ds->d && nrows < b; j++)
-		memset(buf + j * b + nrows, 0, sizeof(double) * (b - nrows));
+		memset(buf + (j * b + nrows) * size, 0, size * (b - nrows));
 	if (tile >= s->cap_tiles && (st = gpu_grow(ds, tile + 1, err)) != PGGPU_OK)
 		return st;
-	CU(cudaMemcpyAsync(s->X + tile * b * ds->d, buf, sizeof(double) * b * ds->d,
-					   cudaMemcpyHostToDevice, s->stream));
+	if (ds->f32)
+	{
+		/* floats across the bus, widened on the device (one tile of room: the stream orders its uses) */
+		if (s->stage_f32 == NULL && cudaMalloc((void **) &s->stage_f32, sizeof(float) * b * ds->d) != cudaSuccess)
+		{
+			s->stage_f32 = NULL;
+			(void) cudaGetLastError();
+			return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY, "could not allocate %.1f MB of GPU memory for a batch",
+							  sizeof(float) * b * ds->d / 1048576.0);
+		}
+		CU(cudaMemcpyAsync(s->stage_f32, buf, sizeof(float) * b * ds->d, cudaMemcpyHostToDevice, s->stream));
+		widen_kernel<<<(unsigned) ((b * ds->d + 255) / 256 < 4096 ? (b * ds->d + 255) / 256 : 4096), 256, 0,
+			s->stream>>>(s->stage_f32, s->X + tile * b * ds->d, b * ds->d);
+		LAUNCHED(widen_kernel);
+	}
+	else
+		CU(cudaMemcpyAsync(s->X + tile * b * ds->d, buf, sizeof(double) * b * ds->d,
+						   cudaMemcpyHostToDevice, s->stream));
 	CU(cudaEventRecord(s->copied[s->cur], s->stream));
 	ds->n += nrows;
 	s->xh_valid = false;
@@ -302,6 +329,7 @@ gpu_close(pggpu_data *ds)
 		cudaStreamSynchronize(s->stream);
 	free_km(s);
 	cudaFree(s->X);
+	cudaFree(s->stage_f32);
 	cudaFreeHost(s->Xh);
 	row_cache_free();
 	cudaFree(s->rw);

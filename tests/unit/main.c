@@ -153,6 +153,7 @@ main(int argc, char **argv)
 	section("silhouette", test_silhouette);
 	section("parts", test_parts);
 	section("sample", test_sample);
+	section("dtype", test_dtype);
 	section("interrupts", test_interrupts);
 	section("threads", test_threads);
 	section("scaling", test_scaling);

@@ -183,6 +183,7 @@ void make_data(const grid_case *gc, dataset *D);
 double *make_init(const grid_case *gc, const dataset *D);
 void test_grid(void);
 void test_sample(void);
+void test_dtype(void);
 void test_reference(void);
 void test_loading_on(pggpu_backend be);
 void test_hint_independence(void);
