@@ -17,6 +17,13 @@ SELECT (SELECT centroids FROM gpu_kmeans_fit('pv', 2, columns => ARRAY['emb'], s
        (SELECT centroids FROM gpu_kmeans_fit('pv_real', 2, id_column => 'id', seed => 3)) AS vector_same,
        (SELECT centroids FROM gpu_kmeans_fit('pv', 2, columns => ARRAY['h'], seed => 3)) =
        (SELECT centroids FROM gpu_kmeans_fit('pv_half', 2, id_column => 'id', seed => 3)) AS halfvec_same;
+-- both are held as float32 (4 bytes a value); as doubles (float8[]) the same
+-- values give the same model, bit for bit
+CREATE VIEW pv_f8 AS SELECT id, emb::real[]::float8[] AS emb, h::vector::real[]::float8[] AS h FROM pv;
+SELECT (SELECT (centroids, inertia, iterations, sizes) FROM gpu_kmeans_fit('pv', 2, columns => ARRAY['emb'], seed => 3)) =
+       (SELECT (centroids, inertia, iterations, sizes) FROM gpu_kmeans_fit('pv_f8', 2, columns => ARRAY['emb'], id_column => 'id', seed => 3)) AS vector_float64_same,
+       (SELECT (centroids, inertia, iterations, sizes) FROM gpu_kmeans_fit('pv', 2, columns => ARRAY['h'], seed => 3)) =
+       (SELECT (centroids, inertia, iterations, sizes) FROM gpu_kmeans_fit('pv_f8', 2, columns => ARRAY['h'], id_column => 'id', seed => 3)) AS halfvec_float64_same;
 SELECT cluster, count(*) FROM gpu_kmeans('pv', 2, columns => ARRAY['h'], metric => 'cosine') GROUP BY 1 ORDER BY 1;
 SELECT id, cluster, round(distance::numeric, 6) AS distance
 FROM gpu_kmeans_assign('pv', ARRAY[[10, -10, 0.5], [0, 0, 1]], columns => ARRAY['emb'])

@@ -25,6 +25,19 @@ SELECT (SELECT centroids FROM gpu_kmeans_fit('v_real', 3, seed => 1)) =
 SELECT count(*) AS differ
 FROM gpu_kmeans('v_real', 3, seed => 1) v JOIN gpu_kmeans('v_scalar_f4', 3, id_column => 'id', seed => 1) s USING (id)
 WHERE v.cluster <> s.cluster;
+-- real[] rows are held as float32 (4 bytes a value); the same values read
+-- from float8 columns are held as doubles: the same fit, bit for bit, and
+-- the same memberships
+CREATE VIEW v_scalar_f8 AS
+SELECT id, a::real::float8 AS a, b::real::float8 AS b, c::real::float8 AS c, d::real::float8 AS d FROM v_scalar;
+SELECT (SELECT (centroids, inertia, iterations, sizes) FROM gpu_kmeans_fit('v_real', 3, seed => 1, init => 'k-means||')) =
+       (SELECT (centroids, inertia, iterations, sizes)
+        FROM gpu_kmeans_fit('v_scalar_f8', 3, columns => ARRAY['a', 'b', 'c', 'd'], seed => 1, init => 'k-means||'))
+       AS float32_same;
+SELECT count(*) AS differ
+FROM gpu_kmeans('v_real', 3, seed => 1) v
+     JOIN gpu_kmeans('v_scalar_f8', 3, columns => ARRAY['a', 'b', 'c', 'd'], id_column => 'id', seed => 1) s USING (id)
+WHERE v.cluster IS DISTINCT FROM s.cluster;
 
 -- unusable rows: NULL vector, NULL element, NaN, infinity (cluster NULL, one NOTICE)
 CREATE TABLE v_bad (id int PRIMARY KEY, emb real[]);

@@ -10,6 +10,15 @@ SET pg_gpu.max_memory = '1MB';
 -- 100000 rows x (8 + 8 + 12) bytes
 SELECT sizes FROM gpu_kmeans_fit('ml_pts', 2, columns => ARRAY['x', 'y']);
 SELECT count(*) FROM gpu_kmeans('ml_pts', 2);
+-- float32 values (real columns, real[], vector, halfvec) take 4 bytes a value:
+-- 100000 x (4 + 4 + 8 + 12) bytes
+CREATE TABLE ml_pts4 AS SELECT id, x::real AS x, y::real AS y FROM ml_pts;
+ALTER TABLE ml_pts4 ADD PRIMARY KEY (id);
+ANALYZE ml_pts4;
+SELECT sizes FROM gpu_kmeans_fit('ml_pts4', 2, columns => ARRAY['x', 'y']);
+SET pg_gpu.max_memory = '3MB';
+SELECT sizes FROM gpu_kmeans_fit('ml_pts4', 2, columns => ARRAY['x', 'y'], seed => 1);
+SET pg_gpu.max_memory = '1MB';
 -- statistics that say 10 rows: stopped while reading
 CREATE TABLE ml_stale (x float8) WITH (autovacuum_enabled = off);
 INSERT INTO ml_stale SELECT i FROM generate_series(1, 10) i;

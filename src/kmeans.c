@@ -83,15 +83,26 @@ notice_skipped(const PgGpuSource *src, const PgGpuRows *rows, const char *skippe
 						src->relname, src->normalize ? ", or are zero in all of them" : "", skipped)));
 }
 
+/*
+ * The rows' type: their own (float32 values as floats), but doubles where
+ * they will be standardized (the values rewritten)
+ */
+static pggpu_dtype
+rows_dtype(const PgGpuSource *src, bool standard)
+{
+	return standard ? PGGPU_FLOAT64 : pg_gpu_source_dtype(src);
+}
+
 /* reads the relation (for a fit into k clusters at most; 0: a labelling); notes skipped rows */
 static PgGpuData *
-load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, PgGpuRows *rows,
+load(const PgGpuSource *src, const FitSettings *fs, bool want_ids, PgGpuRows *rows,
 	 const char *skipped, int k)
 {
 	PgGpuData  *data = pg_gpu_data_open(pg_gpu_choose_backend(), src->ncols,
 										(int64) src->expected_rows, k);
 
-	pg_gpu_data_set_kmeans(data, metric, pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
+	pg_gpu_data_set_kmeans(data, fs->metric, pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
+	pg_gpu_data_set_dtype(data, rows_dtype(src, fs->standard));
 	pg_gpu_read_source(src, data, want_ids, rows);
 	if (data->nshares > 1)
 		elog(DEBUG1, "pg_gpu: %lld rows of \"%s\" dealt to %d shares on %s",
@@ -118,6 +129,7 @@ load_sample(const PgGpuSource *src, const FitSettings *fs, PgGpuRows *rows, cons
 	PgGpuRows	all;
 
 	pg_gpu_data_set_kmeans(data, fs->metric, pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
+	pg_gpu_data_set_dtype(data, rows_dtype(src, fs->standard));
 	*usable = pg_gpu_read_sample(src, data, fs->sample, fs->p.seed, rows);
 	elog(DEBUG1, "pg_gpu: a sample of %lld of the %lld usable rows of \"%s\"",
 		 (long long) rows->nvalid, (long long) *usable, src->relname);
@@ -425,7 +437,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_ids, int a_sample, KmeansOut *out)
 								 fs->sample ? "sample => is drawn on the coordinator" : NULL);
 	data = out->cluster ? NULL : fs->sample ?
 		load_sample(&out->src, fs, &out->rows, skipped, k, &out->usable) :
-		load(&out->src, fs->metric, want_labels, &out->rows, skipped, k);
+		load(&out->src, fs, want_labels, &out->rows, skipped, k);
 	if (!fs->sample)
 		out->usable = out->rows.nvalid;
 	out->read_ms = ms_since(start);
@@ -861,7 +873,7 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 	if (fs->sample > 0)
 		data = load_sample(&o.src, fs, &o.rows, "they take no part in the fits", max_k, &o.usable);
 	else
-		data = load(&o.src, fs->metric, false, &o.rows, "they take no part in the fits", max_k);
+		data = load(&o.src, fs, false, &o.rows, "they take no part in the fits", max_k);
 	if (fs->sample == 0)
 		o.usable = o.rows.nvalid;
 	if (o.rows.nvalid == 0)

@@ -333,6 +333,8 @@ open_part(PgGpuData *data, int gpu, int64 expected_rows)
 	pggpu_data_set_interrupts(ds, pg_gpu_check_interrupts, NULL);
 	pggpu_data_set_metric(ds, data->metric);
 	pggpu_data_set_double_only(ds, data->double_only);
+	if (pggpu_data_set_dtype(ds, data->dtype, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
 	return ds;
 }
 
@@ -418,6 +420,17 @@ pg_gpu_data_set_kmeans(PgGpuData *data, pggpu_metric metric, bool double_only)
 		pggpu_data_set_metric(data->parts[i], metric);
 		pggpu_data_set_double_only(data->parts[i], double_only);
 	}
+}
+
+void
+pg_gpu_data_set_dtype(PgGpuData *data, pggpu_dtype dtype)
+{
+	pggpu_error err = {0};
+
+	data->dtype = dtype;
+	for (int i = 0; i < data->nparts; i++)
+		if (pggpu_data_set_dtype(data->parts[i], dtype, &err) != PGGPU_OK)
+			pg_gpu_raise(&err);
 }
 
 pggpu_data *

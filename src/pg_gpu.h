@@ -112,6 +112,7 @@ typedef struct PgGpuData
 	int			d;
 	pggpu_metric metric;
 	bool		double_only;
+	pggpu_dtype dtype;			/* the type the rows are pushed in (every part's) */
 	int			nshares;
 	int			share_gpu[PGGPU_MAX_THREADS];	/* a share's GPU (-1: the CPU) */
 	int			share_part[PGGPU_MAX_THREADS];	/* the part of it being filled */
@@ -125,6 +126,8 @@ extern PgGpuData *pg_gpu_data_open_one(pggpu_backend backend, int d, int64 expec
 extern void pg_gpu_data_close(PgGpuData *data);
 /* the metric and precision of the data's k-means (every part's) */
 extern void pg_gpu_data_set_kmeans(PgGpuData *data, pggpu_metric metric, bool double_only);
+/* the type its rows are pushed in (pg_gpu_source_dtype), before the first */
+extern void pg_gpu_data_set_dtype(PgGpuData *data, pggpu_dtype dtype);
 /* the part the next batch goes to (the next share's) */
 extern pggpu_data *pg_gpu_data_filling(PgGpuData *data);
 /* the next share's part full: parked, and a new one opened for the share; returns it */
@@ -200,6 +203,13 @@ typedef struct PgGpuSource
 	int			idatt;			/* its attribute index, -1: none */
 	double		expected_rows;	/* planner-style estimate, 0 if unknown */
 } PgGpuSource;
+
+/*
+ * The type a source's rows are held in: FLOAT32 where every value read is a
+ * float32 value (vector, halfvec, real[]; real and smallint columns) and
+ * kept as read (not normalised for cosine), else FLOAT64
+ */
+extern pggpu_dtype pg_gpu_source_dtype(const PgGpuSource *src);
 
 /* column helpers */
 extern bool pg_gpu_is_numeric_type(Oid t);

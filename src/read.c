@@ -60,24 +60,48 @@ primary_key_column(Relation rel)
 
 
 /*
- * pg_gpu.max_memory for rows of src: 8 bytes a value and an id, 12 for the
- * label and distance; the detail reads "<pre><rows> rows<post>, ...".
+ * pg_gpu.max_memory for rows of src held as dtype: 4 or 8 bytes a value, 8
+ * an id, 12 for the label and distance; the detail reads "<pre><rows>
+ * rows<post>, ...".
  */
 static void
-check_rows_memory(const PgGpuSource *src, double rows, bool ids, const char *pre,
+check_rows_memory(const PgGpuSource *src, pggpu_dtype dtype, double rows, bool ids, const char *pre,
 				  const char *post)
 {
-	double		rb = 8.0 * src->ncols + (ids ? 8 : 0) + 12;
+	int			vb = pggpu_dtype_bytes(dtype);
+	double		rb = (double) vb * src->ncols + (ids ? 8 : 0) + 12;
 
 	pg_gpu_check_memory(rows * rb, src->relname,
-						"%s%.0f rows%s, %.0f bytes each (8 per value and id, 12 for the label and distance).",
-						pre, rows, post, rb);
+						"%s%.0f rows%s, %.0f bytes each (%d per value, %s12 for the label and distance).",
+						pre, rows, post, rb, vb, ids ? "8 for the id, " : "");
 }
 
+pggpu_dtype
+pg_gpu_source_dtype(const PgGpuSource *src)
+{
+	if (src->normalize)
+		return PGGPU_FLOAT64;
+	switch (src->veckind)
+	{
+		case PG_GPU_VEC_FLOAT4:
+		case PG_GPU_VEC_PGVECTOR:
+		case PG_GPU_VEC_HALFVEC:
+			return PGGPU_FLOAT32;
+		case PG_GPU_VEC_NONE:
+			for (int j = 0; j < src->natts; j++)
+				if (src->coltypes[j] != FLOAT4OID && src->coltypes[j] != INT2OID)
+					return PGGPU_FLOAT64;
+			return PGGPU_FLOAT32;
+		default:
+			return PGGPU_FLOAT64;
+	}
+}
+
+/* (the sample holds its rows as doubles) */
 void
 pg_gpu_check_sample_memory(const PgGpuSource *src, int64 rows)
 {
-	check_rows_memory(src, rows, false, "A sample of ", " so far");
+	check_rows_memory(src, PGGPU_FLOAT64, rows, false, "A sample of ", " so far");
 }
 
 void
@@ -305,10 +329,10 @@ pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column,
 	{
 		/* (unknown: the sample is checked as it grows) */
 		if (src->expected_rows > 0)
-			check_rows_memory(src, Min(src->expected_rows, sample), false, "A sample of about ", "");
+			check_rows_memory(src, PGGPU_FLOAT64, Min(src->expected_rows, sample), false, "A sample of about ", "");
 	}
 	else if (src->expected_rows > 0)
-		check_rows_memory(src, src->expected_rows, src->idname != NULL,
+		check_rows_memory(src, pg_gpu_source_dtype(src), src->expected_rows, src->idname != NULL,
 						  "About ", " by the table's statistics");
 	relation_close(rel, NoLock);
 }
@@ -374,7 +398,8 @@ typedef struct SoaSink
 	PgGpuData  *data;
 	pggpu_data *ds;				/* the part being filled (the next share's) */
 	bool		want_ids;
-	double	   *batch;
+	double	   *batch;			/* the part's staging batch: doubles, */
+	float	   *batch32;		/* or floats (a FLOAT32 set's), the other NULL */
 	int64		batch_rows;
 	int64		fill;
 	MemoryContext cxt;			/* where the id arrays live */
@@ -406,6 +431,33 @@ reserve_ids(SoaSink *s, int64 **arr, int64 have, int64 *cap, int64 n)
 	*cap = ncap;
 }
 
+/* s->ds's staging batch */
+static void
+sink_batch(SoaSink *s)
+{
+	s->batch = pggpu_data_batch(s->ds);
+	s->batch32 = pggpu_data_batch_f32(s->ds);
+	s->batch_rows = pggpu_data_batch_rows(s->ds);
+}
+
+/*
+ * n values into column j of the batch from its row at, as the batch holds
+ * them (a FLOAT32 set's values are float32 values: exact)
+ */
+static inline void
+sink_column(SoaSink *s, int j, int64 at, const double *x, int64 n)
+{
+	if (s->batch32)
+	{
+		float	   *col = s->batch32 + j * s->batch_rows + at;
+
+		for (int64 r = 0; r < n; r++)
+			col[r] = (float) x[r];
+	}
+	else
+		memcpy(s->batch + j * s->batch_rows + at, x, sizeof(double) * n);
+}
+
 static void
 flush_batch(SoaSink *s)
 {
@@ -416,8 +468,8 @@ flush_batch(SoaSink *s)
 
 	CHECK_FOR_INTERRUPTS();
 	/* before the push allocates room for these rows */
-	check_rows_memory(s->src, (double) (pg_gpu_data_rows(s->data) + s->fill), s->want_ids,
-					  "", " read so far");
+	check_rows_memory(s->src, pggpu_data_dtype(s->ds), (double) (pg_gpu_data_rows(s->data) + s->fill),
+					  s->want_ids, "", " read so far");
 	/*
 	 * A full part (pg_gpu.kmeans_gpu_memory), or a GPU whose memory the part
 	 * filled: the part parked, the batch into a new one of its share (the
@@ -428,14 +480,15 @@ flush_batch(SoaSink *s)
 		PGGPU_ERR_GPU_MEMORY : pggpu_data_push(s->ds, s->fill, &err);
 	if (st == PGGPU_ERR_GPU_MEMORY && have > 0)
 	{
-		double	   *old = s->batch;
+		char	   *old = s->batch32 ? (char *) s->batch32 : (char *) s->batch;
 		int64		old_rows = s->batch_rows;
+		size_t		size = s->batch32 ? sizeof(float) : sizeof(double);
 
 		s->ds = pg_gpu_data_next_part(s->data);
-		s->batch = pggpu_data_batch(s->ds);
-		s->batch_rows = pggpu_data_batch_rows(s->ds);
+		sink_batch(s);
 		for (int j = 0; j < s->src->ncols; j++)
-			memcpy(s->batch + j * s->batch_rows, old + j * old_rows, sizeof(double) * s->fill);
+			memcpy((s->batch32 ? (char *) s->batch32 : (char *) s->batch) + j * s->batch_rows * size,
+				   old + j * old_rows * size, size * s->fill);
 		have = 0;
 		st = pggpu_data_push(s->ds, s->fill, &err);
 	}
@@ -458,8 +511,7 @@ flush_batch(SoaSink *s)
 	/* the next batch to the next share */
 	pg_gpu_data_next_share(s->data);
 	s->ds = pg_gpu_data_filling(s->data);
-	s->batch = pggpu_data_batch(s->ds);
-	s->batch_rows = pggpu_data_batch_rows(s->ds);
+	sink_batch(s);
 }
 
 /*
@@ -502,8 +554,7 @@ soa_consume(void *arg, const PgGpuPart *p)
 		int64		n = Min(p->nrows - done, s->batch_rows - s->fill);
 
 		for (int j = 0; j < d; j++)
-			memcpy(s->batch + j * s->batch_rows + s->fill, p->values + j * p->cap + done,
-				   sizeof(double) * n);
+			sink_column(s, j, s->fill, p->values + j * p->cap + done, n);
 		s->fill += n;
 		done += n;
 		if (s->fill == s->batch_rows)
@@ -556,8 +607,7 @@ pg_gpu_sink_begin(const PgGpuSource *src, PgGpuData *data, bool want_ids)
 	s->data = data;
 	s->ds = pg_gpu_data_filling(data);
 	s->want_ids = want_ids;
-	s->batch = pggpu_data_batch(s->ds);
-	s->batch_rows = pggpu_data_batch_rows(s->ds);
+	sink_batch(s);
 	s->cxt = CurrentMemoryContext;
 	return (PgGpuSink *) s;
 }
@@ -660,10 +710,11 @@ pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const double *x, const
 				row[r - r0] = x + (order ? order[at + r] : at + r) * d;
 			for (int j = 0; j < d; j++)
 			{
-				double	   *col = s->batch + j * s->batch_rows + s->fill;
+				double		col[16];
 
 				for (int64 r = r0; r < r1; r++)
-					col[r] = row[r - r0][j];
+					col[r - r0] = row[r - r0][j];
+				sink_column(s, j, s->fill + r0, col, r1 - r0);
 			}
 		}
 		s->fill += n;

@@ -190,6 +190,8 @@ label_consume(void *arg, const PgGpuPart *p)
 		ls->data = pg_gpu_data_open_one(ls->backend, ls->src->ncols, ls->chunk_rows);
 		pg_gpu_data_set_kmeans(ls->data, ls->metric,
 							   pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
+		/* (standardized rows are rewritten: doubles) */
+		pg_gpu_data_set_dtype(ls->data, ls->mean ? PGGPU_FLOAT64 : pg_gpu_source_dtype(ls->src));
 		ls->sink = pg_gpu_sink_begin(ls->src, ls->data, true);
 		MemoryContextSwitchTo(old);
 	}
