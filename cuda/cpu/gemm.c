@@ -22,6 +22,16 @@
  * rounded twice).  So |A_c - D_c| <= (2d + 8) u s^2 (1 + O(u)), s = |x'| +
  * max |c'|; E takes twice that, (d + 4) 2^-51 s^2.  Any order of summation
  * in the BLAS keeps the product's part of it (d u per product at most).
+ *
+ * Rows held as float32 (a FLOAT32 set) take sgemm, as scikit-learn does,
+ * on x' = fl32(x - mu) and c' = fl32(c - mu) with mu rounded to float, and
+ * the same certification with u_f = 2^-24: the rounding of x' and c' moves
+ * the distance by at most 2 u_f s^2 (1 + u_f), the float product by d u_f
+ * |x'| |c'| <= d u_f s^2 / 4 a term (2 x.c: d u_f s^2 / 2), the norms (in
+ * double, of float values) by (d + 2) 2^-53 s^2; so |A_c - D_c| <= (d / 2
+ * + 3) u_f s^2 (1 + O(u_f)), and E takes (d + 6) u_f s^2 plus d 2^-120 for
+ * products that underflow.  Only for rows of magnitude under 2^40 (known
+ * from the set's range): the products cannot overflow a float.
  */
 #include "gemm.h"
 
@@ -46,6 +56,8 @@
 #define MU_ROWS 65536
 /* a panel's work at most, in polls' budgets (GEMM is that much faster) */
 #define GEMM_POLL_FACTOR 64
+/* float32 rows take sgemm up to this magnitude (2^40: no product overflows) */
+#define SGEMM_MAX_ABS 0x1p40
 
 bool
 cpu_gemm_wanted(int d, int k, int force)
@@ -71,15 +83,20 @@ cpu_gemm_panel_rows(int d, int k, double poll_budget)
 	return p;
 }
 
+/* (row, centroid) pairs of near-tied rows measured at once, at most */
+#define PAIRS (8 * GEMM_PANEL)
+
 /*
  * A thread's workspace: xc (panel x d) and G (panel x k), column-major with
  * leading dimension panel; xn, m1, m2 (panel each); c1 (panel ints), then
- * cand (k ints) or the winners' pointers (panel), as doubles' room.
+ * cand (k ints); the pairs' distances, rows and centroids (PAIRS + 8
+ * each), as doubles' room.
  */
 static int64_t
 ws_doubles(int d, int k, int panel)
 {
-	return (int64_t) panel * d + (int64_t) panel * k + 4 * panel + (panel + k + 1) / 2 + 8;
+	return (int64_t) panel * d + (int64_t) panel * k + 4 * panel + (panel + k + 1) / 2 + 8 +
+		2 * (PAIRS + 8);
 }
 
 bool
@@ -92,18 +109,21 @@ cpu_gemm_open(cpu_gemm *g, pggpu_data *ds, int k, int threads, int panel)
 	const float *Xf = pggpu_cpu_rows_f32(ds);
 
 	memset(g, 0, sizeof(*g));
+	/* float32 rows: sgemm where no product can overflow, else the plain loop */
+	if (Xf && !(ds->range_known && ds->range_hi <= SGEMM_MAX_ABS))
+		return false;
 	if ((g->ob = pggpu_openblas_load(&why)) == NULL || panel < 1)
 		return false;
+	g->f32 = Xf != NULL;
 	g->panel = panel;
 	g->threads = threads;
 	g->ws_doubles = ws_doubles(d, k, panel);
 	g->mu = (double *) calloc(d, sizeof(double));
 	g->Cc = (double *) malloc(sizeof(double) * k * d);
 	g->cn = (double *) malloc(sizeof(double) * k);
+	g->Ct = (double *) malloc(sizeof(double) * k * d);
 	g->ws = (double *) malloc(sizeof(double) * g->ws_doubles * threads);
-	if (Xf)
-		g->wide = (double *) malloc(sizeof(double) * panel * d * threads);
-	if (!g->mu || !g->Cc || !g->cn || !g->ws || (Xf && !g->wide))
+	if (!g->mu || !g->Cc || !g->cn || !g->Ct || !g->ws)
 	{
 		cpu_gemm_close(g);
 		return false;
@@ -122,6 +142,9 @@ cpu_gemm_open(cpu_gemm *g, pggpu_data *ds, int k, int threads, int panel)
 		for (int64_t i = 0; i < n; i++)
 			s += pggpu_cpu_value(X, Xf, pggpu_at(i, j, d, ds->log_b));
 		g->mu[j] = n > 0 ? s / n : 0;
+		/* (float32 rows are centred in float: mu a float) */
+		if (g->f32)
+			g->mu[j] = (float) g->mu[j];
 	}
 	return true;
 }
@@ -133,13 +156,15 @@ cpu_gemm_close(cpu_gemm *g)
 	free(g->Cc);
 	free(g->cn);
 	free(g->ws);
-	free(g->wide);
+	free(g->Ct);
 	memset(g, 0, sizeof(*g));
 }
 
 void
 cpu_gemm_centroids(cpu_gemm *g, const double *C, int k, int d)
 {
+	float	   *Cf = (float *) g->Cc;
+
 	g->cmax = 0;
 	for (int c = 0; c < k; c++)
 	{
@@ -149,19 +174,41 @@ cpu_gemm_centroids(cpu_gemm *g, const double *C, int k, int d)
 		{
 			double		v = C[(int64_t) c * d + j] - g->mu[j];
 
-			g->Cc[(int64_t) c * d + j] = v;
+			/* float32 rows: c' = fl32(c - mu), its norm that of the float values */
+			if (g->f32)
+				v = Cf[(int64_t) c * d + j] = (float) v;
+			else
+				g->Cc[(int64_t) c * d + j] = v;
 			s += v * v;
 		}
 		g->cn[c] = s;
 		g->cmax = fmax(g->cmax, sqrt(s));
+		for (int j = 0; j < d; j++)
+			g->Ct[(int64_t) j * k + c] = C[(int64_t) c * d + j];
 	}
 }
 
-/* 8 doubles, a row a lane (as blocks.c) */
+/* 8 doubles (or floats), a row a lane (as blocks.c) */
 typedef double vd __attribute__((vector_size(8 * sizeof(double))));
+typedef float vf __attribute__((vector_size(8 * sizeof(float))));
 
 #define LOAD_VD(v, p) memcpy(&(v), (p), sizeof(vd))
 #define STORE_VD(p, v) memcpy((p), &(v), sizeof(vd))
+#define LOAD_VF(v, p) memcpy(&(v), (p), sizeof(vf))
+#define STORE_VF(p, v) memcpy((p), &(v), sizeof(vf))
+
+/* 8 rows' values of column j as doubles: from doubles, or floats (exact) */
+#define LOAD_ROWS(v, x, xf, at) \
+	do { \
+		if (xf) \
+		{ \
+			vf			f_; \
+			LOAD_VF(f_, (xf) + (at)); \
+			(v) = __builtin_convertvector(f_, vd); \
+		} \
+		else \
+			LOAD_VD(v, (x) + (at)); \
+	} while (0)
 
 /* -DPGGPU_NO_CLONES: one copy (blocks.c's rule) */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PGGPU_NO_CLONES)
@@ -178,7 +225,7 @@ typedef double vd __attribute__((vector_size(8 * sizeof(double))));
  * tile's columns are read contiguously).
  */
 CLONES static void
-plain_dists(const double *x, int64_t b, int rows8, const double *const *cc, int d,
+plain_dists(const double *x, const float *xf, int64_t b, int rows8, const double *const *cc, int d,
 			double *out)
 {
 	for (int q = 0; q < rows8; q++)
@@ -191,7 +238,7 @@ plain_dists(const double *x, int64_t b, int rows8, const double *const *cc, int 
 						acc,
 						c = {c8[0][j], c8[1][j], c8[2][j], c8[3][j], c8[4][j], c8[5][j], c8[6][j], c8[7][j]};
 
-			LOAD_VD(t, x + j * b + q);
+			LOAD_ROWS(t, x, xf, j * b + q);
 			LOAD_VD(acc, out + q);
 			t -= c;
 			acc += t * t;
@@ -199,14 +246,112 @@ plain_dists(const double *x, int64_t b, int rows8, const double *const *cc, int 
 		}
 }
 
+/*
+ * plain_dists to each row's own centroid, lab[q] of the k in Ct (d x k,
+ * column j at Ct + j k): a column's centroid values for 8 rows gathered
+ * from one row of Ct, which stays in the nearest cache (gathered from 8
+ * centroids apart, they took as long as the product)
+ */
+CLONES static void
+winner_dists(const double *x, const float *xf, int64_t b, int rows8, const int32_t *lab,
+			 const double *Ct, int k, int d, double *out)
+{
+	for (int q = 0; q < rows8; q++)
+		out[q] = 0.0;
+	for (int j = 0; j < d; j++)
+	{
+		const double *ctj = Ct + (int64_t) j * k;
+
+		for (int q = 0; q < rows8; q += 8)
+		{
+			vd			t,
+						acc,
+						c;
+
+			for (int l = 0; l < 8; l++)
+				c[l] = ctj[lab[q + l]];
+			LOAD_ROWS(t, x, xf, j * b + q);
+			LOAD_VD(acc, out + q);
+			t -= c;
+			acc += t * t;
+			STORE_VD(out + q, acc);
+		}
+	}
+}
+
+/*
+ * plain_dists of np8 (row, centroid) pairs (a multiple of 8): pair p's row
+ * pq[p] (column j at x + j b, or xf), centroid pc[p] of the k in Ct; 8
+ * pairs a vector, their rows' and centroids' values gathered: 8 chains of
+ * additions at once, where a near-tied row measured alone is one
+ */
+CLONES static void
+pair_dists(const double *x, const float *xf, int64_t b, int np8, const int32_t *pq,
+		   const int32_t *pc, const double *Ct, int k, int d, double *out)
+{
+	for (int p = 0; p < np8; p++)
+		out[p] = 0.0;
+	for (int j = 0; j < d; j++)
+	{
+		const double *ctj = Ct + (int64_t) j * k;
+		const double *xj = x ? x + j * b : NULL;
+		const float *xfj = xf ? xf + j * b : NULL;
+
+		for (int p = 0; p < np8; p += 8)
+		{
+			vd			t,
+						acc,
+						c;
+
+			for (int l = 0; l < 8; l++)
+			{
+				t[l] = xj ? xj[pq[p + l]] : (double) xfj[pq[p + l]];
+				c[l] = ctj[pc[p + l]];
+			}
+			LOAD_VD(acc, out + p);
+			t -= c;
+			acc += t * t;
+			STORE_VD(out + p, acc);
+		}
+	}
+}
+
+/*
+ * The near-tied rows of np pairs (each row's candidates in order, together)
+ * labelled by the least of their distances, lowest centroid on ties
+ */
+static void
+resolve_pairs(const double *x, const float *xf, int64_t b, int np, int32_t *pq, int32_t *pc,
+			  double *pv, const double *Ct, int k, int d, int32_t *lab)
+{
+	int			np8 = (np + 7) & ~7;
+
+	for (int p = np; p < np8; p++)
+		pq[p] = pq[0], pc[p] = pc[0];
+	pair_dists(x, xf, b, np8, pq, pc, Ct, k, d, pv);
+	for (int p = 0; p < np;)
+	{
+		int			q = pq[p];
+		double		bv = INFINITY;
+
+		lab[q] = 0;
+		for (; p < np && pq[p] == q; p++)
+			if (pv[p] < bv)
+			{
+				bv = pv[p];
+				lab[q] = pc[p];
+			}
+	}
+}
+
 /* row q's plain_dists to cc (the 8 rows around it measured) */
 static double
-plain_dist(const double *x, int64_t b, int q, const double *cc, int d)
+plain_dist(const double *x, const float *xf, int64_t b, int q, const double *cc, int d)
 {
 	const double *cs[8] = {cc, cc, cc, cc, cc, cc, cc, cc};
 	double		out[8];
 
-	plain_dists(x + (q & ~7), b, 8, cs, d, out);
+	plain_dists(x ? x + (q & ~7) : NULL, xf ? xf + (q & ~7) : NULL, b, 8, cs, d, out);
 	return out[q & 7];
 }
 
@@ -235,68 +380,110 @@ centre_rows(const double *src, int64_t b, int d, int rows8, const double *mu, do
 		}
 }
 
-const double *
-cpu_gemm_rows(const cpu_gemm *g, int t, pggpu_data *ds, int64_t i0, int rows, int64_t *stride)
+/* the same for float32 rows: xc := fl32(x - mu) (mu a float), xn in double */
+CLONES static void
+centre_rows_f32(const float *src, int64_t b, int d, int rows8, const double *mu, float *xc,
+				int P, double *xn)
 {
-	int64_t		b = (int64_t) 1 << ds->log_b;
-	int64_t		at = pggpu_at(i0, 0, ds->d, ds->log_b);
-	const float *Xf = pggpu_cpu_rows_f32(ds);
-	int			P = g->panel;
-	double	   *w = g->wide + (int64_t) t * P * ds->d;
-
-	if (Xf == NULL)
+	for (int q = 0; q < rows8; q++)
+		xn[q] = 0.0;
+	for (int j = 0; j < d; j++)
 	{
-		*stride = b;
-		return pggpu_cpu_rows(ds) + at;
+		float		m = (float) mu[j];
+
+		for (int q = 0; q < rows8; q += 8)
+		{
+			vf			v;
+			vd			w,
+						s;
+
+			LOAD_VF(v, src + j * b + q);
+			v -= m;
+			STORE_VF(xc + (int64_t) j * P + q, v);
+			w = __builtin_convertvector(v, vd);
+			LOAD_VD(s, xn + q);
+			s += w * w;
+			STORE_VD(xn + q, s);
+		}
 	}
-	/* whole vectors of 8 rows, as the product's readers take them (the tile goes on) */
-	for (int j = 0; j < ds->d; j++)
-		for (int q = 0; q < ((rows + 7) & ~7); q++)
-			w[(int64_t) j * P + q] = Xf[at + j * b + q];
-	*stride = P;
-	return w;
+}
+
+/* a product's entry: of the double product, or the float one */
+static inline double
+entry(const double *G, const float *Gf, int64_t i)
+{
+	return Gf ? (double) Gf[i] : G[i];
 }
 
 void
-cpu_gemm_label(const cpu_gemm *g, int t, const double *src, int64_t b, int d, int rows,
-			   const double *C, int k, double *best, int32_t *lab)
+cpu_gemm_label(const cpu_gemm *g, int t, const double *src, const float *src32, int64_t b, int d,
+			   int rows, const double *C, int k, double *best, int32_t *lab)
 {
 	int			P = g->panel;
-	double	   *xc = g->ws + g->ws_doubles * t;
-	double	   *G = xc + (int64_t) P * d;
-	double	   *xn = G + (int64_t) P * k;
+	int			rows8 = (rows + 7) & ~7;
+	double	   *ws = g->ws + g->ws_doubles * t;
+	/* (float32 rows: xc and G floats, in the first half of their room) */
+	double	   *xc = src32 ? NULL : ws;
+	float	   *xcf = src32 ? (float *) ws : NULL;
+	double	   *G = src32 ? NULL : ws + (int64_t) P * d;
+	float	   *Gf = src32 ? (float *) (ws + (int64_t) P * d) : NULL;
+	double	   *xn = ws + (int64_t) P * d + (int64_t) P * k;
 	double	   *m1 = xn + P;
 	double	   *m2 = m1 + P;
 	int		   *c1 = (int *) (m2 + P);
 	int		   *cand = c1 + P;
+	double	   *pv = ws + g->ws_doubles - 2 * (PAIRS + 8);
+	int32_t    *pq = (int32_t *) (pv + PAIRS + 8);
+	int32_t    *pc = pq + PAIRS + 8;
+	int			np = 0;
+	/* 2E (see the head of this file) */
+	double		ef = src32 ? 2 * (d + 6) * 0x1p-24 : 2 * (d + 4) * 0x1p-51,
+				e0 = src32 ? 2 * d * 0x1p-120 : 0;
 
-	/* the rows less mu, column-major as the tile holds them (whole vectors: the tile goes on) */
-	centre_rows(src, b, d, (rows + 7) & ~7, g->mu, xc, P, xn);
-	/* G = xc Cc^T: Cc row-major k x d is Cc^T column-major (d x k, ld d) */
-	g->ob->dgemm(PGGPU_CBLAS_COL_MAJOR, PGGPU_CBLAS_NO_TRANS, PGGPU_CBLAS_NO_TRANS, rows, k, d,
-				 1.0, xc, P, g->Cc, d, 0.0, G, P);
+	/*
+	 * the rows less mu, column-major as the tile holds them (whole vectors:
+	 * the tile goes on); G = xc Cc^T: Cc row-major k x d is Cc^T
+	 * column-major (d x k, ld d)
+	 */
+	if (src32)
+	{
+		centre_rows_f32(src32, b, d, rows8, g->mu, xcf, P, xn);
+		g->ob->sgemm(PGGPU_CBLAS_COL_MAJOR, PGGPU_CBLAS_NO_TRANS, PGGPU_CBLAS_NO_TRANS, rows, k, d,
+					 1.0f, xcf, P, (const float *) g->Cc, d, 0.0f, Gf, P);
+	}
+	else
+	{
+		centre_rows(src, b, d, rows8, g->mu, xc, P, xn);
+		g->ob->dgemm(PGGPU_CBLAS_COL_MAJOR, PGGPU_CBLAS_NO_TRANS, PGGPU_CBLAS_NO_TRANS, rows, k, d,
+					 1.0, xc, P, g->Cc, d, 0.0, G, P);
+	}
 	/* the two least |c|^2 - 2 x.c of each row, a centroid at a time (vectorised over rows) */
 	for (int q = 0; q < rows; q++)
 		m1[q] = m2[q] = INFINITY, c1[q] = 0;
 	for (int c = 0; c < k; c++)
 	{
-		const double *gc = G + (int64_t) c * P;
 		double		cn = g->cn[c];
 
-		for (int q = 0; q < rows; q++)
-		{
-			double		a = cn - 2 * gc[q];
-			bool		lt1 = a < m1[q];
-
-			m2[q] = lt1 ? m1[q] : (a < m2[q] ? a : m2[q]);
-			c1[q] = lt1 ? c : c1[q];
-			m1[q] = lt1 ? a : m1[q];
+#define TWO_LEAST(gc) \
+		for (int q = 0; q < rows; q++) \
+		{ \
+			double		a = cn - 2 * (double) (gc)[q]; \
+			bool		lt1 = a < m1[q]; \
+\
+			m2[q] = lt1 ? m1[q] : (a < m2[q] ? a : m2[q]); \
+			c1[q] = lt1 ? c : c1[q]; \
+			m1[q] = lt1 ? a : m1[q]; \
 		}
+		if (Gf)
+			TWO_LEAST(Gf + (int64_t) c * P)
+		else
+			TWO_LEAST(G + (int64_t) c * P)
+#undef TWO_LEAST
 	}
 	for (int q = 0; q < rows; q++)
 	{
 		double		s = sqrt(xn[q]) + g->cmax,
-					e2 = 2 * (d + 4) * 0x1p-51 * s * s;	/* 2E */
+					e2 = ef * s * s + e0;
 		int			nc = 0;
 		double		bv = INFINITY;
 
@@ -305,12 +492,24 @@ cpu_gemm_label(const cpu_gemm *g, int t, const double *src, int64_t b, int d, in
 			continue;
 		/* near-tied (or not finite): every centroid within 2E of the least, measured */
 		for (int c = 0; c < k; c++)
-			if (!(g->cn[c] - 2 * G[(int64_t) c * P + q] > m1[q] + e2))
+			if (!(g->cn[c] - 2 * entry(G, Gf, (int64_t) c * P + q) > m1[q] + e2))
 				cand[nc++] = c;
+		/* as pairs, with other rows' (the usual case), or alone (more than PAIRS) */
+		if (nc <= PAIRS)
+		{
+			if (np + nc > PAIRS)
+			{
+				resolve_pairs(src, src32, b, np, pq, pc, pv, g->Ct, k, d, lab);
+				np = 0;
+			}
+			for (int i = 0; i < nc; i++)
+				pq[np] = q, pc[np++] = cand[i];
+			continue;
+		}
 		lab[q] = 0;
 		for (int i = 0; i < nc; i++)
 		{
-			double		v = plain_dist(src, b, q, C + (int64_t) cand[i] * d, d);
+			double		v = plain_dist(src, src32, b, q, C + (int64_t) cand[i] * d, d);
 
 			if (v < bv)
 			{
@@ -319,14 +518,16 @@ cpu_gemm_label(const cpu_gemm *g, int t, const double *src, int64_t b, int d, in
 			}
 		}
 	}
-	/* the winners' distances, the plain loop's (past rows: any centroid, unused) */
+	if (np > 0)
+		resolve_pairs(src, src32, b, np, pq, pc, pv, g->Ct, k, d, lab);
+	/* the winners' distances, the plain loop's (past rows: centroid 0, unused) */
 	{
-		const double **cs = (const double **) (c1 + P);
+		int32_t    *own = (int32_t *) c1;
 		double	   *out = m1;
 
-		for (int q = 0; q < ((rows + 7) & ~7); q++)
-			cs[q] = C + (int64_t) lab[q < rows ? q : 0] * d;
-		plain_dists(src, b, (rows + 7) & ~7, cs, d, out);
+		for (int q = 0; q < rows8; q++)
+			own[q] = q < rows ? lab[q] : 0;
+		winner_dists(src, src32, b, rows8, own, g->Ct, k, d, out);
 		for (int q = 0; q < rows; q++)
 			best[q] = out[q];
 	}

@@ -17,12 +17,13 @@ typedef struct cpu_gemm
 	int			panel;			/* rows of a product (a power of 2, 32 .. GEMM_PANEL) */
 	int			threads;		/* workspaces */
 	double	   *mu;				/* d: the rows' column means */
-	double	   *Cc;				/* k x d: the centroids less mu */
+	double	   *Cc;				/* k x d: the centroids less mu (f32: floats) */
 	double	   *cn;				/* k: |Cc|^2 */
+	double	   *Ct;				/* d x k: the centroids by columns (the winners' distances) */
 	double		cmax;			/* max |Cc| */
 	double	   *ws;				/* per thread, ws_doubles each: see gemm.c */
 	int64_t		ws_doubles;
-	double	   *wide;			/* rows held as floats: a panel of them as doubles a thread, else NULL */
+	bool		f32;			/* the rows are floats: sgemm, on Cc and mu as floats */
 } cpu_gemm;
 
 /*
@@ -45,19 +46,12 @@ void		cpu_gemm_close(cpu_gemm *g);
 void		cpu_gemm_centroids(cpu_gemm *g, const double *C, int k, int d);
 
 /*
- * Rows i0 .. i0 + rows - 1 of ds (rows <= panel, within one tile) as
- * doubles, column j at the result + j * *stride: the rows themselves, or
- * held as floats, converted into thread t's room.
- */
-const double *cpu_gemm_rows(const cpu_gemm *g, int t, pggpu_data *ds, int64_t i0, int rows,
-							int64_t *stride);
-
-/*
- * Labels `rows` rows (column j at src + j * b; whole vectors of 8 rows
+ * Labels `rows` rows (rows <= panel; column j at src + j * b, or src32 +
+ * j * b where the rows are floats, the other NULL; whole vectors of 8 rows
  * readable) on thread t's workspace: best[q] and lab[q] as nearest_block
  * gives them.
  */
-void		cpu_gemm_label(const cpu_gemm *g, int t, const double *src, int64_t b, int d, int rows,
-						   const double *C, int k, double *best, int32_t *lab);
+void		cpu_gemm_label(const cpu_gemm *g, int t, const double *src, const float *src32, int64_t b,
+						   int d, int rows, const double *C, int k, double *best, int32_t *lab);
 
 #endif							/* PG_GPU_CPU_GEMM_H */

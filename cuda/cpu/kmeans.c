@@ -548,12 +548,14 @@ nearest_block_polled(pass *ps, bool caller, const double *x, int d, const double
 /*
  * Rows i0 .. i0 + rows - 1 labelled (lab, best): into labels and dist2,
  * counted, and with update summed by label in row order (element j of row
- * q at x[q * xq + j * xj]).
+ * q at x[q * xq + j * xj], or xf[...] where x is NULL: floats).  rowbuf
+ * (room for 8 x d, or NULL): the rows are far apart (a tile's columns);
+ * 8 at a time turned into rows there first, each then added as a vector.
  */
 static inline void
 take_rows(cpu_state *s, bool update, int d, int64_t i0, int rows, const double *best,
-		  const int32_t *lab, const double *x, int64_t xq, int64_t xj, double *sums,
-		  int64_t *cnt, int64_t *changed, double *inertia)
+		  const int32_t *lab, const double *x, const float *xf, int64_t xq, int64_t xj, double *sums,
+		  int64_t *cnt, int64_t *changed, double *inertia, double *rowbuf)
 {
 	for (int q = 0; q < rows; q++)
 	{
@@ -563,7 +565,7 @@ take_rows(cpu_state *s, bool update, int d, int64_t i0, int rows, const double *
 		*inertia += best[q];
 	}
 	/* each cluster's sums in row order, as a loop over rows adds them */
-	if (update)
+	if (update && rowbuf == NULL)
 		for (int q = 0; q < rows; q++)
 		{
 			double	   *sum = sums + (int64_t) lab[q] * d;
@@ -571,6 +573,24 @@ take_rows(cpu_state *s, bool update, int d, int64_t i0, int rows, const double *
 			cnt[lab[q]]++;
 			for (int j = 0; j < d; j++)
 				sum[j] += x[q * xq + j * xj];
+		}
+	else if (update)
+		for (int q0 = 0; q0 < rows; q0 += 8)
+		{
+			int			m = rows - q0 < 8 ? rows - q0 : 8;
+
+			for (int j = 0; j < d; j++)
+				for (int l = 0; l < m; l++)
+					rowbuf[l * d + j] = x ? x[(q0 + l) * xq + j * xj] : (double) xf[(q0 + l) * xq + j * xj];
+			for (int l = 0; l < m; l++)
+			{
+				double	   *sum = sums + (int64_t) lab[q0 + l] * d;
+				const double *row = rowbuf + l * d;
+
+				cnt[lab[q0 + l]]++;
+				for (int j = 0; j < d; j++)
+					sum[j] += row[j];
+			}
 		}
 }
 
@@ -609,15 +629,15 @@ step_rows(pass *ps, part *pt, int t, bool caller)
 		int			rows = pt->end - i0 < s->gemm.panel ? (int) (pt->end - i0) : s->gemm.panel;
 		double		best[GEMM_PANEL];
 		int32_t		lab[GEMM_PANEL];
-		int64_t		stride;
-		const double *src;
+		int64_t		at = pggpu_at(i0, 0, d, ds->log_b);
+		const double *src = s->X ? s->X + at : NULL;
+		const float *src32 = s->Xf ? s->Xf + at : NULL;
 
 		if (!poll_pass(ps, caller))
 			break;
-		src = cpu_gemm_rows(&s->gemm, t, ds, i0, rows, &stride);
-		cpu_gemm_label(&s->gemm, t, src, stride, d, rows, s->C, k, best, lab);
-		take_rows(s, ps->update, d, i0, rows, best, lab, src, 1, stride, sums, cnt, &changed,
-				  &inertia);
+		cpu_gemm_label(&s->gemm, t, src, src32, b, d, rows, s->C, k, best, lab);
+		take_rows(s, ps->update, d, i0, rows, best, lab, src, src32, 1, b, sums, cnt, &changed,
+				  &inertia, x);
 	}
 	/* else blocks of RB rows */
 	for (; !s->gemm.ob && i0 < pt->end; i0 += RB)
@@ -653,7 +673,8 @@ step_rows(pass *ps, part *pt, int t, bool caller)
 		}
 		if (!nearest_block_polled(ps, caller, x, d, s->C, k, best, lab))
 			break;
-		take_rows(s, ps->update, d, i0, rows, best, lab, x, 1, RB, sums, cnt, &changed, &inertia);
+		take_rows(s, ps->update, d, i0, rows, best, lab, x, NULL, 1, RB, sums, cnt, &changed, &inertia,
+				  NULL);
 	}
 	pt->pos = i0 < pt->end ? i0 : pt->end;
 	pt->changed = changed;

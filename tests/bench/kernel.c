@@ -2,7 +2,7 @@
  * kernel.c - bench_kernel: k-means through the compute layer, without a
  * database, on the suite's blobs (blobs.h).
  *
- *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-S] [-P] [-R LABEL] N,d,k ...
+ *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-F] [-S] [-P] [-R LABEL] N,d,k ...
  *   bench_kernel bandwidth [-t TSV]
  *   bench_kernel print D ROWS          (the generator's first rows, %a)
  *
@@ -18,7 +18,9 @@
  * -T: the CPU backend's threads (pggpu_data_set_threads; method pg_gpu_<T>t
  * when more than 1).  -D: float64 products only (pggpu_data_set_double_only,
  * method pg_gpu_f64).  -E: embedding-like rows instead of the blobs, with
- * metric cosine (method suffix _emb; see embedding_fill).  -S: no seeding
+ * metric cosine (method suffix _emb; see embedding_fill).  -F: the rows
+ * rounded to float32 and pushed as such (pggpu_data_set_dtype FLOAT32:
+ * method suffix _f32; not with -M or -G).  -S: no seeding
  * fit (k-means++ at large k takes k passes).  -P: also k-means||, its
  * seeding (section seed, note k-means||) and a whole fit with it and ITERS
  * iterations (section whole: pggpu_kmeans's time, the load apart; its
@@ -68,6 +70,7 @@ static int	threads = 1;		/* -T */
 static char method[32] = "pg_gpu";
 static bool double_only = false;	/* -D */
 static bool embeddings = false;	/* -E */
+static bool float32 = false;	/* -F */
 static bool no_seed = false;	/* -S */
 static bool parallel = false;	/* -P */
 static int	force_label = 0;	/* -R */
@@ -91,6 +94,11 @@ fit_more(pggpu_backend be, int64_t n, int64_t stride, int d, const double *X,
 
 	if (pggpu_data_open(&ds, be, -1, d, n, err) != PGGPU_OK)
 		return false;
+	if (float32 && pggpu_data_set_dtype(ds, PGGPU_FLOAT32, err) != PGGPU_OK)
+	{
+		pggpu_data_close(ds);
+		return false;
+	}
 	pggpu_data_set_threads(ds, threads, NULL);
 	pggpu_data_set_double_only(ds, double_only);
 	pggpu_data_force_route(ds, force_label, false);
@@ -100,9 +108,14 @@ fit_more(pggpu_backend be, int64_t n, int64_t stride, int d, const double *X,
 		int64_t		b = pggpu_data_batch_rows(ds);
 		int64_t		m = n - done < b ? n - done : b;
 		double	   *buf = pggpu_data_batch(ds);
+		float	   *buf32 = pggpu_data_batch_f32(ds);
 
 		for (int j = 0; j < d; j++)
-			memcpy(buf + j * b, X + j * stride + done, m * sizeof(double));
+			if (buf32)
+				for (int64_t r = 0; r < m; r++)
+					buf32[j * b + r] = (float) X[j * stride + done + r];
+			else
+				memcpy(buf + j * b, X + j * stride + done, m * sizeof(double));
 		if (pggpu_data_push(ds, m, err) != PGGPU_OK)
 		{
 			pggpu_data_close(ds);
@@ -576,14 +589,17 @@ main(int argc, char **argv)
 	if (argc < 2 || (strcmp(argv[1], "gpu") && strcmp(argv[1], "cpu") &&
 					 strcmp(argv[1], "bandwidth")))
 	{
-		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-S] [-P] [-R LABEL] [-M MB] [-G GPUS] N,d,k ...\n"
+		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-F] [-S] [-P] [-R LABEL] [-M MB] [-G GPUS] N,d,k ...\n"
 				"       %s bandwidth [-t TSV]\n       %s print D ROWS\n",
 				argv[0], argv[0], argv[0]);
 		return 2;
 	}
 	optind = 2;
-	while ((opt = getopt(argc, argv, "t:i:b:c:T:DESPR:M:G:")) != -1)
+	while ((opt = getopt(argc, argv, "t:i:b:c:T:DEFSPR:M:G:")) != -1)
 	{
+		if (opt == 'F')
+			float32 = true;
+		else
 		if (opt == 'M')
 			stream_mb = atof(optarg);
 		else if (opt == 'G')
@@ -615,9 +631,14 @@ main(int argc, char **argv)
 		else
 			return 2;
 	}
-	if (double_only || embeddings)
-		snprintf(method + strlen(method), sizeof(method) - strlen(method), "%s%s",
-				 double_only ? "_f64" : "", embeddings ? "_emb" : "");
+	if (float32 && (stream_mb > 0 || gpu_list))
+	{
+		fprintf(stderr, "bench_kernel: -F is for whole fits (not -M or -G)\n");
+		return 2;
+	}
+	if (double_only || embeddings || float32)
+		snprintf(method + strlen(method), sizeof(method) - strlen(method), "%s%s%s",
+				 double_only ? "_f64" : "", embeddings ? "_emb" : "", float32 ? "_f32" : "");
 	if (force_label)
 		snprintf(method + strlen(method), sizeof(method) - strlen(method), "_r%d", force_label);
 	bench_set_budget(budget, cap);

@@ -10,13 +10,17 @@
  * inertia, sizes, labels, iterations), on data built to defeat the bound:
  * integer points with exact ties, rows a million away from the origin,
  * identical rows; on several threads; with panels cut short by a small poll
- * budget; and assignment distances too.
+ * budget; and assignment distances too.  Each case twice: as doubles
+ * (dgemm), and rounded to float32 in a FLOAT32 set (sgemm, a bound 2^29
+ * times as wide), against the plain loop on the same values.
  */
+static pggpu_dtype gemm_dtype;
+
 static bool
 fit_forced(const dataset *D, const pggpu_kmeans_params *p, int label, int threads,
 		   double poll_work, km_out *o)
 {
-	pggpu_data *ds = load(PGGPU_BACKEND_CPU, D, 0);
+	pggpu_data *ds = load_typed(PGGPU_BACKEND_CPU, D, gemm_dtype, false);
 	pggpu_error err = {0};
 
 	if (ds == NULL)
@@ -34,7 +38,7 @@ fit_forced(const dataset *D, const pggpu_kmeans_params *p, int label, int thread
 static bool
 assign_forced(const dataset *D, const double *C, int k, int label, int32_t *lab, double *dist)
 {
-	pggpu_data *ds = load(PGGPU_BACKEND_CPU, D, 0);
+	pggpu_data *ds = load_typed(PGGPU_BACKEND_CPU, D, gemm_dtype, false);
 	pggpu_error err = {0};
 	bool		ok;
 
@@ -68,8 +72,9 @@ test_cpu_gemm(void)
 		{"blobs, the default route GEMM", 3000, 300, 40, 0, PGGPU_INIT_KMEANSPP},
 	};
 
-	for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
+	for (size_t cj = 0; cj < 2 * sizeof(cases) / sizeof(cases[0]); cj++)
 	{
+		size_t		ci = cj % (sizeof(cases) / sizeof(cases[0]));
 		int64_t		n = cases[ci].n;
 		int			d = cases[ci].d,
 					k = cases[ci].k;
@@ -79,7 +84,9 @@ test_cpu_gemm(void)
 					o;
 		rng			r = rng_make(900 + ci);
 
-		set_case("cpu gemm: %s n=%lld d=%d k=%d", cases[ci].name, (long long) n, d, k);
+		gemm_dtype = cj < sizeof(cases) / sizeof(cases[0]) ? PGGPU_FLOAT64 : PGGPU_FLOAT32;
+		set_case("cpu gemm: %s n=%lld d=%d k=%d%s", cases[ci].name, (long long) n, d, k,
+				 gemm_dtype == PGGPU_FLOAT32 ? ", float32" : "");
 		if (cases[ci].kind == 0 || cases[ci].kind == 2)
 			gen_blobs(&D, n, d, 12, 3.0, 40 + ci);
 		else
@@ -91,6 +98,9 @@ test_cpu_gemm(void)
 				D.X[e] += 1e6;
 			else if (cases[ci].kind == 3)
 				D.X[e] = 0.1 * (e % d);
+		if (gemm_dtype == PGGPU_FLOAT32)
+			for (int64_t e = 0; e < n * d; e++)
+				D.X[e] = (float) D.X[e];
 		p.k = k;
 		p.max_iter = 30;
 		p.tol = 0;

@@ -19,57 +19,6 @@ round_to_float(dataset *D)
 		D->X[i] = (float) D->X[i];
 }
 
-/*
- * D loaded as dtype on be: FLOAT64 by load(), FLOAT32 through the float
- * staging batch (by_rows: through pggpu_data_push_rows instead)
- */
-static pggpu_data *
-load_as(pggpu_backend be, const dataset *D, pggpu_dtype dtype, bool by_rows)
-{
-	pggpu_error err = {0};
-	pggpu_data *ds = NULL;
-	int64_t		B;
-
-	if (dtype == PGGPU_FLOAT64)
-		return load(be, D, D->n);
-	if (pggpu_data_open(&ds, be, -1, D->d, D->n, &err) != PGGPU_OK ||
-		pggpu_data_set_dtype(ds, PGGPU_FLOAT32, &err) != PGGPU_OK)
-	{
-		CHECK(false, "open a float32 set on %s: %s", be_name(be), err.msg);
-		pggpu_data_close(ds);
-		return NULL;
-	}
-	CHECK(pggpu_data_dtype(ds) == PGGPU_FLOAT32 && pggpu_data_batch(ds) == NULL &&
-		  pggpu_data_batch_f32(ds) != NULL, "a float32 set stages floats only");
-	if (by_rows)
-	{
-		if (pggpu_data_push_rows(ds, D->X, NULL, D->n, &err) != PGGPU_OK)
-		{
-			CHECK(false, "push_rows into a float32 set: %s", err.msg);
-			pggpu_data_close(ds);
-			return NULL;
-		}
-		return ds;
-	}
-	B = pggpu_data_batch_rows(ds);
-	for (int64_t r0 = 0; r0 < D->n; r0 += B)
-	{
-		int64_t		m = D->n - r0 < B ? D->n - r0 : B;
-		float	   *buf = pggpu_data_batch_f32(ds);
-
-		for (int j = 0; j < D->d; j++)
-			for (int64_t r = 0; r < m; r++)
-				buf[j * B + r] = (float) D->X[(r0 + r) * D->d + j];
-		if (pggpu_data_push(ds, m, &err) != PGGPU_OK)
-		{
-			CHECK(false, "push into a float32 set: %s", err.msg);
-			pggpu_data_close(ds);
-			return NULL;
-		}
-	}
-	return ds;
-}
-
 typedef struct dtype_case
 {
 	const char *name;
@@ -110,7 +59,7 @@ dtype_fit(pggpu_backend be, const dtype_case *tc)
 	for (int t = 0; t < 2; t++)
 	{
 		pggpu_dtype dtype = t == 0 ? PGGPU_FLOAT64 : PGGPU_FLOAT32;
-		pggpu_data *ds = load_as(be, &D, dtype, tc->by_rows);
+		pggpu_data *ds = load_typed(be, &D, dtype, tc->by_rows);
 		pggpu_kmeans_params p = {0};
 		pggpu_error err = {0};
 
