@@ -10,7 +10,7 @@
         index_add_), with TF32 off (torch32) and on (torch32_tf32); and
         the floor, cuBLAS alone computing the same N x d x k products in
         the same chunks (cublas_fp32, cublas_tf32)
-    compare.py --tsv F [--iters M] [--budget S] [--cap S] sklearn N,d,k ...
+    compare.py --tsv F [--iters M] [--budget S] [--cap S] [--float32] sklearn N,d,k ...
         scikit-learn's KMeans(algorithm='lloyd', n_init=1, init=the first k
         rows, tol=0): seconds per iteration from the fits of 2 and of
         2 + 2 ITERS iterations (each the fastest of 3, after a warm-up), with
@@ -211,8 +211,11 @@ def run_sklearn(args, out):
     cores = os.cpu_count()
     for n, d, k in cases(args):
         X = blobs.numpy_rows(0, n, d)
+        if args.float32:
+            import numpy as np
+            X = X.astype(np.float32)       # scikit-learn keeps float32 data in float32 (sgemm)
         for threads in sorted({1, cores}):
-            method = "sklearn_%dt" % threads
+            method = "sklearn_%dt%s" % (threads, "_f32" if args.float32 else "")
             key, t0 = (method, d, k), time.monotonic()
             why = out.skip(key, n)
             if why:
@@ -282,6 +285,8 @@ def main():
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--budget", type=float, default=1e12)
     p.add_argument("--cap", type=float, default=1e12)
+    p.add_argument("--float32", action="store_true",
+                   help="sklearn: the rows as float32 (method suffix _f32)")
     p.add_argument("what", choices=["torch", "torch32", "sklearn", "export"])
     p.add_argument("cases", nargs="*")
     args = p.parse_args()
