@@ -28,10 +28,11 @@ typedef struct cpu_gemm
 
 /*
  * Whether the GEMM route should label a pass of k centroids over d columns
- * (force: route.h's label forced by the tests, 0: none), and its panel rows
+ * of doubles or (f32) floats (force: route.h's label forced by the tests,
+ * 0: none), and its panel rows
  * given the most work between two polls (squared differences).
  */
-bool		cpu_gemm_wanted(int d, int k, int force);
+bool		cpu_gemm_wanted(int d, int k, bool f32, int force);
 int			cpu_gemm_panel_rows(int d, int k, double poll_budget);
 
 /*
