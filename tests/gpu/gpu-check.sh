@@ -35,7 +35,7 @@ skip=",${SKIP:-},"
 skipped() { case $skip in *",$1,"*) failed=$((failed + 1)); echo "-- SKIPPED: $1 (counts as failed)"; return 0;; esac; return 1; }
 
 # the sections the sanitizers run: every kernel, none of the CPU-only ones
-SAN_SECTIONS=errors,loading,assign,fit-only,interrupts,scaling,routes-on-the-GPU,kernel-grid,mm-products,mm-buffers,mm-reuse,mm-blocks,mm-nan/inf,mm-errors,mm-interrupts,mm-pinned
+SAN_SECTIONS=errors,loading,assign,dtype,fit-only,interrupts,scaling,routes-on-the-GPU,kernel-grid,mm-products,mm-buffers,mm-reuse,mm-blocks,mm-nan/inf,mm-errors,mm-interrupts,mm-pinned
 SAN_TOOLS="memcheck racecheck synccheck initcheck"
 san_dir=$(mktemp -d /tmp/pg_gpu_sanitizer.XXXXXX)
 
