@@ -177,6 +177,8 @@ gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
 	}
 	s->cap_tiles = tiles;
 	CU(cudaMalloc((void **) &s->stats, sizeof(dev_stats)));
+	/* (a pass may set only some of the stats, and all of them are copied back) */
+	CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
 	return PGGPU_OK;
 }
 
