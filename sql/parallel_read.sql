@@ -35,6 +35,25 @@ FROM pr_lab0 a FULL JOIN pr_lab3 b USING (id);
 -- the rows used are exactly those a SELECT sees
 SELECT (SELECT sum(s) FROM pr_fit3, unnest(sizes) s) =
        (SELECT count(*) FROM pr_pts WHERE y IS NOT NULL AND z <> 'NaN') AS all_rows_used;
+-- float32 rows (real[]; real and smallint columns) go through the workers'
+-- slots as floats: the same fit as serially, and as the values in float8
+CREATE TABLE pr_vec AS
+SELECT id, ARRAY[x, y, z, n]::real[] AS e, x::real AS a, y::real AS b, n::smallint AS c,
+       ARRAY[x, y, z, n]::real[]::float8[] AS e8
+FROM pr_pts;
+SET max_parallel_workers_per_gather = 0;
+CREATE TEMP TABLE pr_vfit0 AS
+SELECT (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pr_vec', 6, columns => ARRAY['e'], seed => 7)) AS vec,
+       (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pr_vec', 6, columns => ARRAY['a', 'b', 'c'], seed => 7)) AS cols;
+CREATE TEMP TABLE pr_vlab0 AS SELECT * FROM gpu_kmeans('pr_vec', 6, columns => ARRAY['e'], id_column => 'id', seed => 7);
+SET max_parallel_workers_per_gather = 3;
+SELECT (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pr_vec', 6, columns => ARRAY['e'], seed => 7)) = vec AS vec_same,
+       (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pr_vec', 6, columns => ARRAY['a', 'b', 'c'], seed => 7)) = cols AS cols_same,
+       (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pr_vec', 6, columns => ARRAY['e8'], seed => 7)) = vec AS float8_same
+FROM pr_vfit0;
+SELECT count(*) FILTER (WHERE a.cluster IS DISTINCT FROM b.cluster) AS differ
+FROM pr_vlab0 a FULL JOIN gpu_kmeans('pr_vec', 6, columns => ARRAY['e'], id_column => 'id', seed => 7) b USING (id);
+DROP TABLE pr_vec;
 -- the table's parallel_workers, and max_parallel_workers_per_gather as the cap
 ALTER TABLE pr_pts SET (parallel_workers = 1);
 SET client_min_messages = debug1;

@@ -387,6 +387,12 @@ typedef struct PgGpuRowSpec
 	/* a sample's read: the parts' priorities (pggpu_sample_priorities) by this seed */
 	bool		sampled;
 	uint64		sample_seed;
+	/*
+	 * NUMERIC, VECTOR: the values as floats (float32 values read for a
+	 * FLOAT32 data set: half the bytes through the workers' slots and the
+	 * copies; never with normalize or sampled)
+	 */
+	bool		f32;
 	int16		pos[MaxHeapAttributeNumber];	/* the columns' positions */
 	Oid			types[MaxHeapAttributeNumber];	/* and base types (DENSE: the
 												 * element type) */
@@ -398,7 +404,8 @@ typedef struct PgGpuRowSpec
  * values[j * cap + i], its id at ids[i]; the ids of skipped rows (NULL, NaN
  * or an infinity in a used column) fill ids from the back, ids[cap - 1 - b].
  * DENSE: the len values of row i at values[i * len], its id at ids[i]; len
- * is -1 until the first row sets it.
+ * is -1 until the first row sets it.  f32 (the spec's): the values are
+ * floats, at values32 (values NULL).
  */
 typedef struct PgGpuPart
 {
@@ -410,6 +417,8 @@ typedef struct PgGpuPart
 	int64		nrows;
 	int64		nbad;
 	double	   *values;
+	float	   *values32;
+	bool		f32;
 	int64	   *ids;
 	const uint64 *prio;			/* a sample's read: its rows' priorities where a worker
 								 * computed them, else NULL */
@@ -418,9 +427,9 @@ typedef struct PgGpuPart
 
 typedef void (*PgGpuPartConsumer) (void *arg, const PgGpuPart *part);
 
-/* an empty part over buf (len -1: not known yet) */
+/* an empty part over buf (len -1: not known yet), of floats (f32) or doubles */
 extern void pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len,
-							 bool growable);
+							 bool growable, bool f32);
 static inline bool
 pg_gpu_part_full(const PgGpuPart *part)
 {
@@ -490,10 +499,11 @@ extern void pg_gpu_sink_end(PgGpuSink *sink, PgGpuRows *rows);
 /*
  * every row of src as parts to consume (the table's scan, else a SELECT
  * through SPI); sample_seed (may be NULL): the parts' priorities by it, where
- * the scan's workers can compute them
+ * the scan's workers can compute them; dtype: the values' type in the parts
+ * (FLOAT32 only where pg_gpu_source_dtype says so, and not with a sample)
  */
 extern void pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, const uint64 *sample_seed,
-							  PgGpuPartConsumer consume, void *arg);
+							  pggpu_dtype dtype, PgGpuPartConsumer consume, void *arg);
 /* m rows (row-major, src->ncols each; row order[t] the t-th, order NULL: in turn) into data */
 extern void pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const double *x,
 							 const int64 *order, int64 m);

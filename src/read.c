@@ -349,7 +349,7 @@ part_receive(TupleTableSlot *slot, DestReceiver *self)
 	{
 		r->consume(r->arg, &r->part);
 		MemoryContextReset(r->rowcxt);
-		pg_gpu_part_init(&r->part, r->part.buf, r->part.bytes, r->part.len, true);
+		pg_gpu_part_init(&r->part, r->part.buf, r->part.bytes, r->part.len, true, r->spec->f32);
 	}
 	old = MemoryContextSwitchTo(r->rowcxt);
 	pg_gpu_row_to_part(r->spec, slot, &r->part);
@@ -369,7 +369,7 @@ pg_gpu_part_receiver_init(PgGpuPartReceiver *r, const PgGpuRowSpec *spec,
 	r->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu rows",
 									  ALLOCSET_DEFAULT_SIZES);
 	pg_gpu_part_init(&r->part, palloc(PG_GPU_PART_BYTES), PG_GPU_PART_BYTES,
-					 PG_GPU_SPEC_LEN(spec), true);
+					 PG_GPU_SPEC_LEN(spec), true, spec->f32);
 }
 
 void
@@ -553,8 +553,13 @@ soa_consume(void *arg, const PgGpuPart *p)
 	{
 		int64		n = Min(p->nrows - done, s->batch_rows - s->fill);
 
+		/* (float parts go to a FLOAT32 set's batch: pg_gpu_read_sources) */
 		for (int j = 0; j < d; j++)
-			sink_column(s, j, s->fill, p->values + j * p->cap + done, n);
+			if (p->f32)
+				memcpy(s->batch32 + j * s->batch_rows + s->fill, p->values32 + j * p->cap + done,
+					   sizeof(float) * n);
+			else
+				sink_column(s, j, s->fill, p->values + j * p->cap + done, n);
 		s->fill += n;
 		done += n;
 		if (s->fill == s->batch_rows)
@@ -647,11 +652,15 @@ pg_gpu_sink_end(PgGpuSink *sink, PgGpuRows *rows)
 
 void
 pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, const uint64 *sample_seed,
-				  PgGpuPartConsumer consume, void *arg)
+				  pggpu_dtype dtype, PgGpuPartConsumer consume, void *arg)
 {
 	PgGpuRowSpec *spec = palloc(sizeof(PgGpuRowSpec));
+	bool		f32 = dtype == PGGPU_FLOAT32;
 
+	if (f32 && (sample_seed || pg_gpu_source_dtype(src) != PGGPU_FLOAT32))
+		elog(ERROR, "pg_gpu: \"%s\" read as float32", src->relname);
 	source_spec(src, want_ids, true, spec);
+	spec->f32 = f32;
 	if (sample_seed)
 	{
 		spec->sampled = true;
@@ -664,6 +673,7 @@ pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, const uint64 *sample_se
 		char	   *sql = source_select(src, want_ids);
 
 		source_spec(src, want_ids, false, spec);
+		spec->f32 = f32;
 		pg_gpu_part_receiver_init(&r, spec, consume, arg);
 		pg_gpu_run_select(sql, &r.pub, false);
 		pg_gpu_part_receiver_finish(&r);
@@ -682,7 +692,7 @@ pg_gpu_read_sources(const PgGpuSource *srcs, int nsrcs, PgGpuData *data, bool wa
 	for (int i = 0; i < nsrcs; i++)
 	{
 		s->src = &srcs[i];
-		pg_gpu_read_parts(&srcs[i], want_ids, NULL, soa_consume, s);
+		pg_gpu_read_parts(&srcs[i], want_ids, NULL, data->dtype, soa_consume, s);
 	}
 	pg_gpu_sink_end((PgGpuSink *) s, rows);
 }

@@ -24,8 +24,10 @@ pg_gpu_slot_int(TupleTableSlot *slot, int att, Oid type)
 }
 
 void
-pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growable)
+pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growable, bool f32)
 {
+	Size		vb = f32 ? sizeof(float) : sizeof(double);
+
 	part->buf = buf;
 	part->bytes = bytes;
 	part->growable = growable;
@@ -33,6 +35,8 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 	part->len = len;
 	part->cap = 0;
 	part->values = NULL;
+	part->values32 = NULL;
+	part->f32 = f32;
 	part->ids = NULL;
 	part->prio = NULL;
 	part->rowwise = false;
@@ -42,18 +46,25 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("rows of %lld values are too long to read", (long long) len)));
-	if (bytes < sizeof(double) * (len + 1))
+	if (bytes < vb * len + sizeof(int64))
 	{
 		/* only a DENSE row this long; a slot is made large enough for it */
 		if (!growable)
 			elog(ERROR, "pg_gpu: a part of %zu bytes cannot hold a row of %lld values",
 				 bytes, (long long) len);
-		part->bytes = sizeof(double) * (len + 1);
+		part->bytes = vb * len + sizeof(int64);
 		part->buf = repalloc_huge(buf, part->bytes);
 	}
-	part->cap = part->bytes / (sizeof(double) * (len + 1));
-	part->values = (double *) part->buf;
-	part->ids = (int64 *) (part->buf + sizeof(double) * len * part->cap);
+	/* the ids after the values, 8-byte aligned (an odd count of floats rounds up) */
+	part->cap = part->bytes / (vb * len + sizeof(int64));
+	while (part->cap > 0 &&
+		   TYPEALIGN(sizeof(int64), vb * len * part->cap) + sizeof(int64) * part->cap > part->bytes)
+		part->cap--;
+	if (f32)
+		part->values32 = (float *) part->buf;
+	else
+		part->values = (double *) part->buf;
+	part->ids = (int64 *) (part->buf + TYPEALIGN(sizeof(int64), vb * len * part->cap));
 }
 
 double
@@ -106,7 +117,10 @@ numeric_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
 		v = pg_gpu_datum_to_double(slot->tts_values[a], spec->types[j]);
 		if (!isfinite(v))
 			goto skip;
-		part->values[j * part->cap + i] = v;
+		if (part->f32)
+			part->values32[j * part->cap + i] = (float) v;
+		else
+			part->values[j * part->cap + i] = v;
 	}
 	if (spec->normalize && !pg_gpu_unit_row(part->values + i, part->cap, spec->ncols))
 		goto skip;				/* cosine: a zero row has no direction */
@@ -210,7 +224,7 @@ pg_gpu_dense_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part
 	if (spec->first_len >= 0 && len != spec->first_len)
 		pg_gpu_differ_in_length(spec, id, len, spec->first_id, spec->first_len);
 	if (part->nrows == 0 && part->len != len)
-		pg_gpu_part_init(part, part->buf, part->bytes, len, part->growable);
+		pg_gpu_part_init(part, part->buf, part->bytes, len, part->growable, false);
 	else if (len != part->len)
 		pg_gpu_differ_in_length(spec, id, len, part->ids[0], part->len);
 	dst = part->values + part->nrows * len;

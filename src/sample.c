@@ -78,7 +78,7 @@ pg_gpu_read_sample(const PgGpuSource *src, PgGpuData *data, int64 m, uint64 seed
 	cb->arg = s;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, cb);
 	INSTR_TIME_SET_CURRENT(t0);
-	pg_gpu_read_parts(src, false, &seed, sample_consume, s);
+	pg_gpu_read_parts(src, false, &seed, PGGPU_FLOAT64, sample_consume, s);
 	INSTR_TIME_SET_CURRENT(t1);
 	usable = pggpu_sample_offered(s->sample);
 	got = pggpu_sample_result(s->sample, &x, &order);
@@ -131,6 +131,7 @@ typedef struct LabelStream
 	const PgGpuSource *src;
 	pggpu_backend backend;
 	pggpu_metric metric;
+	pggpu_dtype dtype;			/* the rows' type in the parts and the chunks' sets */
 	const double *mean;
 	const double *std;
 	const double *centroids;
@@ -190,8 +191,7 @@ label_consume(void *arg, const PgGpuPart *p)
 		ls->data = pg_gpu_data_open_one(ls->backend, ls->src->ncols, ls->chunk_rows);
 		pg_gpu_data_set_kmeans(ls->data, ls->metric,
 							   pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
-		/* (standardized rows are rewritten: doubles) */
-		pg_gpu_data_set_dtype(ls->data, ls->mean ? PGGPU_FLOAT64 : pg_gpu_source_dtype(ls->src));
+		pg_gpu_data_set_dtype(ls->data, ls->dtype);
 		ls->sink = pg_gpu_sink_begin(ls->src, ls->data, true);
 		MemoryContextSwitchTo(old);
 	}
@@ -217,6 +217,8 @@ pg_gpu_label_rows(const PgGpuSource *src, pggpu_metric metric, const double *mea
 	ls.k = k;
 	ls.emit = emit;
 	ls.arg = arg;
+	/* (standardized rows are rewritten: doubles) */
+	ls.dtype = mean ? PGGPU_FLOAT64 : pg_gpu_source_dtype(src);
 	/*
 	 * About 256 MB of values a chunk (at least 2^14 rows, at most 2^20; and
 	 * the rest of the part that crosses the end): large enough that a
@@ -225,7 +227,7 @@ pg_gpu_label_rows(const PgGpuSource *src, pggpu_metric metric, const double *mea
 	ls.chunk_rows = Max((int64) 1 << 14, Min((int64) 1 << 20, ((int64) 256 << 20) / (8 * src->ncols)));
 	ls.cxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu labelling", ALLOCSET_DEFAULT_SIZES);
 	pg_gpu_progress(true, "labelling every row");
-	pg_gpu_read_parts(src, true, NULL, label_consume, &ls);
+	pg_gpu_read_parts(src, true, NULL, ls.dtype, label_consume, &ls);
 	if (ls.data)
 		label_chunk(&ls);
 	MemoryContextDelete(ls.cxt);

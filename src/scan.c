@@ -155,7 +155,7 @@ part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
 	MemoryContextReset(s->rowcxt);
 	if (s->leader)
 	{
-		pg_gpu_part_init(part, s->own, s->own_bytes, len, true);
+		pg_gpu_part_init(part, s->own, s->own_bytes, len, true, s->spec->f32);
 		return;
 	}
 	slot = scan_slot(s->sh, chunk);
@@ -172,7 +172,7 @@ part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
 		ConditionVariableSleep(&slot->cv, PG_WAIT_EXTENSION);
 	}
 	ConditionVariableCancelSleep();
-	pg_gpu_part_init(part, slot_buf(slot), s->sh->slot_bytes, len, false);
+	pg_gpu_part_init(part, slot_buf(slot), s->sh->slot_bytes, len, false, s->spec->f32);
 }
 
 /*
@@ -460,7 +460,7 @@ consume_chunk(Scanner *s, ParallelContext *pcxt, int64 chunk, BlockNumber per_ch
 		{
 			PgGpuPart	part;
 
-			pg_gpu_part_init(&part, slot_buf(slot), sh->slot_bytes, slot->len, false);
+			pg_gpu_part_init(&part, slot_buf(slot), sh->slot_bytes, slot->len, false, sh->spec.f32);
 			part.nrows = slot->nrows;
 			part.nbad = slot->nbad;
 			if (sh->spec.sampled)
@@ -639,7 +639,8 @@ read_table(Relation rel, const PgGpuRowSpec *spec, PgGpuPartConsumer consume, vo
 		else
 		{
 			/* a block's rows as parts: 8 bytes a value and an id */
-			double		block_bytes = pg_gpu_estimate_rows(rel) / nblocks * 8.0 * (Max(len, 1) + 1);
+			double		block_bytes = pg_gpu_estimate_rows(rel) / nblocks *
+				((spec->f32 ? 4.0 : 8.0) * Max(len, 1) + 8.0);
 
 			read_parallel(&s, RelationGetRelid(rel), nblocks, wspec, slot_bytes, prio_bytes, workers,
 						  nslots, chunk_blocks(nblocks, workers, block_bytes, slot_bytes));

@@ -357,7 +357,8 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 	int64		id = 0;
 	int64		d = spec->veclen;
 	int64		cap = part->cap;
-	double	   *dst = part->values + i;
+	double	   *dst = part->f32 ? NULL : part->values + i;
+	float	   *dst32 = part->f32 ? part->values32 + i : NULL;
 	struct varlena *raw,
 			   *v;
 	const char *data;
@@ -392,6 +393,22 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 				 errhint("Every vector of one k-means call has the same length.")));
 	if (nulls)
 		goto skip_free;
+	/* float32 values kept as floats (their own precision: a FLOAT32 data set's) */
+	if (dst32)
+	{
+		if (spec->veckind == PG_GPU_VEC_HALFVEC)
+			for (int64 j = 0; j < d; j++)
+				dst32[j * cap] = half_to_float(((const uint16 *) data)[j]);
+		else if (spec->veckind == PG_GPU_VEC_FLOAT4 || spec->veckind == PG_GPU_VEC_PGVECTOR)
+			for (int64 j = 0; j < d; j++)
+				dst32[j * cap] = ((const float4 *) data)[j];
+		else
+			elog(ERROR, "pg_gpu: vectors of kind %d read as float32", (int) spec->veckind);
+		for (int64 j = 0; j < d; j++)
+			if (!isfinite(dst32[j * cap]))
+				goto skip_free;
+		goto take;
+	}
 	switch (spec->veckind)
 	{
 		case PG_GPU_VEC_FLOAT8:
@@ -413,6 +430,7 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 			goto skip_free;
 	if (spec->normalize && !pg_gpu_unit_row(dst, cap, d))
 		goto skip_free;
+take:
 	if (v != raw)
 		pfree(v);
 	part->ids[i] = id;
