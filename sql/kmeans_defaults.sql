@@ -19,4 +19,21 @@ SELECT sizes FROM gpu_kmeans_fit('kd_holes', 1, columns => ARRAY['b']);
 -- an empty relation
 CREATE TABLE kd_empty (x float8);
 SELECT sizes FROM gpu_kmeans_fit('kd_empty', 1);
-DROP TABLE kd_shop, kd_holes, kd_empty;
+-- an embedding beside a score and a year: the default would fit the numbers
+-- alone; which is meant is the caller's to say (42702, each choice in the hint)
+CREATE TABLE kd_docs (id int PRIMARY KEY, score real, year int, body text, emb real[]);
+INSERT INTO kd_docs SELECT g, g % 5, 2000 + g % 20, 'doc ' || g, ARRAY[g % 3, (g % 3) * 2 + g % 2]
+FROM generate_series(1, 60) g;
+SELECT sizes FROM gpu_kmeans_fit('kd_docs', 3);
+SELECT count(*) FROM gpu_kmeans('kd_docs', 3);
+SELECT * FROM gpu_kmeans_choose_k('kd_docs', ARRAY[2, 3]);
+-- either choice, named, runs
+SELECT sizes FROM gpu_kmeans_fit('kd_docs', 3, columns => ARRAY['emb'], seed => 1);
+SELECT cardinality(sizes) FROM gpu_kmeans_fit('kd_docs', 3, columns => ARRAY['score', 'year'], seed => 1);
+-- two vector columns beside the numbers: both named in the hint
+ALTER TABLE kd_docs ADD COLUMN emb2 float8[];
+SELECT sizes FROM gpu_kmeans_fit('kd_docs', 3);
+-- the vectors alone (the id is no numeric column to fit): today's default and its NOTICE
+ALTER TABLE kd_docs DROP COLUMN score, DROP COLUMN year, DROP COLUMN emb2;
+SELECT sizes FROM gpu_kmeans_fit('kd_docs', 3, seed => 1);
+DROP TABLE kd_shop, kd_holes, kd_empty, kd_docs;

@@ -131,6 +131,44 @@ column_list(char **names, int n, bool literals)
 	return s.data;
 }
 
+/*
+ * ERROR (42702) where columns => NULL would take the numeric columns of a
+ * relation that also has a vector column (an embedding beside a score or a
+ * year: the vectors are usually what is meant); the message lists the
+ * columns and the hint the columns => to pass for each choice
+ */
+static void
+defaults_ambiguous(const PgGpuSource *src, TupleDesc td, int idcol)
+{
+	StringInfoData vecs,
+				choices;
+	int			nvec = 0;
+
+	initStringInfo(&vecs);
+	initStringInfo(&choices);
+	for (int a = 0; a < td->natts; a++)
+	{
+		Form_pg_attribute att = TupleDescAttr(td, a);
+
+		if (att->attisdropped || a == idcol ||
+			pg_gpu_vector_kind(getBaseType(att->atttypid)) == PG_GPU_VEC_NONE)
+			continue;
+		appendStringInfo(&vecs, "%s%s", nvec > 0 ? ", " : "", quote_identifier(NameStr(att->attname)));
+		appendStringInfo(&choices, "columns => ARRAY[%s] for the vectors of %s, ",
+						 quote_literal_cstr(NameStr(att->attname)), quote_identifier(NameStr(att->attname)));
+		nvec++;
+	}
+	if (nvec == 0)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_AMBIGUOUS_COLUMN),
+			 errmsg("relation \"%s\" has both numeric and vector columns: pass columns => to say which to use",
+					src->relname),
+			 errdetail("Numeric: %s. Vector: %s.", column_list(src->colnames, src->ncols, false), vecs.data),
+			 errhint("Pass %sor columns => ARRAY[%s] for the numeric columns.", choices.data,
+					 column_list(src->colnames, src->ncols, true))));
+}
+
 /* ERROR: a vector column beside other columns (or a second one) */
 static void
 vector_alone(const PgGpuSource *src, const char *vecname)
@@ -276,6 +314,9 @@ pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column,
 			src->colatts[src->ncols] = a;
 			src->coltypes[src->ncols++] = t;
 		}
+		/* numeric columns beside a vector column: which is meant is not for us to guess */
+		if (src->ncols > 0)
+			defaults_ambiguous(src, td, idcol);
 		/* no numeric column: the one vector column, if there is exactly one */
 		for (int a = 0; a < td->natts && src->ncols == 0; a++)
 		{
