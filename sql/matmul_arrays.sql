@@ -72,4 +72,31 @@ SELECT c = gpu_matmul(a, b) AS blocked_equals_cpu, array_dims(c),
 FROM mm_big, mm_blocked;
 RESET pg_gpu.device;
 DROP TABLE mm_big, mm_blocked;
+-- b_transposed: b's rows are the right operand's columns, a x b^T
+-- {{1,2},{3,4}} x {{5,6},{7,8}}^T = {{17,23},{39,53}}
+SELECT gpu_matmul(ARRAY[[1,2],[3,4]]::float8[], ARRAY[[5,6],[7,8]]::float8[], b_transposed => true);
+SELECT gpu_matmul(ARRAY[[1,2],[3,4]]::real[], ARRAY[[5,6],[7,8]]::real[], true);
+-- 1 x 3 times (2 x 3)^T: 1 x 2
+SELECT gpu_matmul(ARRAY[[1,2,3]]::float8[], ARRAY[[1,0,0],[1,1,1]]::float8[], b_transposed => true);
+SELECT gpu_matmul(ARRAY[[1,2]]::float8[], ARRAY[[5,6]]::float8[], b_transposed => false) AS not_conformable;
+SELECT gpu_matmul(ARRAY[[1,2]]::float8[], ARRAY[[5,6,7]]::float8[], b_transposed => true) AS not_conformable;
+SELECT gpu_matmul(ARRAY[[1,2]]::float8[], ARRAY[[5,6]]::float8[], NULL) IS NULL AS strict_null;
+-- a larger a x b^T: the product of b transposed in SQL, to the bit, on both
+-- devices (the CPU's and the GPU's above 256^3 multiply-adds)
+CREATE TABLE mm_tt AS
+SELECT (SELECT array_agg(r ORDER BY i) FROM (SELECT i, array_agg(((i * 7 + j * 3) % 11 - 5)::float8 ORDER BY j) r
+        FROM generate_series(1, 300) i, generate_series(1, 200) j GROUP BY i) s) AS a,
+       (SELECT array_agg(r ORDER BY i) FROM (SELECT i, array_agg(((i * 5 + j * 2) % 13 - 6 + 0.25)::float8 ORDER BY j) r
+        FROM generate_series(1, 400) i, generate_series(1, 200) j GROUP BY i) s) AS b,
+       -- the same values with i and j swapped: b transposed
+       (SELECT array_agg(r ORDER BY j) FROM (SELECT j, array_agg(((i * 5 + j * 2) % 13 - 6 + 0.25)::float8 ORDER BY i) r
+        FROM generate_series(1, 400) i, generate_series(1, 200) j GROUP BY j) s) AS b_t;
+SELECT array_dims(gpu_matmul(a, b, b_transposed => true)) AS dims,
+       gpu_matmul(a, b, b_transposed => true) = gpu_matmul(a, b_t) AS same_as_transposed,
+       gpu_matmul(a::real[], b::real[], b_transposed => true) = gpu_matmul(a::real[], b_t::real[]) AS same_real
+FROM mm_tt;
+SET pg_gpu.device = cpu;
+SELECT gpu_matmul(a, b, b_transposed => true) = gpu_matmul(a, b_t) AS same_on_cpu FROM mm_tt;
+RESET pg_gpu.device;
+DROP TABLE mm_tt;
 DROP FUNCTION mm_error(float8[], float8[], anyarray), mm_reference(float8[], float8[]), mm_matrix(int, int, int);

@@ -73,6 +73,21 @@ SELECT j, r.row_vec[j] = (SELECT sum(a.row_vec[p] * b.row_vec[j])
                           FROM t_sq a, t_sq b, generate_series(1, 400) p
                           WHERE a.row_id = 17 AND b.row_id = p) AS c_17_j
 FROM r_sq r, (VALUES (1), (255), (400)) v(j) WHERE r.row_id = 17 ORDER BY j;
+-- b_transposed: b's rows are the right operand's columns (A B^T: two tables
+-- of embeddings, every pair's inner product); t_a (2 x 3) times t_a^T:
+-- {{1,2,3},{4,5,6}} {{1,4},{2,5},{3,6}} = {{14,32},{32,77}}
+SELECT * FROM gpu_matmul('t_a'::regclass, 't_a'::regclass, b_transposed => true);
+-- t_b (3 x 2) times t_b^T = 3 x 3; the same as its transpose written out
+CREATE TABLE t_bt (row_id int, row_vec float8[]);
+INSERT INTO t_bt VALUES (1, '{1,0,1}'), (2, '{0,1,1}');
+SELECT (SELECT array_agg(row_vec ORDER BY row_id) FROM gpu_matmul('t_b'::regclass, 't_b'::regclass, b_transposed => true)) =
+       (SELECT array_agg(row_vec ORDER BY row_id) FROM gpu_matmul('t_b'::regclass, 't_bt'::regclass)) AS same_as_transposed;
+-- a sparse b transposed (t_s, 3 x 2, is t_b) widens to a's columns: t_a
+-- (2 x 3) x t_s^T with t_s as 3 x 3 = {{1,2,3},{4,5,9}}; t_i (2 x 2) x t_s^T
+SELECT * FROM gpu_matmul('t_a'::regclass, 't_s'::regclass, b_transposed => true);
+SELECT * FROM gpu_matmul('t_i'::regclass, 't_s'::regclass, b_transposed => true);
+SELECT * FROM gpu_matmul('t_a'::regclass, 't_b'::regclass, b_transposed => NULL);
+DROP TABLE t_bt;
 DROP VIEW t_a_view;
 DROP MATERIALIZED VIEW t_s_mat;
 DROP TABLE t_a, t_b, t_s, t_i, t_named, t_named_dense, t_part, t_nan, t_tall, t_small, t_sq, r_tall, r_sq;

@@ -77,6 +77,38 @@ pg_gpu_matmul_run(PgGpuMatmul *w, pggpu_dtype dtype, int64 m, int64 n, int64 k,
 		 (long long) info.mb, (long long) info.kb, (long long) info.nb);
 }
 
+/*
+ * dst (cols x rows) := src (rows x cols) transposed, both row-major, es bytes
+ * a value, in 32 x 32 tiles (both sides' cache lines used whole).  b's copy
+ * into its buffer transposes it (b_transposed): the BLAS then multiplies as
+ * always, the transposition costing no more than the copy it rides on.
+ */
+static void
+transpose_into(char *dst, const char *src, int64 rows, int64 cols, Size es)
+{
+	for (int64 r0 = 0; r0 < rows; r0 += 32)
+	{
+		CHECK_FOR_INTERRUPTS();
+		for (int64 c0 = 0; c0 < cols; c0 += 32)
+			for (int64 r = r0; r < Min(r0 + 32, rows); r++)
+				for (int64 c = c0; c < Min(c0 + 32, cols); c++)
+					memcpy(dst + (c * rows + r) * es, src + (r * cols + c) * es, es);
+	}
+}
+
+/* b_transposed, an argument that may be missing (a 1.9 function calling) or NULL */
+static bool
+b_transposed_arg(FunctionCallInfo fcinfo, int i)
+{
+	if (PG_NARGS() <= i)
+		return false;
+	if (PG_ARGISNULL(i))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("b_transposed must not be NULL")));
+	return PG_GETARG_BOOL(i);
+}
+
 /* ---- arrays ------------------------------------------------------------- */
 
 /* one workspace per backend kind, for the whole query */
@@ -115,6 +147,7 @@ matmul_arrays(FunctionCallInfo fcinfo, pggpu_dtype dtype, Oid elemtype)
 {
 	ArrayType  *a = PG_GETARG_ARRAYTYPE_P(0);
 	ArrayType  *b = PG_GETARG_ARRAYTYPE_P(1);
+	bool		bt = b_transposed_arg(fcinfo, 2);
 	int64		es = dtype == PGGPU_FLOAT64 ? sizeof(float8) : sizeof(float4);
 	int			m,
 				ka,
@@ -131,12 +164,18 @@ matmul_arrays(FunctionCallInfo fcinfo, pggpu_dtype dtype, Oid elemtype)
 	ArrayType  *r;
 
 	check_matrix_arg(a, "a", &m, &ka);
-	check_matrix_arg(b, "b", &kb, &n);
+	if (bt)
+		check_matrix_arg(b, "b", &n, &kb);
+	else
+		check_matrix_arg(b, "b", &kb, &n);
 	if (ka != kb)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("matrix dimensions do not match: a is %d x %d, b is %d x %d", m, ka, kb, n),
-				 errdetail("The number of columns of a must equal the number of rows of b.")));
+				 errmsg("matrix dimensions do not match: a is %d x %d, b is %d x %d", m, ka,
+						bt ? n : kb, bt ? kb : n),
+				 bt ? errdetail("With b_transposed, the number of columns of a must equal the number of columns of b.") :
+				 errdetail("The number of columns of a must equal the number of rows of b."),
+				 bt ? 0 : errhint("Pass b_transposed => true if the rows of b are the columns to multiply by.")));
 	nelems = (int64) m * n;
 	bytes = ARR_OVERHEAD_NONULLS(2) + nelems * es;
 	if (nelems > (int64) MaxArraySize || bytes > MaxAllocSize)
@@ -159,7 +198,10 @@ matmul_arrays(FunctionCallInfo fcinfo, pggpu_dtype dtype, Oid elemtype)
 	A = pg_gpu_matmul_buffer(w, PGGPU_MM_A, (Size) m * ka * es, 0);
 	memcpy(A, ARR_DATA_PTR(a), (Size) m * ka * es);
 	B = pg_gpu_matmul_buffer(w, PGGPU_MM_B, (Size) kb * n * es, 0);
-	memcpy(B, ARR_DATA_PTR(b), (Size) kb * n * es);
+	if (bt)
+		transpose_into(B, ARR_DATA_PTR(b), n, kb, es);
+	else
+		memcpy(B, ARR_DATA_PTR(b), (Size) kb * n * es);
 	C = pg_gpu_matmul_buffer(w, PGGPU_MM_C, (Size) nelems * es, 0);
 	pg_gpu_matmul_run(w, dtype, m, n, ka, A, B, C);
 
@@ -208,6 +250,7 @@ matmul_tables_first(FunctionCallInfo fcinfo, FuncCallContext *fc)
 				kb;
 	PgGpuMatmul *w;
 	PgGpuMatNodes *nodes = NULL;
+	bool		bt = b_transposed_arg(fcinfo, 4);
 	TimestampTz t0,
 				t1,
 				t2,
@@ -247,33 +290,58 @@ matmul_tables_first(FunctionCallInfo fcinfo, FuncCallContext *fc)
 		pg_gpu_matmul_nodes_shape(nodes, &a);
 	t2 = GetCurrentTimestamp();
 
-	/* shapes: a sparse operand widens to the other's inner dimension */
+	/*
+	 * shapes: a sparse operand widens to the other's inner dimension (b's
+	 * columns where b_transposed: its rows are the right operand's columns)
+	 */
 	ka = a.cols;
-	kb = b.rows;
+	kb = bt ? b.cols : b.rows;
 	if (a.sparse && ka < kb)
 		ka = a.cols = kb;
 	if (b.sparse && kb < ka)
-		kb = b.rows = ka;
+	{
+		kb = ka;
+		if (bt)
+			b.cols = ka;
+		else
+			b.rows = ka;
+	}
 	if (ka != kb)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("matrix dimensions do not match: \"%s\" is %lld x %lld, \"%s\" is %lld x %lld",
 						a.relname, (long long) a.rows, (long long) a.cols,
 						b.relname, (long long) b.rows, (long long) b.cols),
+				 bt ? errdetail("With b_transposed, the number of columns of a must equal the number of columns of b.") :
 				 errdetail("The number of columns of a must equal the number of rows of b."),
-				 (a.sparse || b.sparse) ? errhint("A sparse matrix takes the larger of its largest id and the other matrix's size, but cannot shrink.") : 0));
-	if (b.cols > (int64) MaxArraySize ||
-		ARR_OVERHEAD_NONULLS(1) + (Size) b.cols * sizeof(double) > MaxAllocSize)
+				 (a.sparse || b.sparse) ? errhint("A sparse matrix takes the larger of its largest id and the other matrix's size, but cannot shrink.") :
+				 bt ? 0 : errhint("Pass b_transposed => true if the rows of b are the columns to multiply by.")));
+	res->m = a.rows;
+	res->n = bt ? b.rows : b.cols;
+	if (res->n > (int64) MaxArraySize ||
+		ARR_OVERHEAD_NONULLS(1) + (Size) res->n * sizeof(double) > MaxAllocSize)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("result rows of %lld elements are too long for an array", (long long) b.cols)));
+				 errmsg("result rows of %lld elements are too long for an array", (long long) res->n)));
 	if (a.sparse)
 		pg_gpu_mat_densify(&a, w, PGGPU_MM_A);
 	if (b.sparse)
 		pg_gpu_mat_densify(&b, w, PGGPU_MM_B);
+	if (bt)
+	{
+		/*
+		 * b^T into b's buffer, through the result's (taken as large as b
+		 * first: within pg_gpu.max_memory like the rest)
+		 */
+		Size		bbytes = (Size) b.rows * b.cols * sizeof(double);
+		char	   *tmp = pg_gpu_matmul_buffer(w, PGGPU_MM_C, Max(bbytes, (Size) res->m * res->n * sizeof(double)), 0);
 
-	res->m = a.rows;
-	res->n = b.cols;
+		transpose_into(tmp, (const char *) b.data, b.rows, b.cols, sizeof(double));
+		memcpy(b.data, tmp, bbytes);
+		b.rows = kb;
+		b.cols = res->n;
+	}
+
 	t3 = GetCurrentTimestamp();
 	res->c = pg_gpu_matmul_buffer(w, PGGPU_MM_C, (Size) res->m * res->n * sizeof(double), 0);
 	t4 = GetCurrentTimestamp();
