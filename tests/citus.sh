@@ -305,6 +305,8 @@ check "gpu_matmul('a'::regclass, 'b'): distributed dense a x local b = the produ
   "$(matmul_same "'a'::regclass, 'b'::regclass" "'a_local'::regclass, 'b'::regclass" 200)"
 check "gpu_matmul('a', 's'): distributed dense a x distributed sparse s = the product of the local copies" \
   "$(matmul_same "'a'::regclass, 's'::regclass" "'a_local'::regclass, 's_local'::regclass" 200)"
+check "gpu_matmul('a', 'a_local', b_transposed => true): distributed a x a^T = the product of the local copies" \
+  "$(matmul_same "'a'::regclass, 'a_local'::regclass, b_transposed => true" "'a_local'::regclass, 'a_local'::regclass, b_transposed => true" 200)"
 
 # ---- gpu_matmul on the workers (src/citus_matmul.c) ------------------------
 # debug1 SQL: the DEBUG1 lines of SQL on the coordinator
