@@ -234,36 +234,10 @@ typedef float vf __attribute__((vector_size(8 * sizeof(float))));
 
 /*
  * The plain loop's |x - c|^2 (over columns in order, each term rounded on
- * its own) for rows 0 .. rows8 - 1 of a tile (x: column j at x + j b; rows8
- * a multiple of 8) to centroids cc[q], into out[q]: a row a lane, each its
- * own chain in the plain order, a column of all the rows at a time (the
- * tile's columns are read contiguously).
- */
-CLONES static void
-plain_dists(const double *x, const float *xf, int64_t b, int rows8, const double *const *cc, int d,
-			double *out)
-{
-	for (int q = 0; q < rows8; q++)
-		out[q] = 0.0;
-	for (int j = 0; j < d; j++)
-		for (int q = 0; q < rows8; q += 8)
-		{
-			const double *const *c8 = cc + q;
-			vd			t,
-						acc,
-						c = {c8[0][j], c8[1][j], c8[2][j], c8[3][j], c8[4][j], c8[5][j], c8[6][j], c8[7][j]};
-
-			LOAD_ROWS(t, x, xf, j * b + q);
-			LOAD_VD(acc, out + q);
-			t -= c;
-			acc += t * t;
-			STORE_VD(out + q, acc);
-		}
-}
-
-/*
- * plain_dists to each row's own centroid, lab[q] of the k in Ct (d x k,
- * column j at Ct + j k): a column's centroid values for 8 rows gathered
+ * its own) for rows 0 .. rows8 - 1 of a tile (x: column j at x + j b, or
+ * xf; rows8 a multiple of 8) to each row's own centroid, lab[q] of the k in
+ * Ct (d x k, column j at Ct + j k), into out[q]: a row a lane, each its own
+ * chain in the plain order; a column's centroid values for 8 rows gathered
  * from one row of Ct, which stays in the nearest cache (gathered from 8
  * centroids apart, they took as long as the product)
  */
@@ -295,7 +269,7 @@ winner_dists(const double *x, const float *xf, int64_t b, int rows8, const int32
 }
 
 /*
- * plain_dists of np8 (row, centroid) pairs (a multiple of 8): pair p's row
+ * The same distances of np8 (row, centroid) pairs (a multiple of 8): pair p's row
  * pq[p] (column j at x + j b, or xf), centroid pc[p] of the k in Ct; 8
  * pairs a vector, their rows' and centroids' values gathered: 8 chains of
  * additions at once, where a near-tied row measured alone is one
@@ -359,16 +333,6 @@ resolve_pairs(const double *x, const float *xf, int64_t b, int np, int32_t *pq, 
 	}
 }
 
-/* row q's plain_dists to cc (the 8 rows around it measured) */
-static double
-plain_dist(const double *x, const float *xf, int64_t b, int q, const double *cc, int d)
-{
-	const double *cs[8] = {cc, cc, cc, cc, cc, cc, cc, cc};
-	double		out[8];
-
-	plain_dists(x ? x + (q & ~7) : NULL, xf ? xf + (q & ~7) : NULL, b, 8, cs, d, out);
-	return out[q & 7];
-}
 
 /*
  * xc (column-major, leading dimension P) := the rows8 rows at src (a
@@ -432,7 +396,7 @@ entry(const double *G, const float *Gf, int64_t i)
 
 void
 cpu_gemm_label(const cpu_gemm *g, int t, const double *src, const float *src32, int64_t b, int d,
-			   int rows, const double *C, int k, double *best, int32_t *lab)
+			   int rows, int k, double *best, int32_t *lab)
 {
 	int			P = g->panel;
 	int			rows8 = (rows + 7) & ~7;
@@ -521,16 +485,24 @@ cpu_gemm_label(const cpu_gemm *g, int t, const double *src, const float *src32, 
 				pq[np] = q, pc[np++] = cand[i];
 			continue;
 		}
+		/* (the pairs waiting first: the room is taken a buffer at a time) */
+		if (np > 0)
+			resolve_pairs(src, src32, b, np, pq, pc, pv, g->Ct, k, d, lab);
+		np = 0;
 		lab[q] = 0;
-		for (int i = 0; i < nc; i++)
+		for (int i0 = 0; i0 < nc; i0 += PAIRS)
 		{
-			double		v = plain_dist(src, src32, b, q, C + (int64_t) cand[i] * d, d);
+			int			n1 = nc - i0 < PAIRS ? nc - i0 : PAIRS;
 
-			if (v < bv)
-			{
-				bv = v;
-				lab[q] = cand[i];
-			}
+			for (int i = 0; i < ((n1 + 7) & ~7); i++)
+				pq[i] = q, pc[i] = cand[i0 + (i < n1 ? i : 0)];
+			pair_dists(src, src32, b, (n1 + 7) & ~7, pq, pc, g->Ct, k, d, pv);
+			for (int i = 0; i < n1; i++)
+				if (pv[i] < bv)
+				{
+					bv = pv[i];
+					lab[q] = cand[i0 + i];
+				}
 		}
 	}
 	if (np > 0)

@@ -49,10 +49,10 @@ void		cpu_gemm_centroids(cpu_gemm *g, const double *C, int k, int d);
 /*
  * Labels `rows` rows (rows <= panel; column j at src + j * b, or src32 +
  * j * b where the rows are floats, the other NULL; whole vectors of 8 rows
- * readable) on thread t's workspace: best[q] and lab[q] as nearest_block
- * gives them.
+ * readable) by the k centroids of the last cpu_gemm_centroids, on thread
+ * t's workspace: best[q] and lab[q] as nearest_block gives them.
  */
 void		cpu_gemm_label(const cpu_gemm *g, int t, const double *src, const float *src32, int64_t b,
-						   int d, int rows, const double *C, int k, double *best, int32_t *lab);
+						   int d, int rows, int k, double *best, int32_t *lab);
 
 #endif							/* PG_GPU_CPU_GEMM_H */

@@ -635,7 +635,7 @@ step_rows(pass *ps, part *pt, int t, bool caller)
 
 		if (!poll_pass(ps, caller))
 			break;
-		cpu_gemm_label(&s->gemm, t, src, src32, b, d, rows, s->C, k, best, lab);
+		cpu_gemm_label(&s->gemm, t, src, src32, b, d, rows, k, best, lab);
 		take_rows(s, ps->update, d, i0, rows, best, lab, src, src32, 1, b, sums, cnt, &changed,
 				  &inertia, x);
 	}

@@ -136,4 +136,37 @@ test_cpu_gemm(void)
 		km_free(&o);
 		data_free(&D);
 	}
+
+	/*
+	 * A row near-tied with more centroids than the pairs' room (2048): 2100
+	 * copies of one centroid tie every row, measured a room at a time; the
+	 * first copy wins, as in the plain loop
+	 */
+	for (int f = 0; f < 2; f++)
+	{
+		int64_t		n = 300;
+		int			d = 260,
+					k = 2100;
+		dataset		D;
+		double	   *C = (double *) xmalloc(sizeof(double) * k * d);
+		int32_t    *l1 = (int32_t *) xmalloc(sizeof(int32_t) * n),
+				   *l2 = (int32_t *) xmalloc(sizeof(int32_t) * n);
+		double	   *d1 = (double *) xmalloc(sizeof(double) * n),
+				   *d2 = (double *) xmalloc(sizeof(double) * n);
+
+		gemm_dtype = f ? PGGPU_FLOAT32 : PGGPU_FLOAT64;
+		set_case("cpu gemm: %d tied centroids%s", k, f ? ", float32" : "");
+		gen_blobs(&D, n, d, 3, 3.0, 77);
+		for (int64_t e = 0; e < n * d; e++)
+			D.X[e] = (float) D.X[e];
+		for (int c = 0; c < k; c++)
+			memcpy(C + (int64_t) c * d, D.X + 5 * d, sizeof(double) * d);
+		if (assign_forced(&D, C, k, PGGPU_LABEL_LLOYD, l1, d1) &&
+			assign_forced(&D, C, k, PGGPU_LABEL_GEMM, l2, d2))
+			CHECK(memcmp(l1, l2, sizeof(int32_t) * n) == 0 && memcmp(d1, d2, sizeof(double) * n) == 0 &&
+				  l2[0] == 0 && l2[n - 1] == 0,
+				  "gemm's labels or distances differ from the plain loop's (row 0: %d, %d)", l1[0], l2[0]);
+		free(C), free(l1), free(l2), free(d1), free(d2);
+		data_free(&D);
+	}
 }
