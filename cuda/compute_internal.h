@@ -75,7 +75,7 @@ struct pggpu_data
 	/*
 	 * pggpu_data_set_dtype FLOAT32: the rows are pushed as floats (the staging
 	 * buffers hold floats).  f32_held: and the backend holds them as floats
-	 * (the CPU backend, until pggpu_widen: values rewritten need doubles).
+	 * (the CPU backend, until its widen op: values rewritten need doubles).
 	 */
 	bool		f32;
 	bool		f32_held;
