@@ -26,6 +26,22 @@ SELECT s.sizes = w.sizes AS same_sizes, s.iterations = w.iterations AS same_iter
        abs(s.inertia - w.inertia) < 1e-12 * w.inertia AS same_inertia
 FROM streamed s, whole w;
 
+-- float32 rows (real[]) in parts too, a batch moved to the next part as
+-- floats: the fit of the same rows held whole, as above
+CREATE TABLE st_vec AS SELECT id, ARRAY[a, b, c, d]::real[] AS e FROM st_pts;
+RESET pg_gpu.kmeans_gpu_memory;
+CREATE TEMP TABLE whole32 AS
+SELECT * FROM gpu_kmeans_fit('st_vec', 5, columns => ARRAY['e'], id_column => 'id',
+                             init_centroids => (SELECT c FROM st_init), tol => 0, memberships => true);
+SET pg_gpu.kmeans_gpu_memory = '1MB';
+SELECT s.sizes = w.sizes AS same_sizes, s.iterations = w.iterations AS same_iterations,
+       s.ids = w.ids AND s.clusters IS NOT DISTINCT FROM w.clusters AS same_memberships,
+       (SELECT max(abs(x.v - y.v)) FROM unnest(s.centroids) WITH ORDINALITY x(v, i)
+        JOIN unnest(w.centroids) WITH ORDINALITY y(v, i) USING (i)) < 1e-12 * 40 AS centroids_within_1e_12
+FROM gpu_kmeans_fit('st_vec', 5, columns => ARRAY['e'], id_column => 'id',
+                    init_centroids => (SELECT c FROM st_init), tol => 0, memberships => true) s, whole32 w;
+DROP TABLE st_vec;
+
 -- the rest of k-means over parts: seeded fits find the 5 groups, scaling over
 -- every part, assignment by a model, choosing k
 SELECT count(DISTINCT (cluster, id % 5)) FILTER (WHERE cluster IS NOT NULL) AS pairs,
