@@ -537,6 +537,12 @@ typedef struct pggpu_sample pggpu_sample;
 
 pggpu_status pggpu_sample_open(pggpu_sample **out, int d, int64_t m, uint64_t seed,
 							   pggpu_error *err);
+/*
+ * The type the sample keeps its rows in (before the first offer; default
+ * FLOAT64): FLOAT32 for float32 values (offered as doubles, kept in half the
+ * memory; the same sample in the same order)
+ */
+pggpu_status pggpu_sample_set_dtype(pggpu_sample *s, pggpu_dtype dtype, pggpu_error *err);
 /* n rows offered: value j of row r at x[j * stride + r] */
 pggpu_status pggpu_sample_offer(pggpu_sample *s, const double *x, int64_t stride, int64_t n,
 								pggpu_error *err);
@@ -561,11 +567,12 @@ int64_t		pggpu_sample_offered(const pggpu_sample *s);
  */
 void		pggpu_sample_set_interrupts(pggpu_sample *s, pggpu_interrupt_fn fn, void *arg);
 /*
- * The sample, taken once the offers are over: its rows (row-major, d each)
- * and their order (row order[t] is the t-th: least priority first); returns
- * how many (-1: out of host memory).  Valid until close.
+ * The sample, taken once the offers are over: its rows (row-major, d each,
+ * doubles or floats as pggpu_sample_set_dtype said) and their order (row
+ * order[t] is the t-th: least priority first); returns how many (-1: out of
+ * host memory).  Valid until close.
  */
-int64_t		pggpu_sample_result(pggpu_sample *s, const double **rows, const int64_t **order);
+int64_t		pggpu_sample_result(pggpu_sample *s, const void **rows, const int64_t **order);
 void		pggpu_sample_close(pggpu_sample *s);
 
 /* ---- matrix products ---------------------------------------------------- */

@@ -13,7 +13,10 @@
  * hold their priorities (a row's values are looked at only on a tie), and
  * the hashing loop is built for each x86-64 level (target_clones).
  *
- * Host only, on both backends: the rows pass through the host anyway.
+ * Host only, on both backends: the rows pass through the host anyway.  A
+ * sample of float32 values (pggpu_sample_set_dtype) keeps them as floats,
+ * half the memory, and compares them as the doubles they are: the same
+ * sample, in the same order, as kept in doubles.
  */
 #include "compute_internal.h"
 
@@ -41,7 +44,9 @@ struct pggpu_sample
 	int64_t		offered;
 	int64_t		kept;			/* rows in the heap (<= m) */
 	int64_t		cap;			/* slots allocated */
-	double	   *rows;			/* cap x d, row-major, by slot */
+	double	   *rows;			/* cap x d, row-major, by slot (NULL: f32) */
+	float	   *rows32;			/* the same as floats (f32) */
+	bool		f32;
 	entry	   *heap;			/* max-heap of (prio, values) */
 	int64_t    *order;			/* the result's slots, least first */
 	uint64_t   *hash;			/* an offer's priorities (scratch) */
@@ -67,13 +72,20 @@ struct pggpu_sample
 	int64_t		offers;
 };
 
+/* value j of the row kept in slot, as a double */
+static inline double
+kept_value(const pggpu_sample *s, int64_t slot, int j)
+{
+	return s->f32 ? (double) s->rows32[slot * s->d + j] : s->rows[slot * s->d + j];
+}
+
 /* the pending rows into their slots */
 static void
 flush_pending(pggpu_sample *s)
 {
 	int			d = s->d;
 
-	if (s->cs == 1)
+	if (s->cs == 1 && !s->f32)
 		for (int64_t i = 0; i < s->npend; i++)
 			memcpy(s->rows + s->pend_slot[i] * d, s->x + s->pend_r[i] * s->rs, sizeof(double) * d);
 	else
@@ -83,11 +95,22 @@ flush_pending(pggpu_sample *s)
 
 			for (int64_t i = 0; i < s->npend; i++)
 			{
-				double	   *dst = s->rows + s->pend_slot[i] * d;
 				const double *src = s->x + s->pend_r[i] * s->rs;
 
-				for (int j = j0; j < j1; j++)
-					dst[j] = src[(int64_t) j * s->cs];
+				if (s->f32)
+				{
+					float	   *dst = s->rows32 + s->pend_slot[i] * d;
+
+					for (int j = j0; j < j1; j++)
+						dst[j] = (float) src[(int64_t) j * s->cs];
+				}
+				else
+				{
+					double	   *dst = s->rows + s->pend_slot[i] * d;
+
+					for (int j = j0; j < j1; j++)
+						dst[j] = src[(int64_t) j * s->cs];
+				}
 			}
 		}
 	s->npend = 0;
@@ -115,35 +138,47 @@ value_term(double v, int j)
 static int
 compare_entries(pggpu_sample *s, const entry *a, const entry *b)
 {
-	const double *x;
-	const double *y;
-
 	if (a->prio != b->prio)
 		return a->prio < b->prio ? -1 : 1;
 	flush_pending(s);
-	x = s->rows + a->slot * s->d;
-	y = s->rows + b->slot * s->d;
 	for (int j = 0; j < s->d; j++)
-		if (x[j] != y[j])
-			return x[j] < y[j] ? -1 : 1;
-	return memcmp(x, y, sizeof(double) * s->d);
+	{
+		double		x = kept_value(s, a->slot, j),
+					y = kept_value(s, b->slot, j);
+
+		if (x != y)
+			return x < y ? -1 : 1;
+	}
+	for (int j = 0; j < s->d; j++)
+	{
+		double		x = kept_value(s, a->slot, j),
+					y = kept_value(s, b->slot, j);
+		int			c = memcmp(&x, &y, sizeof(double));
+
+		if (c != 0)
+			return c;
+	}
+	return 0;
 }
 
 /* the same against a row not yet in a slot: value j at x[j * stride] */
 static int
 compare_row(pggpu_sample *s, uint64_t prio, const double *x, int64_t stride, const entry *b)
 {
-	const double *y = s->rows + b->slot * s->d;
-
 	if (prio != b->prio)
 		return prio < b->prio ? -1 : 1;
 	flush_pending(s);
 	for (int j = 0; j < s->d; j++)
-		if (x[j * stride] != y[j])
-			return x[j * stride] < y[j] ? -1 : 1;
+	{
+		double		y = kept_value(s, b->slot, j);
+
+		if (x[j * stride] != y)
+			return x[j * stride] < y ? -1 : 1;
+	}
 	for (int j = 0; j < s->d; j++)
 	{
-		int			c = memcmp(&x[j * stride], &y[j], sizeof(double));
+		double		y = kept_value(s, b->slot, j);
+		int			c = memcmp(&x[j * stride], &y, sizeof(double));
 
 		if (c != 0)
 			return c;
@@ -209,12 +244,24 @@ pggpu_sample_open(pggpu_sample **out, int d, int64_t m, uint64_t seed, pggpu_err
 	return PGGPU_OK;
 }
 
+pggpu_status
+pggpu_sample_set_dtype(pggpu_sample *s, pggpu_dtype dtype, pggpu_error *err)
+{
+	if (dtype != PGGPU_FLOAT64 && dtype != PGGPU_FLOAT32)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "no such value type: %d", (int) dtype);
+	if (s->offers > 0)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "the value type of a sample is set before its first offer");
+	s->f32 = dtype == PGGPU_FLOAT32;
+	return PGGPU_OK;
+}
+
 /* room for at least want slots (doubling, up to m) */
 static pggpu_status
 grow(pggpu_sample *s, int64_t want, pggpu_error *err)
 {
 	int64_t		cap = s->cap ? s->cap : 1024;
-	double	   *rows;
+	size_t		vb = s->f32 ? sizeof(float) : sizeof(double);
+	void	   *rows;
 	entry	   *heap;
 	int64_t    *stamp;
 	int64_t    *pidx;
@@ -228,9 +275,11 @@ grow(pggpu_sample *s, int64_t want, pggpu_error *err)
 	if ((uint64_t) cap > SIZE_MAX / sizeof(double) / (uint64_t) (s->d + 4))
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "a sample of %lld rows of %d values is too large",
 						  (long long) s->m, s->d);
-	rows = (double *) realloc(s->rows, sizeof(double) * (size_t) cap * s->d);
-	if (rows)
-		s->rows = rows;
+	rows = realloc(s->f32 ? (void *) s->rows32 : (void *) s->rows, vb * (size_t) cap * s->d);
+	if (rows && s->f32)
+		s->rows32 = (float *) rows;
+	else if (rows)
+		s->rows = (double *) rows;
 	heap = (entry *) realloc(s->heap, sizeof(entry) * cap);
 	if (heap)
 		s->heap = heap;
@@ -404,7 +453,7 @@ pggpu_sample_offered(const pggpu_sample *s)
 }
 
 int64_t
-pggpu_sample_result(pggpu_sample *s, const double **rows, const int64_t **order)
+pggpu_sample_result(pggpu_sample *s, const void **rows, const int64_t **order)
 {
 	/* heapsort: the largest to the end, so heap[] ends ascending */
 	if (!s->sorted)
@@ -427,7 +476,7 @@ pggpu_sample_result(pggpu_sample *s, const double **rows, const int64_t **order)
 			s->order[t] = s->heap[t].slot;
 		s->sorted = true;
 	}
-	*rows = s->rows;
+	*rows = s->f32 ? (const void *) s->rows32 : (const void *) s->rows;
 	*order = s->order;
 	return s->kept;
 }
@@ -438,6 +487,7 @@ pggpu_sample_close(pggpu_sample *s)
 	if (s == NULL)
 		return;
 	free(s->rows);
+	free(s->rows32);
 	free(s->heap);
 	free(s->order);
 	free(s->stamp);

@@ -102,10 +102,22 @@ SELECT sizes = (SELECT sizes FROM whole) AS every_row
 FROM gpu_kmeans_fit('sp_pts', 4, columns => ARRAY['a', 'b', 'c'], seed => 3, sample => NULL);
 SELECT * FROM gpu_kmeans_fit('sp_pts', 4, columns => ARRAY['a', 'b', 'c'], sample => 3);
 SELECT * FROM gpu_kmeans_choose_k('sp_pts', ARRAY[2, 40], columns => ARRAY['a', 'b', 'c'], sample => 30);
--- a sample counts against pg_gpu.max_memory (8 bytes a value)
+-- a sample counts against pg_gpu.max_memory (8 bytes a value; 4 for float32 values)
 SET pg_gpu.max_memory = '100kB';
 SELECT iterations > 0 FROM gpu_kmeans_fit('sp_pts', 4, columns => ARRAY['a', 'b', 'c'], sample => 1000);
 SELECT iterations FROM gpu_kmeans_fit('sp_pts', 4, columns => ARRAY['a', 'b', 'c'], sample => 100000);
 RESET pg_gpu.max_memory;
+-- float32 rows (real[]) are kept as floats (4 bytes a value): the sample and
+-- the fit of the same values as doubles, and every row labelled the same
+CREATE TABLE sp_vec AS SELECT id, ARRAY[a, b, c]::real[] AS e, ARRAY[a, b, c]::real[]::float8[] AS e8 FROM sp_pts;
+SELECT (SELECT (centroids, sizes, inertia, iterations, model->'sample')::text
+        FROM gpu_kmeans_fit('sp_vec', 4, columns => ARRAY['e'], id_column => 'id', seed => 3, sample => 1000)) =
+       (SELECT (centroids, sizes, inertia, iterations, model->'sample')::text
+        FROM gpu_kmeans_fit('sp_vec', 4, columns => ARRAY['e8'], id_column => 'id', seed => 3, sample => 1000))
+       AS float32_same;
+SELECT count(*) FILTER (WHERE a.cluster IS DISTINCT FROM b.cluster) AS differ
+FROM gpu_kmeans('sp_vec', 4, columns => ARRAY['e'], id_column => 'id', seed => 3, sample => 1000) a
+     JOIN gpu_kmeans('sp_vec', 4, columns => ARRAY['e8'], id_column => 'id', seed => 3, sample => 1000) b USING (id);
+DROP TABLE sp_vec;
 DROP VIEW sp_view;
 DROP TABLE sp_pts, sp_shuffled;

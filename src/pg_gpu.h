@@ -248,8 +248,8 @@ extern void pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column
  */
 extern void pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column,
 								  bool id_required, bool normalize, int64 sample, PgGpuSource *src);
-/* pg_gpu.max_memory against a sample of rows rows (ERROR past it) */
-extern void pg_gpu_check_sample_memory(const PgGpuSource *src, int64 rows);
+/* pg_gpu.max_memory against a sample of rows rows held as dtype (ERROR past it) */
+extern void pg_gpu_check_sample_memory(const PgGpuSource *src, pggpu_dtype dtype, int64 rows);
 /*
  * the same for a labelling that streams the rows (pg_gpu_label_rows) and
  * keeps rows ids, labels and distances: 20 bytes a row (pre, post: the
@@ -504,8 +504,11 @@ extern void pg_gpu_sink_end(PgGpuSink *sink, PgGpuRows *rows);
  */
 extern void pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, const uint64 *sample_seed,
 							  pggpu_dtype dtype, PgGpuPartConsumer consume, void *arg);
-/* m rows (row-major, src->ncols each; row order[t] the t-th, order NULL: in turn) into data */
-extern void pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const double *x,
+/*
+ * m rows (row-major, src->ncols each, doubles or, into a FLOAT32 set,
+ * floats as dtype says; row order[t] the t-th, order NULL: in turn) into data
+ */
+extern void pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const void *x, pggpu_dtype dtype,
 							 const int64 *order, int64 m);
 
 /* ---- the k-means functions' arguments (kmeans_args.c) ---- */

@@ -97,11 +97,10 @@ pg_gpu_source_dtype(const PgGpuSource *src)
 	}
 }
 
-/* (the sample holds its rows as doubles) */
 void
-pg_gpu_check_sample_memory(const PgGpuSource *src, int64 rows)
+pg_gpu_check_sample_memory(const PgGpuSource *src, pggpu_dtype dtype, int64 rows)
 {
-	check_rows_memory(src, PGGPU_FLOAT64, rows, false, "A sample of ", " so far");
+	check_rows_memory(src, dtype, rows, false, "A sample of ", " so far");
 }
 
 void
@@ -370,7 +369,8 @@ pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column,
 	{
 		/* (unknown: the sample is checked as it grows) */
 		if (src->expected_rows > 0)
-			check_rows_memory(src, PGGPU_FLOAT64, Min(src->expected_rows, sample), false, "A sample of about ", "");
+			check_rows_memory(src, pg_gpu_source_dtype(src), Min(src->expected_rows, sample), false,
+							  "A sample of about ", "");
 	}
 	else if (src->expected_rows > 0)
 		check_rows_memory(src, pg_gpu_source_dtype(src), src->expected_rows, src->idname != NULL,
@@ -739,13 +739,17 @@ pg_gpu_read_sources(const PgGpuSource *srcs, int nsrcs, PgGpuData *data, bool wa
 }
 
 void
-pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const double *x, const int64 *order,
-				 int64 m)
+pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const void *x, pggpu_dtype dtype,
+				 const int64 *order, int64 m)
 {
 	SoaSink    *s = (SoaSink *) pg_gpu_sink_begin(src, data, false);
 	PgGpuRows	rows;
 	int			d = src->ncols;
+	const float *x32 = dtype == PGGPU_FLOAT32 ? (const float *) x : NULL;
 
+	/* (floats go to a FLOAT32 set: they could not be widened back into a FLOAT64 one's place) */
+	if (x32 && s->batch32 == NULL)
+		elog(ERROR, "pg_gpu: float rows pushed into a float64 data set");
 	/* straight into the staging batches, as soa_consume fills them */
 	for (int64 at = 0; at < m;)
 	{
@@ -755,16 +759,24 @@ pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const double *x, const
 		for (int64 r0 = 0; r0 < n; r0 += 16)
 		{
 			int64		r1 = Min(r0 + 16, n);
-			const double *row[16];
+			int64		from[16];
 
 			for (int64 r = r0; r < r1; r++)
-				row[r - r0] = x + (order ? order[at + r] : at + r) * d;
+				from[r - r0] = (order ? order[at + r] : at + r) * d;
 			for (int j = 0; j < d; j++)
 			{
 				double		col[16];
 
+				if (x32)
+				{
+					float	   *dst = s->batch32 + j * s->batch_rows + s->fill + r0;
+
+					for (int64 r = r0; r < r1; r++)
+						dst[r - r0] = x32[from[r - r0] + j];
+					continue;
+				}
 				for (int64 r = r0; r < r1; r++)
-					col[r - r0] = row[r - r0][j];
+					col[r - r0] = ((const double *) x)[from[r - r0] + j];
 				sink_column(s, j, s->fill + r0, col, r1 - r0);
 			}
 		}

@@ -19,6 +19,7 @@ typedef struct SampleSink
 {
 	const PgGpuSource *src;
 	pggpu_sample *sample;
+	pggpu_dtype dtype;			/* what it keeps its rows as: the data set's type */
 	int64		m;
 	int64		ninvalid;
 	instr_time	busy;			/* in the offers: the leader's own share of the read */
@@ -40,7 +41,7 @@ sample_consume(void *arg, const PgGpuPart *p)
 	s->ninvalid += p->nbad;
 	INSTR_TIME_SET_CURRENT(end);
 	INSTR_TIME_ACCUM_DIFF(s->busy, end, start);
-	pg_gpu_check_sample_memory(s->src, Min(pggpu_sample_offered(s->sample), s->m));
+	pg_gpu_check_sample_memory(s->src, s->dtype, Min(pggpu_sample_offered(s->sample), s->m));
 	pg_gpu_progress(false, "reading, %lld rows", (long long) pggpu_sample_offered(s->sample));
 }
 
@@ -60,7 +61,7 @@ pg_gpu_read_sample(const PgGpuSource *src, PgGpuData *data, int64 m, uint64 seed
 	SampleSink *s = palloc0(sizeof(SampleSink));
 	MemoryContextCallback *cb = palloc0(sizeof(MemoryContextCallback));
 	pggpu_error err = {0};
-	const double *x;
+	const void *x;
 	const int64_t *order;
 	int64		got;
 	int64		usable;
@@ -71,12 +72,16 @@ pg_gpu_read_sample(const PgGpuSource *src, PgGpuData *data, int64 m, uint64 seed
 
 	s->src = src;
 	s->m = m;
+	/* float32 values kept as floats (half the memory): the same sample */
+	s->dtype = data->dtype;
 	if (pggpu_sample_open(&s->sample, src->ncols, m, seed, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
-	pggpu_sample_set_interrupts(s->sample, pg_gpu_check_interrupts, NULL);
 	cb->func = sample_release;
 	cb->arg = s;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, cb);
+	if (pggpu_sample_set_dtype(s->sample, s->dtype, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	pggpu_sample_set_interrupts(s->sample, pg_gpu_check_interrupts, NULL);
 	INSTR_TIME_SET_CURRENT(t0);
 	pg_gpu_read_parts(src, false, &seed, PGGPU_FLOAT64, sample_consume, s);
 	INSTR_TIME_SET_CURRENT(t1);
@@ -87,7 +92,7 @@ pg_gpu_read_sample(const PgGpuSource *src, PgGpuData *data, int64 m, uint64 seed
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of host memory for the order of a sample of %lld rows", (long long) m)));
 	INSTR_TIME_SET_CURRENT(t2);
-	pg_gpu_push_rows(src, data, x, (const int64 *) order, got);
+	pg_gpu_push_rows(src, data, x, s->dtype, (const int64 *) order, got);
 	INSTR_TIME_SET_CURRENT(t3);
 	INSTR_TIME_SUBTRACT(t3, t2);
 	INSTR_TIME_SUBTRACT(t2, t1);

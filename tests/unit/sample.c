@@ -16,6 +16,7 @@
  */
 static bool given_prio;
 static bool by_rows;			/* offered row-major (given_prio too) */
+static bool kept_f32;			/* kept as floats (pggpu_sample_set_dtype) */
 
 static int64_t
 sample_rows(const dataset *D, const int64_t *perm, int64_t chunk, int64_t m, uint64_t seed,
@@ -24,13 +25,14 @@ sample_rows(const dataset *D, const int64_t *perm, int64_t chunk, int64_t m, uin
 	uint64_t   *prio = xmalloc(sizeof(uint64_t) * chunk);
 	pggpu_error err = {0};
 	pggpu_sample *s;
-	const double *rows;
+	const void *rows;
 	const int64_t *order;
 	int64_t		got;
 	int			d = D->d;
 	double	   *col;
 
-	if (pggpu_sample_open(&s, d, m, seed, &err) != PGGPU_OK)
+	if (pggpu_sample_open(&s, d, m, seed, &err) != PGGPU_OK ||
+		(kept_f32 && pggpu_sample_set_dtype(s, PGGPU_FLOAT32, &err) != PGGPU_OK))
 	{
 		CHECK(false, "sample_open: %s", err.msg);
 		return -1;
@@ -65,7 +67,9 @@ sample_rows(const dataset *D, const int64_t *perm, int64_t chunk, int64_t m, uin
 		  (long long) D->n);
 	got = pggpu_sample_result(s, &rows, &order);
 	for (int64_t t = 0; t < got; t++)
-		memcpy(out + t * d, rows + order[t] * d, sizeof(double) * d);
+		for (int j = 0; j < d; j++)
+			out[t * d + j] = kept_f32 ? (double) ((const float *) rows)[order[t] * d + j] :
+				((const double *) rows)[order[t] * d + j];
 	free(col);
 	free(prio);
 	pggpu_sample_close(s);
@@ -130,6 +134,11 @@ test_sample(void)
 		gc = sample_rows(&D, perm, 61, m, 5, b);
 		by_rows = given_prio = false;
 		CHECK(gc == m && memcmp(a, b, sizeof(double) * m * d) == 0, "rows offered row-major gave another sample");
+		/* float32 values kept as floats: the same sample, the same order */
+		kept_f32 = true;
+		gc = sample_rows(&D, perm, 29, m, 5, b);
+		kept_f32 = false;
+		CHECK(gc == m && memcmp(a, b, sizeof(double) * m * d) == 0, "kept as floats gave another sample");
 		/* another seed, another sample */
 		sample_rows(&D, NULL, n, m, 6, b);
 		CHECK(memcmp(a, b, sizeof(double) * m * d) != 0, "seeds 5 and 6 gave the same sample");
@@ -208,7 +217,7 @@ test_sample(void)
 		pggpu_sample *s = NULL;
 		int64_t		nr = 140000;
 		double	   *x = xmalloc(sizeof(double) * nr * 2);
-		const double *rows;
+		const void *rows;
 		const int64_t *order;
 
 		for (int64_t i = 0; i < nr * 2; i++)
@@ -243,13 +252,15 @@ test_sample(void)
 		if (pggpu_sample_open(&s, 2, 4, 1, &err) == PGGPU_OK)
 		{
 			double		x[6] = {1, 2, 3, 4, 5, 6};
-			const double *rows;
+			const void *rows;
 			const int64_t *order;
 
 			CHECK(pggpu_sample_offer_rows(s, x, 3, NULL, &err) == PGGPU_ERR_INVALID,
 				  "rows offered row by row without their priorities accepted");
 			CHECK(pggpu_sample_offer(s, x, 3, 3, &err) == PGGPU_OK && pggpu_sample_offered(s) == 3,
 				  "three rows offered: %lld counted", (long long) pggpu_sample_offered(s));
+			CHECK(pggpu_sample_set_dtype(s, PGGPU_FLOAT32, &err) == PGGPU_ERR_INVALID,
+				  "a sample's type changed after an offer");
 			CHECK(pggpu_sample_result(s, &rows, &order) == 3, "a sample of 4 from 3 rows is not the 3");
 			CHECK(pggpu_sample_offer(s, x, 3, 3, &err) == PGGPU_ERR_INVALID,
 				  "rows offered to a sample already taken accepted");
