@@ -18,6 +18,7 @@
 #include "compute_internal.h"
 #include "blocks.h"
 #include "gemm.h"
+#include "state.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -42,157 +43,6 @@
 #define MAX_PARTS 64
 #define PART_SUMS_BYTES ((int64_t) 128 << 20)	/* all parts' sums, at most */
 
-typedef struct __attribute__((aligned(64))) part
-{
-	int64_t		start;			/* rows start .. end - 1 */
-	int64_t		end;
-	int64_t		pos;			/* the next row of this pass */
-	int64_t		changed;		/* Lloyd pass */
-	double		inertia;
-	double	   *sums;			/* k x d, or NULL: the state's own */
-	int64_t    *cnt;			/* k, or NULL: the state's own */
-	double		best;			/* k-means++ draw: best key, its block */
-	int64_t		row;
-} part;
-
-typedef struct cpu_state
-{
-	double	   *X;				/* tiled SoA, cap_tiles tiles (NULL while Xf holds them) */
-	float	   *Xf;				/* the same as floats, while ds->f32_held, else NULL */
-	int64_t		cap_tiles;
-	bool		finished;		/* a partial batch was pushed */
-	/* k-means state */
-	double	   *C;
-	int32_t    *labels;
-	double	   *dist2;
-	double	   *sums;
-	int64_t    *cnt;
-	double	   *xb;				/* a block of rows a thread, column j at
-								 * xb + t * RB * d + j * RB */
-	int			nthreads;		/* threads xb has room for */
-	int			nparts;
-	part	   *parts;
-	double	   *part_sums;		/* nparts x (k x d, padded to a cache line) */
-	int64_t    *part_cnt;		/* nparts x (k, padded to a cache line) */
-	/* the PGGPU_PICK_SAMPLE draw km_point made in its pass (see next_key) */
-	bool		drawn;
-	uint64_t	drawn_key;
-	int64_t		drawn_row;
-	double	   *rw;				/* km_weights, or NULL */
-	cpu_gemm	gemm;			/* the GEMM route (gemm.ob NULL: off) */
-	bool		gemm_tried;		/* since km_begin */
-	bool		summed;			/* sums and cnt are the last step's (it updated) */
-} cpu_state;
-
-#define ST(ds) ((cpu_state *) (ds)->impl)
-#define TILE(ds) ((int64_t) 1 << (ds)->log_b)
-
-static pggpu_status
-oom(pggpu_error *err, int64_t bytes)
-{
-	return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY,
-					  "out of host memory allocating %.1f MB", bytes / 1048576.0);
-}
-
-static pggpu_status
-ensure_tiles(pggpu_data *ds, int64_t tiles, pggpu_error *err)
-{
-	cpu_state  *s = ST(ds);
-	int64_t		tile_bytes = TILE(ds) * ds->d * (int64_t) (ds->f32_held ? sizeof(float) : sizeof(double));
-	int64_t		cap = s->cap_tiles ? s->cap_tiles : 1;
-	void	   *x;
-
-	if (tiles <= s->cap_tiles)
-		return PGGPU_OK;
-	while (cap < tiles)
-		cap *= 2;
-	x = realloc(ds->f32_held ? (void *) s->Xf : (void *) s->X, cap * tile_bytes);
-	if (x == NULL)
-		return oom(err, cap * tile_bytes);
-	if (ds->f32_held)
-		s->Xf = (float *) x;
-	else
-		s->X = (double *) x;
-	s->cap_tiles = cap;
-	return PGGPU_OK;
-}
-
-/* rows pushed as floats are held as floats (set before the first push) */
-static pggpu_status
-cpu_dtype(pggpu_data *ds, pggpu_error *err)
-{
-	cpu_state  *s = ST(ds);
-
-	free(s->X);
-	free(s->Xf);
-	s->X = NULL;
-	s->Xf = NULL;
-	s->cap_tiles = 0;
-	ds->f32_held = ds->f32;
-	return ensure_tiles(ds, 1, err);
-}
-
-/* the rows as doubles from now on (their values about to be rewritten) */
-static pggpu_status
-cpu_widen(pggpu_data *ds, pggpu_error *err)
-{
-	cpu_state  *s = ST(ds);
-	int64_t		len = s->cap_tiles * TILE(ds) * ds->d;
-	double	   *x;
-
-	if (!ds->f32_held)
-		return PGGPU_OK;
-	if ((x = (double *) malloc(sizeof(double) * len)) == NULL)
-		return oom(err, sizeof(double) * len);
-	for (int64_t i = 0; i < len; i++)
-		x[i] = s->Xf[i];
-	free(s->Xf);
-	s->Xf = NULL;
-	s->X = x;
-	ds->f32_held = false;
-	return PGGPU_OK;
-}
-
-static pggpu_status
-cpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
-{
-	(void) gpu_index;
-	(void) expected_rows;
-	ds->impl = calloc(1, sizeof(cpu_state));
-	if (ds->impl == NULL)
-		return oom(err, sizeof(cpu_state));
-	return ensure_tiles(ds, 1, err);
-}
-
-/* the staging buffer is the next tile of the data itself: no copy */
-static void *
-cpu_batch(pggpu_data *ds)
-{
-	int64_t		at = (ds->n >> ds->log_b) * TILE(ds) * ds->d;
-
-	return ds->f32_held ? (void *) (ST(ds)->Xf + at) : (void *) (ST(ds)->X + at);
-}
-
-static pggpu_status
-cpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
-{
-	cpu_state  *s = ST(ds);
-	char	   *t = (char *) cpu_batch(ds);
-	int64_t		b = TILE(ds);
-	size_t		size = ds->f32_held ? sizeof(float) : sizeof(double);
-
-	if (s->finished)
-		return pggpu_fail(err, PGGPU_ERR_INVALID, "no batch may follow a partial batch");
-	for (int j = 0; j < ds->d && nrows < b; j++)
-		memset(t + (j * b + nrows) * size, 0, size * (b - nrows));
-	ds->n += nrows;
-	if (nrows < b)
-	{
-		s->finished = true;
-		return PGGPU_OK;
-	}
-	return ensure_tiles(ds, (ds->n >> ds->log_b) + 1, err);
-}
 
 static void
 cpu_km_free(cpu_state *s)
@@ -221,37 +71,6 @@ cpu_close(pggpu_data *ds)
 	free(s->rw);
 	free(s);
 	ds->impl = NULL;
-}
-
-double *
-pggpu_cpu_rows(pggpu_data *ds)
-{
-	return ST(ds)->X;
-}
-
-const float *
-pggpu_cpu_rows_f32(pggpu_data *ds)
-{
-	return ST(ds)->Xf;
-}
-
-const double *
-pggpu_cpu_block(pggpu_data *ds, int64_t i0, double *buf, int64_t *stride)
-{
-	cpu_state  *s = ST(ds);
-	int64_t		b = TILE(ds);
-	int64_t		at = pggpu_at(i0, 0, ds->d, ds->log_b);
-
-	if (!ds->f32_held)
-	{
-		*stride = b;
-		return s->X + at;
-	}
-	for (int j = 0; j < ds->d; j++)
-		for (int q = 0; q < RB; q++)
-			buf[j * RB + q] = s->Xf[at + j * b + q];
-	*stride = RB;
-	return buf;
 }
 
 /* zeroed memory on whole 64-byte cache lines, or NULL */
@@ -1035,11 +854,11 @@ pggpu_cpu_draw_state(pggpu_data *ds, const double **dist2, const double **rw)
 }
 
 const pggpu_ops pggpu_cpu_ops = {
-	.open = cpu_open,
-	.batch = cpu_batch,
-	.dtype = cpu_dtype,
-	.widen = cpu_widen,
-	.push = cpu_push,
+	.open = pggpu_cpu_open,
+	.batch = pggpu_cpu_batch,
+	.dtype = pggpu_cpu_dtype,
+	.widen = pggpu_cpu_widen,
+	.push = pggpu_cpu_push,
 	.close = cpu_close,
 	.range = pggpu_cpu_range,
 	.scale = pggpu_cpu_scale,

@@ -1,0 +1,144 @@
+/*
+ * cpu/rows.c - the CPU backend's rows: tiles of the data set itself (its
+ * staging batch is the next tile: no copy), of doubles, or of floats for a
+ * FLOAT32 set (4 bytes a value) until an op that rewrites the values widens
+ * them; and the views the passes read them through (a block of rows as
+ * doubles, a value).
+ */
+#include "compute_internal.h"
+#include "blocks.h"
+#include "state.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static pggpu_status
+ensure_tiles(pggpu_data *ds, int64_t tiles, pggpu_error *err)
+{
+	cpu_state  *s = ST(ds);
+	int64_t		tile_bytes = TILE(ds) * ds->d * (int64_t) (ds->f32_held ? sizeof(float) : sizeof(double));
+	int64_t		cap = s->cap_tiles ? s->cap_tiles : 1;
+	void	   *x;
+
+	if (tiles <= s->cap_tiles)
+		return PGGPU_OK;
+	while (cap < tiles)
+		cap *= 2;
+	x = realloc(ds->f32_held ? (void *) s->Xf : (void *) s->X, cap * tile_bytes);
+	if (x == NULL)
+		return oom(err, cap * tile_bytes);
+	if (ds->f32_held)
+		s->Xf = (float *) x;
+	else
+		s->X = (double *) x;
+	s->cap_tiles = cap;
+	return PGGPU_OK;
+}
+
+/* rows pushed as floats are held as floats (set before the first push) */
+pggpu_status
+pggpu_cpu_dtype(pggpu_data *ds, pggpu_error *err)
+{
+	cpu_state  *s = ST(ds);
+
+	free(s->X);
+	free(s->Xf);
+	s->X = NULL;
+	s->Xf = NULL;
+	s->cap_tiles = 0;
+	ds->f32_held = ds->f32;
+	return ensure_tiles(ds, 1, err);
+}
+
+/* the rows as doubles from now on (their values about to be rewritten) */
+pggpu_status
+pggpu_cpu_widen(pggpu_data *ds, pggpu_error *err)
+{
+	cpu_state  *s = ST(ds);
+	int64_t		len = s->cap_tiles * TILE(ds) * ds->d;
+	double	   *x;
+
+	if (!ds->f32_held)
+		return PGGPU_OK;
+	if ((x = (double *) malloc(sizeof(double) * len)) == NULL)
+		return oom(err, sizeof(double) * len);
+	for (int64_t i = 0; i < len; i++)
+		x[i] = s->Xf[i];
+	free(s->Xf);
+	s->Xf = NULL;
+	s->X = x;
+	ds->f32_held = false;
+	return PGGPU_OK;
+}
+
+pggpu_status
+pggpu_cpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
+{
+	(void) gpu_index;
+	(void) expected_rows;
+	ds->impl = calloc(1, sizeof(cpu_state));
+	if (ds->impl == NULL)
+		return oom(err, sizeof(cpu_state));
+	return ensure_tiles(ds, 1, err);
+}
+
+/* the staging buffer is the next tile of the data itself: no copy */
+void *
+pggpu_cpu_batch(pggpu_data *ds)
+{
+	int64_t		at = (ds->n >> ds->log_b) * TILE(ds) * ds->d;
+
+	return ds->f32_held ? (void *) (ST(ds)->Xf + at) : (void *) (ST(ds)->X + at);
+}
+
+pggpu_status
+pggpu_cpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
+{
+	cpu_state  *s = ST(ds);
+	char	   *t = (char *) pggpu_cpu_batch(ds);
+	int64_t		b = TILE(ds);
+	size_t		size = ds->f32_held ? sizeof(float) : sizeof(double);
+
+	if (s->finished)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "no batch may follow a partial batch");
+	for (int j = 0; j < ds->d && nrows < b; j++)
+		memset(t + (j * b + nrows) * size, 0, size * (b - nrows));
+	ds->n += nrows;
+	if (nrows < b)
+	{
+		s->finished = true;
+		return PGGPU_OK;
+	}
+	return ensure_tiles(ds, (ds->n >> ds->log_b) + 1, err);
+}
+
+double *
+pggpu_cpu_rows(pggpu_data *ds)
+{
+	return ST(ds)->X;
+}
+
+const float *
+pggpu_cpu_rows_f32(pggpu_data *ds)
+{
+	return ST(ds)->Xf;
+}
+
+const double *
+pggpu_cpu_block(pggpu_data *ds, int64_t i0, double *buf, int64_t *stride)
+{
+	cpu_state  *s = ST(ds);
+	int64_t		b = TILE(ds);
+	int64_t		at = pggpu_at(i0, 0, ds->d, ds->log_b);
+
+	if (!ds->f32_held)
+	{
+		*stride = b;
+		return s->X + at;
+	}
+	for (int j = 0; j < ds->d; j++)
+		for (int q = 0; q < RB; q++)
+			buf[j * RB + q] = s->Xf[at + j * b + q];
+	*stride = RB;
+	return buf;
+}
