@@ -83,16 +83,6 @@ notice_skipped(const PgGpuSource *src, const PgGpuRows *rows, const char *skippe
 						src->relname, src->normalize ? ", or are zero in all of them" : "", skipped)));
 }
 
-/*
- * The rows' type: their own (float32 values as floats), but doubles where
- * they will be standardized (the values rewritten)
- */
-static pggpu_dtype
-rows_dtype(const PgGpuSource *src, bool standard)
-{
-	return standard ? PGGPU_FLOAT64 : pg_gpu_source_dtype(src);
-}
-
 /* reads the relation (for a fit into k clusters at most; 0: a labelling); notes skipped rows */
 static PgGpuData *
 load(const PgGpuSource *src, const FitSettings *fs, bool want_ids, PgGpuRows *rows,
@@ -102,7 +92,7 @@ load(const PgGpuSource *src, const FitSettings *fs, bool want_ids, PgGpuRows *ro
 										(int64) src->expected_rows, k);
 
 	pg_gpu_data_set_kmeans(data, fs->metric, pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
-	pg_gpu_data_set_dtype(data, rows_dtype(src, fs->standard));
+	pg_gpu_data_set_dtype(data, pg_gpu_source_dtype(src, fs->standard));
 	pg_gpu_read_source(src, data, want_ids, rows);
 	if (data->nshares > 1)
 		elog(DEBUG1, "pg_gpu: %lld rows of \"%s\" dealt to %d shares on %s",
@@ -129,7 +119,7 @@ load_sample(const PgGpuSource *src, const FitSettings *fs, PgGpuRows *rows, cons
 	PgGpuRows	all;
 
 	pg_gpu_data_set_kmeans(data, fs->metric, pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
-	pg_gpu_data_set_dtype(data, rows_dtype(src, fs->standard));
+	pg_gpu_data_set_dtype(data, pg_gpu_source_dtype(src, fs->standard));
 	*usable = pg_gpu_read_sample(src, data, fs->sample, fs->p.seed, rows);
 	elog(DEBUG1, "pg_gpu: a sample of %lld of the %lld usable rows of \"%s\"",
 		 (long long) rows->nvalid, (long long) *usable, src->relname);

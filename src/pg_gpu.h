@@ -207,9 +207,10 @@ typedef struct PgGpuSource
 /*
  * The type a source's rows are held in: FLOAT32 where every value read is a
  * float32 value (vector, halfvec, real[]; real and smallint columns) and
- * kept as read (not normalised for cosine), else FLOAT64
+ * kept as read (not normalised for cosine, nor standardized: rewritten rows
+ * are doubles), else FLOAT64
  */
-extern pggpu_dtype pg_gpu_source_dtype(const PgGpuSource *src);
+extern pggpu_dtype pg_gpu_source_dtype(const PgGpuSource *src, bool standardized);
 
 /* column helpers */
 extern bool pg_gpu_is_numeric_type(Oid t);

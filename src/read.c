@@ -77,9 +77,9 @@ check_rows_memory(const PgGpuSource *src, pggpu_dtype dtype, double rows, bool i
 }
 
 pggpu_dtype
-pg_gpu_source_dtype(const PgGpuSource *src)
+pg_gpu_source_dtype(const PgGpuSource *src, bool standardized)
 {
-	if (src->normalize)
+	if (src->normalize || standardized)
 		return PGGPU_FLOAT64;
 	switch (src->veckind)
 	{
@@ -369,11 +369,11 @@ pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column,
 	{
 		/* (unknown: the sample is checked as it grows) */
 		if (src->expected_rows > 0)
-			check_rows_memory(src, pg_gpu_source_dtype(src), Min(src->expected_rows, sample), false,
+			check_rows_memory(src, pg_gpu_source_dtype(src, false), Min(src->expected_rows, sample), false,
 							  "A sample of about ", "");
 	}
 	else if (src->expected_rows > 0)
-		check_rows_memory(src, pg_gpu_source_dtype(src), src->expected_rows, src->idname != NULL,
+		check_rows_memory(src, pg_gpu_source_dtype(src, false), src->expected_rows, src->idname != NULL,
 						  "About ", " by the table's statistics");
 	relation_close(rel, NoLock);
 }
@@ -698,7 +698,7 @@ pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, const uint64 *sample_se
 	PgGpuRowSpec *spec = palloc(sizeof(PgGpuRowSpec));
 	bool		f32 = dtype == PGGPU_FLOAT32;
 
-	if (f32 && (sample_seed || pg_gpu_source_dtype(src) != PGGPU_FLOAT32))
+	if (f32 && (sample_seed || pg_gpu_source_dtype(src, false) != PGGPU_FLOAT32))
 		elog(ERROR, "pg_gpu: \"%s\" read as float32", src->relname);
 	source_spec(src, want_ids, true, spec);
 	spec->f32 = f32;

@@ -222,8 +222,7 @@ pg_gpu_label_rows(const PgGpuSource *src, pggpu_metric metric, const double *mea
 	ls.k = k;
 	ls.emit = emit;
 	ls.arg = arg;
-	/* (standardized rows are rewritten: doubles) */
-	ls.dtype = mean ? PGGPU_FLOAT64 : pg_gpu_source_dtype(src);
+	ls.dtype = pg_gpu_source_dtype(src, mean != NULL);
 	/*
 	 * About 256 MB of values a chunk (at least 2^14 rows, at most 2^20; and
 	 * the rest of the part that crosses the end): large enough that a
