@@ -377,9 +377,10 @@ data_open(pggpu_backend backend, int d, int64 expected_rows, int k, bool one)
 		most = Max(most, on);
 	}
 	/*
-	 * a part's rows, 8 bytes a value: a quarter of the cap (two parts are
-	 * on the GPU at once while streaming; the k-means state and workspace
-	 * take the rest), shared by a GPU's shares
+	 * a part's rows, 8 bytes a value (4 once pg_gpu_data_set_dtype says
+	 * float32): a quarter of the cap (two parts are on the GPU at once while
+	 * streaming; the k-means state and workspace take the rest), shared by a
+	 * GPU's shares
 	 */
 	if (pg_gpu_kmeans_gpu_memory > 0)
 		data->part_rows = (int64) Max(pg_gpu_kmeans_gpu_memory * 1048576.0 / 4 / (8.0 * d) / most, 1);
@@ -388,6 +389,7 @@ data_open(pggpu_backend backend, int d, int64 expected_rows, int k, bool one)
 	data->cb.arg = data;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, &data->cb);
 	share_rows = expected_rows / data->nshares + 1;
+	data->share_rows = share_rows;
 	for (int i = 0; i < data->nshares; i++)
 	{
 		open_part(data, data->share_gpu[i],
@@ -427,6 +429,27 @@ pg_gpu_data_set_dtype(PgGpuData *data, pggpu_dtype dtype)
 {
 	pggpu_error err = {0};
 
+	/*
+	 * A part holds its share of pg_gpu.kmeans_gpu_memory's bytes: more rows
+	 * of smaller values.  The parts (no rows yet, a share each) are opened
+	 * again for that many, so that every part has batches of the same rows
+	 * (a full part's last batch moves to the next part whole).
+	 */
+	if (data->part_rows > 0 && data->dtype != dtype && data->nparts == data->nshares &&
+		pg_gpu_data_rows(data) == 0)
+	{
+		int			n = data->nparts;
+
+		data->part_rows = Max(data->part_rows * pggpu_dtype_bytes(data->dtype) / pggpu_dtype_bytes(dtype), 1);
+		data->dtype = dtype;
+		for (int i = 0; i < n; i++)
+			pggpu_data_close(data->parts[i]);
+		data->nparts = 0;
+		for (int i = 0; i < n; i++)
+			open_part(data, data->share_gpu[i], Min(data->share_rows, data->part_rows));
+		data->ds = data->parts[0];
+		return;
+	}
 	data->dtype = dtype;
 	for (int i = 0; i < data->nparts; i++)
 		if (pggpu_data_set_dtype(data->parts[i], dtype, &err) != PGGPU_OK)
@@ -448,8 +471,15 @@ pg_gpu_data_next_part(PgGpuData *data)
 
 	if (pggpu_data_park(full, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
-	/* (no smaller batches than the full part's: its last batch moves over) */
-	open_part(data, data->share_gpu[s], Max(data->part_rows, pggpu_data_batch_rows(full)));
+	/*
+	 * The full part's batches exactly (its last batch moves over whole):
+	 * expecting the rows of one of them gives the same batch, where
+	 * expecting more could give a larger one (a planner's estimate under a
+	 * part made the first part's smaller), and the batch moved would be
+	 * taken as a partial one, its rows misplaced.  The part grows as rows
+	 * come.
+	 */
+	open_part(data, data->share_gpu[s], pggpu_data_batch_rows(full));
 	data->share_part[s] = data->nparts - 1;
 	return data->parts[data->nparts - 1];
 }

@@ -108,6 +108,7 @@ typedef struct PgGpuData
 	pggpu_data **parts;
 	int			nparts;
 	int64		part_rows;		/* the most rows a part takes (0: as many as fit) */
+	int64		share_rows;		/* the rows a share expects */
 	pggpu_backend backend;
 	int			d;
 	pggpu_metric metric;

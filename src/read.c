@@ -527,6 +527,9 @@ flush_batch(SoaSink *s)
 
 		s->ds = pg_gpu_data_next_part(s->data);
 		sink_batch(s);
+		if (s->batch_rows != old_rows)
+			elog(ERROR, "pg_gpu: a part of batches of %lld rows after one of %lld",
+				 (long long) s->batch_rows, (long long) old_rows);
 		for (int j = 0; j < s->src->ncols; j++)
 			memcpy((s->batch32 ? (char *) s->batch32 : (char *) s->batch) + j * s->batch_rows * size,
 				   old + j * old_rows * size, size * s->fill);
