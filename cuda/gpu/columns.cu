@@ -9,7 +9,7 @@
 
 /* a warp a (tile, column): sums[t * d + j] as pggpu_col_sum */
 __global__ void
-col_sums_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
+col_sums_kernel(xview X, int64_t n, int d, int log_b,
 				const double *__restrict__ center, double *sums, int64_t warps)
 {
 	int64_t		w = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5;
@@ -18,7 +18,7 @@ col_sums_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
 	int64_t		t;
 	int			j;
 	int64_t		rows;
-	const double *col;
+	xview		col;
 	double		s = 0.0;
 
 	if (w >= warps)
@@ -76,7 +76,7 @@ gpu_col_sums(pggpu_data *ds, const double *center, double *sums, pggpu_error *er
 		CU(cudaMemcpyAsync(dev + warps, center, sizeof(double) * ds->d, cudaMemcpyHostToDevice,
 						   s->stream));
 	col_sums_kernel<<<(unsigned) ((warps * 32 + BLOCK - 1) / BLOCK), BLOCK, 0, s->stream>>>(
-		s->X, ds->n, ds->d, ds->log_b, center ? dev + warps : NULL, dev, warps);
+		xview_of(ds), ds->n, ds->d, ds->log_b, center ? dev + warps : NULL, dev, warps);
 	if (cudaPeekAtLastError() == cudaSuccess)
 		(void) cudaMemcpyAsync(sums, dev, sizeof(double) * warps, cudaMemcpyDeviceToHost, s->stream);
 	st = cudaStreamSynchronize(s->stream) == cudaSuccess ? PGGPU_OK :
@@ -96,12 +96,13 @@ gpu_col_affine(pggpu_data *ds, const double *sub, const double *div, pggpu_error
 
 	if (len == 0)
 		return PGGPU_OK;
-	if ((st = x_layout(ds, false, err)) != PGGPU_OK)
+	/* (the values rewritten: doubles) */
+	if ((st = x_layout(ds, false, err)) != PGGPU_OK || (st = gpu_widen(ds, err)) != PGGPU_OK)
 		return st;
 	CU(cudaMalloc((void **) &dev, sizeof(double) * 2 * ds->d));
 	(void) cudaMemcpyAsync(dev, sub, sizeof(double) * ds->d, cudaMemcpyHostToDevice, s->stream);
 	(void) cudaMemcpyAsync(dev + ds->d, div, sizeof(double) * ds->d, cudaMemcpyHostToDevice, s->stream);
-	col_affine_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>(s->X, ds->n, ds->d, ds->log_b,
+	col_affine_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>((double *) s->X, ds->n, ds->d, ds->log_b,
 																 dev, dev + ds->d, len);
 	s->xh_valid = false;
 	st = cudaStreamSynchronize(s->stream) == cudaSuccess && cudaPeekAtLastError() == cudaSuccess ?

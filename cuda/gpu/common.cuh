@@ -22,6 +22,7 @@
 
 #include "compute_internal.h"
 #include "route.h"
+#include "xview.cuh"
 
 #ifndef PGGPU_MIN_CC
 #define PGGPU_MIN_CC 90			/* the oldest architecture the build targets */
@@ -76,16 +77,16 @@ struct gpu_state
 	cudaStream_t stream;
 	bool		stream_ok;
 	double	   *stage[2];		/* pinned staging buffers (floats in a FLOAT32 set's) */
-	float	   *stage_f32;		/* a FLOAT32 set's batch on the device, before widen_kernel */
 	cudaEvent_t copied[2];
 	bool		event_ok[2];
 	int			cur;
 	bool		finished;
-	double	   *X;				/* device data, cap_tiles tiles (NULL while parked) */
+	void	   *X;				/* device data, cap_tiles tiles of doubles, or of floats where
+								 * ds->f32_held (NULL while parked); kernels read it through xview_of */
 	int64_t		cap_tiles;
 	/* parked (pggpu_data_park): the rows in pinned host memory, xh_tiles tiles, by columns */
-	double	   *Xh;
-	int64_t		xh_tiles;
+	void	   *Xh;
+	size_t		xh_bytes;
 	bool		xh_valid;		/* Xh holds X's rows as they are (no push, scale, affine since) */
 	/* k-means state */
 	double	   *C;
@@ -130,6 +131,9 @@ struct gpu_state
 
 #define ST(ds) ((gpu_state *) (ds)->impl)
 #define TILE(ds) ((int64_t) 1 << (ds)->log_b)
+/* bytes of a value of ds's rows on the device, and of a tile of them */
+#define X_SIZE(ds) ((ds)->f32_held ? sizeof(float) : sizeof(double))
+#define TILE_BYTES(ds) (TILE(ds) * (ds)->d * (int64_t) X_SIZE(ds))
 
 /* ---- device helpers ------------------------------------------------------- */
 
@@ -212,6 +216,13 @@ block_pick_min(double *bk, long long *br)
 				*bk = sk[w], *br = sr[w];
 }
 
+/* ds's rows as the kernels read them (xview.cuh) */
+static inline xview
+xview_of(const pggpu_data *ds)
+{
+	return xview{ST(ds)->X, ds->f32_held};
+}
+
 /*
  * While seeding, the data may lie "by rows" (x_rows in gpu_state): in each
  * group of 32 rows of a tile, whose d columns are d runs of 32 doubles a
@@ -241,11 +252,15 @@ x_at(int64_t i, int j, int d, int log_b, bool rows)
 /* ---- between the backend's files ------------------------------------------ */
 
 /* dataset.cu */
+/* dst[e] := src[e] for e < len (floats widened: exact) */
+__global__ void widen_kernel(const float *__restrict__ src, double *__restrict__ dst, int64_t len);
 int			grid_for(gpu_state *s, int64_t work);
 pggpu_status fetch_stats(gpu_state *s, pggpu_error *err, bool mirrored = false);
 pggpu_status x_layout(pggpu_data *ds, bool rows, pggpu_error *err);
 /* X's room grown to at least tiles tiles, the rows kept */
 pggpu_status gpu_grow(pggpu_data *ds, int64_t tiles, pggpu_error *err);
+/* a FLOAT32 set's rows held as doubles from now on (see pggpu_ops) */
+pggpu_status gpu_widen(pggpu_data *ds, pggpu_error *err);
 
 /* step.cu: the work between interrupt checks of a ranged pass (0: none) */
 double		step_range_work(const pggpu_data *ds);

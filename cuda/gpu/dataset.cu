@@ -27,7 +27,7 @@
  * that both are maxima and zeroed stats mean "none".
  */
 __global__ void
-range_kernel(const double *__restrict__ x, int64_t len, dev_stats *stats)
+range_kernel(xview x, int64_t len, dev_stats *stats)
 {
 	double		hi = 0,
 				lo = INFINITY;
@@ -53,7 +53,7 @@ range_kernel(const double *__restrict__ x, int64_t len, dev_stats *stats)
 	}
 }
 
-/* a tile pushed as floats into the doubles the device holds (exact) */
+/* a FLOAT32 set's rows into doubles (exact), as gpu_widen wants them */
 __global__ void
 widen_kernel(const float *__restrict__ src, double *__restrict__ dst, int64_t len)
 {
@@ -97,12 +97,14 @@ counts_kernel(const int32_t *labels, int64_t n, int k, unsigned long long *cnt)
 
 
 /* a warp a group of 32 rows: columns to rows (to_rows) or back */
+template <typename T>
 __global__ void
-x_layout_kernel(double *X, int64_t groups, int d, int log_b, bool to_rows)
+x_layout_kernel(T *X, int64_t groups, int d, int log_b, bool to_rows)
 {
-	extern __shared__ double xs[];
+	extern __shared__ double xs_[];
+	T		   *xs = (T *) xs_;
 	int			lane = threadIdx.x & 31;
-	double	   *w = xs + (threadIdx.x >> 5) * 32 * d;
+	T		   *w = xs + (threadIdx.x >> 5) * 32 * d;
 	int64_t		gi = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5;
 	int64_t		base;
 
@@ -127,7 +129,7 @@ gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
 	gpu_state  *s = (gpu_state *) calloc(1, sizeof(gpu_state));
 	size_t		fr = 0,
 				tot = 0;
-	int64_t		tile_bytes = TILE(ds) * ds->d * (int64_t) sizeof(double);
+	int64_t		tile_bytes = TILE(ds) * ds->d * (int64_t) sizeof(double);	/* (doubles until gpu_dtype) */
 	int64_t		tiles;
 	cudaDeviceProp p;
 
@@ -189,22 +191,90 @@ gpu_batch(pggpu_data *ds)
 	return ST(ds)->stage[ST(ds)->cur];
 }
 
+/*
+ * A FLOAT32 set (no rows yet) holds its rows as floats on the device: X
+ * allocated again at half the bytes a row (the first allocation, made for
+ * doubles, may be a large part of the GPU)
+ */
+static pggpu_status
+gpu_dtype(pggpu_data *ds, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		tiles = s->cap_tiles;
+
+	if (ds->f32_held == ds->f32)
+		return PGGPU_OK;
+	if (ds->n != 0)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "the value type is set before the first row");
+	CU(cudaStreamSynchronize(s->stream));
+	CU(cudaFree(s->X));
+	s->X = NULL;
+	s->cap_tiles = 0;
+	ds->f32_held = ds->f32;
+	if (cudaMalloc(&s->X, tiles * TILE_BYTES(ds)) != cudaSuccess)
+	{
+		s->X = NULL;
+		(void) cudaGetLastError();
+		return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY, "could not allocate %.1f MB of GPU memory for %d columns",
+						  tiles * TILE_BYTES(ds) / 1048576.0, ds->d);
+	}
+	s->cap_tiles = tiles;
+	return PGGPU_OK;
+}
+
+/*
+ * A FLOAT32 set's rows as doubles from now on (an op is about to rewrite
+ * their values: scale, affine, or rows copied in at a scale); for a moment
+ * the GPU holds both copies
+ */
+pggpu_status
+gpu_widen(pggpu_data *ds, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	int64_t		len = s->cap_tiles * TILE(ds) * ds->d;
+	double	   *x = NULL;
+
+	if (!ds->f32_held)
+		return PGGPU_OK;
+	if (s->X == NULL)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "a parked data set cannot be widened");
+	if (cudaMalloc((void **) &x, sizeof(double) * len) != cudaSuccess)
+	{
+		size_t		fr = 0,
+					tot = 0;
+
+		(void) cudaGetLastError();
+		cudaMemGetInfo(&fr, &tot);
+		return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY,
+						  "could not allocate %.1f MB of GPU memory to hold %lld float32 rows of %d columns as doubles (%.1f MB free)",
+						  sizeof(double) * len / 1048576.0, (long long) ds->n, ds->d, fr / 1048576.0);
+	}
+	widen_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>((const float *) s->X, x, len);
+	LAUNCHED(widen_kernel);
+	CU(cudaStreamSynchronize(s->stream));
+	CU(cudaFree(s->X));
+	s->X = x;
+	s->xh_valid = false;
+	ds->f32_held = false;
+	return PGGPU_OK;
+}
+
 pggpu_status
 gpu_grow(pggpu_data *ds, int64_t tiles, pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
-	int64_t		tile_bytes = TILE(ds) * ds->d * (int64_t) sizeof(double);
+	int64_t		tile_bytes = TILE_BYTES(ds);
 	int64_t		cap = s->cap_tiles * 2 > tiles ? s->cap_tiles * 2 : tiles;
-	double	   *x = NULL;
+	void	   *x = NULL;
 
-	if (cudaMalloc((void **) &x, cap * tile_bytes) != cudaSuccess)
+	if (cudaMalloc(&x, cap * tile_bytes) != cudaSuccess)
 	{
 		size_t		fr = 0,
 					tot = 0;
 
 		(void) cudaGetLastError();
 		cap = tiles;			/* retry without headroom */
-		if (cudaMalloc((void **) &x, cap * tile_bytes) != cudaSuccess)
+		if (cudaMalloc(&x, cap * tile_bytes) != cudaSuccess)
 		{
 			(void) cudaGetLastError();
 			cudaMemGetInfo(&fr, &tot);
@@ -232,8 +302,12 @@ x_layout(pggpu_data *ds, bool rows, pggpu_error *err)
 
 	if (s->x_rows == rows || d < 2 || d > X_ROWS_MAX_D || groups == 0)
 		return PGGPU_OK;
-	x_layout_kernel<<<(unsigned) ((groups + 3) / 4), 128, sizeof(double) * 4 * 32 * d, s->stream>>>(
-		s->X, groups, d, ds->log_b, rows);
+	if (ds->f32_held)
+		x_layout_kernel<float><<<(unsigned) ((groups + 3) / 4), 128, sizeof(float) * 4 * 32 * d, s->stream>>>(
+			(float *) s->X, groups, d, ds->log_b, rows);
+	else
+		x_layout_kernel<double><<<(unsigned) ((groups + 3) / 4), 128, sizeof(double) * 4 * 32 * d, s->stream>>>(
+			(double *) s->X, groups, d, ds->log_b, rows);
 	LAUNCHED(x_layout_kernel);
 	s->x_rows = rows;
 	return PGGPU_OK;
@@ -246,7 +320,7 @@ gpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 	int64_t		b = TILE(ds);
 	int64_t		tile = ds->n >> ds->log_b;
 	char	   *buf = (char *) s->stage[s->cur];
-	size_t		size = ds->f32 ? sizeof(float) : sizeof(double);
+	size_t		size = X_SIZE(ds);
 	pggpu_status st;
 
 	if (s->finished)
@@ -257,24 +331,9 @@ gpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 		memset(buf + (j * b + nrows) * size, 0, size * (b - nrows));
 	if (tile >= s->cap_tiles && (st = gpu_grow(ds, tile + 1, err)) != PGGPU_OK)
 		return st;
-	if (ds->f32)
-	{
-		/* floats across the bus, widened on the device (one tile of room: the stream orders its uses) */
-		if (s->stage_f32 == NULL && cudaMalloc((void **) &s->stage_f32, sizeof(float) * b * ds->d) != cudaSuccess)
-		{
-			s->stage_f32 = NULL;
-			(void) cudaGetLastError();
-			return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY, "could not allocate %.1f MB of GPU memory for a batch",
-							  sizeof(float) * b * ds->d / 1048576.0);
-		}
-		CU(cudaMemcpyAsync(s->stage_f32, buf, sizeof(float) * b * ds->d, cudaMemcpyHostToDevice, s->stream));
-		widen_kernel<<<(unsigned) ((b * ds->d + 255) / 256 < 4096 ? (b * ds->d + 255) / 256 : 4096), 256, 0,
-			s->stream>>>(s->stage_f32, s->X + tile * b * ds->d, b * ds->d);
-		LAUNCHED(widen_kernel);
-	}
-	else
-		CU(cudaMemcpyAsync(s->X + tile * b * ds->d, buf, sizeof(double) * b * ds->d,
-						   cudaMemcpyHostToDevice, s->stream));
+	/* (a FLOAT32 set's floats as they are: the device holds floats) */
+	CU(cudaMemcpyAsync((char *) s->X + tile * TILE_BYTES(ds), buf, TILE_BYTES(ds), cudaMemcpyHostToDevice,
+					   s->stream));
 	CU(cudaEventRecord(s->copied[s->cur], s->stream));
 	ds->n += nrows;
 	s->xh_valid = false;
@@ -331,7 +390,6 @@ gpu_close(pggpu_data *ds)
 		cudaStreamSynchronize(s->stream);
 	free_km(s);
 	cudaFree(s->X);
-	cudaFree(s->stage_f32);
 	cudaFreeHost(s->Xh);
 	row_cache_free();
 	cudaFree(s->rw);
@@ -361,14 +419,14 @@ gpu_close(pggpu_data *ds)
 #define ROW_CACHE 2
 static struct
 {
-	double	   *p;
+	void	   *p;
 	size_t		bytes;
 	int			dev;
 }			row_cache[ROW_CACHE];
 static std::mutex row_cache_lock;
 
 /* a cached buffer of dev of at least bytes, or NULL */
-static double *
+static void *
 row_cache_take(int dev, size_t bytes)
 {
 	std::lock_guard<std::mutex> g(row_cache_lock);
@@ -376,7 +434,7 @@ row_cache_take(int dev, size_t bytes)
 	for (int i = 0; i < ROW_CACHE; i++)
 		if (row_cache[i].p && row_cache[i].dev == dev && row_cache[i].bytes >= bytes)
 		{
-			double	   *p = row_cache[i].p;
+			void	   *p = row_cache[i].p;
 
 			row_cache[i].p = NULL;
 			return p;
@@ -386,7 +444,7 @@ row_cache_take(int dev, size_t bytes)
 
 /* p kept for a later part (else freed: the cache is full) */
 static void
-row_cache_put(int dev, double *p, size_t bytes)
+row_cache_put(int dev, void *p, size_t bytes)
 {
 	{
 		std::lock_guard<std::mutex> g(row_cache_lock);
@@ -431,7 +489,7 @@ gpu_park(pggpu_data *ds, pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
 	int64_t		tiles = (ds->n + TILE(ds) - 1) >> ds->log_b;
-	size_t		bytes = (size_t) tiles * TILE(ds) * ds->d * sizeof(double);
+	size_t		bytes = (size_t) tiles * TILE_BYTES(ds);
 	pggpu_status st;
 
 	if (s->X == NULL)
@@ -440,11 +498,11 @@ gpu_park(pggpu_data *ds, pggpu_error *err)
 		return st;
 	if (!s->xh_valid && tiles > 0)
 	{
-		if (s->Xh == NULL || s->xh_tiles < tiles)
+		if (s->Xh == NULL || s->xh_bytes < bytes)
 		{
 			cudaFreeHost(s->Xh);
 			s->Xh = NULL;
-			if (cudaHostAlloc((void **) &s->Xh, bytes, cudaHostAllocDefault) != cudaSuccess)
+			if (cudaHostAlloc(&s->Xh, bytes, cudaHostAllocDefault) != cudaSuccess)
 			{
 				s->Xh = NULL;
 				(void) cudaGetLastError();
@@ -452,14 +510,14 @@ gpu_park(pggpu_data *ds, pggpu_error *err)
 								  "could not allocate %.1f MB of pinned host memory to park rows",
 								  bytes / 1048576.0);
 			}
-			s->xh_tiles = tiles;
+			s->xh_bytes = bytes;
 		}
 		CU(cudaMemcpyAsync(s->Xh, s->X, bytes, cudaMemcpyDeviceToHost, s->stream));
 	}
 	/* the set's work done before its buffer goes to another */
 	CU(cudaStreamSynchronize(s->stream));
 	s->xh_valid = true;
-	row_cache_put(s->dev, s->X, (size_t) s->cap_tiles * TILE(ds) * ds->d * sizeof(double));
+	row_cache_put(s->dev, s->X, (size_t) s->cap_tiles * TILE_BYTES(ds));
 	s->X = NULL;
 	s->cap_tiles = 0;
 	return PGGPU_OK;
@@ -470,21 +528,21 @@ gpu_unpark(pggpu_data *ds, pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
 	int64_t		tiles = (ds->n + TILE(ds) - 1) >> ds->log_b;
-	size_t		bytes = (size_t) (tiles > 0 ? tiles : 1) * TILE(ds) * ds->d * sizeof(double);
+	size_t		bytes = (size_t) (tiles > 0 ? tiles : 1) * TILE_BYTES(ds);
 	size_t		fr = 0,
 				tot = 0;
 
 	if (s->X != NULL)
 		return PGGPU_OK;
 	if ((s->X = row_cache_take(s->dev, bytes)) == NULL &&
-		cudaMalloc((void **) &s->X, bytes) != cudaSuccess)
+		cudaMalloc(&s->X, bytes) != cudaSuccess)
 	{
 		s->X = NULL;
 		(void) cudaGetLastError();
 		/* the cache's buffers back to the GPU, then once more */
 		row_cache_free();
 		CU(cudaSetDevice(s->dev));
-		if (cudaMalloc((void **) &s->X, bytes) != cudaSuccess)
+		if (cudaMalloc(&s->X, bytes) != cudaSuccess)
 		{
 			s->X = NULL;
 			(void) cudaGetLastError();
@@ -559,7 +617,7 @@ gpu_range(pggpu_data *ds, double *lo, double *hi, pggpu_error *err)
 	pggpu_status st;
 
 	CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
-	range_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>(s->X, len, s->stats);
+	range_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>(xview_of(ds), len, s->stats);
 	LAUNCHED(range_kernel);
 	if ((st = fetch_stats(s, err)) != PGGPU_OK)
 		return st;
@@ -577,8 +635,11 @@ gpu_scale(pggpu_data *ds, double factor, pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
 	int64_t		len = used_elems(ds);
+	pggpu_status st;
 
-	scale_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>(s->X, len, factor);
+	if ((st = gpu_widen(ds, err)) != PGGPU_OK)
+		return st;
+	scale_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>((double *) s->X, len, factor);
 	LAUNCHED(scale_kernel);
 	s->xh_valid = false;
 	return PGGPU_OK;
@@ -627,7 +688,7 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 		/* the TF32 product's copy of the rows (half their size): where it does not fit, float64 */
 		if (s->route.label == PGGPU_LABEL_GEMM_TF32)
 		{
-			s->gemm_ws_bytes = pggpu_gemm_workspace_bytes(n, k, ds->d, ds->log_b, true);
+			s->gemm_ws_bytes = pggpu_gemm_workspace_bytes(n, k, ds->d, ds->log_b, true, ds->f32_held);
 			if (cudaMalloc(&s->gemm_ws, s->gemm_ws_bytes) != cudaSuccess)
 			{
 				(void) cudaGetLastError();
@@ -650,7 +711,7 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	CU(cudaMalloc((void **) &s->pp_rows, sizeof(long long) * k));
 	if (s->route.label == PGGPU_LABEL_GEMM)
 	{
-		s->gemm_ws_bytes = pggpu_gemm_workspace_bytes(n, k, ds->d, ds->log_b, false);
+		s->gemm_ws_bytes = pggpu_gemm_workspace_bytes(n, k, ds->d, ds->log_b, false, ds->f32_held);
 		CU(cudaMalloc(&s->gemm_ws, s->gemm_ws_bytes));
 	}
 	else if (s->route.label == PGGPU_LABEL_GEMM_TF32)
@@ -658,7 +719,7 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 		pggpu_status st;
 
 		if ((st = x_layout(ds, false, err)) != PGGPU_OK ||
-			(st = pggpu_gemm_prepare(ds, k, s->X, s->gemm_ws, s->stream, err)) != PGGPU_OK)
+			(st = pggpu_gemm_prepare(ds, k, xview_of(ds), s->gemm_ws, s->stream, err)) != PGGPU_OK)
 			return st;
 		s->gemm_tf32 = true;
 	}
@@ -820,6 +881,8 @@ static const pggpu_ops gpu_ops = {
 	ON_GPU(gpu_km_greedy_steps),
 	ON_GPU(gpu_copy_rows),
 	ON_GPU(gpu_km_sums),
+	ON_GPU(gpu_dtype),
+	ON_GPU(gpu_widen),
 };
 
 extern "C" const pggpu_ops *const pggpu_gpu_ops = &gpu_ops;

@@ -118,7 +118,7 @@ warps_grid(int64_t rows)
  * Row t's products at S + t k.
  */
 __global__ void __launch_bounds__(BLOCK)
-certify_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d, int log_b,
+certify_kernel(xview X, int64_t g0, int64_t rows, int d, int log_b,
 			   const int64_t *__restrict__ list,
 			   const double *__restrict__ C, int k, const double *__restrict__ S,
 			   const double *__restrict__ nc, const unsigned long long *ncmax_bits,
@@ -132,7 +132,7 @@ certify_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d, in
 	if (t < rows)
 	{
 		const int64_t g = list ? list[t] : g0 + t;
-		const double *x = list ? X + t : X + pggpu_at(g, 0, d, log_b);
+		const xview x = list ? X + t : X + pggpu_at(g, 0, d, log_b);
 		const int64_t xs = list ? rows : (int64_t) 1 << log_b;	/* x_j at x[j xs] */
 		const double best = top_a[t],
 					second = top_b[t];
@@ -231,7 +231,7 @@ tf32_scale(const unsigned long long *maxabs_bits)
 
 /* sums[j] += x(i, j) over rows i: block (j, g), rows g BLOCK + t, stepping gridDim.y BLOCK */
 __global__ void __launch_bounds__(BLOCK)
-column_sum_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, double *sums)
+column_sum_kernel(xview X, int64_t n, int d, int log_b, double *sums)
 {
 	__shared__ double part[BLOCK / 32];
 	int			j = blockIdx.x;
@@ -254,7 +254,7 @@ column_sum_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, dou
 
 /* the sums become means; and the largest |x_j - mu_j| (mode 1), or the copy (mode 2) */
 __global__ void
-centre_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, double *mu,
+centre_kernel(xview X, int64_t n, int d, int log_b, double *mu,
 			  unsigned long long *maxabs_bits, float *Xf, int64_t len, int mode)
 {
 	double		scale = mode == 2 ? tf32_scale(maxabs_bits) : 1.0,
@@ -338,7 +338,7 @@ top2_tf32_kernel(const float *__restrict__ S, int64_t rows, int k, const double 
  * list (*listed of them).
  */
 __global__ void __launch_bounds__(BLOCK)
-tf32_certify_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int d, int log_b,
+tf32_certify_kernel(xview X, int64_t g0, int64_t rows, int d, int log_b,
 					const double *__restrict__ C, const unsigned long long *ncmax_bits,
 					const double *__restrict__ mu, const unsigned long long *maxabs_bits,
 					const double *__restrict__ top_a, const double *__restrict__ top_b,
@@ -352,7 +352,7 @@ tf32_certify_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int 
 	if (t < rows)
 	{
 		const int64_t g = g0 + t;
-		const double *x = X + pggpu_at(g, 0, d, log_b);
+		const xview x = X + pggpu_at(g, 0, d, log_b);
 		const int64_t xs = (int64_t) 1 << log_b;	/* x_j at x[j xs] */
 		const double scale = tf32_scale(maxabs_bits);
 		const double inv2 = 1.0 / (scale * scale);	/* a power of two */
@@ -396,7 +396,7 @@ tf32_certify_kernel(const double *__restrict__ X, int64_t g0, int64_t rows, int 
 
 /* U (rows x d, by columns) = the rows list[0 .. rows - 1] of X */
 __global__ void
-gather_kernel(const double *__restrict__ X, int d, int log_b, const int64_t *__restrict__ list,
+gather_kernel(xview X, int d, int log_b, const int64_t *__restrict__ list,
 			  int64_t rows, double *U)
 {
 	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < rows * d;
@@ -418,8 +418,11 @@ gather_kernel(const double *__restrict__ X, int d, int log_b, const int64_t *__r
  * largest, the centroids' copy (k x d float32), mu (d), the largest
  * |x_j - mu_j|, the list of uncertain rows of a chunk and their count, the
  * gathered rows (as many as S holds in float64), and the rows' copy (the
- * tiles of X, float32).
+ * tiles of X, float32); and for rows held as floats (f32), room for the
+ * tiles of a chunk widened to doubles, the float64 product's operand (at
+ * most XD_BYTES, or one tile: the chunks of whole tiles are cut to fit).
  */
+#define XD_BYTES ((size_t) 64 << 20)
 typedef struct gemm_layout
 {
 	size_t		s_bytes,
@@ -435,11 +438,13 @@ typedef struct gemm_layout
 				listed,
 				u,
 				xf,
+				xd,
 				total;
 	int64_t		chunk_rows;		/* rows of a chunk (whole tiles, or R) */
 	int64_t		cap_rows;		/* the most rows a chunk of this workspace has */
 	bool		whole;			/* chunks of whole tiles */
 	int64_t		u_rows;			/* gathered rows at once */
+	int64_t		xd_tiles;		/* f32: tiles widened at once (the float64 chunks' most) */
 } gemm_layout;
 
 static size_t
@@ -458,9 +463,12 @@ chunk_of(size_t s_bytes, size_t es, int k, int64_t B, bool *whole)
 	return *whole ? per / ((int64_t) k * B) * B : per / k / 32 * 32;
 }
 
-/* es: the product's element size (float64 chunks in a tf32 workspace: half the rows) */
+/*
+ * es: the product's element size (float64 chunks in a tf32 workspace: half
+ * the rows); f32: the rows are held as floats
+ */
 static gemm_layout
-layout_of(int64_t n, int k, int d, int log_b, bool tf32, size_t es)
+layout_of(int64_t n, int k, int d, int log_b, bool tf32, size_t es, bool f32)
 {
 	const size_t ws_es = tf32 ? sizeof(float) : sizeof(double);
 	const int64_t B = (int64_t) 1 << log_b;
@@ -493,21 +501,30 @@ layout_of(int64_t n, int k, int d, int log_b, bool tf32, size_t es)
 	l.listed = l.list + (tf32 ? up256(sizeof(int64_t) * (size_t) l.cap_rows) : 0);
 	l.u = l.listed + (tf32 ? 256 : 0);
 	l.xf = l.u + (tf32 ? up256(sizeof(double) * (size_t) l.u_rows * d) : 0);
-	l.total = l.xf + (tf32 ? sizeof(float) * (size_t) (tiles > 0 ? tiles : 1) * ((size_t) d << log_b) : 0);
+	l.xd = l.xf + up256(tf32 ? sizeof(float) * (size_t) (tiles > 0 ? tiles : 1) * ((size_t) d << log_b) : 0);
+	l.xd_tiles = 0;
+	if (f32)
+	{
+		l.xd_tiles = (int64_t) (XD_BYTES / (sizeof(double) * ((size_t) d << log_b)));
+		l.xd_tiles = l.xd_tiles < 1 ? 1 : l.xd_tiles < tiles ? l.xd_tiles : tiles > 0 ? tiles : 1;
+		if (es == sizeof(double) && l.whole && l.chunk_rows > l.xd_tiles * B)
+			l.chunk_rows = l.xd_tiles * B;
+	}
+	l.total = l.xd + sizeof(double) * (size_t) l.xd_tiles * ((size_t) d << log_b);
 	return l;
 }
 
 size_t
-pggpu_gemm_workspace_bytes(int64_t n, int k, int d, int log_b, bool tf32)
+pggpu_gemm_workspace_bytes(int64_t n, int k, int d, int log_b, bool tf32, bool f32)
 {
-	return layout_of(n, k, d, log_b, tf32, tf32 ? sizeof(float) : sizeof(double)).total;
+	return layout_of(n, k, d, log_b, tf32, tf32 ? sizeof(float) : sizeof(double), f32).total;
 }
 
 pggpu_status
-pggpu_gemm_prepare(pggpu_data *ds, int k, const double *X, void *ws, cudaStream_t stream,
+pggpu_gemm_prepare(pggpu_data *ds, int k, xview X, void *ws, cudaStream_t stream,
 				   pggpu_error *err)
 {
-	const gemm_layout l = layout_of(ds->n, k, ds->d, ds->log_b, true, sizeof(float));
+	const gemm_layout l = layout_of(ds->n, k, ds->d, ds->log_b, true, sizeof(float), X.f32);
 	char	   *w = (char *) ws;
 	double	   *mu = (double *) (w + l.mu);
 	unsigned long long *maxabs = (unsigned long long *) (w + l.maxabs);
@@ -540,7 +557,7 @@ pggpu_gemm_prepare(pggpu_data *ds, int k, const double *X, void *ws, cudaStream_
 
 /* the listed rows (on the device, m of them) by the float64 product */
 static pggpu_status
-label_listed(pggpu_data *ds, cublasHandle_t h, const double *X, const double *C, const gemm_layout *l,
+label_listed(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const gemm_layout *l,
 			 char *w, int64_t m, int32_t *labels, double *dist2, unsigned long long *changed,
 			 cudaStream_t stream, pggpu_error *err)
 {
@@ -565,7 +582,7 @@ label_listed(pggpu_data *ds, cublasHandle_t h, const double *X, const double *C,
 																	TOP_C(w, *l));
 		LAUNCHED(top2_kernel);
 		certify_kernel<<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
-			U, 0, rows, ds->d, ds->log_b, list + t0, C, ds->k, (const double *) w, nc,
+			xview{U, false}, 0, rows, ds->d, ds->log_b, list + t0, C, ds->k, (const double *) w, nc,
 			(const unsigned long long *) (w + l->ncmax), TOP_A(w, *l), TOP_B(w, *l), TOP_C(w, *l),
 			labels, dist2, changed);
 		LAUNCHED(certify_kernel);
@@ -574,7 +591,7 @@ label_listed(pggpu_data *ds, cublasHandle_t h, const double *X, const double *C,
 }
 
 pggpu_status
-pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *X, const double *C, bool tf32_ws,
+pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, bool tf32_ws,
 				 bool *tf32, void *ws, int32_t *labels, double *dist2, unsigned long long *changed,
 				 int64_t *uncertain_out, cudaStream_t stream, pggpu_error *err)
 {
@@ -583,11 +600,13 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *X, const double
 	const int64_t B = (int64_t) 1 << ds->log_b;
 	const int64_t n = ds->n;
 	const bool	t32 = tf32_ws && *tf32;
-	const gemm_layout l = layout_of(n, k, d, ds->log_b, tf32_ws, t32 ? sizeof(float) : sizeof(double));
+	const gemm_layout l = layout_of(n, k, d, ds->log_b, tf32_ws, t32 ? sizeof(float) : sizeof(double), X.f32);
 	char	   *w = (char *) ws;
 	unsigned int *listed = (unsigned int *) (w + l.listed);
+	double	   *xd = (double *) (w + l.xd);
 	int64_t		rows,
-				uncertain = 0;
+				uncertain = 0,
+				widened = -1;	/* f32: the first tile xd holds */
 
 	CU(cudaMemsetAsync(w + l.ncmax, 0, sizeof(unsigned long long), stream));
 	centroid_norms_kernel<<<(unsigned) ((k + 127) / 128), 128, 0, stream>>>(
@@ -617,10 +636,28 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *X, const double
 			CU(cudaStreamSynchronize(stream));
 			ds->interrupt(ds->interrupt_arg);
 		}
+		/* the float64 product of rows held as floats: the chunk's tiles widened into xd */
+		const double *xa = (const double *) X.p + at;
+
+		if (!t32 && X.f32)
+		{
+			const int64_t t0 = g0 >> ds->log_b,
+						nt = ((g0 + rows - 1) >> ds->log_b) - t0 + 1;
+
+			if (widened != t0)
+			{
+				widen_kernel<<<(unsigned) ((nt * B * d + BLOCK - 1) / BLOCK < 8192 ?
+										   (nt * B * d + BLOCK - 1) / BLOCK : 8192), BLOCK, 0, stream>>>(
+					(const float *) X.p + t0 * B * d, xd, nt * B * d);
+				LAUNCHED(widen_kernel);
+				widened = t0;
+			}
+			xa = xd + (at - t0 * B * d);
+		}
 		/* whole tiles: a batch a tile (its B rows' products B k apart); else one batch */
 		ps = pggpu_blas_row_products(h, t32, t32 ? (const void *) (w + l.cf) : (const void *) C, k, d,
 									 t32 ? (const void *) ((const float *) (w + l.xf) + at) :
-									 (const void *) (X + at), (int) B, l.whole ? B * d : 0,
+									 (const void *) xa, (int) B, l.whole ? B * d : 0,
 									 l.whole ? (int) B : (int) rows, w, l.whole ? (int64_t) k * B : 0,
 									 l.whole ? (int) ((rows + B - 1) / B) : 1, err);
 		if (ps != PGGPU_OK)

@@ -11,14 +11,14 @@
 #include "common.cuh"
 
 /* device workspace bytes of the passes on n rows, k centroids, d columns, tiles of 2^log_b rows */
-size_t		pggpu_gemm_workspace_bytes(int64_t n, int k, int d, int log_b, bool tf32);
+size_t		pggpu_gemm_workspace_bytes(int64_t n, int k, int d, int log_b, bool tf32, bool f32);
 
 /*
  * tf32: the rows' centred TF32 copy into ws (sized for k centroids), from
  * the tiled rows X (device, by columns) of ds; once per fit, after the rows
  * are final.
  */
-pggpu_status pggpu_gemm_prepare(pggpu_data *ds, int k, const double *X, void *ws, cudaStream_t stream,
+pggpu_status pggpu_gemm_prepare(pggpu_data *ds, int k, xview X, void *ws, cudaStream_t stream,
 								pggpu_error *err);
 
 /*
@@ -31,7 +31,7 @@ pggpu_status pggpu_gemm_prepare(pggpu_data *ds, int k, const double *X, void *ws
  * for a sync after each chunk of rows with tf32 and before each call of
  * ds's interrupt callback.
  */
-pggpu_status pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, const double *X, const double *C,
+pggpu_status pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C,
 							  bool tf32_ws, bool *tf32, void *ws, int32_t *labels, double *dist2,
 							  unsigned long long *changed, int64_t *uncertain, cudaStream_t stream,
 							  pggpu_error *err);

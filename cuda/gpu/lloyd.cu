@@ -49,13 +49,13 @@
  */
 template <typename Add, typename Count>
 __device__ __forceinline__ void
-group_add_rows(const double *__restrict__ X, int64_t wbase, int d, int log_b, int lab,
+group_add_rows(xview X, int64_t wbase, int d, int log_b, int lab,
 			   int grp, int groups, int col0, int lg_lanes, Add add, Count count)
 {
 	for (int t0 = 0; t0 < 32 / groups; t0 += UPD_BATCH)
 	{
 		int			lr[UPD_BATCH];
-		const double *xr[UPD_BATCH];
+		xview		xr[UPD_BATCH];
 
 #pragma unroll
 		for (int u = 0; u < UPD_BATCH; u++)
@@ -92,7 +92,7 @@ group_add_rows(const double *__restrict__ X, int64_t wbase, int d, int log_b, in
 
 template <int TK, int DR, int MODE>
 __global__ void __launch_bounds__(BLOCK, LLOYD_MIN_BLOCKS)
-lloyd_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
+lloyd_kernel(xview X, int64_t n, int d, int log_b,
 			 const double *__restrict__ C, int k, int lg_lanes, int32_t *labels,
 			 double *dist2, double *g_sums, unsigned long long *g_cnt,
 			 double *part, double *block_part, dev_stats *stats)
@@ -143,7 +143,7 @@ lloyd_kernel(const double *__restrict__ X, int64_t n, int d, int log_b,
 	{
 		int64_t		i = base + threadIdx.x;
 		bool		active = i < n;
-		const double *xi = X + (active ? pggpu_at(i, 0, d, log_b) : 0);
+		xview		xi = X + (active ? pggpu_at(i, 0, d, log_b) : 0);
 		double		best = INFINITY;
 		int			bestc = 0;
 		double		xr[DR > 0 ? DR : 1];	/* DR > 0: the row */

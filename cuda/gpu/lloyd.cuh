@@ -8,10 +8,10 @@
 
 #include "common.cuh"
 
-typedef void (*lloyd_fn) (const double *, int64_t, int, int, const double *, int, int,
+typedef void (*lloyd_fn) (xview, int64_t, int, int, const double *, int, int,
 						  int32_t *, double *, double *, unsigned long long *,
 						  double *, double *, dev_stats *);
-typedef void (*owned_fn) (const double *, int64_t, int, int, int, int, const int32_t *,
+typedef void (*owned_fn) (xview, int64_t, int, int, int, int, const int32_t *,
 						  const double *, double *, double *);
 
 /* lloyd_kernel<tk, dr, mode> (dr: 4, 8, 16, 32, 0 or PGGPU_LABELS_GIVEN; mode: UPD_*) */

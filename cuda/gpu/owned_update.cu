@@ -72,7 +72,7 @@ block_excl_scan(int v)
 
 template <int DMAX>
 __global__ void __launch_bounds__(BLOCK, DMAX <= 8 ? 4 : 2)
-owned_update_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, int k, int lg_r,
+owned_update_kernel(xview X, int64_t n, int d, int log_b, int k, int lg_r,
 					const int32_t *__restrict__ labels, const double *__restrict__ dist2,
 					double *part, double *block_part)
 {

@@ -36,7 +36,7 @@
  * rounded down to float32 (the step's pruning test is in float32).
  */
 __global__ void
-seed_prep_kernel(const double *__restrict__ X, int d, int log_b, bool rows, int64_t row,
+seed_prep_kernel(xview X, int d, int log_b, bool rows, int64_t row,
 				 double *C, int c, bool prune, float *sep)
 {
 	extern __shared__ double cn[];
@@ -104,7 +104,7 @@ static_assert(PP_R * 32 == PGGPU_DRAW_ROWS, "a warp's rows of pp_step_kernel: on
 
 template <bool SET, int CH>
 __global__ void __launch_bounds__(BLOCK, CH > PP_CH ? 2 : PP_MIN_BLOCKS)
-pp_step_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, bool rows,
+pp_step_kernel(xview X, int64_t n, int d, int log_b, bool rows,
 			   const double *__restrict__ C, int c, const float *__restrict__ sep, int lb,
 			   uint32_t *words, double *dist2, const double *rw, double *wsum, bool pick, uint64_t key,
 			   double *part_key, long long *part_row, const dev_stats *stats)
@@ -316,7 +316,7 @@ pp_step_smem(int d, int c, bool set)
 __global__ void
 pp_next_kernel(const double *part_key, const long long *part_row, int nparts,
 			   const double *dist2, const double *rw, int64_t n, uint64_t key,
-			   const double *__restrict__ X, int d, int log_b, bool x_rows, double *C, int c,
+			   xview X, int d, int log_b, bool x_rows, double *C, int c,
 			   float *sep, long long *rows, dev_stats *stats)
 {
 	extern __shared__ double cn[];
@@ -454,7 +454,7 @@ pp_launch_step(pggpu_data *ds, int c, bool set, bool pick, uint64_t key, const d
 
 	pggpu_status st;
 
-	void		(*fn) (const double *, int64_t, int, int, bool, const double *, int, const float *, int,
+	void		(*fn) (xview, int64_t, int, int, bool, const double *, int, const float *, int,
 					   uint32_t *, double *, const double *, double *, bool, uint64_t, double *, long long *,
 					   const dev_stats *);
 
@@ -464,7 +464,7 @@ pp_launch_step(pggpu_data *ds, int c, bool set, bool pick, uint64_t key, const d
 		fn = set ? pp_step_kernel<true, PP_CH_WIDE> : pp_step_kernel<false, PP_CH_WIDE>;
 	if ((st = smem_opt_in((const void *) fn, shmem, err)) != PGGPU_OK)
 		return st;
-	fn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep,
+	fn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(xview_of(ds), ds->n, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep,
 													 lb, words, s->dist2, s->rw, s->wsum, pick, key, s->pick_key,
 													 s->pick_row, stats);
 	LAUNCHED(pp_step_kernel);
@@ -490,7 +490,7 @@ gpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_
 	if ((st = smem_opt_in((const void *) seed_prep_kernel, sizeof(double) * d, err)) != PGGPU_OK)
 		return st;
 	seed_prep_kernel<<<prune ? sep_grid(s, c) : 1, SEP_THREADS, sizeof(double) * d, s->stream>>>(
-		s->X, d, ds->log_b, s->x_rows, row, s->C, c, prune, s->sep);
+		xview_of(ds), d, ds->log_b, s->x_rows, row, s->C, c, prune, s->sep);
 	LAUNCHED(seed_prep_kernel);
 	if (mode == PGGPU_D2_KEEP)
 		return PGGPU_OK;
@@ -500,7 +500,7 @@ gpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_
 
 /* C[c] := X[rows[c]], a block a centre (km_gather) */
 __global__ void
-gather_centres_kernel(const double *__restrict__ X, int d, int log_b, bool x_rows,
+gather_centres_kernel(xview X, int d, int log_b, bool x_rows,
 					  const long long *rows, double *C)
 {
 	int			c = blockIdx.x;
@@ -519,7 +519,7 @@ gpu_km_gather(pggpu_data *ds, const int64_t *rows, int m, pggpu_error *err)
 	static_assert(sizeof(long long) == sizeof(int64_t), "the rows as pp_rows holds them");
 	s->pick_ready = false;
 	CU(cudaMemcpyAsync(s->pp_rows, rows, sizeof(long long) * m, cudaMemcpyHostToDevice, s->stream));
-	gather_centres_kernel<<<(unsigned) m, 128, 0, s->stream>>>(s->X, ds->d, ds->log_b, s->x_rows,
+	gather_centres_kernel<<<(unsigned) m, 128, 0, s->stream>>>(xview_of(ds), ds->d, ds->log_b, s->x_rows,
 															   s->pp_rows, s->C);
 	LAUNCHED(gather_centres_kernel);
 	CU(cudaStreamSynchronize(s->stream));	/* rows may be pageable memory the caller reuses */
@@ -544,7 +544,7 @@ pp_batch(pggpu_data *ds, int c0, int c1, const uint64_t *keys, pggpu_error *err)
 		bool		pick = c + 1 < ds->k;
 
 		pp_next_kernel<<<sep_grid(s, c), SEP_THREADS, sizeof(double) * ds->d, s->stream>>>(
-			s->pick_key, s->pick_row, s->pick_parts, s->dist2, s->rw, ds->n, keys[c - c0], s->X, ds->d,
+			s->pick_key, s->pick_row, s->pick_parts, s->dist2, s->rw, ds->n, keys[c - c0], xview_of(ds), ds->d,
 			ds->log_b, s->x_rows, s->C, c, s->sep, s->pp_rows, stalled);
 		LAUNCHED(pp_next_kernel);
 		if ((st = pp_launch_step(ds, c, false, pick, pick ? keys[c - c0 + 1] : 0, stalled, err)) != PGGPU_OK)

@@ -78,7 +78,7 @@ label_ranges(pggpu_data *ds, pggpu_error *err)
 	for (int64_t r0 = 0; r0 < ds->n; r0 += tiles * tile)
 	{
 		int64_t		rows = ds->n - r0 < tiles * tile ? ds->n - r0 : tiles * tile;
-		const double *X = s->X + (r0 >> ds->log_b) * tile * ds->d;
+		xview		X = xview_of(ds) + (r0 >> ds->log_b) * tile * ds->d;
 		int64_t		grid;
 
 		if (r0 > 0)
@@ -149,7 +149,7 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 		bool		was = s->gemm_tf32;
 		int64_t		uncertain;
 
-		if ((st = pggpu_gemm_label(ds, (cublasHandle_t) s->blas, s->X, s->C,
+		if ((st = pggpu_gemm_label(ds, (cublasHandle_t) s->blas, xview_of(ds), s->C,
 								   r->label == PGGPU_LABEL_GEMM_TF32, &s->gemm_tf32, s->gemm_ws, s->labels,
 								   s->dist2, &s->stats->changed, &uncertain, s->stream, err)) != PGGPU_OK)
 			return st;
@@ -160,7 +160,7 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 					 s->gemm_tf32 ? "" : ", then float64 alone (over half)");
 	}
 	else if (tc && !r->ranged)
-		CU(pggpu_tc_assign_update(r, s->X, ds->n, d, ds->log_b, s->C, k, s->tc_ws, s->labels, s->dist2,
+		CU(pggpu_tc_assign_update(r, xview_of(ds), ds->n, d, ds->log_b, s->C, k, s->tc_ws, s->labels, s->dist2,
 								  &s->stats->changed, update && sum == PGGPU_SUM_IN_PASS ? s->part : NULL,
 								  s->block_part, s->part_rows, &fused, s->stats, sizeof(dev_stats),
 								  s->stream));
@@ -173,7 +173,7 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 		if ((st = grid_of(s, (const void *) ofn, shmem, ds->n, (int64_t) 1 << pggpu_owned_lg_r(d),
 						  s->part_rows, &grid, err)) != PGGPU_OK)
 			return st;
-		ofn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(s->X, ds->n, d, ds->log_b, k, pggpu_owned_lg_r(d),
+		ofn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(xview_of(ds), ds->n, d, ds->log_b, k, pggpu_owned_lg_r(d),
 														   s->labels, s->dist2, s->part, s->block_part);
 		LAUNCHED(owned_update_kernel);
 	}
@@ -181,7 +181,7 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 	{
 		if ((st = grid_of(s, (const void *) fn, shmem, ds->n, BLOCK, s->max_grid, &grid, err)) != PGGPU_OK)
 			return st;
-		fn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(s->X, ds->n, d, ds->log_b, s->C, k,
+		fn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(xview_of(ds), ds->n, d, ds->log_b, s->C, k,
 														 update ? r->lg_lanes : 5, s->labels, s->dist2,
 														 s->sums, s->cnt, s->part, s->block_part, s->stats);
 		LAUNCHED(lloyd_kernel);

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "route.h"
+#include "xview.cuh"
 
 /* device workspace bytes a call needs (centroid tiles, fallback list, ...) */
 size_t		pggpu_tc_workspace_bytes(int64_t n, int k, int d);
@@ -32,7 +33,7 @@ size_t		pggpu_tc_workspace_bytes(int64_t n, int k, int d);
  * 256-byte aligned (cudaMalloc's are), not shared with a call running
  * concurrently.
  */
-cudaError_t pggpu_tc_assign(const pggpu_route *r, const double *X, int64_t n, int d, int log_b,
+cudaError_t pggpu_tc_assign(const pggpu_route *r, xview X, int64_t n, int d, int log_b,
 							const double *C, int k, void *workspace, int32_t *labels, double *dist2,
 							unsigned long long *changed, cudaStream_t stream);
 
@@ -47,7 +48,7 @@ cudaError_t pggpu_tc_assign(const pggpu_route *r, const double *X, int64_t n, in
  * runs (where that pass fuses, by its preparation kernel rather than a
  * memset: one launch less between steps); changed may lie in it.
  */
-cudaError_t pggpu_tc_assign_update(const pggpu_route *r, const double *X, int64_t n, int d, int log_b,
+cudaError_t pggpu_tc_assign_update(const pggpu_route *r, xview X, int64_t n, int d, int log_b,
 								   const double *C, int k, void *workspace, int32_t *labels,
 								   double *dist2, unsigned long long *changed, double *part,
 								   double *block_part, int max_parts, int *parts, void *zero,

@@ -48,7 +48,7 @@ tc_exact_kernel(const tc_args p, int mode)
 		if (!__syncthreads_or(active))
 			continue;
 
-		const double *xp = tc_row(p.X, active ? r : 0, d, p.log_b);
+		const xview xp = tc_row(p.X, active ? r : 0, d, p.log_b);
 		double		best = INFINITY;
 		int			bc = 0;
 
@@ -276,7 +276,7 @@ launch_pass(tc_fn fn, const pggpu_route *r, int nw, size_t smem, int64_t rows_pe
 }
 
 cudaError_t
-pggpu_tc_assign(const pggpu_route *r, const double *X, int64_t n, int d, int log_b, const double *C,
+pggpu_tc_assign(const pggpu_route *r, xview X, int64_t n, int d, int log_b, const double *C,
 				int k, void *workspace, int32_t *labels, double *dist2,
 				unsigned long long *changed, cudaStream_t stream)
 {
@@ -285,7 +285,7 @@ pggpu_tc_assign(const pggpu_route *r, const double *X, int64_t n, int d, int log
 }
 
 cudaError_t
-pggpu_tc_assign_update(const pggpu_route *r, const double *X, int64_t n, int d, int log_b,
+pggpu_tc_assign_update(const pggpu_route *r, xview X, int64_t n, int d, int log_b,
 					   const double *C, int k, void *workspace, int32_t *labels, double *dist2,
 					   unsigned long long *changed, double *part, double *block_part,
 					   int max_parts, int *parts, void *zero, size_t zero_bytes, cudaStream_t stream)

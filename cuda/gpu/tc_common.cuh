@@ -95,7 +95,7 @@ struct tc_header
 
 struct tc_args
 {
-	const double *X;
+	xview		X;
 	int64_t		n;
 	int			d;
 	int			log_b;
@@ -149,8 +149,8 @@ list_uncertain(const tc_args &p, int lane, bool flag, int64_t r, float thr)
 }
 
 /* row i of the tiled layout: column j at [j << log_b] */
-static __device__ __forceinline__ const double *
-tc_row(const double *X, int64_t i, int d, int log_b)
+static __device__ __forceinline__ xview
+tc_row(xview X, int64_t i, int d, int log_b)
 {
 	int64_t		b = (int64_t) 1 << log_b;
 
@@ -448,9 +448,34 @@ is_sentinel(int32_t v, int k)
 	return (int64_t) v - INT_MIN <= k;
 }
 
+/*
+ * Rows held as floats are staged by prefetch_rows as they are, a float in
+ * the first 4 bytes of its double's place (half the bytes from memory);
+ * once their copies are done (cp_wait), each lane widens its own rows' in
+ * place, so that the passes read doubles either way (and no register more:
+ * tc_resident's kernels have none to spare).  A lane's copies are its own
+ * to read: no sync.
+ */
+template <int MT>
+static __device__ __forceinline__ void
+widen_staged(double *sb, int d)
+{
+	int			lane = threadIdx.x & 31;
+
+#pragma unroll 1
+	for (int rr = 0; rr < MT / 2; rr++)
+	{
+		double	   *b = sb + rr * stage_doubles(d) + lane;
+
+#pragma unroll 1
+		for (int j = 0; j < d; j++)
+			b[j * 32] = (double) ((const float *) (b + j * 32))[0];
+	}
+}
+
 template <int MT, int DW = 0>
 static __device__ __forceinline__ void
-prefetch_rows(double *sb, const double *X, const int32_t *labels, int64_t row0, int64_t n,
+prefetch_rows(double *sb, xview X, const int32_t *labels, int64_t row0, int64_t n,
 			  int d, int log_b)
 {
 	int			lane = threadIdx.x & 31;
@@ -462,9 +487,20 @@ prefetch_rows(double *sb, const double *X, const int32_t *labels, int64_t row0, 
 		int64_t		r = row0 + rr * 32 + lane;
 		double	   *b = sb + rr * stage_doubles(d);
 
-		if (r < n)
+		if (r < n && X.f32)
 		{
-			const double *xp = tc_row(X, r, d, log_b);
+			const float *xp = (const float *) tc_row(X, r, d, log_b).p;
+			double	   *bj = b + lane;
+
+			/* (not unrolled: tc_resident's kernels have no registers to spare) */
+#pragma unroll 1
+			for (int j = 0; j < d; j++, xp += bs, bj += 32)
+				cp_async4(bj, xp);
+			cp_async4((int32_t *) (b + d * 32) + lane, labels + r);
+		}
+		else if (r < n)
+		{
+			const double *xp = (const double *) tc_row(X, r, d, log_b).p;
 			double	   *bj = b + lane;
 
 			if constexpr (DW > 0)	/* d <= DW: the columns unrolled (tc_resident) */

@@ -384,6 +384,7 @@ tcr_kernel(const tc_args p)
 	const int	d = p.d;
 	const int	k = p.k;
 	const int	log_b = p.log_b;
+	const bool	f32 = p.X.f32;		/* rows held as floats: staged as floats (widen_staged) */
 	const int	ps = d | 1;			/* double2 chunks a centroid pair (odd: fewer conflicts) */
 	const int	nb = p.prefetch;
 	const int	sbuf = stage_doubles(d);
@@ -488,6 +489,8 @@ tcr_kernel(const tc_args p)
 		prefetch_rows<2, DW>(sStg + (int) nxt * sbuf, p.X, p.labels,
 						 e0 + (int64_t) (nb - 1) * gridDim.x * RT, p.n, d, log_b);
 		cp_wait(nb - 1);
+		if (f32)
+			widen_staged<2>((double *) stg, d);
 
 		/* 1. a lane per row: shift, round, split; the row's words into its B fragments */
 		{

@@ -109,6 +109,7 @@ tc_kernel(const tc_args p)
 	const int	t = lane & 3;
 	const int	d = p.d;
 	const int	log_b = p.log_b;
+	const bool	f32 = p.X.f32;		/* rows held as floats: staged as floats (widen_staged) */
 	const int	ntiles = p.ntiles;
 	const int	chunk_nt = p.chunk_nt;
 	const int	nch = (ntiles + chunk_nt - 1) / chunk_nt;
@@ -175,6 +176,8 @@ tc_kernel(const tc_args p)
 			prefetch_rows<MT>(sStg + (int) ((it + nb - 1) % nb) * sbuf, p.X, p.labels,
 							  e0 + (int64_t) (nb - 1) * gridDim.x * RT, p.n, d, log_b);
 			cp_wait(nb - 1);	/* this tile's rows */
+			if (f32)
+				widen_staged<MT>((double *) stg, d);
 		}
 
 		/* 1. a lane per row: shift, round; main: the bound; cand: the threshold */
@@ -195,7 +198,7 @@ tc_kernel(const tc_args p)
 			}
 			if (live)
 			{
-				const double *xp = tc_row(p.X, r, d, log_b);
+				const xview xp = tc_row(p.X, r, d, log_b);
 				double		xv[DMAX];
 				float		xn = 0;
 				bool		ok = !all_exact;
@@ -456,7 +459,7 @@ tc_kernel(const tc_args p)
 
 						if (c < p.k)
 						{
-							const double *xp = tc_row(p.X, sRowG[row], d, log_b);
+							const xview xp = tc_row(p.X, sRowG[row], d, log_b);
 							const double *cp = p.C + (int64_t) c * d;
 							double		xv[DMAX],
 										cv[DMAX];
@@ -522,7 +525,7 @@ tc_kernel(const tc_args p)
 					if (cert)
 					{
 						/* the pair lab, lab + 1: the nearer, lower index on ties */
-						const double *xp = tc_row(p.X, r, d, log_b);
+						const xview xp = tc_row(p.X, r, d, log_b);
 						const double *cp = p.C + (int64_t) lab * d;
 						bool		two = lab + 1 < p.k;
 						double		xv[DMAX];

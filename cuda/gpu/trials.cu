@@ -14,7 +14,7 @@
 
 /* a thread a row: its key from its values as pushed */
 __global__ void
-keys_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, bool x_rows,
+keys_kernel(xview X, int64_t n, int d, int log_b, bool x_rows,
 			unsigned long long *keys)
 {
 	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
@@ -45,7 +45,7 @@ gpu_keys(pggpu_data *ds, uint64_t *keys, pggpu_error *err)
 	if (ds->n == 0)
 		return PGGPU_OK;
 	CU(cudaMallocAsync((void **) &dk, sizeof(unsigned long long) * ds->n, s->stream));
-	keys_kernel<<<grid_for(s, ds->n), BLOCK, 0, s->stream>>>(s->X, ds->n, ds->d, ds->log_b, s->x_rows, dk);
+	keys_kernel<<<grid_for(s, ds->n), BLOCK, 0, s->stream>>>(xview_of(ds), ds->n, ds->d, ds->log_b, s->x_rows, dk);
 	if (cudaPeekAtLastError() == cudaSuccess)
 		(void) cudaMemcpyAsync(keys, dk, sizeof(uint64_t) * ds->n, cudaMemcpyDeviceToHost, s->stream);
 	(void) cudaFreeAsync(dk, s->stream);
@@ -56,7 +56,7 @@ gpu_keys(pggpu_data *ds, uint64_t *keys, pggpu_error *err)
 
 /* out[t] := X[rows[t]] (row-major), a block a row; zeros for a row -1 */
 __global__ void
-rows_gather_kernel(const double *__restrict__ X, int d, int log_b, bool x_rows, const long long *rows,
+rows_gather_kernel(xview X, int d, int log_b, bool x_rows, const long long *rows,
 				   double *out)
 {
 	long long	r = rows[blockIdx.x];
@@ -87,7 +87,7 @@ gpu_get_rows(pggpu_data *ds, const int64_t *rows, int64_t m, double *out, pggpu_
 		e = cudaMemcpyAsync(buf, rows + i0, sizeof(long long) * take, cudaMemcpyHostToDevice, s->stream);
 		if (e == cudaSuccess)
 		{
-			rows_gather_kernel<<<(unsigned) take, 128, 0, s->stream>>>(s->X, ds->d, ds->log_b, s->x_rows,
+			rows_gather_kernel<<<(unsigned) take, 128, 0, s->stream>>>(xview_of(ds), ds->d, ds->log_b, s->x_rows,
 																	   (const long long *) buf, dout);
 			e = cudaPeekAtLastError();
 		}
@@ -109,7 +109,7 @@ gpu_get_rows(pggpu_data *ds, const int64_t *rows, int64_t m, double *out, pggpu_
  * a thread a value, t fastest: dst written in runs, src's rows gathered
  */
 __global__ void
-copy_rows_kernel(const double *__restrict__ X, int d, int log_b, bool x_rows, const long long *rows,
+copy_rows_kernel(xview X, int d, int log_b, bool x_rows, const long long *rows,
 				 int64_t m, int64_t padded, double f, double *Y, int log_bd)
 {
 	for (int64_t q = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; q < padded * d;
@@ -124,7 +124,7 @@ copy_rows_kernel(const double *__restrict__ X, int d, int log_b, bool x_rows, co
 
 /* Z (m x d, by columns) := the rows rows[t] of X times f: one source's rows, to be placed */
 __global__ void
-gather_rows_kernel(const double *__restrict__ X, int d, int log_b, bool x_rows, const long long *rows,
+gather_rows_kernel(xview X, int d, int log_b, bool x_rows, const long long *rows,
 				   int64_t m, double f, double *Z)
 {
 	for (int64_t q = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; q < m * d;
@@ -176,7 +176,7 @@ copy_from(pggpu_data *dst, pggpu_data *src, const int64_t *idx, int64_t mp, doub
 		(e = cudaMemcpyAsync(rows, idx, sizeof(long long) * mp, cudaMemcpyHostToDevice, s->stream)) == cudaSuccess)
 	{
 		gather_rows_kernel<<<grid_for(s, mp * dst->d), BLOCK, 0, s->stream>>>(
-			s->X, src->d, src->log_b, s->x_rows, rows, mp, f, z);
+			xview_of(src), src->d, src->log_b, s->x_rows, rows, mp, f, z);
 		e = cudaGetLastError();
 	}
 	if (e == cudaSuccess)
@@ -193,7 +193,7 @@ copy_from(pggpu_data *dst, pggpu_data *src, const int64_t *idx, int64_t mp, doub
 		(e = cudaMemcpyAsync(at, idx + mp, sizeof(long long) * mp, cudaMemcpyHostToDevice, t->stream)) == cudaSuccess)
 	{
 		place_rows_kernel<<<grid_for(t, mp * dst->d), BLOCK, 0, t->stream>>>(
-			zd ? zd : z, mp, at, 0, dst->d, t->X, dst->log_b);
+			zd ? zd : z, mp, at, 0, dst->d, (double *) t->X, dst->log_b);
 		e = cudaGetLastError();
 		if (e == cudaSuccess)
 			e = cudaStreamSynchronize(t->stream);
@@ -240,7 +240,8 @@ gpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *whi
 		if (p < 0 || p >= nsrc || rows[i] < 0 || rows[i] >= srcs[p]->n)
 			return pggpu_fail(err, PGGPU_ERR_INVALID, "row %lld is not in the data set", (long long) rows[i]);
 	}
-	if ((st = x_layout(dst, false, err)) != PGGPU_OK ||
+	/* (dst holds doubles: the rows come scaled) */
+	if ((st = x_layout(dst, false, err)) != PGGPU_OK || (st = gpu_widen(dst, err)) != PGGPU_OK ||
 		(padded / TILE(dst) > t->cap_tiles && (st = gpu_grow(dst, padded / TILE(dst), err)) != PGGPU_OK))
 		return st;
 	if (nsrc == 1 && ST(srcs[0])->dev == t->dev)
@@ -254,7 +255,8 @@ gpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *whi
 		if (cudaMemcpyAsync(drows, rows, sizeof(long long) * m, cudaMemcpyHostToDevice, s->stream) == cudaSuccess)
 		{
 			copy_rows_kernel<<<grid_for(s, padded * dst->d), BLOCK, 0, s->stream>>>(
-				s->X, srcs[0]->d, srcs[0]->log_b, s->x_rows, drows, m, padded, ldexp(1.0, e[0]), t->X,
+				xview_of(srcs[0]), srcs[0]->d, srcs[0]->log_b, s->x_rows, drows, m, padded, ldexp(1.0, e[0]),
+				(double *) t->X,
 				dst->log_b);
 			(void) cudaPeekAtLastError();
 		}
@@ -271,7 +273,7 @@ gpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *whi
 		if (padded > m)
 		{
 			place_rows_kernel<<<grid_for(t, (padded - m) * dst->d), BLOCK, 0, t->stream>>>(
-				NULL, m, NULL, padded, dst->d, t->X, dst->log_b);
+				NULL, m, NULL, padded, dst->d, (double *) t->X, dst->log_b);
 			(void) cudaPeekAtLastError();
 		}
 		st = PGGPU_OK;
@@ -326,7 +328,7 @@ static_assert(TRIAL_COLS >= PGGPU_DRAW_ROWS, "trials_kernel's terms fit the stag
  * draw of km_greedy_steps failed.
  */
 __global__ void __launch_bounds__(PGGPU_DRAW_ROWS)
-trials_kernel(const double *__restrict__ X, int64_t n, int d, int log_b, bool x_rows,
+trials_kernel(xview X, int64_t n, int d, int log_b, bool x_rows,
 			  const double *__restrict__ dist2, const double *__restrict__ rw,
 			  const double *__restrict__ cand, int m, double *bsum, int64_t nblocks, double *dout,
 			  const dev_stats *stats)
@@ -462,7 +464,7 @@ launch_trials(pggpu_data *ds, const trial_ws *w, int m, const dev_stats *stats, 
 	gpu_state  *s = ST(ds);
 
 	trials_kernel<<<(unsigned) w->nblocks, PGGPU_DRAW_ROWS, 0, s->stream>>>(
-		s->X, ds->n, ds->d, ds->log_b, s->x_rows, s->dist2, s->rw, w->cand, m, w->bsum, w->nblocks, w->dist,
+		xview_of(ds), ds->n, ds->d, ds->log_b, s->x_rows, s->dist2, s->rw, w->cand, m, w->bsum, w->nblocks, w->dist,
 		stats);
 	LAUNCHED(trials_kernel);
 	return PGGPU_OK;
@@ -484,7 +486,7 @@ gpu_km_trials(pggpu_data *ds, const uint64_t *keys, int m, int64_t *rows, double
 	if ((st = trial_workspace(ds, m, 0, false, 0, &w, err)) != PGGPU_OK ||
 		(st = gpu_draw_rows(ds, keys, m, w.rows, err)) != PGGPU_OK)
 		return st;
-	rows_gather_kernel<<<(unsigned) m, 128, 0, s->stream>>>(s->X, ds->d, ds->log_b, s->x_rows, w.rows, w.cand);
+	rows_gather_kernel<<<(unsigned) m, 128, 0, s->stream>>>(xview_of(ds), ds->d, ds->log_b, s->x_rows, w.rows, w.cand);
 	LAUNCHED(rows_gather_kernel);
 	if ((st = launch_trials(ds, &w, m, NULL, err)) != PGGPU_OK)
 		return st;
@@ -527,7 +529,7 @@ trial_pick_kernel(const double *dist2, const double *rw, int64_t n, const unsign
  */
 __global__ void
 trial_draw_kernel(const double *part_key, const long long *part_row, int nparts, const double *dist2,
-				  const double *rw, int64_t n, const unsigned long long *keys, const double *__restrict__ X,
+				  const double *rw, int64_t n, const unsigned long long *keys, xview X,
 				  int d, int log_b, bool x_rows, long long *rows, double *cand, const dev_stats *stats)
 {
 	__shared__ long long s_row;
@@ -557,7 +559,7 @@ trial_draw_kernel(const double *part_key, const long long *part_row, int nparts,
  */
 __global__ void
 greedy_next_kernel(const double *bsum, int64_t nblocks, int m, const long long *drawn,
-				   const double *__restrict__ X, int d, int log_b, bool x_rows, double *C, int c, float *sep,
+				   xview X, int d, int log_b, bool x_rows, double *C, int c, float *sep,
 				   long long *rows, long long *choice, dev_stats *stats)
 {
 	extern __shared__ double cn[];
@@ -697,13 +699,13 @@ gpu_km_greedy_steps(pggpu_data *ds, int c0, int c1, const uint64_t *keys, int m,
 			s->dist2, s->rw, ds->n, kc, w.part_key, w.part_row, stalled);
 		LAUNCHED(trial_pick_kernel);
 		trial_draw_kernel<<<(unsigned) m, 1024, 0, s->stream>>>(w.part_key, w.part_row, grid, s->dist2, s->rw,
-																ds->n, kc, s->X, ds->d, ds->log_b, s->x_rows,
+																ds->n, kc, xview_of(ds), ds->d, ds->log_b, s->x_rows,
 																w.rows, w.cand, stalled);
 		LAUNCHED(trial_draw_kernel);
 		if ((st = launch_trials(ds, &w, m, stalled, err)) != PGGPU_OK)
 			return st;
 		greedy_next_kernel<<<sep_grid(s, c), SEP_THREADS, sizeof(double) * ds->d, s->stream>>>(
-			w.bsum, w.nblocks, m, w.rows, s->X, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep, s->pp_rows,
+			w.bsum, w.nblocks, m, w.rows, xview_of(ds), ds->d, ds->log_b, s->x_rows, s->C, c, s->sep, s->pp_rows,
 			w.choice, stalled);
 		LAUNCHED(greedy_next_kernel);
 		if (keep)

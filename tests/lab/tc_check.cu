@@ -398,7 +398,7 @@ check_case(bufs &B, int64_t n, int d, int k, int kind, int log_b, uint64_t seed,
 	CK(cudaMemcpy(B.lab, B.old, sizeof(int32_t) * n, cudaMemcpyDeviceToDevice));
 	CK(cudaMemset(B.d2, 0xff, sizeof(double) * n));	/* NaN: unwritten rows show */
 	CK(cudaMemcpy(B.changed, &ch0, sizeof(ch0), cudaMemcpyHostToDevice));
-	CK(pggpu_tc_assign(lab_route(n, k, d), B.X, n, d, log_b, B.C, k, B.ws, B.lab, B.d2, B.changed, 0));
+	CK(pggpu_tc_assign(lab_route(n, k, d), xview{B.X, false}, n, d, log_b, B.C, k, B.ws, B.lab, B.d2, B.changed, 0));
 	CK(cudaDeviceSynchronize());
 	CK(cudaMemcpy(&ch, B.changed, sizeof(ch), cudaMemcpyDeviceToHost));
 
@@ -411,7 +411,7 @@ check_case(bufs &B, int64_t n, int d, int k, int kind, int log_b, uint64_t seed,
 	/* second call: labels are already right, nothing changes */
 	CK(cudaMemcpy(B.changed, &ch0, sizeof(ch0), cudaMemcpyHostToDevice));
 	CK(cudaMemset(B.d2, 0xff, sizeof(double) * n));
-	CK(pggpu_tc_assign(lab_route(n, k, d), B.X, n, d, log_b, B.C, k, B.ws, B.lab, B.d2, B.changed, 0));
+	CK(pggpu_tc_assign(lab_route(n, k, d), xview{B.X, false}, n, d, log_b, B.C, k, B.ws, B.lab, B.d2, B.changed, 0));
 	CK(cudaDeviceSynchronize());
 
 	unsigned long long ch2;
@@ -730,7 +730,7 @@ bench(void)
 				std::vector<float> tt;
 				unsigned long long ch0 = 0;
 				auto		call = [&] {
-					CK(pggpu_tc_assign(lab_route(n, k, d), B.X, n, d, log_b, B.C, k, B.ws, B.lab, B.d2, B.changed, 0));
+					CK(pggpu_tc_assign(lab_route(n, k, d), xview{B.X, false}, n, d, log_b, B.C, k, B.ws, B.lab, B.d2, B.changed, 0));
 				};
 
 				lab_variant(shapes[s][0], shapes[s][1], shapes[s][2]);

@@ -1,4 +1,5 @@
 #include "unit.h"
+#include "compute_internal.h"	/* (f32_held: how the backend holds the rows) */
 
 /*
  * ---- dtype: rows pushed as float32 -----------------------------------------
@@ -8,7 +9,9 @@
  * values pushed into a FLOAT64 set give, to the last bit: fits (each
  * seeding, n_init, the CPU's GEMM route and the GPU's routes, threads),
  * assignments, standard scaling and a power-of-two scale (both widen the
- * rows to doubles first), through the staging batch and pggpu_data_push_rows.
+ * rows to doubles first), through the staging batch and pggpu_data_push_rows,
+ * parked and unparked (streaming).  Both backends hold the rows as floats,
+ * 4 bytes a value, until an op rewrites them.
  */
 
 /* D's values rounded to float32 (the values a FLOAT32 set is for) */
@@ -32,6 +35,7 @@ typedef struct dtype_case
 	bool		standardize;
 	bool		far_init;		/* given centroids far out: a power-of-two scale */
 	bool		by_rows;
+	bool		park;			/* parked and unparked before the fit */
 } dtype_case;
 
 /* one fit on a set of each type, and an assignment after it: the same bits */
@@ -71,6 +75,9 @@ dtype_fit(pggpu_backend be, const dtype_case *tc)
 			o[t].st = PGGPU_ERR_INVALID;
 			continue;
 		}
+		if (tc->park)
+			CHECK(pggpu_data_park(ds, &err) == PGGPU_OK && pggpu_data_unpark(ds, &err) == PGGPU_OK,
+				  "park and unpark: %s", err.msg);
 		p.k = tc->k;
 		p.max_iter = 20;
 		p.tol = 0;
@@ -92,6 +99,8 @@ dtype_fit(pggpu_backend be, const dtype_case *tc)
 		}
 		fit_set(ds, &p, &o[t], &err);
 		CHECK(o[t].st == PGGPU_OK, "%s fit: %s", t ? "float32" : "float64", err.msg);
+		CHECK(ds->f32_held == (t == 1 && !tc->standardize && !tc->far_init),
+			  "the rows held as %s", ds->f32_held ? "floats" : "doubles");
 		CHECK(pggpu_assign(ds, o[0].C, tc->k, lab[t], dist[t], &err) == PGGPU_OK,
 			  "assign: %s", err.msg);
 		pggpu_data_close(ds);
@@ -130,6 +139,10 @@ test_dtype(void)
 		{"tc_scan", 3000, 64, 40, PGGPU_INIT_KMEANSPP, 1, 1, 2},
 		{"tc_resident", 3000, 64, 40, PGGPU_INIT_KMEANSPP, 1, 1, 3},
 		{"gemm", 3000, 96, 40, PGGPU_INIT_KMEANSPP, 1, 1, 4},
+		{"gemm, chunks of whole tiles", 20000, 96, 40, PGGPU_INIT_KMEANSPP, 1, 1, 4},
+		{"gemm_tf32", 20000, 96, 40, PGGPU_INIT_KMEANSPP, 1, 1, 5},
+		{"parked and unparked", 5000, 40, 16, PGGPU_INIT_KMEANSPP, 1, 1, 0, false, false, false, true},
+		{"parked, then standardized", 3000, 10, 8, PGGPU_INIT_KMEANSPP, 1, 1, 0, true, false, false, true},
 		{"standardized", 3000, 6, 8, PGGPU_INIT_KMEANSPP, 1, 1, 0, true},
 		{"given far centroids (scaled)", 2000, 4, 5, PGGPU_INIT_GIVEN, 1, 1, 0, false, true},
 		{"push_rows", 2500, 7, 6, PGGPU_INIT_KMEANSPP, 1, 1, 0, false, false, true},
