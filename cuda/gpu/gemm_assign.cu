@@ -422,7 +422,7 @@ gather_kernel(xview X, int d, int log_b, const int64_t *__restrict__ list,
  * tiles of a chunk widened to doubles, the float64 product's operand (at
  * most XD_BYTES, or one tile: the chunks of whole tiles are cut to fit).
  */
-#define XD_BYTES ((size_t) 64 << 20)
+#define XD_BYTES GEMM_S_BYTES
 typedef struct gemm_layout
 {
 	size_t		s_bytes,

@@ -385,7 +385,7 @@ pggpu_tc_assign_update(const pggpu_route *r, xview X, int64_t n, int d, int log_
 				sm_cand;
 	const int	rows_cta = 16 * r->mt * r->nw;
 
-	tc_scan_kernels(ks, f16, r->mt, r->nw, &scan_main, &scan_cand);
+	tc_scan_kernels(ks, f16, r->mt, r->nw, X.f32, &scan_main, &scan_cand);
 	if (!tc_scan_smem(smem_optin, ks, a.ntiles, d, r->mt, r->nw, false, &ch_main, &sm_main, &pf_main) ||
 		!tc_scan_smem(smem_optin, ks, a.ntiles, d, r->mt, r->nw, true, &ch_cand, &sm_cand, &pf_cand))
 		return cudaErrorInvalidConfiguration;	/* (the plan checked it) */

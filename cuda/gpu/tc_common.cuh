@@ -449,6 +449,33 @@ is_sentinel(int32_t v, int k)
 }
 
 /*
+ * xv[j] := column j of the row at xp (j < d; 0.0 past it), its loads all
+ * in flight at once: the value type decided once, outside the unrolled
+ * loop (a branch a load costs the rescan kernels half their occupancy)
+ */
+template <int DW>
+static __device__ __forceinline__ void
+load_row(double *xv, xview xp, int d, int log_b)
+{
+	if (xp.f32)
+	{
+		const float *x = (const float *) xp.p;
+
+#pragma unroll
+		for (int j = 0; j < DW; j++)
+			xv[j] = j < d ? (double) x[(int64_t) j << log_b] : 0.0;
+	}
+	else
+	{
+		const double *x = (const double *) xp.p;
+
+#pragma unroll
+		for (int j = 0; j < DW; j++)
+			xv[j] = j < d ? x[(int64_t) j << log_b] : 0.0;
+	}
+}
+
+/*
  * Rows held as floats are staged by prefetch_rows as they are, a float in
  * the first 4 bytes of its double's place (half the bytes from memory);
  * once their copies are done (cp_wait), each lane widens its own rows' in
@@ -532,11 +559,11 @@ prefetch_rows(double *sb, xview X, const int32_t *labels, int64_t row0, int64_t 
 
 typedef void (*tc_fn) (const tc_args);
 
-/* tc_scan.cu: its preparation kernels, and its two passes for (ks, f16, mt, nw), or nulls */
+/* tc_scan.cu: its preparation kernels, and its two passes for (ks, f16, mt, nw, rows as floats), or nulls */
 __global__ void tc_prep_mean(const double *__restrict__ C, int k, int d, double *shift, tc_header *hdr, int f16);
 __global__ void tc_prep_tiles(const double *__restrict__ C, int k, int d, int ks_n, int ntiles,
 							  const double *__restrict__ shift, float *tiles, tc_header *hdr, int f16);
-void		tc_scan_kernels(int ks, bool f16, int mt, int nw, tc_fn *main, tc_fn *cand);
+void		tc_scan_kernels(int ks, bool f16, int mt, int nw, bool f32, tc_fn *main, tc_fn *cand);
 
 /* tc_resident.cu: its preparation kernels, and its kernel of TC_RESIDENT_TABLE's row (fused: the sums too), or null */
 __global__ void tcr_prep_frags(const double *__restrict__ C, int k, int d, int ks_n, int nm, int dmax,

@@ -93,7 +93,12 @@ tc_prep_tiles(const double *__restrict__ C, int k, int d, int ks_n, int ntiles,
 /* ---- the tensor-core passes ----------------------------------------------------- */
 
 
-template <int KS, int MT, int NW, bool CAND, bool F16>
+/*
+ * XT: the rows' value type, 0 as p.X says (the main pass: one instance for
+ * both), 1 doubles, 2 floats (the rescan of candidates, whose unrolled
+ * loads need twice the registers when the type is decided as they run)
+ */
+template <int KS, int MT, int NW, bool CAND, bool F16, int XT = 0>
 __global__ void __launch_bounds__(NW * 32, 1)
 tc_kernel(const tc_args p)
 {
@@ -109,7 +114,8 @@ tc_kernel(const tc_args p)
 	const int	t = lane & 3;
 	const int	d = p.d;
 	const int	log_b = p.log_b;
-	const bool	f32 = p.X.f32;		/* rows held as floats: staged as floats (widen_staged) */
+	const xview X = XT == 0 ? p.X : xview{p.X.p, XT == 2};
+	const bool	f32 = X.f32;		/* rows held as floats: staged as floats (widen_staged) */
 	const int	ntiles = p.ntiles;
 	const int	chunk_nt = p.chunk_nt;
 	const int	nch = (ntiles + chunk_nt - 1) / chunk_nt;
@@ -156,7 +162,7 @@ tc_kernel(const tc_args p)
 	{
 		/* tiles 0 .. nb-2 of this CTA in flight (a group each, empty past the end) */
 		for (int st = 0; st < nb - 1; st++)
-			prefetch_rows<MT>(sStg + st * sbuf, p.X, p.labels,
+			prefetch_rows<MT>(sStg + st * sbuf, X, p.labels,
 							  (blockIdx.x + (int64_t) st * gridDim.x) * RT + warp * ROWS_W,
 							  p.n, d, log_b);
 		cp_wait(nb - 1);		/* the centroids, the oldest group */
@@ -173,7 +179,7 @@ tc_kernel(const tc_args p)
 		if (pf)
 		{
 			/* tile it + nb - 1 into the buffer tile it - 1 used (this lane's own) */
-			prefetch_rows<MT>(sStg + (int) ((it + nb - 1) % nb) * sbuf, p.X, p.labels,
+			prefetch_rows<MT>(sStg + (int) ((it + nb - 1) % nb) * sbuf, X, p.labels,
 							  e0 + (int64_t) (nb - 1) * gridDim.x * RT, p.n, d, log_b);
 			cp_wait(nb - 1);	/* this tile's rows */
 			if (f32)
@@ -198,7 +204,7 @@ tc_kernel(const tc_args p)
 			}
 			if (live)
 			{
-				const xview xp = tc_row(p.X, r, d, log_b);
+				const xview xp = tc_row(X, r, d, log_b);
 				double		xv[DMAX];
 				float		xn = 0;
 				bool		ok = !all_exact;
@@ -208,9 +214,7 @@ tc_kernel(const tc_args p)
 					for (int j = 0; j < DMAX; j++)
 						xv[j] = j < d ? stg[rr * stage_doubles(d) + j * 32 + lane] : 0.0;
 				else
-#pragma unroll
-					for (int j = 0; j < DMAX; j++)
-						xv[j] = j < d ? xp[(int64_t) j << log_b] : 0.0;
+					load_row<DMAX>(xv, xp, d, log_b);
 #pragma unroll
 				for (int j = 0; j < DMAX; j++)
 					if (j < d)
@@ -459,19 +463,17 @@ tc_kernel(const tc_args p)
 
 						if (c < p.k)
 						{
-							const xview xp = tc_row(p.X, sRowG[row], d, log_b);
+							const xview xp = tc_row(X, sRowG[row], d, log_b);
 							const double *cp = p.C + (int64_t) c * d;
 							double		xv[DMAX],
 										cv[DMAX];
 							double		acc = 0;
 
 							/* every load in flight before the first use */
+							load_row<DMAX>(xv, xp, d, log_b);
 #pragma unroll
 							for (int j = 0; j < DMAX; j++)
-							{
-								xv[j] = j < d ? xp[(int64_t) j << log_b] : 0.0;
 								cv[j] = j < d ? cp[j] : 0.0;
-							}
 #pragma unroll
 							for (int j = 0; j < DMAX; j++)
 								if (j < d)
@@ -525,7 +527,7 @@ tc_kernel(const tc_args p)
 					if (cert)
 					{
 						/* the pair lab, lab + 1: the nearer, lower index on ties */
-						const xview xp = tc_row(p.X, r, d, log_b);
+						const xview xp = tc_row(X, r, d, log_b);
 						const double *cp = p.C + (int64_t) lab * d;
 						bool		two = lab + 1 < p.k;
 						double		xv[DMAX];
@@ -537,9 +539,7 @@ tc_kernel(const tc_args p)
 							for (int j = 0; j < DMAX; j++)
 								xv[j] = j < d ? stg[rr * stage_doubles(d) + j * 32 + lane] : 0.0;
 						else
-#pragma unroll
-							for (int j = 0; j < DMAX; j++)
-								xv[j] = j < d ? xp[(int64_t) j << log_b] : 0.0;
+							load_row<DMAX>(xv, xp, d, log_b);
 #pragma unroll
 						for (int j = 0; j < DMAX; j++)
 							if (j < d)
@@ -625,61 +625,61 @@ tc_kernel(const tc_args p)
  */
 template <int KS, int MT, int NW, bool F16>
 static void
-kernels(tc_fn *main, tc_fn *cand)
+kernels(bool f32, tc_fn *main, tc_fn *cand)
 {
 	*main = tc_kernel<KS, MT, NW, false, F16>;
-	*cand = tc_kernel<KS, MT, NW, true, F16>;
+	*cand = f32 ? tc_kernel<KS, MT, NW, true, F16, 2> : tc_kernel<KS, MT, NW, true, F16, 1>;
 }
 
 template <int KS, bool F16>
 static void
-kernels_ks(int mt, int nw, tc_fn *main, tc_fn *cand)
+kernels_ks(int mt, int nw, bool f32, tc_fn *main, tc_fn *cand)
 {
 	*main = *cand = nullptr;
 	if constexpr (KS <= (F16 ? 2 : 4))
 	{
 #ifdef PGGPU_TC_LAB
 		if (mt == 4 && nw == 8)
-			return kernels<KS, 4, 8, F16>(main, cand);
+			return kernels<KS, 4, 8, F16>(f32, main, cand);
 		if (mt == 2 && nw == 8)
-			return kernels<KS, 2, 8, F16>(main, cand);
+			return kernels<KS, 2, 8, F16>(f32, main, cand);
 #endif
 		if (mt == 2 && nw == 16)
-			return kernels<KS, 2, 16, F16>(main, cand);
+			return kernels<KS, 2, 16, F16>(f32, main, cand);
 	}
 	else if (mt == 2 && nw == 8)
-		return kernels<KS, 2, 8, F16>(main, cand);
+		return kernels<KS, 2, 8, F16>(f32, main, cand);
 }
 
 void
-tc_scan_kernels(int ks, bool f16, int mt, int nw, tc_fn *main, tc_fn *cand)
+tc_scan_kernels(int ks, bool f16, int mt, int nw, bool f32, tc_fn *main, tc_fn *cand)
 {
 	*main = *cand = nullptr;
 	if (f16)
 		switch (ks)
 		{
-			case 1: return kernels_ks<1, true>(mt, nw, main, cand);
-			case 2: return kernels_ks<2, true>(mt, nw, main, cand);
-			case 3: return kernels_ks<3, true>(mt, nw, main, cand);
-			case 4: return kernels_ks<4, true>(mt, nw, main, cand);
-			case 5: return kernels_ks<5, true>(mt, nw, main, cand);
-			case 6: return kernels_ks<6, true>(mt, nw, main, cand);
+			case 1: return kernels_ks<1, true>(mt, nw, f32, main, cand);
+			case 2: return kernels_ks<2, true>(mt, nw, f32, main, cand);
+			case 3: return kernels_ks<3, true>(mt, nw, f32, main, cand);
+			case 4: return kernels_ks<4, true>(mt, nw, f32, main, cand);
+			case 5: return kernels_ks<5, true>(mt, nw, f32, main, cand);
+			case 6: return kernels_ks<6, true>(mt, nw, f32, main, cand);
 			default: return;
 		}
 	switch (ks)
 	{
-		case 1: return kernels_ks<1, false>(mt, nw, main, cand);
-		case 2: return kernels_ks<2, false>(mt, nw, main, cand);
-		case 3: return kernels_ks<3, false>(mt, nw, main, cand);
-		case 4: return kernels_ks<4, false>(mt, nw, main, cand);
-		case 5: return kernels_ks<5, false>(mt, nw, main, cand);
-		case 6: return kernels_ks<6, false>(mt, nw, main, cand);
-		case 7: return kernels_ks<7, false>(mt, nw, main, cand);
-		case 8: return kernels_ks<8, false>(mt, nw, main, cand);
-		case 9: return kernels_ks<9, false>(mt, nw, main, cand);
-		case 10: return kernels_ks<10, false>(mt, nw, main, cand);
-		case 11: return kernels_ks<11, false>(mt, nw, main, cand);
-		case 12: return kernels_ks<12, false>(mt, nw, main, cand);
+		case 1: return kernels_ks<1, false>(mt, nw, f32, main, cand);
+		case 2: return kernels_ks<2, false>(mt, nw, f32, main, cand);
+		case 3: return kernels_ks<3, false>(mt, nw, f32, main, cand);
+		case 4: return kernels_ks<4, false>(mt, nw, f32, main, cand);
+		case 5: return kernels_ks<5, false>(mt, nw, f32, main, cand);
+		case 6: return kernels_ks<6, false>(mt, nw, f32, main, cand);
+		case 7: return kernels_ks<7, false>(mt, nw, f32, main, cand);
+		case 8: return kernels_ks<8, false>(mt, nw, f32, main, cand);
+		case 9: return kernels_ks<9, false>(mt, nw, f32, main, cand);
+		case 10: return kernels_ks<10, false>(mt, nw, f32, main, cand);
+		case 11: return kernels_ks<11, false>(mt, nw, f32, main, cand);
+		case 12: return kernels_ks<12, false>(mt, nw, f32, main, cand);
 		default: return;
 	}
 }
