@@ -465,7 +465,7 @@ run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
 				   r.iterate_seconds / r.iterations, "iterations=%d threads=%s %s",
 				   r.iterations, gpu ? "gpu" : thr, route);
 		bench_emit("load", gpu ? "pg_gpu" : "pg_gpu_cpu", n, d, k, load_s,
-				   "pushing N x d float64 through the staging buffers");
+				   "pushing N x d %s through the staging buffers", float32 ? "float32" : "float64");
 		p.init = PGGPU_INIT_KMEANSPP;
 		p.init_centroids = NULL;
 		p.max_iter = parallel ? iters : 1;
