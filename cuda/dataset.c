@@ -256,6 +256,10 @@ pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 						  (long long) nrows);
 	if (ds->parked)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no rows may be pushed to a parked data set");
+	/* (the staging batch holds floats, the set doubles now: they would be taken as doubles) */
+	if (ds->f32 != ds->f32_held)
+		return pggpu_fail(err, PGGPU_ERR_INVALID,
+						  "no rows may be pushed to a float32 data set once its rows are held as doubles");
 	t0 = pggpu_seconds();
 	ds->range_known = false;
 	st = ds->ops->push(ds, nrows, err);

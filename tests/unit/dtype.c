@@ -183,4 +183,37 @@ test_dtype(void)
 			  "bytes a value");
 		data_free(&D);
 	}
+
+	/* a float32 set widened (standard scaling rewrites its rows) takes no more rows, on either backend */
+	for (int b = 0; b < 2; b++)
+	{
+		pggpu_backend be = b == 0 ? PGGPU_BACKEND_CPU : PGGPU_BACKEND_GPU;
+		pggpu_data *ds = NULL;
+		pggpu_error err = {0};
+		int64_t		B;
+
+		if (be == PGGPU_BACKEND_GPU && !have_gpu)
+			continue;
+		set_case("dtype %s: no push after widening", be_name(be));
+		if (pggpu_data_open(&ds, be, -1, 3, 0, &err) != PGGPU_OK ||
+			pggpu_data_set_dtype(ds, PGGPU_FLOAT32, &err) != PGGPU_OK)
+		{
+			CHECK(false, "open: %s", err.msg);
+			pggpu_data_close(ds);
+			continue;
+		}
+		B = pggpu_data_batch_rows(ds);
+		for (int64_t e = 0; e < 3 * B; e++)
+			pggpu_data_batch_f32(ds)[e] = (float) (e % 7);
+		CHECK(pggpu_data_push(ds, B, &err) == PGGPU_OK, "push: %s", err.msg);
+		{
+			double		mean[3],
+						std[3];
+
+			CHECK(pggpu_data_standardize(ds, mean, std, &err) == PGGPU_OK, "standardize: %s", err.msg);
+		}
+		CHECK(!ds->f32_held, "standardized rows are held as doubles");
+		CHECK(pggpu_data_push(ds, B, &err) == PGGPU_ERR_INVALID, "a push after widening was taken");
+		pggpu_data_close(ds);
+	}
 }
