@@ -241,8 +241,9 @@ typedef struct pggpu_ops
 	pggpu_status (*km_sums) (pggpu_data *ds, double *sums, int64_t *counts, pggpu_error *err);
 
 	/*
-	 * Optional: ds->f32 was just set (no rows yet); the backend sets
-	 * ds->f32_held when it holds the rows as floats
+	 * Optional: ds->f32 was just set (no rows yet); the backend's memory
+	 * made ready for that type and ds->f32_held set to what it now holds
+	 * (it says what the memory holds until then: a type set twice)
 	 */
 	pggpu_status (*dtype) (pggpu_data *ds, pggpu_error *err);
 	/* Optional (needed where f32_held): the rows as doubles from now on */

@@ -211,7 +211,7 @@ pggpu_data_set_dtype(pggpu_data *ds, pggpu_dtype dtype, pggpu_error *err)
 	if (ds->f32 == (dtype == PGGPU_FLOAT32))
 		return PGGPU_OK;
 	ds->f32 = dtype == PGGPU_FLOAT32;
-	ds->f32_held = false;
+	/* (f32_held is the backend's: what its memory holds now, which the op compares with f32) */
 	return ds->ops->dtype ? ds->ops->dtype(ds, err) : PGGPU_OK;
 }
 

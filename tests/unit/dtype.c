@@ -184,6 +184,39 @@ test_dtype(void)
 		data_free(&D);
 	}
 
+	/* a type set twice before the first push: the second holds (the memory made ready for it) */
+	for (int b = 0; b < 2; b++)
+	{
+		pggpu_backend be = b == 0 ? PGGPU_BACKEND_CPU : PGGPU_BACKEND_GPU;
+		dataset		D = {0};
+		pggpu_data *ds = NULL;
+		pggpu_error err = {0};
+
+		if (be == PGGPU_BACKEND_GPU && !have_gpu)
+			continue;
+		set_case("dtype %s: float32, then float64", be_name(be));
+		gen_blobs(&D, 20000, 6, 4, 6.0, 9);
+		if (pggpu_data_open(&ds, be, -1, D.d, D.n, &err) != PGGPU_OK ||
+			pggpu_data_set_dtype(ds, PGGPU_FLOAT32, &err) != PGGPU_OK ||
+			pggpu_data_set_dtype(ds, PGGPU_FLOAT64, &err) != PGGPU_OK)
+			CHECK(false, "open and type: %s", err.msg);
+		else
+		{
+			CHECK(!ds->f32_held && pggpu_data_batch(ds) != NULL, "doubles staged and held");
+			CHECK(pggpu_data_push_rows(ds, D.X, NULL, D.n, &err) == PGGPU_OK, "push_rows: %s", err.msg);
+			{
+				double	   *out = xmalloc(sizeof(double) * D.d);
+				int64_t		r = D.n - 1;
+
+				CHECK(pggpu_data_get_rows(ds, &r, 1, out, &err) == PGGPU_OK &&
+					  memcmp(out, D.X + r * D.d, sizeof(double) * D.d) == 0, "the last row as pushed");
+				free(out);
+			}
+		}
+		pggpu_data_close(ds);
+		data_free(&D);
+	}
+
 	/* a float32 set widened (standard scaling rewrites its rows) takes no more rows, on either backend */
 	for (int b = 0; b < 2; b++)
 	{
