@@ -78,6 +78,8 @@ SELECT gpu_matmul(ARRAY[[1,2],[3,4]]::float8[], ARRAY[[5,6],[7,8]]::float8[], b_
 SELECT gpu_matmul(ARRAY[[1,2],[3,4]]::real[], ARRAY[[5,6],[7,8]]::real[], true);
 -- 1 x 3 times (2 x 3)^T: 1 x 2
 SELECT gpu_matmul(ARRAY[[1,2,3]]::float8[], ARRAY[[1,0,0],[1,1,1]]::float8[], b_transposed => true);
+-- (the array forms are strict: a NULL argument, b_transposed too, gives NULL)
+SELECT gpu_matmul(ARRAY[[1,2]]::float8[], ARRAY[[5,6]]::float8[], b_transposed => NULL) IS NULL AS null_gives_null;
 SELECT gpu_matmul(ARRAY[[1,2]]::float8[], ARRAY[[5,6]]::float8[], b_transposed => false) AS not_conformable;
 SELECT gpu_matmul(ARRAY[[1,2]]::float8[], ARRAY[[5,6,7]]::float8[], b_transposed => true) AS not_conformable;
 SELECT gpu_matmul(ARRAY[[1,2]]::float8[], ARRAY[[5,6]]::float8[], NULL) IS NULL AS strict_null;

@@ -105,7 +105,8 @@ b_transposed_arg(FunctionCallInfo fcinfo, int i)
 	if (PG_ARGISNULL(i))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("b_transposed must not be NULL")));
+				 errmsg("b_transposed must not be NULL"),
+				 errhint("Pass true (b's rows are the right operand's columns: a x b^T) or false (the default).")));
 	return PG_GETARG_BOOL(i);
 }
 
