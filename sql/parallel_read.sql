@@ -54,6 +54,41 @@ FROM pr_vfit0;
 SELECT count(*) FILTER (WHERE a.cluster IS DISTINCT FROM b.cluster) AS differ
 FROM pr_vlab0 a FULL JOIN gpu_kmeans('pr_vec', 6, columns => ARRAY['e'], id_column => 'id', seed => 7) b USING (id);
 DROP TABLE pr_vec;
+-- rows of 8 values and more are converted 128 at a time, row-major, then
+-- turned into the part's columns (pg_gpu_part_flush): the same fits as of
+-- the values in columns of their own, serial, parallel and through a view
+-- (SPI's parts), with unusable rows between the usable ones
+CREATE TABLE pr_wide AS
+SELECT id, e, e::float8[] AS e8, e[1] AS c1, e[2] AS c2, e[3] AS c3, e[4] AS c4,
+       e[5] AS c5, e[6] AS c6, e[7] AS c7, e[8] AS c8
+FROM (SELECT i AS id,
+             CASE WHEN i % 331 = 0 THEN ARRAY[1, 2, 3, 4, 5, 6, 'NaN', 8]::real[]
+                  ELSE array(SELECT ((i % 5) * 10 + (i * (j + 3)) % 17 * 0.5 + j)::real
+                             FROM generate_series(1, 8) j) END AS e
+      FROM generate_series(1, 7001) i) s;
+UPDATE pr_wide SET e = NULL, e8 = NULL, c3 = NULL WHERE id % 613 = 0;
+CREATE VIEW pr_wide_v AS SELECT * FROM pr_wide;
+SET max_parallel_workers_per_gather = 0;
+CREATE TEMP TABLE pr_wfit AS
+SELECT (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pr_wide', 5, columns => ARRAY['c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7', 'c8'], seed => 5)) AS cols,
+       (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pr_wide', 5, columns => ARRAY['c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7', 'c8'], seed => 5, metric => 'cosine')) AS cols_cosine;
+SELECT (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pr_wide', 5, columns => ARRAY['e'], seed => 5)) = cols AS serial_same,
+       (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pr_wide', 5, columns => ARRAY['e8'], seed => 5)) = cols AS serial_float8_same,
+       (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pr_wide', 5, columns => ARRAY['e8'], seed => 5, metric => 'cosine')) = cols_cosine AS serial_cosine_same,
+       (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pr_wide_v', 5, columns => ARRAY['e'], seed => 5)) = cols AS view_same
+FROM pr_wfit;
+SET max_parallel_workers_per_gather = 3;
+ALTER TABLE pr_wide SET (parallel_workers = 3);
+SELECT (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pr_wide', 5, columns => ARRAY['e'], seed => 5)) = cols AS parallel_same,
+       (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pr_wide', 5, columns => ARRAY['e8'], seed => 5)) = cols AS parallel_float8_same,
+       (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pr_wide', 5, columns => ARRAY['e8'], seed => 5, metric => 'cosine')) = cols_cosine AS parallel_cosine_same
+FROM pr_wfit;
+SELECT count(*) AS rows, count(*) FILTER (WHERE a.cluster IS NULL) AS skipped,
+       count(*) FILTER (WHERE a.cluster IS DISTINCT FROM b.cluster) AS differ
+FROM gpu_kmeans('pr_wide', 5, columns => ARRAY['e'], id_column => 'id', seed => 5) a
+FULL JOIN gpu_kmeans('pr_wide_v', 5, columns => ARRAY['c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7', 'c8'], id_column => 'id', seed => 5) b USING (id);
+DROP VIEW pr_wide_v;
+DROP TABLE pr_wide;
 -- the table's parallel_workers, and max_parallel_workers_per_gather as the cap
 ALTER TABLE pr_pts SET (parallel_workers = 1);
 SET client_min_messages = debug1;

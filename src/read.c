@@ -24,6 +24,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "optimizer/plancat.h"
+#include "portability/instr_time.h"
 #include "tcop/dest.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -388,6 +389,7 @@ part_receive(TupleTableSlot *slot, DestReceiver *self)
 
 	if (pg_gpu_part_full(&r->part))
 	{
+		pg_gpu_part_flush(&r->part);
 		r->consume(r->arg, &r->part);
 		MemoryContextReset(r->rowcxt);
 		pg_gpu_part_init(&r->part, r->part.buf, r->part.bytes, r->part.len, true, r->spec->f32);
@@ -416,6 +418,7 @@ pg_gpu_part_receiver_init(PgGpuPartReceiver *r, const PgGpuRowSpec *spec,
 void
 pg_gpu_part_receiver_finish(PgGpuPartReceiver *r)
 {
+	pg_gpu_part_flush(&r->part);
 	if (r->part.nrows + r->part.nbad > 0)
 		r->consume(r->arg, &r->part);
 	pfree(r->part.buf);
@@ -455,6 +458,7 @@ typedef struct SoaSink
 	BatchAt    *batches;
 	int64		nbatches,
 				capbatches;
+	instr_time	flushing;		/* in flush_batch (DEBUG2) */
 } SoaSink;
 
 /* room for n more ids in *arr */
@@ -607,7 +611,15 @@ soa_consume(void *arg, const PgGpuPart *p)
 		s->fill += n;
 		done += n;
 		if (s->fill == s->batch_rows)
+		{
+			instr_time	t0,
+						t1;
+
+			INSTR_TIME_SET_CURRENT(t0);
 			flush_batch(s);
+			INSTR_TIME_SET_CURRENT(t1);
+			INSTR_TIME_ACCUM_DIFF(s->flushing, t1, t0);
+		}
 	}
 	if (s->want_ids)
 	{
@@ -683,6 +695,8 @@ pg_gpu_sink_end(PgGpuSink *sink, PgGpuRows *rows)
 	/* only the last batch of a sink may be partial */
 	if (s->fill > 0)
 		flush_batch(s);
+	elog(DEBUG2, "pg_gpu: the read's batches of %lld rows: %.1f ms handing them to the backend",
+		 (long long) s->batch_rows, INSTR_TIME_GET_MILLISEC(s->flushing));
 	if (s->want_ids && s->data->nshares > 1)
 		ids_in_part_order(s);
 	rows->nvalid = pg_gpu_data_rows(s->data);
@@ -786,7 +800,15 @@ pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const void *x, pggpu_d
 		s->fill += n;
 		at += n;
 		if (s->fill == s->batch_rows)
+		{
+			instr_time	t0,
+						t1;
+
+			INSTR_TIME_SET_CURRENT(t0);
 			flush_batch(s);
+			INSTR_TIME_SET_CURRENT(t1);
+			INSTR_TIME_ACCUM_DIFF(s->flushing, t1, t0);
+		}
 	}
 	pg_gpu_sink_end((PgGpuSink *) s, &rows);
 }

@@ -6,6 +6,9 @@
 #include "postgres.h"
 
 #include <math.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -21,6 +24,28 @@ pg_gpu_slot_int(TupleTableSlot *slot, int att, Oid type)
 	Datum		d = slot->tts_values[att];
 
 	return type == INT2OID ? DatumGetInt16(d) : type == INT4OID ? DatumGetInt32(d) : DatumGetInt64(d);
+}
+
+/*
+ * The process's buffer of pending rows (PgGpuPart.pend), of at least bytes:
+ * one part at a time is filled, and its pending rows are flushed before
+ * another begins (a part's buffer may be shared memory, where writing a row
+ * a value a column costs a page-table walk each)
+ */
+static char *
+pending_rows(Size bytes)
+{
+	static char *buf;
+	static Size size;
+
+	if (bytes > size)
+	{
+		if (buf)
+			pfree(buf);
+		buf = MemoryContextAllocHuge(TopMemoryContext, bytes);
+		size = bytes;
+	}
+	return buf;
 }
 
 void
@@ -40,6 +65,8 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 	part->ids = NULL;
 	part->prio = NULL;
 	part->rowwise = false;
+	part->pend = NULL;
+	part->npend = 0;
 	if (len < 0)
 		return;
 	if ((Size) len >= MaxAllocHugeSize / sizeof(double) - 1)
@@ -60,11 +87,82 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 	while (part->cap > 0 &&
 		   TYPEALIGN(sizeof(int64), vb * len * part->cap) + sizeof(int64) * part->cap > part->bytes)
 		part->cap--;
+	/*
+	 * Long rows (a vector's) in a part of many: pending rows, and columns of
+	 * whole cache lines (flushed whole)
+	 */
+	if (len >= 8 && part->cap >= 4 * PG_GPU_PART_PEND)
+	{
+		part->pend = pending_rows(vb * len * PG_GPU_PART_PEND);
+		part->cap &= ~(int64) 15;
+	}
 	if (f32)
 		part->values32 = (float *) part->buf;
 	else
 		part->values = (double *) part->buf;
 	part->ids = (int64 *) (part->buf + TYPEALIGN(sizeof(int64), vb * len * part->cap));
+}
+
+/*
+ * A column's pending values (whole cache lines) to dst: streamed past the
+ * caches where the CPU can (the part is read by another process, and a store
+ * that is not streamed first reads the line it overwrites)
+ */
+static inline void
+put_lines(char *dst, const char *src, size_t bytes)
+{
+#ifdef __SSE2__
+	if (((uintptr_t) dst & 15) == 0)
+	{
+		for (size_t k = 0; k < bytes; k += 16)
+			_mm_stream_si128((__m128i *) (dst + k), _mm_loadu_si128((const __m128i *) (src + k)));
+		return;
+	}
+#endif
+	memcpy(dst, src, bytes);
+}
+
+/*
+ * The pending rows to columns of cap values at vals[at..] (a whole block: 16
+ * columns at a time turned in a tile, then a cache line a column)
+ */
+#define FLUSH(T, src, vals) \
+	do { \
+		int64		j0 = 0; \
+		if (n == PG_GPU_PART_PEND) \
+			for (; j0 + 16 <= len; j0 += 16) \
+			{ \
+				T			tile[16][PG_GPU_PART_PEND]; \
+				for (int q = 0; q < PG_GPU_PART_PEND; q++) \
+					for (int jj = 0; jj < 16; jj++) \
+						tile[jj][q] = (src)[q * len + j0 + jj]; \
+				for (int jj = 0; jj < 16; jj++) \
+					put_lines((char *) ((vals) + (j0 + jj) * cap + at), (const char *) tile[jj], \
+							  sizeof(T) * PG_GPU_PART_PEND); \
+			} \
+		for (int64 j = j0; j < len; j++) \
+			for (int64 q = 0; q < n; q++) \
+				(vals)[j * cap + at + q] = (src)[q * len + j]; \
+	} while (0)
+
+void
+pg_gpu_part_flush(PgGpuPart *part)
+{
+	int64		n = part->npend;
+	int64		at = part->nrows - n;
+	int64		len = part->len;
+	int64		cap = part->cap;
+
+	if (n == 0)
+		return;
+	if (part->f32)
+		FLUSH(float, (const float *) part->pend, part->values32);
+	else
+		FLUSH(double, (const double *) part->pend, part->values);
+	part->npend = 0;
+#ifdef __SSE2__
+	_mm_sfence();				/* the streamed stores before the part is handed over */
+#endif
 }
 
 double

@@ -43,6 +43,7 @@
 #include "optimizer/paths.h"
 #include "partitioning/partdesc.h"
 #include "pgstat.h"
+#include "portability/instr_time.h"
 #include "postmaster/bgworker.h"
 #include "storage/bufmgr.h"
 #include "storage/condition_variable.h"
@@ -59,7 +60,7 @@
 PGDLLEXPORT void pg_gpu_scan_worker(dsm_segment *seg, shm_toc *toc);
 
 #define SCAN_KEY			UINT64CONST(0x7067677075000001)
-#define CHUNK_BLOCKS		32		/* 256 kB of an 8 kB-block table */
+#define CHUNK_BLOCKS		128		/* 1 MB of an 8 kB-block table */
 #define SLOTS_PER_WORKER	4
 #define MAX_SLOTS			64
 #define SLOT_BYTES			(4 * 1024 * 1024)	/* a part from a worker */
@@ -82,6 +83,14 @@ typedef struct ScanSlot
 	int64		nbad;
 } ScanSlot;
 
+/* a worker's state, and where its time went (the leader's DEBUG2 line) */
+typedef struct ScanWorker
+{
+	int64		claimed;		/* its chunk, -1: none */
+	double		busy_ms;		/* scanning and converting */
+	double		wait_ms;		/* waiting for a free slot */
+} ScanWorker;
+
 typedef struct ScanShared
 {
 	Oid			relid;
@@ -95,15 +104,14 @@ typedef struct ScanShared
 	Size		slot_stride;	/* a ScanSlot, slot_bytes, prio_bytes */
 	pg_atomic_uint64 next_chunk;	/* the next chunk nobody has taken */
 	PgGpuRowSpec spec;
-	int64		claimed[FLEXIBLE_ARRAY_MEMBER]; /* each worker's chunk, -1:
-												 * none */
+	ScanWorker	workers[FLEXIBLE_ARRAY_MEMBER];
 	/* then the slots */
 } ScanShared;
 
 static Size
 shared_header(int nworkers)
 {
-	return MAXALIGN(offsetof(ScanShared, claimed) + sizeof(int64) * nworkers);
+	return CACHELINEALIGN(offsetof(ScanShared, workers) + sizeof(ScanWorker) * nworkers);
 }
 
 static ScanSlot *
@@ -116,14 +124,14 @@ scan_slot(ScanShared *sh, int64 chunk)
 static char *
 slot_buf(ScanSlot *slot)
 {
-	return (char *) slot + MAXALIGN(sizeof(ScanSlot));
+	return (char *) slot + CACHELINEALIGN(sizeof(ScanSlot));
 }
 
 /* a sample's read: the slot's rows' priorities */
 static uint64 *
 slot_prio(ScanShared *sh, ScanSlot *slot)
 {
-	return (uint64 *) (slot_buf(slot) + MAXALIGN(sh->slot_bytes));
+	return (uint64 *) (slot_buf(slot) + CACHELINEALIGN(sh->slot_bytes));
 }
 
 /* ---- scanning one chunk ----------------------------------------------------- */
@@ -143,6 +151,10 @@ typedef struct Scanner
 	PgGpuPartConsumer consume;
 	void	   *arg;
 	int64		len;			/* DENSE: the row length met first, -1: none yet */
+	/* where the time went: a worker's waits for a slot; the leader's */
+	instr_time	waited;
+	instr_time	consumed;		/* in its consumer */
+	instr_time	scanned;		/* in chunks it scanned itself, but its consumer */
 } Scanner;
 
 /* waits for chunk's slot to be free and starts a part there */
@@ -151,6 +163,8 @@ part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
 {
 	ScanSlot   *slot;
 	int64		len = s->spec->kind != PG_GPU_ROWS_DENSE ? PG_GPU_SPEC_LEN(s->spec) : s->len;
+	instr_time	t0,
+				t1;
 
 	MemoryContextReset(s->rowcxt);
 	if (s->leader)
@@ -159,6 +173,7 @@ part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
 		return;
 	}
 	slot = scan_slot(s->sh, chunk);
+	INSTR_TIME_SET_CURRENT(t0);
 	ConditionVariablePrepareToSleep(&slot->cv);
 	for (;;)
 	{
@@ -172,6 +187,8 @@ part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
 		ConditionVariableSleep(&slot->cv, PG_WAIT_EXTENSION);
 	}
 	ConditionVariableCancelSleep();
+	INSTR_TIME_SET_CURRENT(t1);
+	INSTR_TIME_ACCUM_DIFF(s->waited, t1, t0);
 	pg_gpu_part_init(part, slot_buf(slot), s->sh->slot_bytes, len, false, s->spec->f32);
 }
 
@@ -203,19 +220,33 @@ sample_part(Scanner *s, ScanSlot *slot, PgGpuPart *part)
 	memcpy(part->values, s->turned, sizeof(double) * n * len);
 }
 
+/* the leader hands a part to its consumer */
+static void
+consume_part(Scanner *s, const PgGpuPart *part)
+{
+	instr_time	t0,
+				t1;
+
+	INSTR_TIME_SET_CURRENT(t0);
+	s->consume(s->arg, part);
+	INSTR_TIME_SET_CURRENT(t1);
+	INSTR_TIME_ACCUM_DIFF(s->consumed, t1, t0);
+}
+
 /* hands the part over: to the consumer (leader) or to the slot (worker) */
 static void
 part_end(Scanner *s, int64 chunk, PgGpuPart *part, bool last)
 {
 	ScanSlot   *slot;
 
+	pg_gpu_part_flush(part);
 	if (part->len >= 0)
 		s->len = part->len;
 	if (s->leader)
 	{
 		s->own = part->buf;		/* maybe enlarged */
 		s->own_bytes = part->bytes;
-		s->consume(s->arg, part);
+		consume_part(s, part);
 		return;
 	}
 	slot = scan_slot(s->sh, chunk);
@@ -284,7 +315,10 @@ pg_gpu_scan_worker(dsm_segment *seg, shm_toc *toc)
 	BlockNumber per_chunk = sh->per_chunk;
 	Relation	rel = table_open(sh->relid, AccessShareLock);
 	Scanner		s;
+	instr_time	start,
+				end;
 
+	INSTR_TIME_SET_CURRENT(start);
 	memset(&s, 0, sizeof(s));
 	s.sh = sh;
 	s.spec = &sh->spec;
@@ -295,12 +329,17 @@ pg_gpu_scan_worker(dsm_segment *seg, shm_toc *toc)
 
 		if (chunk >= sh->nchunks)
 			break;
-		sh->claimed[ParallelWorkerNumber] = chunk;
+		sh->workers[ParallelWorkerNumber].claimed = chunk;
 		scan_chunk(&s, chunk, sh->nblocks, per_chunk);
 	}
-	sh->claimed[ParallelWorkerNumber] = -1;
 	scanner_end(&s);
 	table_close(rel, AccessShareLock);
+	INSTR_TIME_SET_CURRENT(end);
+	INSTR_TIME_SUBTRACT(end, start);
+	sh->workers[ParallelWorkerNumber].wait_ms = INSTR_TIME_GET_MILLISEC(s.waited);
+	sh->workers[ParallelWorkerNumber].busy_ms =
+		INSTR_TIME_GET_MILLISEC(end) - INSTR_TIME_GET_MILLISEC(s.waited);
+	sh->workers[ParallelWorkerNumber].claimed = -1;
 }
 
 /* ---- the leader ------------------------------------------------------------- */
@@ -430,7 +469,7 @@ check_workers(ParallelContext *pcxt, ScanShared *sh)
 	{
 		pid_t		pid;
 
-		if (sh->claimed[i] >= 0 &&
+		if (sh->workers[i].claimed >= 0 &&
 			GetBackgroundWorkerPid(pcxt->worker[i].bgwhandle, &pid) == BGWH_STOPPED)
 			ereport(ERROR,
 					(errcode(ERRCODE_INTERNAL_ERROR),
@@ -468,7 +507,7 @@ consume_chunk(Scanner *s, ParallelContext *pcxt, int64 chunk, BlockNumber per_ch
 				part.prio = slot_prio(sh, slot);
 				part.rowwise = true;
 			}
-			s->consume(s->arg, &part);
+			consume_part(s, &part);
 			SpinLockAcquire(&slot->mutex);
 			last = slot->last;
 			slot->full = false;
@@ -483,8 +522,18 @@ consume_chunk(Scanner *s, ParallelContext *pcxt, int64 chunk, BlockNumber per_ch
 		if (next == (uint64) chunk &&
 			pg_atomic_compare_exchange_u64(&sh->next_chunk, &next, next + 1))
 		{
+			instr_time	t0,
+						t1,
+						c0 = s->consumed;
+
 			/* the slot's previous chunk is consumed: the slot stays free */
+			INSTR_TIME_SET_CURRENT(t0);
 			scan_chunk(s, chunk, sh->nblocks, per_chunk);
+			INSTR_TIME_SET_CURRENT(t1);
+			INSTR_TIME_ACCUM_DIFF(s->scanned, t1, t0);
+			/* (its consuming counted as such) */
+			INSTR_TIME_SUBTRACT(s->scanned, s->consumed);
+			INSTR_TIME_ADD(s->scanned, c0);
 			SpinLockAcquire(&slot->mutex);
 			slot->chunk += sh->nslots;
 			SpinLockRelease(&slot->mutex);
@@ -517,15 +566,50 @@ peek_dense(Scanner *s, BlockNumber nblocks, PgGpuRowSpec *wspec)
 	return wspec->first_len >= 0;
 }
 
+/*
+ * Where a parallel read's time went (DEBUG2): the leader's, and the
+ * workers' busy and waiting for the leader to free their slots, at most and
+ * on average
+ */
+static void
+report_times(Scanner *s, ParallelContext *pcxt, double total_ms)
+{
+	ScanShared *sh = s->sh;
+	int			n = pcxt->nworkers_launched;
+	double		busy = 0,
+				wait = 0,
+				busy_max = 0;
+	double		consumed = INSTR_TIME_GET_MILLISEC(s->consumed);
+	double		scanned = INSTR_TIME_GET_MILLISEC(s->scanned);
+
+	if (message_level_is_interesting(DEBUG2))
+	{
+		for (int i = 0; i < n; i++)
+		{
+			busy += sh->workers[i].busy_ms;
+			wait += sh->workers[i].wait_ms;
+			busy_max = Max(busy_max, sh->workers[i].busy_ms);
+		}
+		elog(DEBUG2, "pg_gpu: read of \"%s\" (ms): %.1f in all, %lld chunks of %u blocks; leader: consuming %.1f, scanning %.1f, waiting %.1f; %d workers: busy %.1f on average (at most %.1f), waiting for a slot %.1f on average",
+			 NameStr(sh->spec.relname), total_ms, (long long) sh->nchunks, sh->per_chunk,
+			 consumed, scanned, total_ms - scanned - consumed, n,
+			 n > 0 ? busy / n : 0, busy_max, n > 0 ? wait / n : 0);
+	}
+}
+
 /* the leader's part of a read with workers: launches them, consumes in order */
 static void
 read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *wspec,
 			  Size slot_bytes, Size prio_bytes, int workers, int nslots, BlockNumber per_chunk)
 {
 	ParallelContext *pcxt;
-	Size		stride = MAXALIGN(sizeof(ScanSlot)) + MAXALIGN(slot_bytes) + MAXALIGN(prio_bytes);
+	/* (slots of whole cache lines: pg_gpu_part_flush streams lines) */
+	Size		stride = CACHELINEALIGN(sizeof(ScanSlot)) + CACHELINEALIGN(slot_bytes) +
+		CACHELINEALIGN(prio_bytes);
 	Size		bytes = shared_header(workers) + stride * nslots;
 	ScanShared *sh;
+	instr_time	start,
+				end;
 
 	EnterParallelMode();
 	pcxt = CreateParallelContext("pg_gpu", "pg_gpu_scan_worker", workers);
@@ -545,7 +629,10 @@ read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *ws
 	pg_atomic_init_u64(&sh->next_chunk, 0);
 	memcpy(&sh->spec, wspec, sizeof(PgGpuRowSpec));
 	for (int i = 0; i < workers; i++)
-		sh->claimed[i] = -1;
+	{
+		sh->workers[i].claimed = -1;
+		sh->workers[i].busy_ms = sh->workers[i].wait_ms = 0;
+	}
 	for (int i = 0; i < nslots; i++)
 	{
 		ScanSlot   *slot = scan_slot(sh, i);
@@ -569,9 +656,13 @@ read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *ws
 			elog(DEBUG1, "pg_gpu: reading \"%s\" (of \"%s\") with parallel workers: %d launched of %d planned",
 				 name, NameStr(wspec->relname), pcxt->nworkers_launched, workers);
 	}
+	INSTR_TIME_SET_CURRENT(start);
 	for (int64 chunk = 0; chunk < sh->nchunks; chunk++)
 		consume_chunk(s, pcxt, chunk, per_chunk);
+	INSTR_TIME_SET_CURRENT(end);
+	INSTR_TIME_SUBTRACT(end, start);
 	WaitForParallelWorkersToFinish(pcxt);
+	report_times(s, pcxt, INSTR_TIME_GET_MILLISEC(end));
 	DestroyParallelContext(pcxt);
 	ExitParallelMode();
 	s->sh = NULL;
@@ -626,8 +717,8 @@ read_table(Relation rel, const PgGpuRowSpec *spec, PgGpuPartConsumer consume, vo
 		/* a sample's read: a priority a row the slot can hold */
 		Size		prio_bytes = wspec->sampled ?
 			sizeof(uint64) * (slot_bytes / (sizeof(double) * (Max(len, 1) + 1)) + 1) : 0;
-		double		ring = (double) nslots * (MAXALIGN(sizeof(ScanSlot)) + MAXALIGN(slot_bytes) +
-											 MAXALIGN(prio_bytes));
+		double		ring = (double) nslots * (CACHELINEALIGN(sizeof(ScanSlot)) +
+											 CACHELINEALIGN(slot_bytes) + CACHELINEALIGN(prio_bytes));
 
 		workers = Min(workers, nslots);
 		if (!pg_gpu_memory_allowed(ring))

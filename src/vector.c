@@ -18,6 +18,9 @@
 
 #include <float.h>
 #include <math.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #include "access/htup_details.h"
 #include "catalog/pg_proc.h"
@@ -102,17 +105,24 @@ pg_gpu_vector_kind(Oid basetype)
 static inline float
 half_to_float(uint16 h)
 {
-	int			e = (h >> 10) & 0x1f;
-	int			m = h & 0x3ff;
-	float		v;
+	uint32		sign = (uint32) (h & 0x8000) << 16;
+	uint32		e = (h >> 10) & 0x1f;
+	uint32		m = h & 0x3ff;
+	uint32		bits;
+	float		f;
 
 	if (e == 0)
-		v = ldexpf((float) m, -24);	/* zero or subnormal */
+	{
+		f = (float) m * 0x1p-24f;	/* zero or subnormal: exact */
+		memcpy(&bits, &f, sizeof(bits));
+		bits |= sign;
+	}
 	else if (e == 31)
-		v = m ? NAN : INFINITY;
+		bits = sign | 0x7f800000 | (m << 13);	/* infinity, or NaN (m != 0) */
 	else
-		v = ldexpf((float) (m | 0x400), e - 25);
-	return (h & 0x8000) ? -v : v;
+		bits = sign | ((e + 112) << 23) | (m << 13);	/* exponent bias 15 -> 127 */
+	memcpy(&f, &bits, sizeof(f));
+	return f;
 }
 
 /* a row's name in messages: its id, else its place in the table */
@@ -344,6 +354,104 @@ pg_gpu_vector_dims(const PgGpuSource *src)
 	return (int) len;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/*
+ * d halves to floats at dst with the CPU's F16C conversion (exact, as
+ * half_to_float), 8 at a time
+ */
+__attribute__((target("avx,f16c")))
+static void
+halves_f16c(const uint16 *h, float *dst, int64 d)
+{
+	int64		j = 0;
+
+	for (; j + 8 <= d; j += 8)
+		_mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (h + j))));
+	for (; j < d; j++)
+		dst[j] = half_to_float(h[j]);
+}
+
+static bool
+have_f16c(void)
+{
+	static int	have = -1;
+
+	if (have < 0)
+		have = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+	return have;
+}
+#define HAVE_F16C() have_f16c()
+#else
+#define HAVE_F16C() false
+#define halves_f16c(h, dst, d) ((void) 0)
+#endif
+
+/*
+ * A vector's d values as floats at dst[j * stride] (float4's and halfvec's:
+ * exact); false when one is NaN or infinite.  The test is on the values'
+ * exponent bits, all ones only there: the least of their complements is 0
+ * then, and the loop has no branch.
+ */
+static bool
+put_floats(PgGpuVecKind kind, const char *data, int64 d, float *dst, int64 stride)
+{
+	if (kind == PG_GPU_VEC_HALFVEC)
+	{
+		const uint16 *h = (const uint16 *) data;
+		uint16		least = 0x7c00;
+
+		for (int64 j = 0; j < d; j++)
+		{
+			uint16		x = ~h[j] & 0x7c00;
+
+			least = Min(least, x);
+		}
+		if (stride == 1 && HAVE_F16C())
+			halves_f16c(h, dst, d);
+		else
+			for (int64 j = 0; j < d; j++)
+				dst[j * stride] = half_to_float(h[j]);
+		return least != 0;
+	}
+	if (kind == PG_GPU_VEC_FLOAT4 || kind == PG_GPU_VEC_PGVECTOR)
+	{
+		uint32		least = 0x7f800000;
+
+		for (int64 j = 0; j < d; j++)
+		{
+			uint32		bits;
+
+			memcpy(&bits, data + sizeof(float) * j, sizeof(bits));
+			least = Min(least, ~bits & 0x7f800000);
+			memcpy(&dst[j * stride], &bits, sizeof(bits));
+		}
+		return least != 0;
+	}
+	elog(ERROR, "pg_gpu: vectors of kind %d read as float32", (int) kind);
+	return false;
+}
+
+/* the same as doubles (cosine's rows, float8[] and points) */
+static bool
+put_doubles(PgGpuVecKind kind, const char *data, int64 d, double *dst, int64 stride)
+{
+	uint64		least = UINT64CONST(0x7ff0000000000000);
+
+	for (int64 j = 0; j < d; j++)
+	{
+		double		v = kind == PG_GPU_VEC_FLOAT8 || kind == PG_GPU_VEC_GEOMETRY ?
+			((const float8 *) data)[j] :
+			kind == PG_GPU_VEC_HALFVEC ? half_to_float(((const uint16 *) data)[j]) :
+			((const float4 *) data)[j];
+		uint64		bits;
+
+		memcpy(&bits, &v, sizeof(bits));
+		least = Min(least, ~bits & UINT64CONST(0x7ff0000000000000));
+		dst[j * stride] = v;
+	}
+	return least != 0;
+}
+
 /*
  * VECTOR: the row's vector as values j * cap + i of the part, or the row
  * skipped (NULL vector, NULL element, NaN or an infinity; with normalize, a
@@ -356,9 +464,10 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 	int64		i = part->nrows;
 	int64		id = 0;
 	int64		d = spec->veclen;
-	int64		cap = part->cap;
-	double	   *dst = part->f32 ? NULL : part->values + i;
-	float	   *dst32 = part->f32 ? part->values32 + i : NULL;
+	/* the row's values go to pend (row-major), else to the part's columns */
+	int64		stride = part->pend ? 1 : part->cap;
+	double	   *dst = part->f32 ? NULL : part->pend ? (double *) part->pend + part->npend * d : part->values + i;
+	float	   *dst32 = !part->f32 ? NULL : part->pend ? (float *) part->pend + part->npend * d : part->values32 + i;
 	struct varlena *raw,
 			   *v;
 	const char *data;
@@ -394,47 +503,18 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 	if (nulls)
 		goto skip_free;
 	/* float32 values kept as floats (their own precision: a FLOAT32 data set's) */
-	if (dst32)
-	{
-		if (spec->veckind == PG_GPU_VEC_HALFVEC)
-			for (int64 j = 0; j < d; j++)
-				dst32[j * cap] = half_to_float(((const uint16 *) data)[j]);
-		else if (spec->veckind == PG_GPU_VEC_FLOAT4 || spec->veckind == PG_GPU_VEC_PGVECTOR)
-			for (int64 j = 0; j < d; j++)
-				dst32[j * cap] = ((const float4 *) data)[j];
-		else
-			elog(ERROR, "pg_gpu: vectors of kind %d read as float32", (int) spec->veckind);
-		for (int64 j = 0; j < d; j++)
-			if (!isfinite(dst32[j * cap]))
-				goto skip_free;
-		goto take;
-	}
-	switch (spec->veckind)
-	{
-		case PG_GPU_VEC_FLOAT8:
-		case PG_GPU_VEC_GEOMETRY:
-			for (int64 j = 0; j < d; j++)
-				dst[j * cap] = ((const float8 *) data)[j];
-			break;
-		case PG_GPU_VEC_HALFVEC:
-			for (int64 j = 0; j < d; j++)
-				dst[j * cap] = half_to_float(((const uint16 *) data)[j]);
-			break;
-		default:
-			for (int64 j = 0; j < d; j++)
-				dst[j * cap] = ((const float4 *) data)[j];
-			break;
-	}
-	for (int64 j = 0; j < d; j++)
-		if (!isfinite(dst[j * cap]))
-			goto skip_free;
-	if (spec->normalize && !pg_gpu_unit_row(dst, cap, d))
+	if (dst32 ? !put_floats(spec->veckind, data, d, dst32, stride) :
+		!put_doubles(spec->veckind, data, d, dst, stride))
 		goto skip_free;
-take:
+	Assert(dst || !spec->normalize);	/* (a cosine read is of doubles) */
+	if (spec->normalize && !pg_gpu_unit_row(dst, stride, d))
+		goto skip_free;
 	if (v != raw)
 		pfree(v);
 	part->ids[i] = id;
 	part->nrows++;
+	if (part->pend && ++part->npend == PG_GPU_PART_PEND)
+		pg_gpu_part_flush(part);
 	return;
 skip_free:
 	if (v != raw)

@@ -27,7 +27,7 @@ echo "made the tables in $(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{printf "%
 
 # run LABEL SETTINGS SQL: one timed statement (timed_run), its DEBUG2 stages in the note
 run() {
-  timed_run sql "$1" 'stages|route|workers|result' "SET max_parallel_workers_per_gather = $WORKERS" \
+  timed_run sql "$1" 'stages|route|workers|result|read of|batches of' "SET max_parallel_workers_per_gather = $WORKERS" \
     "SET max_parallel_maintenance_workers = $WORKERS" "SET maintenance_work_mem = '16GB'" \
     "SET pg_gpu.max_memory = -1" ${2:+"$2"} "$3"
 }
