@@ -506,7 +506,22 @@ def embeddings_sql_section(path, base="."):
         "",
         table(["statement", "whole call", "read", "read / floor", "seed", "iterate (iterations)"], rows),
         "",
-        reads_sentence(recs, floor)])
+        reads_sentence(recs, floor) + bound_sentence(recs)])
+
+
+def bound_sentence(recs):
+    """what bounds the parallel reads: their DEBUG2 lines (pg_gpu: read of ...), where the run kept them"""
+    out = []
+    for r in recs:
+        m = re.search(r'read of "[^"]+" \(ms\): ([\d.]+) in all.*?leader: consuming ([\d.]+), scanning [\d.]+, '
+                      r'waiting ([\d.]+); (\d+) workers: busy ([\d.]+) on average', r["note"])
+        if m and r["method"] in ("fit_gpu_vector", "fit_gpu_halfvec"):
+            total, consuming, waiting, n, busy = (float(m.group(i)) / 1e3 for i in (1, 2, 3, 4, 5))
+            out.append("`%s`'s read: %.2f s, its %d workers busy %.2f s each, its leader consuming "
+                       "(copying the parts into the staging buffers) %.2f s and waiting %.2f s: bound by %s" % (
+                           r["method"], total, int(n * 1e3), busy, consuming, waiting,
+                           "the workers" if busy > 0.9 * total else "the leader"))
+    return (" " + "; ".join(out) + ".") if out else ""
 
 
 def reads_sentence(recs, floor):
@@ -514,14 +529,16 @@ def reads_sentence(recs, floor):
     reads = []
     for r in recs:
         st = re.search(r"stages \(ms\): read ([\d.]+)", r["note"])
-        if st and (r["method"].startswith("fit_gpu") or r["method"].startswith("kmeans_gpu")):
+        # (halfvec's reads beside their own floor, in the table)
+        if st and (r["method"].startswith("fit_gpu") or r["method"].startswith("kmeans_gpu")) \
+                and "halfvec" not in r["method"]:
             reads.append(float(st.group(1)) / 1e3)
     if not reads or not floor:
         return ""
     ivf = [r for r in recs if "ivfflat" in r["method"] and r["sec"] is not None]
     ran_ivf = any("ivfflat" in r["method"] for r in recs)
-    return ("On the GPU the read is most of the call: %.1f-%.1f s for rows whose parallel scan takes %.1f s "
-            "(%.1f-%.1fx its floor; `halfvec`'s floor reads no value: `vector_dims` takes a value's length "
+    return ("On the GPU the read is the largest part of the call: %.1f-%.1f s for `vector` and `real[]` rows "
+            "whose parallel scan takes %.1f s (%.1f-%.1fx its floor; `halfvec`'s floor reads no value: `vector_dims` takes a value's length "
             "from its header, and 768 halves are stored in line). %s" % (
                 min(reads), max(reads), floor, min(reads) / floor, max(reads) / floor,
                 "pgvector's ivfflat build took %.1f s." % ivf[0]["sec"] if ivf else
@@ -592,14 +609,14 @@ def newest_embeddings(results, kind="gpu"):
     # by the date in the name (a fresh clone's files all have the same mtime), then mtime
     found = sorted((f for f in glob.glob(os.path.join(results, "embeddings-*.tsv"))
                     if embeddings_kind(f) == kind),
-                   key=lambda f: (re.findall(r"\d{4}-\d\d-\d\d", f)[-1:], os.path.getmtime(f)))
+                   key=lambda f: (re.findall(r"\d{4}-\d\d-\d\d", f)[-1:], os.path.getmtime(f), f))
     return found[-1] if found else None
 
 
 def newest_sample(results):
     import glob
     found = sorted(glob.glob(os.path.join(results, "sample-sql-*.tsv")),
-                   key=lambda f: (re.findall(r"\d{4}-\d\d-\d\d", f)[-1:], os.path.getmtime(f)))
+                   key=lambda f: (re.findall(r"\d{4}-\d\d-\d\d", f)[-1:], os.path.getmtime(f), f))
     return found[-1] if found else None
 
 
