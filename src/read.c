@@ -566,6 +566,19 @@ flush_batch(SoaSink *s)
  * The ids (read order) put in the data's order, parts one after another:
  * a batch's rows where it went (with several shares they differ)
  */
+/* flush_batch, its time counted (the DEBUG2 line of pg_gpu_sink_end) */
+static void
+timed_flush(SoaSink *s)
+{
+	instr_time	t0,
+				t1;
+
+	INSTR_TIME_SET_CURRENT(t0);
+	flush_batch(s);
+	INSTR_TIME_SET_CURRENT(t1);
+	INSTR_TIME_ACCUM_DIFF(s->flushing, t1, t0);
+}
+
 static void
 ids_in_part_order(SoaSink *s)
 {
@@ -611,15 +624,7 @@ soa_consume(void *arg, const PgGpuPart *p)
 		s->fill += n;
 		done += n;
 		if (s->fill == s->batch_rows)
-		{
-			instr_time	t0,
-						t1;
-
-			INSTR_TIME_SET_CURRENT(t0);
-			flush_batch(s);
-			INSTR_TIME_SET_CURRENT(t1);
-			INSTR_TIME_ACCUM_DIFF(s->flushing, t1, t0);
-		}
+			timed_flush(s);
 	}
 	if (s->want_ids)
 	{
@@ -800,15 +805,7 @@ pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const void *x, pggpu_d
 		s->fill += n;
 		at += n;
 		if (s->fill == s->batch_rows)
-		{
-			instr_time	t0,
-						t1;
-
-			INSTR_TIME_SET_CURRENT(t0);
-			flush_batch(s);
-			INSTR_TIME_SET_CURRENT(t1);
-			INSTR_TIME_ACCUM_DIFF(s->flushing, t1, t0);
-		}
+			timed_flush(s);
 	}
 	pg_gpu_sink_end((PgGpuSink *) s, &rows);
 }
