@@ -155,15 +155,6 @@ typedef struct Scanner
 	instr_time	waited;
 	instr_time	consumed;		/* in its consumer */
 	instr_time	scanned;		/* in chunks it scanned itself, but its consumer */
-	/*
-	 * The leader's chunk scanned ahead, while it would wait for the chunk
-	 * whose turn it is: its parts kept (stashing) until their turn
-	 */
-	int64		ahead;			/* -1: none */
-	bool		stashing;
-	PgGpuPart  *stash;
-	int			nstash,
-				capstash;
 } Scanner;
 
 /* waits for chunk's slot to be free and starts a part there */
@@ -176,13 +167,6 @@ part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
 				t1;
 
 	MemoryContextReset(s->rowcxt);
-	if (s->leader && s->stashing)
-	{
-		/* (a slot's room: a chunk is about one slot's rows) */
-		pg_gpu_part_init(part, MemoryContextAllocHuge(CurrentMemoryContext, s->sh->slot_bytes),
-						 s->sh->slot_bytes, len, true, s->spec->f32);
-		return;
-	}
 	if (s->leader)
 	{
 		pg_gpu_part_init(part, s->own, s->own_bytes, len, true, s->spec->f32);
@@ -258,17 +242,6 @@ part_end(Scanner *s, int64 chunk, PgGpuPart *part, bool last)
 	pg_gpu_part_flush(part);
 	if (part->len >= 0)
 		s->len = part->len;
-	if (s->leader && s->stashing)
-	{
-		if (s->nstash == s->capstash)
-		{
-			s->capstash = Max(2 * s->capstash, 4);
-			s->stash = s->stash ? repalloc(s->stash, sizeof(PgGpuPart) * s->capstash) :
-				palloc(sizeof(PgGpuPart) * s->capstash);
-		}
-		s->stash[s->nstash++] = *part;
-		return;
-	}
 	if (s->leader)
 	{
 		s->own = part->buf;		/* maybe enlarged */
@@ -505,36 +478,7 @@ check_workers(ParallelContext *pcxt, ScanShared *sh)
 	}
 }
 
-/* the leader scans a chunk itself, its time counted (its consuming as such) */
-static void
-scan_own(Scanner *s, int64 chunk, BlockNumber per_chunk)
-{
-	instr_time	t0,
-				t1,
-				c0 = s->consumed;
-
-	INSTR_TIME_SET_CURRENT(t0);
-	scan_chunk(s, chunk, s->sh->nblocks, per_chunk);
-	INSTR_TIME_SET_CURRENT(t1);
-	INSTR_TIME_ACCUM_DIFF(s->scanned, t1, t0);
-	INSTR_TIME_SUBTRACT(s->scanned, s->consumed);
-	INSTR_TIME_ADD(s->scanned, c0);
-}
-
-/* the slot of a consumed chunk to the chunk nslots later */
-static void
-advance_slot(ScanShared *sh, ScanSlot *slot)
-{
-	SpinLockAcquire(&slot->mutex);
-	slot->chunk += sh->nslots;
-	SpinLockRelease(&slot->mutex);
-	ConditionVariableBroadcast(&slot->cv);
-}
-
-/*
- * hands chunk's parts to the consumer, scanning the chunk if nobody took it
- * (and scanning another ahead rather than wait)
- */
+/* hands chunk's parts to the consumer, scanning the chunk if nobody took it */
 static void
 consume_chunk(Scanner *s, ParallelContext *pcxt, int64 chunk, BlockNumber per_chunk)
 {
@@ -575,41 +519,26 @@ consume_chunk(Scanner *s, ParallelContext *pcxt, int64 chunk, BlockNumber per_ch
 				break;
 			continue;
 		}
-		if (s->ahead == chunk)
-		{
-			/* scanned ahead: its parts, then the slot to the chunk after */
-			for (int i = 0; i < s->nstash; i++)
-			{
-				consume_part(s, &s->stash[i]);
-				pfree(s->stash[i].buf);
-			}
-			s->nstash = 0;
-			s->ahead = -1;
-			advance_slot(sh, slot);
-			break;
-		}
 		if (next == (uint64) chunk &&
 			pg_atomic_compare_exchange_u64(&sh->next_chunk, &next, next + 1))
 		{
-			/* the slot's previous chunk is consumed: the slot stays free */
-			scan_own(s, chunk, per_chunk);
-			advance_slot(sh, slot);
-			break;
-		}
+			instr_time	t0,
+						t1,
+						c0 = s->consumed;
 
-		/*
-		 * Rather than wait, the next chunk nobody has taken, scanned into
-		 * parts of the leader's own and kept until its turn (one at a time:
-		 * the chunks between are the workers', in their slots)
-		 */
-		if (s->ahead < 0 && next > (uint64) chunk && next < (uint64) sh->nchunks &&
-			pg_atomic_compare_exchange_u64(&sh->next_chunk, &next, next + 1))
-		{
-			s->ahead = (int64) next;
-			s->stashing = true;
-			scan_own(s, s->ahead, per_chunk);
-			s->stashing = false;
-			continue;
+			/* the slot's previous chunk is consumed: the slot stays free */
+			INSTR_TIME_SET_CURRENT(t0);
+			scan_chunk(s, chunk, sh->nblocks, per_chunk);
+			INSTR_TIME_SET_CURRENT(t1);
+			INSTR_TIME_ACCUM_DIFF(s->scanned, t1, t0);
+			/* (its consuming counted as such) */
+			INSTR_TIME_SUBTRACT(s->scanned, s->consumed);
+			INSTR_TIME_ADD(s->scanned, c0);
+			SpinLockAcquire(&slot->mutex);
+			slot->chunk += sh->nslots;
+			SpinLockRelease(&slot->mutex);
+			ConditionVariableBroadcast(&slot->cv);
+			break;
 		}
 		if (ConditionVariableTimedSleep(&slot->cv, LIVENESS_MS, PG_WAIT_EXTENSION))
 			check_workers(pcxt, sh);
@@ -716,7 +645,6 @@ read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *ws
 	shm_toc_insert(pcxt->toc, SCAN_KEY, sh);
 	s->sh = sh;
 	s->spec = &sh->spec;
-	s->ahead = -1;
 	LaunchParallelWorkers(pcxt);
 	{
 		char	   *name = get_rel_name(relid);
@@ -789,15 +717,13 @@ read_table(Relation rel, const PgGpuRowSpec *spec, PgGpuPartConsumer consume, vo
 		/* a sample's read: a priority a row the slot can hold */
 		Size		prio_bytes = wspec->sampled ?
 			sizeof(uint64) * (slot_bytes / (sizeof(double) * (Max(len, 1) + 1)) + 1) : 0;
-		/* (and a slot's room more: the leader's chunk scanned ahead) */
-		double		ring = (double) (nslots + 1) * (CACHELINEALIGN(sizeof(ScanSlot)) +
-												   CACHELINEALIGN(slot_bytes) +
-												   CACHELINEALIGN(prio_bytes));
+		double		ring = (double) nslots * (CACHELINEALIGN(sizeof(ScanSlot)) +
+											 CACHELINEALIGN(slot_bytes) + CACHELINEALIGN(prio_bytes));
 
 		workers = Min(workers, nslots);
 		if (!pg_gpu_memory_allowed(ring))
 		{
-			elog(DEBUG1, "pg_gpu: reading \"%s\" without parallel workers: their %.0f bytes of memory exceed pg_gpu.max_memory",
+			elog(DEBUG1, "pg_gpu: reading \"%s\" without parallel workers: their %.0f bytes of shared memory exceed pg_gpu.max_memory",
 				 NameStr(spec->relname), ring);
 			workers = 0;
 		}
