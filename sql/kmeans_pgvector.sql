@@ -30,6 +30,28 @@ FROM gpu_kmeans_assign('pv', ARRAY[[10, -10, 0.5], [0, 0, 1]], columns => ARRAY[
 WHERE id IN (1, 2, 41) ORDER BY id;
 -- the two are vector columns: neither is taken by default
 SELECT * FROM gpu_kmeans_fit('pv', 2);
+-- rows of 8 values and more are converted many at a time (halves by the
+-- CPU's F16C where it has it): the halves of a halfvec(16) column, subnormal
+-- ones among them, give the model their values give as real[] and float8[]
+CREATE TABLE pv16 AS
+SELECT i AS id,
+       CASE WHEN i % 97 = 0 THEN NULL
+            ELSE array(SELECT CASE j % 4 WHEN 0 THEN ((i % 7) - 3) * 2 ^ -17
+                                         WHEN 1 THEN (i % 5) * 1000 + j
+                                         WHEN 2 THEN -(i % 3) * 0.125
+                                         ELSE (i % 11) * 0.001 END
+                       FROM generate_series(1, 16) j)::halfvec END AS h
+FROM generate_series(1, 3001) i;
+CREATE VIEW pv16_v AS SELECT id, h::vector::real[] AS r, h::vector::real[]::float8[] AS d FROM pv16;
+SELECT (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pv16', 4, columns => ARRAY['h'], seed => 2)) =
+       (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pv16_v', 4, columns => ARRAY['r'], seed => 2)) AS real_same,
+       (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pv16', 4, columns => ARRAY['h'], seed => 2)) =
+       (SELECT (centroids, inertia, iterations, sizes)::text FROM gpu_kmeans_fit('pv16_v', 4, columns => ARRAY['d'], seed => 2)) AS float8_same;
+SELECT count(*) AS rows, count(*) FILTER (WHERE a.cluster IS NULL) AS skipped,
+       count(*) FILTER (WHERE a.cluster IS DISTINCT FROM b.cluster) AS differ
+FROM gpu_kmeans('pv16', 4, columns => ARRAY['h'], id_column => 'id', seed => 2) a
+FULL JOIN gpu_kmeans('pv16_v', 4, columns => ARRAY['d'], id_column => 'id', seed => 2) b USING (id);
+DROP TABLE pv16 CASCADE;
 DROP TABLE pv CASCADE;
 DROP EXTENSION vector;
 \else
