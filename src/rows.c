@@ -30,22 +30,38 @@ pg_gpu_slot_int(TupleTableSlot *slot, int att, Oid type)
  * The process's buffer of pending rows (PgGpuPart.pend), of at least bytes:
  * one part at a time is filled, and its pending rows are flushed before
  * another begins (a part's buffer may be shared memory, where writing a row
- * a value a column costs a page-table walk each)
+ * a value a column costs a page-table walk each).  It lives as long as the
+ * transaction: its rows are no later statement's.
  */
+static char *pend_buf;
+static Size pend_size;
+
+static void
+pending_rows_gone(void *arg)
+{
+	pend_buf = NULL;
+	pend_size = 0;
+}
+
 static char *
 pending_rows(Size bytes)
 {
-	static char *buf;
-	static Size size;
-
-	if (bytes > size)
+	if (bytes > pend_size)
 	{
-		if (buf)
-			pfree(buf);
-		buf = MemoryContextAllocHuge(TopMemoryContext, bytes);
-		size = bytes;
+		if (pend_buf)
+			pfree(pend_buf);
+		else
+		{
+			MemoryContextCallback *cb = MemoryContextAlloc(TopTransactionContext, sizeof(*cb));
+
+			cb->func = pending_rows_gone;
+			cb->arg = NULL;
+			MemoryContextRegisterResetCallback(TopTransactionContext, cb);
+		}
+		pend_buf = MemoryContextAllocHuge(TopTransactionContext, bytes);
+		pend_size = bytes;
 	}
-	return buf;
+	return pend_buf;
 }
 
 void
