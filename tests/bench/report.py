@@ -709,7 +709,7 @@ def provenance(*paths):
         if path is None:
             continue
         name = os.path.basename(path)
-        m = re.match(r"^(.*)-([a-z0-9]+)-(\d{4}-\d\d-\d\d)\.tsv$", name)
+        m = re.match(r"^(.*)-([a-z0-9]+)-(\d{4}-\d\d-\d\d)(?:-[a-z0-9]+)?\.tsv$", name)
         machine, date = (m.group(2).upper(), m.group(3)) if m else ("an unnamed machine", "an unnamed date")
         try:
             added = subprocess.run(["git", "log", "--format=%h %ad", "--date=short", "-1",
