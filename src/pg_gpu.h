@@ -432,8 +432,10 @@ typedef struct PgGpuPart
 	 * go to values a run of cache lines a column: written there one by one,
 	 * a row of 768 values touches 768 pages, a page-table walk each (on the
 	 * GPU machine's virtual machine, 4.6 us a row of a read of 12 us a row).
-	 * NULL for short rows or a part of few rows.
+	 * pends: the part may (long rows, many of them); pend is taken at its
+	 * first vector row (pg_gpu_part_pend), NULL until then.
 	 */
+	bool		pends;
 	char	   *pend;
 	int			npend;
 } PgGpuPart;
@@ -450,6 +452,9 @@ pg_gpu_part_full(const PgGpuPart *part)
 {
 	return part->len >= 0 && part->nrows + part->nbad >= part->cap;
 }
+
+/* the part's room for pending rows, taken now (part->pends) */
+extern char *pg_gpu_part_pend(PgGpuPart *part);
 
 /* the part's pending rows to values: before anything reads it */
 extern void pg_gpu_part_flush(PgGpuPart *part);

@@ -81,6 +81,7 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 	part->ids = NULL;
 	part->prio = NULL;
 	part->rowwise = false;
+	part->pends = false;
 	part->pend = NULL;
 	part->npend = 0;
 	if (len < 0)
@@ -104,12 +105,12 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 		   TYPEALIGN(sizeof(int64), vb * len * part->cap) + sizeof(int64) * part->cap > part->bytes)
 		part->cap--;
 	/*
-	 * Long rows (a vector's) in a part of many: pending rows, and columns of
-	 * whole cache lines (flushed whole)
+	 * Long rows in a part of many: pending rows where they are a vector's,
+	 * and columns of whole cache lines (flushed whole)
 	 */
 	if (len >= 8 && part->cap >= 4 * PG_GPU_PART_PEND)
 	{
-		part->pend = pending_rows(vb * len * PG_GPU_PART_PEND);
+		part->pends = true;
 		part->cap &= ~(int64) 15;
 	}
 	if (f32)
@@ -117,6 +118,15 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 	else
 		part->values = (double *) part->buf;
 	part->ids = (int64 *) (part->buf + TYPEALIGN(sizeof(int64), vb * len * part->cap));
+}
+
+char *
+pg_gpu_part_pend(PgGpuPart *part)
+{
+	if (part->pends && part->pend == NULL)
+		part->pend = pending_rows((part->f32 ? sizeof(float) : sizeof(double)) * part->len *
+								  PG_GPU_PART_PEND);
+	return part->pend;
 }
 
 /*

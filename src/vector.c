@@ -431,24 +431,29 @@ put_floats(PgGpuVecKind kind, const char *data, int64 d, float *dst, int64 strid
 	return false;
 }
 
-/* the same as doubles (cosine's rows, float8[] and points) */
+/* the same as doubles (cosine's rows, float8[] and points); the kind decided outside the loop */
+#define PUT_DOUBLES(value) \
+	for (int64 j = 0; j < d; j++) \
+	{ \
+		double		v = (value); \
+		uint64		bits; \
+\
+		memcpy(&bits, &v, sizeof(bits)); \
+		least = Min(least, ~bits & UINT64CONST(0x7ff0000000000000)); \
+		dst[j * stride] = v; \
+	}
+
 static bool
 put_doubles(PgGpuVecKind kind, const char *data, int64 d, double *dst, int64 stride)
 {
 	uint64		least = UINT64CONST(0x7ff0000000000000);
 
-	for (int64 j = 0; j < d; j++)
-	{
-		double		v = kind == PG_GPU_VEC_FLOAT8 || kind == PG_GPU_VEC_GEOMETRY ?
-			((const float8 *) data)[j] :
-			kind == PG_GPU_VEC_HALFVEC ? half_to_float(((const uint16 *) data)[j]) :
-			((const float4 *) data)[j];
-		uint64		bits;
-
-		memcpy(&bits, &v, sizeof(bits));
-		least = Min(least, ~bits & UINT64CONST(0x7ff0000000000000));
-		dst[j * stride] = v;
-	}
+	if (kind == PG_GPU_VEC_FLOAT8 || kind == PG_GPU_VEC_GEOMETRY)
+		PUT_DOUBLES(((const float8 *) data)[j])
+	else if (kind == PG_GPU_VEC_HALFVEC)
+		PUT_DOUBLES(half_to_float(((const uint16 *) data)[j]))
+	else
+		PUT_DOUBLES(((const float4 *) data)[j])
 	return least != 0;
 }
 
@@ -465,9 +470,10 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 	int64		id = 0;
 	int64		d = spec->veclen;
 	/* the row's values go to pend (row-major), else to the part's columns */
-	int64		stride = part->pend ? 1 : part->cap;
-	double	   *dst = part->f32 ? NULL : part->pend ? (double *) part->pend + part->npend * d : part->values + i;
-	float	   *dst32 = !part->f32 ? NULL : part->pend ? (float *) part->pend + part->npend * d : part->values32 + i;
+	char	   *pend = pg_gpu_part_pend(part);
+	int64		stride = pend ? 1 : part->cap;
+	double	   *dst = part->f32 ? NULL : pend ? (double *) pend + part->npend * d : part->values + i;
+	float	   *dst32 = !part->f32 ? NULL : pend ? (float *) pend + part->npend * d : part->values32 + i;
 	struct varlena *raw,
 			   *v;
 	const char *data;
@@ -513,7 +519,7 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 		pfree(v);
 	part->ids[i] = id;
 	part->nrows++;
-	if (part->pend && ++part->npend == PG_GPU_PART_PEND)
+	if (pend && ++part->npend == PG_GPU_PART_PEND)
 		pg_gpu_part_flush(part);
 	return;
 skip_free:
