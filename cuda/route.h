@@ -38,7 +38,9 @@ typedef enum pggpu_sum_route
 {
 	PGGPU_SUM_IN_PASS = 1,		/* the labelling pass sums too (lloyd_kernel, or tc_resident's fused kernel) */
 	PGGPU_SUM_OWNED,			/* owned_update_kernel from the labels (gpu/owned_update.cu) */
-	PGGPU_SUM_LABELS_GIVEN		/* lloyd_kernel with the labels given, sums as `mode` */
+	PGGPU_SUM_LABELS_GIVEN,		/* lloyd_kernel with the labels given, sums as `mode` */
+	PGGPU_SUM_SORTED			/* sorted_update_kernel from the labels: chunks sorted by label, a global
+								 * atomic a run of a label (gpu/sorted_update.cu; mode UPD_GLOBAL) */
 } pggpu_sum_route;
 
 /* how lloyd_kernel adds rows to their clusters' sums (gpu/lloyd.cu) */

@@ -1,6 +1,6 @@
 /*
  * lloyd.cuh - the CUDA-core passes a step launches (lloyd.cu,
- * owned_update.cu): their instances for a plan's shapes, and the kernels
+ * owned_update.cu, sorted_update.cu): their instances for a plan's shapes, and the kernels
  * that turn partial sums into centroids.  CUDA C++ only.
  */
 #ifndef PG_GPU_LLOYD_CUH
@@ -19,6 +19,15 @@ lloyd_fn	lloyd_pick(int tk, int dr, int mode);
 
 /* owned_update_kernel for d <= 32 (route.c: pggpu_owned_lg_r, pggpu_owned_smem) */
 owned_fn	owned_kernel(int d);
+
+/*
+ * sorted_update_kernel (sorted_update.cu): sums and counts (zeroed, global)
+ * of the rows by labels given, the blocks' inertia into block_part[0 ..
+ * *grid - 1]; at most max_grid blocks
+ */
+cudaError_t pggpu_sorted_update(xview X, int64_t n, int d, int log_b, int k, const int32_t *labels,
+								const double *dist2, double *sums, unsigned long long *cnt,
+								double *block_part, int max_grid, int64_t *grid, cudaStream_t stream);
 
 #define RF_BLOCK 256			/* reduce_finalize_kernel: 8 warps, 32 elements a block */
 

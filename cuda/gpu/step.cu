@@ -4,8 +4,9 @@
  * gpu_km_begin: s->route).  Labels by lloyd_kernel, the tensor cores
  * (tc_scan, tc_resident) or a matrix product certified row by row
  * (gemm_assign.cu: routes gemm, gemm_tf32); sums in the same pass, or by
- * owned_update_kernel or lloyd_kernel from the labels; then the partial
- * sums become centroids (reduce_finalize_kernel, or finalize_kernel).
+ * owned_update_kernel, sorted_update_kernel or lloyd_kernel from the
+ * labels; then the partial sums become centroids (reduce_finalize_kernel,
+ * or finalize_kernel).
  * Three scalars come back to the host per iteration.
  */
 #include <cuda_runtime.h>
@@ -166,6 +167,9 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 								  s->stream));
 	if (fused)
 		grid = fused;
+	else if (sum == PGGPU_SUM_SORTED)
+		CU(pggpu_sorted_update(xview_of(ds), ds->n, d, ds->log_b, k, s->labels, s->dist2, s->sums, s->cnt,
+							   s->block_part, s->max_grid, &grid, s->stream));
 	else if (owned)
 	{
 		owned_fn	ofn = owned_kernel(d);

@@ -37,8 +37,8 @@ static const route_case route_cases[] = {
 	/* d > 32: lloyd_kernel with centroid tiles, whatever k */
 	{10000000, 50, 40, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_SHARED, false, false, 0, 0, "d = 40"},
 	/* d > 32 from k = 64: the TF32 product, then lloyd_kernel sums by the labels */
-	{1000000, 1024, 128, 0, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, false, false, 0, 0, "d = 128, k = 1024"},
-	{1000000, 64, 768, 0, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, false, false, 0, 0, "d = 768, k = 64"},
+	{1000000, 1024, 128, 0, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_SORTED, UPD_GLOBAL, false, false, 0, 0, "d = 128, k = 1024"},
+	{1000000, 64, 768, 0, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_SORTED, UPD_GLOBAL, false, false, 0, 0, "d = 768, k = 64"},
 	{1000000, 63, 768, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_GLOBAL, false, false, 0, 0, "d = 768, k = 63"},
 	/* k <= 256, small d: tc_resident, fused with the update */
 	{10000000, 256, 8, 0, false, PGGPU_LABEL_TC_RESIDENT, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, true, 2, 16, "k = 256, d = 8: f16"},
@@ -56,11 +56,11 @@ static const route_case route_cases[] = {
 	/* k > 256: tc_scan, then lloyd_kernel sums by the labels given */
 	{10000000, 1024, 8, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, false, true, 2, 16, "k = 1024, d = 8"},
 	{10000000, 1024, 2, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, false, false, 1, 16, "k = 1024, d = 2"},
-	{10000000, 65536, 32, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, true, true, 6, 8, "k = 65536: 1.3e12 / 16, ranged"},
+	{10000000, 65536, 32, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_SORTED, UPD_GLOBAL, true, true, 6, 8, "k = 65536: 1.3e12 / 16, ranged"},
 	/* more than 2^39 squared differences a pass: labelled in ranges first */
 	{1000000000, 50, 40, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, true, false, 0, 0, "2e12 on the CUDA cores"},
-	{100000000, 1024, 40, 0, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, false, false, 0, 0, "4e12 as a product: it polls between chunks"},
-	{100000000, 4096, 32, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, true, true, 6, 8, "1.3e13 / 16 on the tensor cores"},
+	{100000000, 1024, 40, 0, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_SORTED, UPD_GLOBAL, false, false, 0, 0, "4e12 as a product: it polls between chunks"},
+	{100000000, 4096, 32, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_SORTED, UPD_GLOBAL, true, true, 6, 8, "1.3e13 / 16 on the tensor cores"},
 	{100000000, 200, 40, 0, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, false, false, 0, 0, "d = 40, k = 200"},
 	/* forced (tests): where the route can run */
 	{100000, 256, 8, PGGPU_LABEL_LLOYD, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_SHARED, false, false, 0, 8, "forced lloyd"},
@@ -70,7 +70,7 @@ static const route_case route_cases[] = {
 	{100000, 1024, 8, PGGPU_LABEL_TC_RESIDENT, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, false, true, 2, 16, "forced tc_resident, k = 1024: cannot"},
 	{100000, 256, 8, PGGPU_LABEL_GEMM, false, PGGPU_LABEL_GEMM, PGGPU_SUM_OWNED, UPD_PRIVATE, false, false, 0, 0, "forced gemm, d = 8"},
 	{100000, 256, 8, PGGPU_LABEL_GEMM_TF32, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_OWNED, UPD_PRIVATE, false, false, 0, 0, "forced gemm_tf32, d = 8"},
-	{1000000, 1024, 768, PGGPU_LABEL_GEMM, false, PGGPU_LABEL_GEMM, PGGPU_SUM_LABELS_GIVEN, UPD_GLOBAL, false, false, 0, 0, "forced gemm, d = 768"},
+	{1000000, 1024, 768, PGGPU_LABEL_GEMM, false, PGGPU_LABEL_GEMM, PGGPU_SUM_SORTED, UPD_GLOBAL, false, false, 0, 0, "forced gemm, d = 768"},
 	{100000, 50, 40, PGGPU_LABEL_TC_SCAN, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_SHARED, false, false, 0, 0, "forced tc_scan, d = 40: cannot"},
 };
 
@@ -144,7 +144,7 @@ test_route_table(void)
 		pggpu_route r;
 
 		pggpu_plan_step(1000000, 1024, 768, &h100, RANGE_WORK, MAX_GRID, false, NULL, &r);
-		CHECK(r.label == PGGPU_LABEL_GEMM && r.sum == PGGPU_SUM_LABELS_GIVEN, "planned %s",
+		CHECK(r.label == PGGPU_LABEL_GEMM && r.sum == PGGPU_SUM_SORTED, "planned %s",
 			  pggpu_route_describe(&r, line, sizeof(line)));
 	}
 

@@ -1,0 +1,241 @@
+/*
+ * sorted_update.cu - the centroid update from given labels where the sums
+ * (k x d float64) fit no block's shared memory (the product's routes at
+ * d > 32): sorted_update_kernel.
+ *
+ * One add a value straight into the global sums (lloyd_kernel's
+ * UPD_GLOBAL) puts N d atomics on the L2: at N = 10^6, d = 768 that was 7.9
+ * ms an iteration on an H100, the largest part of it.  Here a block takes
+ * chunks of SU_ROWS rows, sorts each by label in shared memory (CUB's
+ * stable block radix sort of the labels, the rows' places riding along),
+ * stages SU_G of the chunk's columns at a time in shared memory (read
+ * coalesced, as stored), and each warp sums the runs of equal labels among
+ * its 32 sorted places by a segmented scan, carrying a run on into its next
+ * 32: one atomic add per (run, column).  At k = 1024 a chunk's 4096 rows
+ * hold about 1000 labels (about 4 rows a run); at k = 256, 16.  The counts
+ * come from the runs too (their lengths, at the first column), and the
+ * inertia is each block's sum of its rows' distances in a fixed order.
+ *
+ * The sums are float64 of the exact values (floats widened), as before; as
+ * with any global atomics their order of addition, and so their last bits,
+ * may differ between runs (lloyd_kernel's UPD_GLOBAL was the same).
+ */
+#include <cuda_runtime.h>
+
+#include <cub/block/block_radix_sort.cuh>
+
+#include "common.cuh"
+#include "lloyd.cuh"
+
+#define SU_THREADS 512
+#define SU_ITEMS 8
+#define SU_ROWS (SU_THREADS * SU_ITEMS)	/* rows a chunk */
+#define SU_WARPS (SU_THREADS / 32)
+#define SU_SPANS (SU_ROWS / 32 / SU_WARPS)	/* 32-place spans a warp */
+
+/* columns staged at a time: 64 KB of values either way */
+template <typename T>
+struct su_cols
+{
+	static constexpr int g = 64 * 1024 / (int) sizeof(T) / SU_ROWS;
+};
+
+typedef cub::BlockRadixSort<unsigned, SU_THREADS, SU_ITEMS, int> su_sort;
+
+template <typename T>
+struct su_smem
+{
+	union
+	{
+		typename su_sort::TempStorage sort;
+		T			vals[su_cols<T>::g][SU_ROWS];
+	}			u;
+	int			lab[SU_ROWS];	/* the chunk's labels in sorted order (k: past the rows) */
+	short		row[SU_ROWS];	/* their rows' places in the chunk */
+	unsigned short run[SU_ROWS];	/* the run's first lane in the span, + 32 where it ends there */
+};
+
+size_t
+pggpu_sorted_update_smem(bool f32)
+{
+	return f32 ? sizeof(su_smem<float>) : sizeof(su_smem<double>);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(SU_THREADS, 2)
+sorted_update_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, int k, int bits,
+					 const int32_t *__restrict__ labels, const double *__restrict__ dist2,
+					 double *sums, unsigned long long *cnt, double *block_part)
+{
+	constexpr int G = su_cols<T>::g;
+	extern __shared__ __align__(16) unsigned char su_raw[];
+	su_smem<T> &sm = *reinterpret_cast<su_smem<T> *>(su_raw);
+	const int	lane = threadIdx.x & 31;
+	const int	warp = threadIdx.x >> 5;
+	const int64_t b = (int64_t) 1 << log_b;
+	double		inertia = 0;
+
+	static_assert(SU_ROWS <= 32768, "row places are shorts");
+
+	for (int64_t c0 = (int64_t) blockIdx.x * SU_ROWS; c0 < n; c0 += (int64_t) gridDim.x * SU_ROWS)
+	{
+		unsigned	key[SU_ITEMS];
+		int			place[SU_ITEMS];
+
+		/* the chunk's labels, by their places, sorted (stable: places ascending in a run) */
+#pragma unroll
+		for (int u = 0; u < SU_ITEMS; u++)
+		{
+			int			p = threadIdx.x * SU_ITEMS + u;
+			int64_t		i = c0 + p;
+
+			key[u] = (unsigned) (i < n ? labels[i] : k);
+			place[u] = p;
+			if (i < n)
+				inertia += dist2[i];
+		}
+		__syncthreads();		/* the last chunk's values are spent (u.sort overlays them) */
+		su_sort(sm.u.sort).Sort(key, place, 0, bits);
+#pragma unroll
+		for (int u = 0; u < SU_ITEMS; u++)
+		{
+			sm.lab[threadIdx.x * SU_ITEMS + u] = (int) key[u];
+			sm.row[threadIdx.x * SU_ITEMS + u] = (short) place[u];
+		}
+		__syncthreads();
+		/* each place's run within its warp's span of 32: where it starts, whether it ends there */
+#pragma unroll
+		for (int s = 0; s < SU_SPANS; s++)
+		{
+			int			p = (warp * SU_SPANS + s) * 32 + lane;
+			int			lab = sm.lab[p];
+			int			prev = p > 0 ? sm.lab[p - 1] : -1;
+			int			next = p + 1 < SU_ROWS ? sm.lab[p + 1] : -1;
+			bool		tail = lab < k && (next != lab || (lane == 31 && s == SU_SPANS - 1));
+			/* the run's first lane in this span: the highest head at or below this lane */
+			unsigned	heads = __ballot_sync(FULL, lane == 0 || prev != lab);
+			int			head = 31 - __clz(heads & (0xffffffffu >> (31 - lane)));
+
+			__syncwarp();
+			sm.run[p] = (unsigned short) (head | (tail ? 32 : 0));
+		}
+
+		for (int j0 = 0; j0 < d; j0 += G)
+		{
+			const int	g_n = d - j0 < G ? d - j0 : G;
+
+			__syncthreads();	/* the sort's storage, or the last columns, spent */
+			/* loads in flight before their stores (coalesced: a tile's column is contiguous) */
+#pragma unroll
+			for (int h = 0; h < SU_ITEMS; h += SU_ITEMS / 2)
+			{
+				T			ld[G][SU_ITEMS / 2];
+
+#pragma unroll
+				for (int g = 0; g < G; g++)
+#pragma unroll
+					for (int u = 0; u < SU_ITEMS / 2; u++)
+					{
+						int64_t		i = c0 + (h + u) * SU_THREADS + threadIdx.x;
+
+						ld[g][u] = g < g_n && i < n ?
+							X[(i >> log_b) * b * d + (int64_t) (j0 + g) * b + (i & (b - 1))] : (T) 0;
+					}
+#pragma unroll
+				for (int g = 0; g < G; g++)
+#pragma unroll
+					for (int u = 0; u < SU_ITEMS / 2; u++)
+						sm.u.vals[g][(h + u) * SU_THREADS + threadIdx.x] = ld[g][u];
+			}
+			__syncthreads();
+			for (int g = 0; g < g_n; g++)
+			{
+				double		carry = 0;	/* the run ending the last span, when this one goes on with it */
+				unsigned long long carried = 0;
+
+#pragma unroll
+				for (int s = 0; s < SU_SPANS; s++)
+				{
+					const int	p = (warp * SU_SPANS + s) * 32 + lane;
+					const int	lab = sm.lab[p],
+								head = sm.run[p] & 31;
+					const bool	tail = sm.run[p] & 32;
+					double		v = lab < k ? (double) sm.u.vals[g][sm.row[p]] : 0.0;
+					unsigned long long m = (unsigned long long) (lane - head + 1) + (head == 0 ? carried : 0);
+
+					if (lane == 0)
+						v += carry;
+					/* a segmented inclusive scan, in a fixed order */
+					for (int o = 1; o < 32; o <<= 1)
+					{
+						double		t = __shfl_up_sync(FULL, v, o);
+
+						if (lane - o >= head)
+							v += t;
+					}
+					carry = __shfl_sync(FULL, v, 31);
+					carried = __shfl_sync(FULL, m, 31);
+					if (tail)
+					{
+						atomicAdd(&sums[(int64_t) lab * d + j0 + g], v);
+						if (j0 + g == 0)
+							atomicAdd(&cnt[lab], m);
+					}
+					/* a run that ends here leaves nothing to carry */
+					if (__shfl_sync(FULL, (int) tail, 31))
+						carry = 0, carried = 0;
+				}
+			}
+		}
+	}
+	inertia = block_sum(inertia);
+	if (threadIdx.x == 0)
+		block_part[blockIdx.x] = inertia;
+}
+
+int
+pggpu_sorted_update_rows(void)
+{
+	return SU_ROWS;
+}
+
+/*
+ * The update from labels[0 .. n - 1] and dist2 into sums and cnt (zeroed),
+ * the blocks' inertia into block_part[0 .. *grid - 1]
+ */
+cudaError_t
+pggpu_sorted_update(xview X, int64_t n, int d, int log_b, int k, const int32_t *labels,
+					const double *dist2, double *sums, unsigned long long *cnt, double *block_part,
+					int max_grid, int64_t *grid, cudaStream_t stream)
+{
+	const size_t smem = pggpu_sorted_update_smem(X.f32);
+	const void *fn = X.f32 ? (const void *) sorted_update_kernel<float> :
+		(const void *) sorted_update_kernel<double>;
+	int			bits = 1,
+				dev = 0,
+				sms = 0,
+				per_sm = 0;
+	cudaError_t e;
+
+	while (bits < 31 && (1LL << bits) <= k)	/* the keys run to k (past the rows) */
+		bits++;
+	if ((e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem)) != cudaSuccess ||
+		(e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, SU_THREADS, smem)) != cudaSuccess ||
+		(e = cudaGetDevice(&dev)) != cudaSuccess ||
+		(e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+		return e;
+	*grid = (int64_t) (per_sm > 0 ? per_sm : 1) * sms;
+	if (*grid > max_grid)
+		*grid = max_grid;
+	if (*grid > (n + SU_ROWS - 1) / SU_ROWS)
+		*grid = (n + SU_ROWS - 1) / SU_ROWS;
+	if (*grid < 1)
+		*grid = 1;
+	if (X.f32)
+		sorted_update_kernel<float><<<(unsigned) *grid, SU_THREADS, smem, stream>>>(
+			(const float *) X.p, n, d, log_b, k, bits, labels, dist2, sums, cnt, block_part);
+	else
+		sorted_update_kernel<double><<<(unsigned) *grid, SU_THREADS, smem, stream>>>(
+			(const double *) X.p, n, d, log_b, k, bits, labels, dist2, sums, cnt, block_part);
+	return cudaPeekAtLastError();
+}
