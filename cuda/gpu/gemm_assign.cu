@@ -112,14 +112,77 @@ warps_grid(int64_t rows)
 }
 
 /*
- * A thread a row, after top2_kernel on the float64 products: rows g0 ..
- * g0 + rows - 1 of X (row t = g - g0); or (list not NULL) rows list[0 ..
- * rows - 1], gathered by columns into X (x_j of the t-th at X[t + j rows]).
- * Row t's products at S + t k.
+ * A row's exact distance to centroid c (the reference's sum, columns in
+ * order) and, with norm, its |x - mu|^2 (mu NULL: |x|^2; a bound's input,
+ * its order of addition free): the row's values x[j xs].  The loads of
+ * MEASURE_U columns are in flight at once (one at a time, the certifying
+ * passes waited on memory: 0.8 TB/s at d = 768).
  */
+#define MEASURE_U 8
+
+template <typename T>
+__device__ __forceinline__ double
+row_measure(const T *__restrict__ x, int64_t xs, const double *__restrict__ c,
+			const double *__restrict__ mu, int d, double *norm)
+{
+	double		exact = 0,
+				nx = 0;
+	int			j = 0;
+
+	for (; j + MEASURE_U <= d; j += MEASURE_U)
+	{
+		double		v[MEASURE_U],
+					w[MEASURE_U];
+
+#pragma unroll
+		for (int u = 0; u < MEASURE_U; u++)
+		{
+			v[u] = (double) x[(int64_t) (j + u) * xs];
+			w[u] = c[j + u];
+		}
+#pragma unroll
+		for (int u = 0; u < MEASURE_U; u++)
+		{
+			if (norm)
+			{
+				double		y = mu ? v[u] - mu[j + u] : v[u];
+
+				nx = __dadd_rn(nx, __dmul_rn(y, y));
+			}
+			exact = sq_term(exact, v[u], w[u]);
+		}
+	}
+	for (; j < d; j++)
+	{
+		double		v = (double) x[(int64_t) j * xs];
+
+		if (norm)
+		{
+			double		y = mu ? v - mu[j] : v;
+
+			nx = __dadd_rn(nx, __dmul_rn(y, y));
+		}
+		exact = sq_term(exact, v, c[j]);
+	}
+	if (norm)
+		*norm = nx;
+	return exact;
+}
+
+/* the float64 product's bound E on a row's a_c (above), from |x|^2 */
+__device__ __forceinline__ double
+product_bound(int d, double nx, const unsigned long long *ncmax_bits)
+{
+	return 1.01 * (4.0 * d + 8.0) * 0x1p-53 * (nx + __longlong_as_double((long long) *ncmax_bits));
+}
+
+/*
+ * A thread a row, after top2_kernel on the float64 products of rows g0 ..
+ * g0 + rows - 1 of X (row t = g - g0, its products at S + t k).
+ */
+template <typename T>
 __global__ void __launch_bounds__(BLOCK)
-certify_kernel(xview X, int64_t g0, int64_t rows, int d, int log_b,
-			   const int64_t *__restrict__ list,
+certify_kernel(const T *__restrict__ X, int64_t g0, int64_t rows, int d, int log_b,
 			   const double *__restrict__ C, int k, const double *__restrict__ S,
 			   const double *__restrict__ nc, const unsigned long long *ncmax_bits,
 			   const double *__restrict__ top_a, const double *__restrict__ top_b,
@@ -131,25 +194,15 @@ certify_kernel(xview X, int64_t g0, int64_t rows, int d, int log_b,
 
 	if (t < rows)
 	{
-		const int64_t g = list ? list[t] : g0 + t;
-		const xview x = list ? X + t : X + pggpu_at(g, 0, d, log_b);
-		const int64_t xs = list ? rows : (int64_t) 1 << log_b;	/* x_j at x[j xs] */
+		const int64_t g = g0 + t;
+		const T    *x = X + pggpu_at(g, 0, d, log_b);
+		const int64_t xs = (int64_t) 1 << log_b;	/* x_j at x[j xs] */
 		const double best = top_a[t],
 					second = top_b[t];
 		const int	bi = top_c[t];
-		double		nx = 0,
-					exact = 0;
-
-		for (int j = 0; j < d; j++)
-		{
-			double		v = x[j * xs];
-
-			nx = __dadd_rn(nx, __dmul_rn(v, v));
-			exact = sq_term(exact, v, C[(int64_t) bi * d + j]);
-		}
-
-		double		e = 1.01 * (4.0 * d + 8.0) * 0x1p-53 *
-			(nx + __longlong_as_double((long long) *ncmax_bits));
+		double		nx;
+		double		exact = row_measure(x, xs, C + (int64_t) bi * d, NULL, d, &nx);
+		double		e = product_bound(d, nx, ncmax_bits);
 		int			label = bi;
 
 		if (!(second - best > 2 * e))
@@ -162,10 +215,8 @@ certify_kernel(xview X, int64_t g0, int64_t rows, int d, int log_b,
 			for (int c = 0; c < k; c++)
 				if (!(__dsub_rn(nc[c], __dmul_rn(2.0, s[c])) > lim))
 				{
-					double		dc = 0;
+					double		dc = row_measure(x, xs, C + (int64_t) c * d, NULL, d, NULL);
 
-					for (int j = 0; j < d; j++)
-						dc = sq_term(dc, x[j * xs], C[(int64_t) c * d + j]);
 					if (label < 0 || dc < exact)
 						exact = dc, label = c;
 				}
@@ -177,6 +228,82 @@ certify_kernel(xview X, int64_t g0, int64_t rows, int d, int log_b,
 	moved = __reduce_add_sync(0xffffffffu, (unsigned) moved);
 	if ((threadIdx.x & 31) == 0 && moved)
 		atomicAdd(changed, moved);
+}
+
+/*
+ * A warp a row, after top2_kernel on the float64 products of the rows
+ * list[0 .. rows - 1], gathered by columns into U (x_j of the t-th at U[t +
+ * j rows]), row t's products at S + t k: certify_kernel's decision, its
+ * lanes sharing the row's norm and measuring the near-tied centroids
+ * between them (a thread a row left a pass's few listed rows to a few
+ * SMs: 3.3 ms of a 24 ms iteration at d = 768, k = 1024, 1 % listed).
+ */
+__global__ void __launch_bounds__(BLOCK)
+listed_certify_kernel(const double *__restrict__ U, int64_t rows, int d, const int64_t *__restrict__ list,
+					  const double *__restrict__ C, int k, const double *__restrict__ S,
+					  const double *__restrict__ nc, const unsigned long long *ncmax_bits,
+					  const double *__restrict__ top_a, const double *__restrict__ top_b,
+					  const int32_t *__restrict__ top_c,
+					  int32_t *labels, double *dist2, unsigned long long *changed)
+{
+	const int64_t t = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5;
+	const int	lane = threadIdx.x & 31;
+
+	if (t >= rows)
+		return;
+
+	const double *x = U + t;
+	const double best = top_a[t],
+				second = top_b[t];
+	double		nx = 0,
+				exact = INFINITY;
+	int			label = -1;
+
+	for (int j = lane; j < d; j += 32)
+		nx += x[(int64_t) j * rows] * x[(int64_t) j * rows];
+	nx = warp_sum(nx);
+
+	double		e = product_bound(d, nx, ncmax_bits);
+
+	if (second - best > 2 * e)
+	{
+		/* certain: the best, measured by one lane */
+		label = top_c[t];
+		if (lane == 0)
+			exact = row_measure(x, rows, C + (int64_t) label * d, NULL, d, NULL);
+	}
+	else
+	{
+		/* a near tie: every centroid within 2 E measured exactly, a lane each; the least, lowest index */
+		const double *s = S + t * k;
+		double		lim = best + 2 * e;
+
+		for (int c = lane; c < k; c += 32)
+			if (!(__dsub_rn(nc[c], __dmul_rn(2.0, s[c])) > lim))
+			{
+				double		dc = row_measure(x, rows, C + (int64_t) c * d, NULL, d, NULL);
+
+				if (label < 0 || dc < exact)
+					exact = dc, label = c;
+			}
+		for (int o = 16; o > 0; o >>= 1)
+		{
+			double		oe = __shfl_xor_sync(FULL, exact, o);
+			int			ol = __shfl_xor_sync(FULL, label, o);
+
+			if (ol >= 0 && (label < 0 || oe < exact || (oe == exact && ol < label)))
+				exact = oe, label = ol;
+		}
+	}
+	if (lane == 0)
+	{
+		const int64_t g = list[t];
+
+		if (labels[g] != label)
+			atomicAdd(changed, 1ULL);
+		labels[g] = label;
+		dist2[g] = exact;
+	}
 }
 
 /*
@@ -202,7 +329,7 @@ certify_kernel(xview X, int64_t g0, int64_t rows, int d, int log_b,
  * (|a_c| + |x - mu|^2 + A) is farther than the best by the reference's
  * measure too: a row whose second smallest passes that is certain, and is
  * measured against its best the reference's way.  The other rows are
- * listed, gathered and labelled by the float64 product (certify_kernel,
+ * listed, gathered and labelled by the float64 product (listed_certify_kernel,
  * its own bound and near ties).  Labels and distances are the CPU's
  * exactly.  NaN or overflow (given centroids far outside the data) fails
  * the test: every row is listed.
@@ -337,8 +464,9 @@ top2_tf32_kernel(const float *__restrict__ S, int64_t rows, int k, const double 
  * rows - 1: certain rows get their label and distance; the others go to
  * list (*listed of them).
  */
+template <typename T>
 __global__ void __launch_bounds__(BLOCK)
-tf32_certify_kernel(xview X, int64_t g0, int64_t rows, int d, int log_b,
+tf32_certify_kernel(const T *__restrict__ X, int64_t g0, int64_t rows, int d, int log_b,
 					const double *__restrict__ C, const unsigned long long *ncmax_bits,
 					const double *__restrict__ mu, const unsigned long long *maxabs_bits,
 					const double *__restrict__ top_a, const double *__restrict__ top_b,
@@ -352,7 +480,7 @@ tf32_certify_kernel(xview X, int64_t g0, int64_t rows, int d, int log_b,
 	if (t < rows)
 	{
 		const int64_t g = g0 + t;
-		const xview x = X + pggpu_at(g, 0, d, log_b);
+		const T    *x = X + pggpu_at(g, 0, d, log_b);
 		const int64_t xs = (int64_t) 1 << log_b;	/* x_j at x[j xs] */
 		const double scale = tf32_scale(maxabs_bits);
 		const double inv2 = 1.0 / (scale * scale);	/* a power of two */
@@ -360,19 +488,10 @@ tf32_certify_kernel(xview X, int64_t g0, int64_t rows, int d, int log_b,
 		const double best = top_a[t],
 					second = top_b[t];
 		const int	bi = top_c[t];
-		double		nxc = 0,
-					exact = 0;
+		double		nxc;
 
 		/* |x - mu|^2 and the exact distance to the best in one read of the row */
-		for (int j = 0; j < d; j++)
-		{
-			double		v = x[j * xs],
-						w = v - mu[j];
-
-			nxc += w * w;
-			exact = sq_term(exact, v, C[(int64_t) bi * d + j]);
-		}
-
+		const double exact = row_measure(x, xs, C + (int64_t) bi * d, mu, d, &nxc);
 		const double xn = sqrt(nxc),
 					cn = sqrt(cmax2);
 		const double A = (d + 2.0) * 0x1p-52 * cmax2 +
@@ -423,6 +542,14 @@ gather_kernel(xview X, int d, int log_b, const int64_t *__restrict__ list,
  * most XD_BYTES, or one tile: the chunks of whole tiles are cut to fit).
  */
 #define XD_BYTES GEMM_S_BYTES
+/*
+ * The TF32 route certifies the rows of several chunks at once, up to this
+ * many (their top-2, 20 bytes a row, kept meanwhile): a chunk's rows alone
+ * (65536 at k = 1024) left a thread a row at a quarter of the GPU's
+ * threads, waiting on memory (0.25 ms a chunk, 4.1 ms a pass at d = 768 on
+ * an H100); and one wait for the count listed a span, not a chunk.
+ */
+#define SPAN_ROWS ((int64_t) 1 << 20)
 typedef struct gemm_layout
 {
 	size_t		s_bytes,
@@ -442,6 +569,7 @@ typedef struct gemm_layout
 				total;
 	int64_t		chunk_rows;		/* rows of a chunk (whole tiles, or R) */
 	int64_t		cap_rows;		/* the most rows a chunk of this workspace has */
+	int64_t		span_rows;		/* rows certified at once (their top-2 and list): tf32, chunks' worth */
 	bool		whole;			/* chunks of whole tiles */
 	int64_t		u_rows;			/* gathered rows at once */
 	int64_t		xd_tiles;		/* f32: tiles widened at once (the float64 chunks' most) */
@@ -483,6 +611,9 @@ layout_of(int64_t n, int k, int d, int log_b, bool tf32, size_t es, bool f32)
 	l.s_bytes = up256(s);
 	l.chunk_rows = chunk_of(l.s_bytes, es, k, B, &l.whole);
 	l.cap_rows = chunk_of(l.s_bytes, ws_es, k, B, &w);
+	l.span_rows = l.cap_rows;
+	if (tf32 && l.span_rows < SPAN_ROWS)
+		l.span_rows = n < SPAN_ROWS ? (n > l.cap_rows ? n : l.cap_rows) : SPAN_ROWS;
 	/* gathered rows: their products fill S, their values at most GEMM_S_BYTES */
 	l.u_rows = (int64_t) (l.s_bytes / (sizeof(double) * k));
 	if (l.u_rows > (int64_t) (GEMM_S_BYTES / (sizeof(double) * d)))
@@ -490,7 +621,7 @@ layout_of(int64_t n, int k, int d, int log_b, bool tf32, size_t es, bool f32)
 	if (l.u_rows < 1)
 		l.u_rows = 1;
 	l.top = l.s_bytes;
-	l.nc = l.top + up256((2 * sizeof(double) + sizeof(int32_t)) * (size_t) l.cap_rows);
+	l.nc = l.top + up256((2 * sizeof(double) + sizeof(int32_t)) * (size_t) l.span_rows);
 	l.ncmax = l.nc + up256(sizeof(double) * (size_t) k);
 	l.nc32 = l.ncmax + 256;
 	l.ncmax32 = l.nc32 + (tf32 ? up256(sizeof(double) * (size_t) k) : 0);
@@ -498,7 +629,7 @@ layout_of(int64_t n, int k, int d, int log_b, bool tf32, size_t es, bool f32)
 	l.mu = l.cf + (tf32 ? up256(sizeof(float) * (size_t) k * d) : 0);
 	l.maxabs = l.mu + (tf32 ? up256(sizeof(double) * (size_t) d) : 0);
 	l.list = l.maxabs + (tf32 ? 256 : 0);
-	l.listed = l.list + (tf32 ? up256(sizeof(int64_t) * (size_t) l.cap_rows) : 0);
+	l.listed = l.list + (tf32 ? up256(sizeof(int64_t) * (size_t) l.span_rows) : 0);
 	l.u = l.listed + (tf32 ? 256 : 0);
 	l.xf = l.u + (tf32 ? up256(sizeof(double) * (size_t) l.u_rows * d) : 0);
 	l.xd = l.xf + up256(tf32 ? sizeof(float) * (size_t) (tiles > 0 ? tiles : 1) * ((size_t) d << log_b) : 0);
@@ -552,8 +683,8 @@ pggpu_gemm_prepare(pggpu_data *ds, int k, xview X, void *ws, cudaStream_t stream
 
 /* the top-2 arrays of a workspace */
 #define TOP_A(w, l) ((double *) ((w) + (l).top))
-#define TOP_B(w, l) (TOP_A(w, l) + (l).cap_rows)
-#define TOP_C(w, l) ((int32_t *) (TOP_B(w, l) + (l).cap_rows))
+#define TOP_B(w, l) (TOP_A(w, l) + (l).span_rows)
+#define TOP_C(w, l) ((int32_t *) (TOP_B(w, l) + (l).span_rows))
 
 /* the listed rows (on the device, m of them) by the float64 product */
 static pggpu_status
@@ -581,13 +712,46 @@ label_listed(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const g
 																	TOP_A(w, *l), TOP_B(w, *l),
 																	TOP_C(w, *l));
 		LAUNCHED(top2_kernel);
-		certify_kernel<<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
-			xview{U, false}, 0, rows, ds->d, ds->log_b, list + t0, C, ds->k, (const double *) w, nc,
+		listed_certify_kernel<<<warps_grid(rows), BLOCK, 0, stream>>>(
+			U, rows, ds->d, list + t0, C, ds->k, (const double *) w, nc,
 			(const unsigned long long *) (w + l->ncmax), TOP_A(w, *l), TOP_B(w, *l), TOP_C(w, *l),
 			labels, dist2, changed);
-		LAUNCHED(certify_kernel);
+		LAUNCHED(listed_certify_kernel);
 	}
 	return PGGPU_OK;
+}
+
+/*
+ * The TF32 route: rows span0 .. span0 + rows - 1, whose top-2 the span's
+ * arrays hold, certified (a thread a row), and the rows listed labelled by
+ * the float64 product; *uncertain counts them
+ */
+static pggpu_status
+certify_span(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const gemm_layout *l, char *w,
+			 int64_t span0, int64_t rows, int32_t *labels, double *dist2, unsigned long long *changed,
+			 int64_t *uncertain, cudaStream_t stream, pggpu_error *err)
+{
+	unsigned int *listed = (unsigned int *) (w + l->listed);
+	unsigned int m_listed = 0;
+	const unsigned grid = (unsigned) ((rows + BLOCK - 1) / BLOCK);
+
+	CU(cudaMemsetAsync(listed, 0, sizeof(*listed), stream));
+	if (X.f32)
+		tf32_certify_kernel<float><<<grid, BLOCK, 0, stream>>>(
+			(const float *) X.p, span0, rows, ds->d, ds->log_b, C, (const unsigned long long *) (w + l->ncmax32),
+			(const double *) (w + l->mu), (const unsigned long long *) (w + l->maxabs), TOP_A(w, *l),
+			TOP_B(w, *l), TOP_C(w, *l), labels, dist2, changed, (int64_t *) (w + l->list), listed);
+	else
+		tf32_certify_kernel<double><<<grid, BLOCK, 0, stream>>>(
+			(const double *) X.p, span0, rows, ds->d, ds->log_b, C, (const unsigned long long *) (w + l->ncmax32),
+			(const double *) (w + l->mu), (const unsigned long long *) (w + l->maxabs), TOP_A(w, *l),
+			TOP_B(w, *l), TOP_C(w, *l), labels, dist2, changed, (int64_t *) (w + l->list), listed);
+	LAUNCHED(tf32_certify_kernel);
+	/* how many to gather */
+	CU(cudaMemcpyAsync(&m_listed, listed, sizeof(m_listed), cudaMemcpyDeviceToHost, stream));
+	CU(cudaStreamSynchronize(stream));
+	*uncertain += m_listed;
+	return label_listed(ds, h, X, C, l, w, m_listed, labels, dist2, changed, stream, err);
 }
 
 pggpu_status
@@ -602,11 +766,12 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 	const bool	t32 = tf32_ws && *tf32;
 	const gemm_layout l = layout_of(n, k, d, ds->log_b, tf32_ws, t32 ? sizeof(float) : sizeof(double), X.f32);
 	char	   *w = (char *) ws;
-	unsigned int *listed = (unsigned int *) (w + l.listed);
 	double	   *xd = (double *) (w + l.xd);
 	int64_t		rows,
 				uncertain = 0,
+				span0 = 0,		/* tf32: the first row of the span being filled */
 				widened = -1;	/* f32: the first tile xd holds */
+	pggpu_status ps;
 
 	CU(cudaMemsetAsync(w + l.ncmax, 0, sizeof(unsigned long long), stream));
 	centroid_norms_kernel<<<(unsigned) ((k + 127) / 128), 128, 0, stream>>>(
@@ -623,13 +788,19 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 	for (int64_t g0 = 0; g0 < n; g0 += rows)
 	{
 		const int64_t at = (g0 >> ds->log_b) * B * d + (g0 & (B - 1));	/* the chunk's first x */
-		pggpu_status ps;
-		unsigned int m_listed = 0;
 
 		/* whole tiles; or up to chunk_rows rows, not past the tile's end */
 		rows = n - g0 < l.chunk_rows ? n - g0 : l.chunk_rows;
 		if (!l.whole && rows > B - (g0 & (B - 1)))
 			rows = B - (g0 & (B - 1));
+		if (t32 && g0 - span0 + rows > l.span_rows)
+		{
+			/* the span is full: certified, its listed rows labelled (S is free: the products are spent) */
+			if ((ps = certify_span(ds, h, X, C, &l, w, span0, g0 - span0, labels, dist2, changed, &uncertain,
+								   stream, err)) != PGGPU_OK)
+				return ps;
+			span0 = g0;
+		}
 		if (g0 > 0 && ds->interrupt)
 		{
 			/* (what is queued runs on: free_km syncs before it frees) */
@@ -668,30 +839,30 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 				(const double *) w, rows, k, (const double *) (w + l.nc), 1.0, TOP_A(w, l), TOP_B(w, l),
 				TOP_C(w, l));
 			LAUNCHED(top2_kernel);
-			certify_kernel<<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
-				X, g0, rows, d, ds->log_b, NULL, C, k, (const double *) w, (const double *) (w + l.nc),
-				(const unsigned long long *) (w + l.ncmax), TOP_A(w, l), TOP_B(w, l), TOP_C(w, l),
-				labels, dist2, changed);
+			if (X.f32)
+				certify_kernel<float><<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
+					(const float *) X.p, g0, rows, d, ds->log_b, C, k, (const double *) w,
+					(const double *) (w + l.nc), (const unsigned long long *) (w + l.ncmax), TOP_A(w, l),
+					TOP_B(w, l), TOP_C(w, l), labels, dist2, changed);
+			else
+				certify_kernel<double><<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
+					(const double *) X.p, g0, rows, d, ds->log_b, C, k, (const double *) w,
+					(const double *) (w + l.nc), (const unsigned long long *) (w + l.ncmax), TOP_A(w, l),
+					TOP_B(w, l), TOP_C(w, l), labels, dist2, changed);
 			LAUNCHED(certify_kernel);
 			continue;
 		}
-		CU(cudaMemsetAsync(listed, 0, sizeof(*listed), stream));
+		/* the chunk's top-2 into the span's arrays, certified with the span's other chunks */
 		top2_tf32_kernel<<<warps_grid(rows), BLOCK, 0, stream>>>(
 			(const float *) w, rows, k, (const double *) (w + l.nc32),
-			(const unsigned long long *) (w + l.maxabs), TOP_A(w, l), TOP_B(w, l), TOP_C(w, l));
+			(const unsigned long long *) (w + l.maxabs), TOP_A(w, l) + (g0 - span0),
+			TOP_B(w, l) + (g0 - span0), TOP_C(w, l) + (g0 - span0));
 		LAUNCHED(top2_tf32_kernel);
-		tf32_certify_kernel<<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
-			X, g0, rows, d, ds->log_b, C, (const unsigned long long *) (w + l.ncmax32),
-			(const double *) (w + l.mu), (const unsigned long long *) (w + l.maxabs), TOP_A(w, l),
-			TOP_B(w, l), TOP_C(w, l), labels, dist2, changed, (int64_t *) (w + l.list), listed);
-		LAUNCHED(tf32_certify_kernel);
-		/* how many to gather (the products in S are spent: it holds theirs next) */
-		CU(cudaMemcpyAsync(&m_listed, listed, sizeof(m_listed), cudaMemcpyDeviceToHost, stream));
-		CU(cudaStreamSynchronize(stream));
-		uncertain += m_listed;
-		if ((ps = label_listed(ds, h, X, C, &l, w, m_listed, labels, dist2, changed, stream, err)) != PGGPU_OK)
-			return ps;
 	}
+	if (t32 && n > span0 &&
+		(ps = certify_span(ds, h, X, C, &l, w, span0, n - span0, labels, dist2, changed, &uncertain, stream,
+						   err)) != PGGPU_OK)
+		return ps;
 	if (t32 && 2 * uncertain > n)
 		*tf32 = false;
 	*uncertain_out = t32 ? uncertain : -1;

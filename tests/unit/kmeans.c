@@ -635,6 +635,30 @@ test_assign(void)
 		assign_case("ties", &D, C2, 7);
 		data_free(&D);
 	}
+
+	/*
+	 * --full: more rows than the GPU's TF32 route certifies at once (2^20,
+	 * gpu/gemm_assign.cu: SPAN_ROWS), integer rows among integer centroids
+	 * of which the last 4 repeat the first 4: exact ties listed in both
+	 * spans, labelled by the float64 product, the lowest index winning.
+	 */
+	if (full_grid)
+	{
+		dataset		D;
+		const int	d = 33,
+					k = 64;
+		double		C[64 * 33];
+
+		data_alloc(&D, 1100000, d, false);
+		for (int64_t i = 0; i < D.n; i++)
+			for (int j = 0; j < d; j++)
+				D.X[i * d + j] = (double) ((i * 7 + j * 3 + i / 5) % 4);
+		for (int c = 0; c < k; c++)
+			for (int j = 0; j < d; j++)
+				C[c * d + j] = c >= k - 4 ? C[(c - (k - 4)) * d + j] : (double) ((c * 5 + j + c / 7) % 4);
+		assign_case("integer rows, two certified spans", &D, C, k);
+		data_free(&D);
+	}
 }
 
 /* ---- values near 1e200 and 1e-200 --------------------------------------------- */
