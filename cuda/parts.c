@@ -168,6 +168,33 @@ pggpu_farthest_slot(double *d2, uint64_t *keys, void *extra, size_t size, int m,
 	return q;
 }
 
+/* candidates' rows fetched for their keys, at most (more tied at the floor: every row's key) */
+#define FARTHEST_ROWS_MAX 65536
+
+/*
+ * The m-th largest of the positive distances D[0 .. n - 1] (the smallest
+ * positive one where there are fewer), by insertion into top (m of room,
+ * largest first); 0 when none is positive
+ */
+static double
+farthest_floor(const double *D, int64_t n, int m, double *top)
+{
+	int			got = 0;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		int			q;
+
+		if (!(D[i] > 0) || (got == m && D[i] <= top[m - 1]))
+			continue;
+		q = got < m ? got++ : m - 1;
+		for (; q > 0 && top[q - 1] < D[i]; q--)
+			top[q] = top[q - 1];
+		top[q] = D[i];
+	}
+	return got > 0 ? top[got - 1] : 0;
+}
+
 /*
  * One part's m farthest rows of its last step (distance > 0): their rows
  * (as held), distances and keys, into rows/d2/keys, *got of them, best
@@ -182,6 +209,7 @@ part_farthest(pggpu_data *ds, pggpu_data *home, int m, double *rows, double *d2,
 	double	   *D = (double *) pggpu_scratch_alloc(home, (sizeof(double) + sizeof(uint64_t)) * nb);
 	uint64_t   *K = D ? (uint64_t *) (D + nb) : NULL;
 	int64_t    *idx = (int64_t *) pggpu_scratch_alloc(home, sizeof(int64_t) * (m > 0 ? m : 1));
+	double	   *crows = NULL;
 	bool		was = ds->parked;
 	pggpu_status st = PGGPU_OK;
 
@@ -195,8 +223,42 @@ part_farthest(pggpu_data *ds, pggpu_data *home, int m, double *rows, double *d2,
 		goto done;
 	CHECK(pggpu_data_unpark(ds, err));
 	CHECK(ds->ops->km_fetch(ds, NULL, D, err));
+	{
+		/*
+		 * Only rows at the m-th largest distance or beyond can be among the
+		 * m: their keys alone, from their rows as held (pggpu_row_key, as
+		 * the backend's keys pass computes every row's: a pass over all the
+		 * rows, about 20 ms an iteration that repaired at 10^6 x 768).
+		 */
+		double		t = farthest_floor(D, ds->n, m, d2);
+		int64_t    *cand = (int64_t *) K;	/* (K's room: the candidates' places) */
+		int64_t		c = 0;
+
+		for (int64_t i = 0; i < ds->n; i++)
+			if (D[i] > 0 && D[i] >= t)
+				cand[c++] = i;
+		crows = c <= FARTHEST_ROWS_MAX ?
+			(double *) pggpu_scratch_alloc(home, sizeof(double) * (size_t) (c > 0 ? c : 1) * ds->d) : NULL;
+		if (crows)
+		{
+			if (c > 0)
+				CHECK(ds->ops->get_rows(ds, cand, c, crows, err));
+			/* the m best by insertion (m: the empty clusters, few), idx their candidates */
+			for (int64_t a = 0; a < c; a++)
+			{
+				int			q = pggpu_farthest_slot(d2, keys, idx, sizeof(int64_t), m, got, D[cand[a]],
+													pggpu_row_key(crows + a * ds->d, 1, ds->d));
+
+				if (q >= 0)
+					idx[q] = a;
+			}
+			for (int q = 0; q < *got; q++)
+				memcpy(rows + (int64_t) q * ds->d, crows + idx[q] * ds->d, sizeof(double) * ds->d);
+			goto done;
+		}
+	}
+	/* (ties at the floor beyond FARTHEST_ROWS_MAX rows) every row's key */
 	CHECK(ds->ops->keys(ds, K, err));
-	/* the m best by insertion (m: the empty clusters, few) */
 	for (int64_t i = 0; i < ds->n; i++)
 	{
 		int			q = D[i] > 0 ? pggpu_farthest_slot(d2, keys, idx, sizeof(int64_t), m, got, D[i], K[i]) : -1;
@@ -210,6 +272,7 @@ done:
 	st = pggpu_repark(ds, was, st, err);
 	pggpu_scratch_free(home, D);
 	pggpu_scratch_free(home, idx);
+	pggpu_scratch_free(home, crows);
 	return st;
 }
 
