@@ -346,7 +346,7 @@ lloyd_kernel(xview X, int64_t n, int d, int log_b,
  */
 __device__ __forceinline__ void
 finalize(double *C, const double *sums, const unsigned long long *cnt, int k, int d, int mode,
-		 const double *block_part, int nparts, dev_stats *stats)
+		 const double *block_part, int nparts, dev_stats *stats, bool spread = false)
 {
 	int64_t		kd = (int64_t) k * d;
 	double		inertia = 0;
@@ -379,13 +379,17 @@ finalize(double *C, const double *sums, const unsigned long long *cnt, int k, in
 	}
 	else if (mode != UPD_NONE)
 	{
-		for (int64_t e = threadIdx.x; e < kd; e += blockDim.x)
+		/* spread: the centroids over the grid's blocks, the stats by the first */
+		for (int64_t e = (spread ? blockIdx.x * (int64_t) blockDim.x : 0) + threadIdx.x; e < kd;
+			 e += spread ? (int64_t) gridDim.x * blockDim.x : blockDim.x)
 		{
 			unsigned long long m = cnt[e / d];
 
 			if (m)
 				C[e] = sums[e] / (double) m;
 		}
+		if (spread && blockIdx.x > 0)
+			return;
 		for (int c = threadIdx.x; c < k; c += blockDim.x)
 			empty += cnt[c] == 0;
 	}
@@ -469,13 +473,17 @@ reduce_finalize_kernel(const double *part, int64_t len, int nparts, double *sums
 	}
 }
 
-/* One block: finalize (the modes other than UPD_PRIVATE) */
+/*
+ * finalize for the modes other than UPD_PRIVATE: the centroids over the
+ * grid's blocks (one block of 1024 threads took 0.36 ms at k d = 786,432),
+ * the stats by the first block
+ */
 __global__ void
 finalize_kernel(double *C, const double *sums, const unsigned long long *cnt,
 				int k, int d, int mode,
 				const double *block_part, int nparts, dev_stats *stats)
 {
-	finalize(C, sums, cnt, k, d, mode, block_part, nparts, stats);
+	finalize(C, sums, cnt, k, d, mode, block_part, nparts, stats, true);
 }
 
 template <int TK, int DR>

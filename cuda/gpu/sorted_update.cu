@@ -8,13 +8,13 @@
  * ms an iteration on an H100, the largest part of it.  Here a block takes
  * chunks of SU_ROWS rows, sorts each by label in shared memory (CUB's
  * stable block radix sort of the labels, the rows' places riding along),
- * stages SU_G of the chunk's columns at a time in shared memory (read
- * coalesced, as stored), and each warp sums the runs of equal labels among
- * its 32 sorted places by a segmented scan, carrying a run on into its next
- * 32: one atomic add per (run, column).  At k = 1024 a chunk's 4096 rows
- * hold about 1000 labels (about 4 rows a run); at k = 256, 16.  The counts
- * come from the runs too (their lengths, at the first column), and the
- * inertia is each block's sum of its rows' distances in a fixed order.
+ * stages a few of the chunk's columns at a time in shared memory (read
+ * coalesced, as stored), and a warp's lanes, a column each, walk its
+ * sorted places in order, adding a run of equal labels and its count with
+ * one atomic each where it ends (a lane a column: the atomics of a run hit
+ * adjacent sums).  At k = 1024 a chunk's 4096 rows hold about 1000 labels
+ * (about 4 rows a run); at k = 256, 16.  The inertia is each block's sum
+ * of its rows' distances in a fixed order.
  *
  * The sums are float64 of the exact values (floats widened), as before; as
  * with any global atomics their order of addition, and so their last bits,
@@ -33,11 +33,16 @@
 #define SU_WARPS (SU_THREADS / 32)
 #define SU_SPANS (SU_ROWS / 32 / SU_WARPS)	/* 32-place spans a warp */
 
-/* columns staged at a time: 64 KB of values either way */
+/*
+ * Columns staged at a time, 128 KB of values either way; a warp's lanes
+ * are SU_COLS columns by 32 / SU_COLS groups of places (a span of 32
+ * places split between the groups, each walking its share in order).
+ */
 template <typename T>
-struct su_cols
+struct su_cfg
 {
-	static constexpr int g = 64 * 1024 / (int) sizeof(T) / SU_ROWS;
+	static constexpr int cols = 32 / (int) sizeof(T);	/* 8 floats, 4 doubles */
+	static constexpr int per = 32 / (32 / cols);	/* places a group walks in a span */
 };
 
 typedef cub::BlockRadixSort<unsigned, SU_THREADS, SU_ITEMS, int> su_sort;
@@ -48,11 +53,10 @@ struct su_smem
 	union
 	{
 		typename su_sort::TempStorage sort;
-		T			vals[su_cols<T>::g][SU_ROWS];
+		T			vals[su_cfg<T>::cols][SU_ROWS + 1];	/* (+ 1: a column a bank apart) */
 	}			u;
 	int			lab[SU_ROWS];	/* the chunk's labels in sorted order (k: past the rows) */
 	short		row[SU_ROWS];	/* their rows' places in the chunk */
-	unsigned short run[SU_ROWS];	/* the run's first lane in the span, + 32 where it ends there */
 };
 
 size_t
@@ -62,21 +66,23 @@ pggpu_sorted_update_smem(bool f32)
 }
 
 template <typename T>
-__global__ void __launch_bounds__(SU_THREADS, 2)
+__global__ void __launch_bounds__(SU_THREADS, 1)
 sorted_update_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, int k, int bits,
 					 const int32_t *__restrict__ labels, const double *__restrict__ dist2,
 					 double *sums, unsigned long long *cnt, double *block_part)
 {
-	constexpr int G = su_cols<T>::g;
+	constexpr int G = su_cfg<T>::cols,
+				PER = su_cfg<T>::per;
 	extern __shared__ __align__(16) unsigned char su_raw[];
 	su_smem<T> &sm = *reinterpret_cast<su_smem<T> *>(su_raw);
 	const int	lane = threadIdx.x & 31;
 	const int	warp = threadIdx.x >> 5;
+	const int	col = lane % G,
+				grp = lane / G;
 	const int64_t b = (int64_t) 1 << log_b;
 	double		inertia = 0;
 
 	static_assert(SU_ROWS <= 32768, "row places are shorts");
-
 	for (int64_t c0 = (int64_t) blockIdx.x * SU_ROWS; c0 < n; c0 += (int64_t) gridDim.x * SU_ROWS)
 	{
 		unsigned	key[SU_ITEMS];
@@ -102,28 +108,9 @@ sorted_update_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, int k
 			sm.lab[threadIdx.x * SU_ITEMS + u] = (int) key[u];
 			sm.row[threadIdx.x * SU_ITEMS + u] = (short) place[u];
 		}
-		__syncthreads();
-		/* each place's run within its warp's span of 32: where it starts, whether it ends there */
-#pragma unroll
-		for (int s = 0; s < SU_SPANS; s++)
-		{
-			int			p = (warp * SU_SPANS + s) * 32 + lane;
-			int			lab = sm.lab[p];
-			int			prev = p > 0 ? sm.lab[p - 1] : -1;
-			int			next = p + 1 < SU_ROWS ? sm.lab[p + 1] : -1;
-			bool		tail = lab < k && (next != lab || (lane == 31 && s == SU_SPANS - 1));
-			/* the run's first lane in this span: the highest head at or below this lane */
-			unsigned	heads = __ballot_sync(FULL, lane == 0 || prev != lab);
-			int			head = 31 - __clz(heads & (0xffffffffu >> (31 - lane)));
-
-			__syncwarp();
-			sm.run[p] = (unsigned short) (head | (tail ? 32 : 0));
-		}
 
 		for (int j0 = 0; j0 < d; j0 += G)
 		{
-			const int	g_n = d - j0 < G ? d - j0 : G;
-
 			__syncthreads();	/* the sort's storage, or the last columns, spent */
 			/* loads in flight before their stores (coalesced: a tile's column is contiguous) */
 #pragma unroll
@@ -138,7 +125,7 @@ sorted_update_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, int k
 					{
 						int64_t		i = c0 + (h + u) * SU_THREADS + threadIdx.x;
 
-						ld[g][u] = g < g_n && i < n ?
+						ld[g][u] = j0 + g < d && i < n ?
 							X[(i >> log_b) * b * d + (int64_t) (j0 + g) * b + (i & (b - 1))] : (T) 0;
 					}
 #pragma unroll
@@ -148,42 +135,32 @@ sorted_update_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, int k
 						sm.u.vals[g][(h + u) * SU_THREADS + threadIdx.x] = ld[g][u];
 			}
 			__syncthreads();
-			for (int g = 0; g < g_n; g++)
+			if (j0 + col >= d)
+				continue;
+			/* each group walks its places of the warp's spans, a run's sum added where it ends */
+			for (int s = 0; s < SU_SPANS; s++)
 			{
-				double		carry = 0;	/* the run ending the last span, when this one goes on with it */
-				unsigned long long carried = 0;
+				const int	p0 = (warp * SU_SPANS + s) * 32 + grp * PER;
+				double		acc = 0;
+				unsigned long long m = 0;
 
-#pragma unroll
-				for (int s = 0; s < SU_SPANS; s++)
+				for (int q = 0; q < PER; q++)
 				{
-					const int	p = (warp * SU_SPANS + s) * 32 + lane;
-					const int	lab = sm.lab[p],
-								head = sm.run[p] & 31;
-					const bool	tail = sm.run[p] & 32;
-					double		v = lab < k ? (double) sm.u.vals[g][sm.row[p]] : 0.0;
-					unsigned long long m = (unsigned long long) (lane - head + 1) + (head == 0 ? carried : 0);
+					const int	p = p0 + q;
+					const int	lab = sm.lab[p];
 
-					if (lane == 0)
-						v += carry;
-					/* a segmented inclusive scan, in a fixed order */
-					for (int o = 1; o < 32; o <<= 1)
+					if (lab >= k)
+						break;	/* (past the rows: they sort last) */
+					acc += (double) sm.u.vals[col][sm.row[p]];
+					m++;
+					if (q == PER - 1 || sm.lab[p + 1] != lab)
 					{
-						double		t = __shfl_up_sync(FULL, v, o);
-
-						if (lane - o >= head)
-							v += t;
-					}
-					carry = __shfl_sync(FULL, v, 31);
-					carried = __shfl_sync(FULL, m, 31);
-					if (tail)
-					{
-						atomicAdd(&sums[(int64_t) lab * d + j0 + g], v);
-						if (j0 + g == 0)
+						atomicAdd(&sums[(int64_t) lab * d + j0 + col], acc);
+						if (j0 + col == 0)
 							atomicAdd(&cnt[lab], m);
+						acc = 0;
+						m = 0;
 					}
-					/* a run that ends here leaves nothing to carry */
-					if (__shfl_sync(FULL, (int) tail, 31))
-						carry = 0, carried = 0;
 				}
 			}
 		}

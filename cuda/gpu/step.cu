@@ -203,8 +203,10 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 	}
 	else
 	{
-		finalize_kernel<<<1, 1024, 0, s->stream>>>(s->C, s->sums, s->cnt, k, d, mode,
-												   s->block_part, (int) grid, s->stats);
+		const int64_t kd = (int64_t) k * d;
+
+		finalize_kernel<<<(unsigned) (mode == UPD_NONE || kd <= 65536 ? 1 : kd / 8192 < 256 ? kd / 8192 : 256), 1024, 0,
+						  s->stream>>>(s->C, s->sums, s->cnt, k, d, mode, s->block_part, (int) grid, s->stats);
 		LAUNCHED(finalize_kernel);
 	}
 	/* the reduction mirrors the stats into stats_h itself: no copy */
