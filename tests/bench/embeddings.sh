@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/bench/embeddings.sh [OUT.tsv] - BENCHMARKS.md's Embeddings section, on
-# a GPU machine, every figure in one run: bench_kernel -E (embedding-like
-# rows, cosine) with the TF32 route and with -D (float64), the blobs with the
+# a GPU machine, every figure in one run: bench_kernel -E -F (embedding-like
+# rows, cosine, held as float32 as SQL holds vector and real[]) with the TF32
+# route and with -D (the float64 product), the blobs with the
 # TF32 route (it hands itself to float64), and compare.py torch32 (cuBLAS
 # alone and PyTorch's float32 Lloyd, TF32 off and on) on the same shapes.
 # Then prints the section (report.py --embeddings).  Run from the checkout
@@ -12,8 +13,8 @@ out=${1:-$here/results/embeddings-$(hostname -s)-$(date +%F).tsv}
 cases="1000000,128,256 1000000,128,1024 1000000,128,4096 1000000,384,256 1000000,384,1024 1000000,384,4096 1000000,768,256 1000000,768,1024 1000000,768,4096 1000000,1536,256 1000000,1536,1024 1000000,1536,4096"
 faiss=1000000,256,20000			# the FAISS wiki's workload (k = 20,000)
 printf 'section\tmethod\tn\td\tk\tseconds\tnote\n' >"$out"
-"$here/bench_kernel" gpu -E -S -t "$out" -i 5 -b 160 -c 30 $cases $faiss
-"$here/bench_kernel" gpu -E -D -S -t "$out" -i 5 -b 120 -c 30 $cases
-"$here/bench_kernel" gpu -S -t "$out" -i 5 -b 50 -c 20 1000000,768,1024 1000000,128,1024
+"$here/bench_kernel" gpu -E -F -S -t "$out" -i 5 -b 160 -c 30 $cases $faiss
+"$here/bench_kernel" gpu -E -F -D -S -t "$out" -i 5 -b 120 -c 30 $cases
+"$here/bench_kernel" gpu -F -S -t "$out" -i 5 -b 50 -c 20 1000000,768,1024 1000000,128,1024
 (cd "$here" && python3 compare.py --tsv "$out" --iters 5 --budget 160 --cap 30 torch32 $cases $faiss)
 python3 "$here/report.py" --embeddings "$out"
