@@ -19,7 +19,7 @@ typedef struct cpu_gemm
 	double	   *mu;				/* d: the rows' column means */
 	double	   *Cc;				/* k x d: the centroids less mu (f32: floats) */
 	double	   *cn;				/* k: |Cc|^2 */
-	double	   *Ct;				/* d x k: the centroids by columns (the winners' distances) */
+	const double *C;			/* k x d: the caller's centroids, kept through the pass (exact distances) */
 	double		cmax;			/* max |Cc| */
 	double	   *ws;				/* per thread, ws_doubles each: see gemm.c */
 	int64_t		ws_doubles;
