@@ -15,12 +15,7 @@ typedef double vd __attribute__((vector_size(VW * sizeof(double))));
 typedef int64_t vl __attribute__((vector_size(VW * sizeof(int64_t))));
 typedef uint64_t vu __attribute__((vector_size(VW * sizeof(uint64_t))));
 
-/* -DPGGPU_NO_CLONES: one copy, for the -march given (tests of each copy) */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PGGPU_NO_CLONES)
-#define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define CLONES
-#endif
+/* (CLONES: blocks.h) */
 
 /* a vector from 8 doubles at any alignment (a macro: no vector-valued calls) */
 #define LOAD_VD(v, p) memcpy(&(v), (p), sizeof(vd))

@@ -9,6 +9,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/*
+ * CLONES: a function built for x86-64-v4 (AVX-512), v3 (AVX2) and the
+ * baseline, the copy picked when the library loads.  -DPGGPU_NO_CLONES:
+ * one copy, for the -march given (tests of each copy).
+ */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PGGPU_NO_CLONES)
+#define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CLONES
+#endif
+
 #define RB 32					/* rows in a block; divides every tile */
 #define VW 8					/* doubles in a vector */
 #define NV (RB / VW)

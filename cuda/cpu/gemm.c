@@ -33,6 +33,7 @@
  * products that underflow.  Only for rows of magnitude under 2^40 (known
  * from the set's range): the products cannot overflow a float.
  */
+#include "blocks.h"
 #include "gemm.h"
 
 #include <math.h>
@@ -222,12 +223,7 @@ typedef float vf __attribute__((vector_size(8 * sizeof(float))));
 			LOAD_VD(v, (x) + (at)); \
 	} while (0)
 
-/* -DPGGPU_NO_CLONES: one copy (blocks.c's rule) */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PGGPU_NO_CLONES)
-#define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define CLONES
-#endif
+/* (CLONES: blocks.h) */
 
 /*
  * The plain loop's |x - c|^2 (over columns in order, each term rounded on
@@ -265,6 +261,52 @@ winner_dists(const double *x, const float *xf, int64_t b, int rows8, const int32
 			acc += t * t;
 		}
 		STORE_VD(out + q, acc);
+	}
+}
+
+/*
+ * The two least a_c = |c|^2 - 2 x.c of rows 0 .. rows8 - 1 (products of
+ * centroid c at G + c P, or Gf; rows8 a multiple of 8) and the least's
+ * centroid, the lowest on ties (NaN never less): 8 rows at a time over
+ * every centroid, their minima in registers (a centroid at a time for all
+ * the rows kept them in memory, the loop scalar: 7 % of a float32
+ * iteration at d = 384, k = 256)
+ */
+typedef int64_t vl __attribute__((vector_size(8 * sizeof(int64_t))));
+
+/* m ? a : b lane by lane (m: a comparison's lanes, all ones or zeros) */
+#define SEL(m, a, b) ((vd) (((m) & (vl) (a)) | (~(m) & (vl) (b))))
+
+CLONES static void
+two_least(const double *G, const float *Gf, int64_t P, int rows8, int k, const double *cn,
+		  double *m1, double *m2, int *c1)
+{
+	for (int q = 0; q < rows8; q += 8)
+	{
+		vd			b1,
+					b2;
+		vl			i1 = {0};
+
+		for (int l = 0; l < 8; l++)
+			b1[l] = b2[l] = INFINITY;
+		for (int c = 0; c < k; c++)
+		{
+			vd			a;
+			vl			lt1,
+						lt2;
+
+			LOAD_ROWS(a, G, Gf, (int64_t) c * P + q);
+			a = cn[c] - 2 * a;
+			lt1 = a < b1;
+			lt2 = a < b2;
+			b2 = SEL(lt1, b1, SEL(lt2, a, b2));
+			i1 = (lt1 & (vl) {c, c, c, c, c, c, c, c}) | (~lt1 & i1);
+			b1 = SEL(lt1, a, b1);
+		}
+		STORE_VD(m1 + q, b1);
+		STORE_VD(m2 + q, b2);
+		for (int l = 0; l < 8; l++)
+			c1[q + l] = (int) i1[l];
 	}
 }
 
@@ -433,29 +475,7 @@ cpu_gemm_label(const cpu_gemm *g, int t, const double *src, const float *src32, 
 		g->ob->dgemm(PGGPU_CBLAS_COL_MAJOR, PGGPU_CBLAS_NO_TRANS, PGGPU_CBLAS_NO_TRANS, rows, k, d,
 					 1.0, xc, P, g->Cc, d, 0.0, G, P);
 	}
-	/* the two least |c|^2 - 2 x.c of each row, a centroid at a time (vectorised over rows) */
-	for (int q = 0; q < rows; q++)
-		m1[q] = m2[q] = INFINITY, c1[q] = 0;
-	for (int c = 0; c < k; c++)
-	{
-		double		cn = g->cn[c];
-
-#define TWO_LEAST(gc) \
-		for (int q = 0; q < rows; q++) \
-		{ \
-			double		a = cn - 2 * (double) (gc)[q]; \
-			bool		lt1 = a < m1[q]; \
-\
-			m2[q] = lt1 ? m1[q] : (a < m2[q] ? a : m2[q]); \
-			c1[q] = lt1 ? c : c1[q]; \
-			m1[q] = lt1 ? a : m1[q]; \
-		}
-		if (Gf)
-			TWO_LEAST(Gf + (int64_t) c * P)
-		else
-			TWO_LEAST(G + (int64_t) c * P)
-#undef TWO_LEAST
-	}
+	two_least(G, Gf, P, rows8, k, g->cn, m1, m2, c1);
 	for (int q = 0; q < rows; q++)
 	{
 		double		s = sqrt(xn[q]) + g->cmax,
