@@ -52,6 +52,9 @@ enum
 	UPD_GLOBAL					/* global atomics (large k x d) */
 };
 
+/* sorted_update_kernel's shared memory a block, at most (gpu/sorted_update.cu asserts it) */
+#define PGGPU_SORTED_SMEM (153 * 1024)
+
 /* lloyd_kernel's DR for "labels given" (DR > 0: rows in registers, 0: centroid tiles) */
 #define PGGPU_LABELS_GIVEN (-1)
 

@@ -34,9 +34,9 @@
 #define SU_SPANS (SU_ROWS / 32 / SU_WARPS)	/* 32-place spans a warp */
 
 /*
- * Columns staged at a time, 128 KB of values either way; a warp's lanes
- * are SU_COLS columns by 32 / SU_COLS groups of places (a span of 32
- * places split between the groups, each walking its share in order).
+ * Columns staged at a time (cols), 128 KB of values either way; a warp's
+ * lanes are cols columns by 32 / cols groups of places (a span of 32
+ * places split between the groups, each walking its share, per, in order).
  */
 template <typename T>
 struct su_cfg
@@ -59,8 +59,11 @@ struct su_smem
 	short		row[SU_ROWS];	/* their rows' places in the chunk */
 };
 
-size_t
-pggpu_sorted_update_smem(bool f32)
+static_assert(sizeof(su_smem<float>) <= PGGPU_SORTED_SMEM && sizeof(su_smem<double>) <= PGGPU_SORTED_SMEM,
+			  "route.h's PGGPU_SORTED_SMEM: the planner's test of the GPU's shared memory");
+
+static size_t
+sorted_update_smem(bool f32)
 {
 	return f32 ? sizeof(su_smem<float>) : sizeof(su_smem<double>);
 }
@@ -170,12 +173,6 @@ sorted_update_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, int k
 		block_part[blockIdx.x] = inertia;
 }
 
-int
-pggpu_sorted_update_rows(void)
-{
-	return SU_ROWS;
-}
-
 /*
  * The update from labels[0 .. n - 1] and dist2 into sums and cnt (zeroed),
  * the blocks' inertia into block_part[0 .. *grid - 1]
@@ -185,7 +182,7 @@ pggpu_sorted_update(xview X, int64_t n, int d, int log_b, int k, const int32_t *
 					const double *dist2, double *sums, unsigned long long *cnt, double *block_part,
 					int max_grid, int64_t *grid, cudaStream_t stream)
 {
-	const size_t smem = pggpu_sorted_update_smem(X.f32);
+	const size_t smem = sorted_update_smem(X.f32);
 	const void *fn = X.f32 ? (const void *) sorted_update_kernel<float> :
 		(const void *) sorted_update_kernel<double>;
 	int			bits = 1,

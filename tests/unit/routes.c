@@ -148,6 +148,17 @@ test_route_table(void)
 			  pggpu_route_describe(&r, line, sizeof(line)));
 	}
 
+	/* a GPU whose blocks get less shared memory than the sorted update's: lloyd_kernel's global atomics */
+	set_case("route n=1000000 k=1024 d=768, 99 KB of shared memory a block");
+	{
+		const pggpu_gpu_shape small = {84, 101376};
+		pggpu_route r;
+
+		pggpu_plan_step(1000000, 1024, 768, &small, RANGE_WORK, MAX_GRID, true, NULL, &r);
+		CHECK(r.label == PGGPU_LABEL_GEMM_TF32 && r.sum == PGGPU_SUM_LABELS_GIVEN && r.mode == UPD_GLOBAL,
+			  "planned %s", pggpu_route_describe(&r, line, sizeof(line)));
+	}
+
 	/*
 	 * Over a grid of shapes: the plan is self-consistent (shared memory
 	 * within the GPU's, the update's partial sums allocated where it
