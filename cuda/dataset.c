@@ -183,7 +183,7 @@ pggpu_data_set_double_only(pggpu_data *ds, bool double_only)
 void
 pggpu_data_force_route(pggpu_data *ds, int label, bool no_fuse)
 {
-	ds->force.label = label >= PGGPU_LABEL_LLOYD && label <= PGGPU_LABEL_GEMM_TF32 ?
+	ds->force.label = label >= PGGPU_LABEL_LLOYD && label <= PGGPU_LABEL_GEMM_F16 ?
 		(pggpu_label_route) label : PGGPU_LABEL_AUTO;
 	ds->force.no_fuse = no_fuse;
 }

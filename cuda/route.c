@@ -46,7 +46,7 @@ pggpu_owned_smem(int k, int d)
 
 /*
  * d > 32: a product (cuBLAS) labels from k = 64, like the tensor cores
- * below: in TF32 on copies of the rows and centroids, or (the user's
+ * below: on halves, copies of the rows and centroids, or (the user's
  * setting) in float64
  */
 #define GEMM_MIN_K 64
@@ -139,7 +139,7 @@ resident_row(pggpu_route *r, int k, int d)
 
 void
 pggpu_plan_step(int64_t n, int k, int d, const pggpu_gpu_shape *dev, double range_work,
-				int max_grid, bool tf32, const pggpu_route_force *force, pggpu_route *r)
+				int max_grid, bool f16_ok, const pggpu_route_force *force, pggpu_route *r)
 {
 	static const pggpu_route_force none;
 	size_t		smem,
@@ -165,17 +165,17 @@ pggpu_plan_step(int64_t n, int k, int d, const pggpu_gpu_shape *dev, double rang
 	/* the labelling pass */
 	r->label = PGGPU_LABEL_LLOYD;
 	r->why = d > TC_MAX_D ? "d > 32, k < 64: CUDA cores" : "few centroids: the CUDA cores' scan is faster";
-	if (force->label == PGGPU_LABEL_GEMM_TF32 ||
-		(force->label == PGGPU_LABEL_AUTO && tf32 && d > TC_MAX_D && k >= GEMM_MIN_K))
+	if (force->label == PGGPU_LABEL_GEMM_F16 ||
+		(force->label == PGGPU_LABEL_AUTO && f16_ok && d > TC_MAX_D && k >= GEMM_MIN_K))
 	{
-		r->label = PGGPU_LABEL_GEMM_TF32;
-		r->why = "d > 32, k >= 64: a TF32 product (cuBLAS), uncertain rows measured exactly";
+		r->label = PGGPU_LABEL_GEMM_F16;
+		r->why = "d > 32, k >= 64: an FP16 product (cuBLAS), uncertain rows measured exactly";
 	}
 	else if (force->label == PGGPU_LABEL_GEMM ||
 			 (force->label == PGGPU_LABEL_AUTO && d > TC_MAX_D && k >= GEMM_MIN_K))
 	{
 		r->label = PGGPU_LABEL_GEMM;
-		r->why = tf32 ? "d > 32, k >= 64: a float64 product (cuBLAS), near ties measured exactly" :
+		r->why = f16_ok ? "d > 32, k >= 64: a float64 product (cuBLAS), near ties measured exactly" :
 			"d > 32, k >= 64, precision double: a float64 product (cuBLAS), near ties measured exactly";
 	}
 	else if (force->label != PGGPU_LABEL_LLOYD && d <= TC_MAX_D &&
@@ -260,8 +260,8 @@ pggpu_label_route_name(pggpu_label_route label)
 			return "tc_resident";
 		case PGGPU_LABEL_GEMM:
 			return "gemm";
-		case PGGPU_LABEL_GEMM_TF32:
-			return "gemm_tf32";
+		case PGGPU_LABEL_GEMM_F16:
+			return "gemm_f16";
 		default:
 			return "auto";
 	}
@@ -281,8 +281,8 @@ pggpu_route_describe(const pggpu_route *r, char *buf, size_t len)
 				 r->nm, r->dw, r->sum == PGGPU_SUM_IN_PASS ? r->nw_fused : r->nw_res);
 	else if (r->label == PGGPU_LABEL_GEMM)
 		snprintf(shape, sizeof(shape), " float64");
-	else if (r->label == PGGPU_LABEL_GEMM_TF32)
-		snprintf(shape, sizeof(shape), " tf32, certified");
+	else if (r->label == PGGPU_LABEL_GEMM_F16)
+		snprintf(shape, sizeof(shape), " f16, certified");
 	else
 		snprintf(shape, sizeof(shape), " tk=%d dr=%d", r->tk, r->dr_label);
 	snprintf(buf, len, "route %s%s%s, sums %s (%s), because %s", pggpu_label_route_name(r->label), shape,

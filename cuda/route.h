@@ -30,7 +30,7 @@ typedef enum pggpu_label_route
 	PGGPU_LABEL_TC_SCAN,		/* tensor cores, centroid tiles through shared memory (gpu/tc_scan.cu) */
 	PGGPU_LABEL_TC_RESIDENT,	/* tensor cores, centroids resident in registers (gpu/tc_resident.cu) */
 	PGGPU_LABEL_GEMM,			/* float64 product (cuBLAS), near ties measured exactly (gpu/gemm_assign.cu) */
-	PGGPU_LABEL_GEMM_TF32		/* TF32 product (cuBLAS) of centred copies, uncertain rows measured exactly (same file) */
+	PGGPU_LABEL_GEMM_F16		/* FP16 product (cuBLAS) of centred copies, uncertain rows measured exactly (same file) */
 } pggpu_label_route;
 
 /* the pass that sums the rows into their clusters (an update step) */
@@ -112,15 +112,15 @@ typedef struct pggpu_route
  * The plan of a fit's (or an assignment's) steps on n rows, k centroids, d
  * columns: range_work > 0: passes over more than that many squared
  * differences (n k d; a sixteenth on the tensor cores) label in ranges of
- * tiles (0: never); max_grid: most blocks a Lloyd pass launches; tf32: the
- * product for d > 32 may be the TF32 one (the user's setting; false: the
- * float64 one).
+ * tiles (0: never); max_grid: most blocks a Lloyd pass launches; f16_ok:
+ * the product for d > 32 may be the one on halves (the user's setting;
+ * false: the float64 one).
  */
 void		pggpu_plan_step(int64_t n, int k, int d, const pggpu_gpu_shape *dev, double range_work,
-							int max_grid, bool tf32, const pggpu_route_force *force, pggpu_route *out);
+							int max_grid, bool f16_ok, const pggpu_route_force *force, pggpu_route *out);
 
-/* a product labels (gemm, gemm_tf32) */
-#define PGGPU_LABEL_IS_GEMM(l) ((l) == PGGPU_LABEL_GEMM || (l) == PGGPU_LABEL_GEMM_TF32)
+/* a product labels (gemm, gemm_f16) */
+#define PGGPU_LABEL_IS_GEMM(l) ((l) == PGGPU_LABEL_GEMM || (l) == PGGPU_LABEL_GEMM_F16)
 
 /* owned_update_kernel's chunk (2^lg rows) and dynamic shared memory */
 int			pggpu_owned_lg_r(int d);

@@ -16,10 +16,11 @@ void		pggpu_blas_close(cublasHandle_t handle);
 /*
  * The products of rows with centroids, a row's adjacent: for b < batches,
  * S_b[t k + c] = sum_j C[c d + j] X_b[t + j ld], t < rows (X_b = X + b
- * stride_x, by columns; S_b = S + b stride_s).  float64 (tf32 false: C, X,
- * S double), or TF32 tensor cores on float32 (CUBLAS_COMPUTE_32F_FAST_TF32).
+ * stride_x, by columns; S_b = S + b stride_s).  float64 (f16 false: C, X,
+ * S double), or the tensor cores on halves (C, X __half), float32 products
+ * accumulated in float32 (S float; CUBLAS_COMPUTE_32F).
  */
-pggpu_status pggpu_blas_row_products(cublasHandle_t h, bool tf32, const void *C, int k, int d,
+pggpu_status pggpu_blas_row_products(cublasHandle_t h, bool f16, const void *C, int k, int d,
 									 const void *X, int ld, long long stride_x, int rows, void *S,
 									 long long stride_s, int batches, pggpu_error *err);
 

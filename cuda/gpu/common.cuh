@@ -125,7 +125,7 @@ struct gpu_state
 	void	   *blas;			/* label gemm: its cuBLAS handle (blas.cuh) */
 	void	   *gemm_ws;		/* and its workspace */
 	size_t		gemm_ws_bytes;
-	bool		gemm_tf32;		/* label gemm_tf32: the product is still the TF32 one */
+	bool		gemm_f16;		/* label gemm_f16: the product is still the one on halves */
 	size_t		route_len;		/* strlen of the plan's line in ds->route (then the product's figures) */
 };
 

@@ -685,8 +685,8 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 								&s->route);
 			}
 		}
-		/* the TF32 product's copy of the rows (half their size): where it does not fit, float64 */
-		if (s->route.label == PGGPU_LABEL_GEMM_TF32)
+		/* the FP16 product's copy of the rows (2 bytes a value): where it does not fit, float64 */
+		if (s->route.label == PGGPU_LABEL_GEMM_F16)
 		{
 			s->gemm_ws_bytes = pggpu_gemm_workspace_bytes(n, k, ds->d, ds->log_b, true, ds->f32_held);
 			if (cudaMalloc(&s->gemm_ws, s->gemm_ws_bytes) != cudaSuccess)
@@ -714,14 +714,14 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 		s->gemm_ws_bytes = pggpu_gemm_workspace_bytes(n, k, ds->d, ds->log_b, false, ds->f32_held);
 		CU(cudaMalloc(&s->gemm_ws, s->gemm_ws_bytes));
 	}
-	else if (s->route.label == PGGPU_LABEL_GEMM_TF32)
+	else if (s->route.label == PGGPU_LABEL_GEMM_F16)
 	{
 		pggpu_status st;
 
 		if ((st = x_layout(ds, false, err)) != PGGPU_OK ||
 			(st = pggpu_gemm_prepare(ds, k, xview_of(ds), s->gemm_ws, s->stream, err)) != PGGPU_OK)
 			return st;
-		s->gemm_tf32 = true;
+		s->gemm_f16 = true;
 	}
 	else if (s->route.label != PGGPU_LABEL_LLOYD)
 		CU(cudaMalloc(&s->tc_ws, pggpu_tc_workspace_bytes(n, k, ds->d)));

@@ -1,7 +1,7 @@
 /*
  * gemm_assign.cu - nearest-centroid labels for many columns (d > 32) by a
- * matrix product, exact: in float64 (route gemm), or in TF32 on centred
- * copies (route gemm_tf32, below).
+ * matrix product, exact: in float64 (route gemm), or on halves, centred
+ * and scaled copies (route gemm_f16, below).
  *
  * |x - c|^2 = |x|^2 + |c|^2 - 2 x.c: cuBLAS DGEMM (float64 tensor cores on
  * Hopper) computes x.c for a chunk of rows against every centroid into S
@@ -22,11 +22,13 @@
  * larger than the distances) make more rows uncertain: slower, never
  * wrong.
  */
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "blas.cuh"
 #include "common.cuh"
 #include "gemm_assign.cuh"
+#include "gemm_measure.cuh"
 
 #define GEMM_S_BYTES ((size_t) 256 << 20)	/* the products of a chunk, at most */
 
@@ -49,53 +51,6 @@ centroid_norms_kernel(const double *__restrict__ C, int k, int d, double *nc,
 }
 
 
-/*
- * A warp a row: the row's smallest a_c = nc[c] - 2 f S_c (f = 1, or the
- * TF32 copies' 2^-2f), its centroid (the lowest on ties) and the second
- * smallest, of rows t < rows (row t's products at S + t k).  NaN never wins.
- */
-template <typename T>
-__device__ __forceinline__ void
-top2_rows(const T *__restrict__ S, int64_t rows, int k, const double *__restrict__ nc, double f,
-		  double *top_a, double *top_b, int32_t *top_c)
-{
-	const int64_t t = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5;
-	const int	lane = threadIdx.x & 31;
-	const T    *s = S + t * k;
-	double		best = INFINITY,
-				second = INFINITY;
-	int			bi = 0;
-
-	if (t >= rows)
-		return;
-	for (int c = lane; c < k; c += 32)
-	{
-		double		a = __dsub_rn(nc[c], __dmul_rn(2.0 * f, (double) s[c]));
-
-		if (a < best)
-			second = best, best = a, bi = c;
-		else if (a < second)
-			second = a;
-	}
-	for (int o = 16; o > 0; o >>= 1)
-	{
-		double		ob = __shfl_xor_sync(FULL, best, o),
-					os = __shfl_xor_sync(FULL, second, o);
-		int			oi = __shfl_xor_sync(FULL, bi, o);
-
-		if (ob < best || (ob == best && oi < bi))
-			second = fmin(best, os), best = ob, bi = oi;
-		else
-			second = fmin(second, ob);
-	}
-	if (lane == 0)
-	{
-		top_a[t] = best;
-		top_b[t] = second;
-		top_c[t] = bi;
-	}
-}
-
 template <typename T>
 __global__ void __launch_bounds__(BLOCK)
 top2_kernel(const T *__restrict__ S, int64_t rows, int k, const double *__restrict__ nc, double f,
@@ -109,88 +64,6 @@ static unsigned
 warps_grid(int64_t rows)
 {
 	return (unsigned) ((rows * 32 + BLOCK - 1) / BLOCK);
-}
-
-/*
- * A row's exact distance to centroid c (the reference's sum, columns in
- * order) and, with norm, its |x - mu|^2 (mu NULL: |x|^2; a bound's input,
- * its order of addition free): the row's values x[j xs].  The loads of
- * MEASURE_U columns are in flight at once (one at a time, the certifying
- * passes waited on memory: 0.8 TB/s at d = 768).
- */
-#define MEASURE_U 8
-
-template <typename T>
-__device__ __forceinline__ double
-row_measure(const T *__restrict__ x, int64_t xs, const double *__restrict__ c,
-			const double *__restrict__ mu, int d, double *norm)
-{
-	double		exact = 0,
-				nx = 0;
-	int			j = 0;
-	/*
-	 * the centroid's values two at a time where its row is 16-byte aligned:
-	 * each thread of a warp reads another centroid, a cache line an
-	 * instruction each, and the loads' line count bounded the pass (3.2 ms
-	 * at 10^6 x 768, k = 1024 on an H100)
-	 */
-	const bool	pairs = ((uintptr_t) c & 15) == 0;
-
-	for (; j + MEASURE_U <= d; j += MEASURE_U)
-	{
-		double		v[MEASURE_U],
-					w[MEASURE_U];
-
-#pragma unroll
-		for (int u = 0; u < MEASURE_U; u++)
-			v[u] = (double) x[(int64_t) (j + u) * xs];
-		if (pairs)
-#pragma unroll
-			for (int u = 0; u < MEASURE_U; u += 2)
-			{
-				double2		cw = *(const double2 *) (c + j + u);
-
-				w[u] = cw.x;
-				w[u + 1] = cw.y;
-			}
-		else
-#pragma unroll
-			for (int u = 0; u < MEASURE_U; u++)
-				w[u] = c[j + u];
-#pragma unroll
-		for (int u = 0; u < MEASURE_U; u++)
-		{
-			if (norm)
-			{
-				double		y = mu ? v[u] - mu[j + u] : v[u];
-
-				nx = __dadd_rn(nx, __dmul_rn(y, y));
-			}
-			exact = sq_term(exact, v[u], w[u]);
-		}
-	}
-	for (; j < d; j++)
-	{
-		double		v = (double) x[(int64_t) j * xs];
-
-		if (norm)
-		{
-			double		y = mu ? v - mu[j] : v;
-
-			nx = __dadd_rn(nx, __dmul_rn(y, y));
-		}
-		exact = sq_term(exact, v, c[j]);
-	}
-	if (norm)
-		*norm = nx;
-	return exact;
-}
-
-/* the float64 product's bound E on a row's a_c (above), from |x|^2 */
-__device__ __forceinline__ double
-product_bound(int d, double nx, const unsigned long long *ncmax_bits)
-{
-	return 1.01 * (4.0 * d + 8.0) * 0x1p-53 * (nx + __longlong_as_double((long long) *ncmax_bits));
 }
 
 /*
@@ -324,21 +197,24 @@ listed_certify_kernel(const double *__restrict__ U, int64_t rows, int d, const i
 }
 
 /*
- * ---- gemm_tf32 ---------------------------------------------------------------
+ * ---- gemm_f16 ----------------------------------------------------------------
  *
- * The same, from a TF32 product (cuBLAS, CUBLAS_COMPUTE_32F_FAST_TF32:
- * about five times DGEMM's rate on an H100).  Once per fit the rows are
- * copied as x~ = tf32(2^f (x - mu)): mu the column means (so that |x - mu|,
- * not |x|, sets the product's error), 2^f bringing the largest |x_j - mu_j|
- * into [1, 2), each value rounded to TF32 (11 significant bits, so that
- * cuBLAS's own conversion is exact).  Each step copies the centroids so,
- * and a_c = |c - mu|^2 - 2 2^-2f (x~ . c~) = |x - c|^2 - |x - mu|^2 + err,
- * with |err| <= A:
- *   |x~ . c~ - 2^2f (x - mu).(c - mu)| <= 2^2f (2^-10 + 2^-20 + d 2^-23)
- *     |x - mu| |c - mu| (each input within 2^-11 relative; the products
- *     exact in float32; d additions truncated, 2^-23 each) + 2^-126
- *     sqrt(d) (|x~| + |c~|) + d 2^-125 (values and products under float32's
- *     normal range, flushed);
+ * The same, from a product on halves (cuBLAS, FP16 tensor cores with
+ * float32 accumulation, CUBLAS_COMPUTE_32F: about ten times DGEMM's rate on
+ * an H100, twice TF32's, and half TF32's operand bytes).  Once per fit the
+ * rows are copied as x~ = half(2^f (x - mu)): mu the column means (so that
+ * |x - mu|, not |x|, sets the product's error), 2^f bringing the largest
+ * |x_j - mu_j| into [2^12, 2^13) (copy_scale), each value rounded to the
+ * nearest half (11 significant bits, as TF32's).  Each step copies the
+ * centroids so, and a_c = |c - mu|^2 - 2 2^-2f (x~ . c~) = |x - c|^2 -
+ * |x - mu|^2 + err, with |err| <= A:
+ *   |x~ . c~ - 2^2f (x - mu).(c - mu)| <= 2^2f (2^-10 + 2^-20 + d 2^-22)
+ *     |x - mu| |c - mu| (each input within 2^-11 relative; the products of
+ *     halves exact in float32; the d additions truncated, 2^-23 each of
+ *     the terms so far, doubled for the tensor cores' alignment of a
+ *     block's addends to the largest) + 2^-24 sqrt(d) (|x~| + |c~|) + d
+ *     2^-48 (values under the halves' normal range, 2^-14, rounded to
+ *     their subnormals, within 2^-25 absolute);
  *   |c - mu|^2 in float64 within (d + 2) 2^-52 of it;
  * all with 1 % to spare.  The reference distance (cpu/kmeans.c: rounded
  * non-negative terms, summed) is within eps = 1.01 (d + 3) 2^-53 of
@@ -346,32 +222,22 @@ listed_certify_kernel(const double *__restrict__ U, int64_t rows, int d, const i
  * (|a_c| + |x - mu|^2 + A) is farther than the best by the reference's
  * measure too: a row whose second smallest passes that is certain, and is
  * measured against its best the reference's way.  The other rows are
- * listed, gathered and labelled by the float64 product (listed_certify_kernel,
- * its own bound and near ties).  Labels and distances are the CPU's
- * exactly.  NaN or overflow (given centroids far outside the data) fails
- * the test: every row is listed.
+ * listed, gathered, their products on halves computed again (against every
+ * centroid: a chunk's are spent by then), and every centroid the same test
+ * cannot rule out is measured the reference's way, the least distance
+ * winning, the lowest index on ties (listed_f16_kernel; near ties have a
+ * few such candidates, 2 to 9 on embeddings at k = 4096 to 20,000: the
+ * float64 product of every listed row against every centroid was most of
+ * an iteration there; a row with more than LISTED_MEASURED of them is left
+ * to that product).  Labels and distances are the CPU's exactly.  NaN or
+ * overflow (given centroids more than 8 times the data's extent from its
+ * mean) fails the test: every row is listed.
  *
- * Where the data leave too many rows uncertain (float32 cannot tell their
+ * Where the data leave too many rows uncertain (11 bits cannot tell their
  * centroids apart: tight clusters far from the data's mean), a pass that
  * lists more than half of its rows makes the fit's later passes use the
- * float64 product alone (*tf32 = false): the answers are the same.
+ * float64 product alone (*f16 = false): the answers are the same.
  */
-
-/* round to TF32 (nearest, ties away), finite |v| < 2^127 */
-static __device__ __forceinline__ float
-tf32_round(float v)
-{
-	return __uint_as_float((__float_as_uint(v) + 0x1000u) & 0xffffe000u);
-}
-
-/* 2^f of the copy: the largest |x_j - mu_j| (bits of a double) into [1, 2) */
-static __device__ __forceinline__ double
-tf32_scale(const unsigned long long *maxabs_bits)
-{
-	double		m = __longlong_as_double((long long) *maxabs_bits);
-
-	return m > 0 && isfinite(m) ? ldexp(1.0, -ilogb(m)) : 1.0;
-}
 
 /* sums[j] += x(i, j) over rows i: block (j, g), rows g BLOCK + t, stepping gridDim.y BLOCK */
 __global__ void __launch_bounds__(BLOCK)
@@ -399,9 +265,9 @@ column_sum_kernel(xview X, int64_t n, int d, int log_b, double *sums)
 /* the sums become means; and the largest |x_j - mu_j| (mode 1), or the copy (mode 2) */
 __global__ void
 centre_kernel(xview X, int64_t n, int d, int log_b, double *mu,
-			  unsigned long long *maxabs_bits, float *Xf, int64_t len, int mode)
+			  unsigned long long *maxabs_bits, __half *Xf, int64_t len, int mode)
 {
-	double		scale = mode == 2 ? tf32_scale(maxabs_bits) : 1.0,
+	double		scale = mode == 2 ? copy_scale(maxabs_bits) : 1.0,
 				hi = 0;
 
 	if (mode == 0)
@@ -420,7 +286,7 @@ centre_kernel(xview X, int64_t n, int d, int log_b, double *mu,
 		if (mode == 1)
 			hi = fmax(hi, fabs(v));
 		else
-			Xf[e] = tf32_round((float) (v * scale));
+			Xf[e] = __double2half(v * scale);	/* nearest */
 	}
 	if (mode == 1)
 	{
@@ -433,13 +299,13 @@ centre_kernel(xview X, int64_t n, int d, int log_b, double *mu,
 
 /* a warp a centroid: c~ (k x d, row-major), |c - mu|^2, and their largest (bits) */
 __global__ void
-centroid_tf32_kernel(const double *__restrict__ C, int k, int d, const double *__restrict__ mu,
-					 const unsigned long long *maxabs_bits, float *Cf, double *nc,
+centroid_f16_kernel(const double *__restrict__ C, int k, int d, const double *__restrict__ mu,
+					 const unsigned long long *maxabs_bits, __half *Cf, double *nc,
 					 unsigned long long *ncmax)
 {
 	int			c = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	int			lane = threadIdx.x & 31;
-	double		scale = tf32_scale(maxabs_bits),
+	double		scale = copy_scale(maxabs_bits),
 				s = 0;
 	bool		wild = false;
 
@@ -450,8 +316,8 @@ centroid_tf32_kernel(const double *__restrict__ C, int k, int d, const double *_
 		double		v = C[(int64_t) c * d + j] - mu[j];
 
 		s += v * v;
-		wild |= !(fabs(v * scale) < 0x1p100);	/* (NaN too) */
-		Cf[(int64_t) c * d + j] = wild ? 0.0f : tf32_round((float) (v * scale));
+		wild |= !(fabs(v * scale) < 0x1p15);	/* a half's range (NaN too) */
+		Cf[(int64_t) c * d + j] = wild ? __double2half(0.0) : __double2half(v * scale);
 	}
 	for (int o = 16; o > 0; o >>= 1)
 	{
@@ -466,24 +332,24 @@ centroid_tf32_kernel(const double *__restrict__ C, int k, int d, const double *_
 	}
 }
 
-/* top2_kernel on the TF32 products: f = 2^-2f of the copies, from maxabs */
+/* top2_kernel on the products of halves: f = 2^-2f of the copies, from maxabs */
 __global__ void __launch_bounds__(BLOCK)
-top2_tf32_kernel(const float *__restrict__ S, int64_t rows, int k, const double *__restrict__ nc,
+top2_f16_kernel(const float *__restrict__ S, int64_t rows, int k, const double *__restrict__ nc,
 				 const unsigned long long *maxabs_bits, double *top_a, double *top_b, int32_t *top_c)
 {
-	const double scale = tf32_scale(maxabs_bits);
+	const double scale = copy_scale(maxabs_bits);
 
 	top2_rows(S, rows, k, nc, 1.0 / (scale * scale), top_a, top_b, top_c);
 }
 
 /*
- * A thread a row, after top2_kernel on the TF32 products of rows g0 .. g0 +
+ * A thread a row, after top2_kernel on the halves' products of rows g0 .. g0 +
  * rows - 1: certain rows get their label and distance; the others go to
  * list (*listed of them).
  */
 template <typename T>
 __global__ void __launch_bounds__(BLOCK)
-tf32_certify_kernel(const T *__restrict__ X, int64_t g0, int64_t rows, int d, int log_b,
+f16_certify_kernel(const T *__restrict__ X, int64_t g0, int64_t rows, int d, int log_b,
 					const double *__restrict__ C, const unsigned long long *ncmax_bits,
 					const double *__restrict__ mu, const unsigned long long *maxabs_bits,
 					const double *__restrict__ top_a, const double *__restrict__ top_b,
@@ -499,8 +365,7 @@ tf32_certify_kernel(const T *__restrict__ X, int64_t g0, int64_t rows, int d, in
 		const int64_t g = g0 + t;
 		const T    *x = X + pggpu_at(g, 0, d, log_b);
 		const int64_t xs = (int64_t) 1 << log_b;	/* x_j at x[j xs] */
-		const double scale = tf32_scale(maxabs_bits);
-		const double inv2 = 1.0 / (scale * scale);	/* a power of two */
+		const double scale = copy_scale(maxabs_bits);
 		const double cmax2 = __longlong_as_double((long long) *ncmax_bits);
 		const double best = top_a[t],
 					second = top_b[t];
@@ -509,14 +374,9 @@ tf32_certify_kernel(const T *__restrict__ X, int64_t g0, int64_t rows, int d, in
 
 		/* |x - mu|^2 and the exact distance to the best in one read of the row */
 		const double exact = row_measure(x, xs, C + (int64_t) bi * d, mu, d, &nxc);
-		const double xn = sqrt(nxc),
-					cn = sqrt(cmax2);
-		const double A = (d + 2.0) * 0x1p-52 * cmax2 +
-			2.02 * ((0x1p-10 + 0x1p-20 + d * 0x1p-23) * xn * cn +
-					0x1p-126 * sqrt((double) d) * (xn + cn) / scale + d * 0x1p-125 * inv2);
-		const double eps = 1.01 * (d + 3.0) * 0x1p-53;
+		const double A = f16_bound(d, nxc, cmax2, scale);
 
-		if (second - best > 2 * A + 2.05 * eps * (fabs(second) + nxc + A))
+		if (f16_farther(second, best, nxc, A, d))
 		{
 			moved = labels[g] != bi;
 			labels[g] = bi;
@@ -530,18 +390,115 @@ tf32_certify_kernel(const T *__restrict__ X, int64_t g0, int64_t rows, int d, in
 		atomicAdd(changed, moved);
 }
 
-/* U (rows x d, by columns) = the rows list[0 .. rows - 1] of X */
+/* U, Uh (rows x d, by columns) = the rows list[0 .. rows - 1] of X and of its copy in halves Xh */
 __global__ void
-gather_kernel(xview X, int d, int log_b, const int64_t *__restrict__ list,
-			  int64_t rows, double *U)
+gather_kernel(xview X, const __half *__restrict__ Xh, int d, int log_b, const int64_t *__restrict__ list,
+			  int64_t rows, double *U, __half *Uh)
 {
 	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < rows * d;
 		 e += (int64_t) gridDim.x * blockDim.x)
 	{
 		int64_t		t = e % rows;
 		int			j = (int) (e / rows);
+		int64_t		at = pggpu_at(list[t], j, d, log_b);
 
-		U[e] = X[pggpu_at(list[t], j, d, log_b)];
+		U[e] = X[at];
+		Uh[e] = Xh[at];
+	}
+}
+
+/* gather_kernel's blocks for rows x d values */
+static unsigned
+gather_grid(int64_t rows, int d)
+{
+	int64_t		g = (rows * d + BLOCK - 1) / BLOCK;
+
+	return (unsigned) (g < 8192 ? g : 8192);
+}
+
+/*
+ * A warp a row, the listed rows list[0 .. rows - 1] (x_j of the t-th at U[t
+ * + j rows], their products on halves at S + t k): every centroid that
+ * f16_farther cannot rule out against the smallest a_c measured the
+ * reference's way, a lane each; the least wins, the lowest index on ties.
+ * A row with more than LISTED_MEASURED such centroids (clusters 11 bits
+ * cannot tell apart: each measure reads a centroid's row) goes to over
+ * (*n_over of them) for the float64 product, whose bound leaves few.
+ */
+#define LISTED_MEASURED 32
+
+__global__ void __launch_bounds__(BLOCK)
+listed_f16_kernel(const double *__restrict__ U, int64_t rows, int d, const int64_t *__restrict__ list,
+				  const double *__restrict__ C, int k, const float *__restrict__ S,
+				  const double *__restrict__ nc, const unsigned long long *ncmax_bits,
+				  const double *__restrict__ mu, const unsigned long long *maxabs_bits,
+				  int32_t *labels, double *dist2, unsigned long long *changed, int64_t *over,
+				  unsigned int *n_over)
+{
+	const int64_t t = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5;
+	const int	lane = threadIdx.x & 31;
+
+	if (t >= rows)
+		return;
+
+	const double *x = U + t;
+	const float *s = S + t * k;
+	const double scale = copy_scale(maxabs_bits);
+	const double f = 2.0 / (scale * scale);
+	double		nxc = 0,
+				best = INFINITY,
+				exact = INFINITY;
+	int			label = -1;
+
+	for (int j = lane; j < d; j += 32)
+	{
+		double		y = x[(int64_t) j * rows] - mu[j];
+
+		nxc += y * y;
+	}
+	nxc = warp_sum(nxc);
+	for (int c = lane; c < k; c += 32)
+		best = fmin(best, __dsub_rn(nc[c], __dmul_rn(f, (double) s[c])));
+	for (int o = 16; o > 0; o >>= 1)
+		best = fmin(best, __shfl_xor_sync(FULL, best, o));
+
+	const double A = f16_bound(d, nxc, __longlong_as_double((long long) *ncmax_bits), scale);
+	int			cands = 0;
+
+	for (int c0 = 0; c0 < k && cands <= LISTED_MEASURED; c0 += 32)
+		cands += __popc(__ballot_sync(FULL, c0 + lane < k &&
+									  !f16_farther(__dsub_rn(nc[c0 + lane], __dmul_rn(f, (double) s[c0 + lane])),
+												   best, nxc, A, d)));
+	if (cands > LISTED_MEASURED)
+	{
+		if (lane == 0)
+			over[atomicAdd(n_over, 1u)] = list[t];
+		return;
+	}
+	for (int c = lane; c < k; c += 32)
+		if (!f16_farther(__dsub_rn(nc[c], __dmul_rn(f, (double) s[c])), best, nxc, A, d))
+		{
+			double		dc = row_measure(x, rows, C + (int64_t) c * d, NULL, d, NULL);
+
+			if (label < 0 || dc < exact)
+				exact = dc, label = c;
+		}
+	for (int o = 16; o > 0; o >>= 1)
+	{
+		double		oe = __shfl_xor_sync(FULL, exact, o);
+		int			ol = __shfl_xor_sync(FULL, label, o);
+
+		if (ol >= 0 && (label < 0 || oe < exact || (oe == exact && ol < label)))
+			exact = oe, label = ol;
+	}
+	if (lane == 0)
+	{
+		const int64_t g = list[t];
+
+		if (labels[g] != label)
+			atomicAdd(changed, 1ULL);
+		labels[g] = label;
+		dist2[g] = exact;
 	}
 }
 
@@ -549,18 +506,20 @@ gather_kernel(xview X, int d, int log_b, const int64_t *__restrict__ list,
 
 /*
  * The workspace: the products of a chunk of rows (S: float64, or float32
- * with tf32; a row's k adjacent), each row's two smallest and the best's
- * index, |c|^2 (k) and their largest; then with tf32 |c - mu|^2 and their
- * largest, the centroids' copy (k x d float32), mu (d), the largest
- * |x_j - mu_j|, the list of uncertain rows of a chunk and their count, the
- * gathered rows (as many as S holds in float64), and the rows' copy (the
- * tiles of X, float32); and for rows held as floats (f32), room for the
+ * with f16; a row's k adjacent), each row's two smallest and the best's
+ * index, |c|^2 (k) and their largest; then with f16 |c - mu|^2 and their
+ * largest, the centroids' copy (k x d halves), mu (d), the largest
+ * |x_j - mu_j|, the list of uncertain rows of a span, those of them left
+ * to the float64 product, and a count, the
+ * gathered rows (as many as S holds in float64) and their copies in
+ * halves, and the rows' copy (the tiles of X, halves: 2 bytes a value);
+ * and for rows held as floats (f32), room for the
  * tiles of a chunk widened to doubles, the float64 product's operand (at
  * most XD_BYTES, or one tile: the chunks of whole tiles are cut to fit).
  */
 #define XD_BYTES GEMM_S_BYTES
 /*
- * The TF32 route certifies the rows of several chunks at once, up to this
+ * The f16 route certifies the rows of several chunks at once, up to this
  * many (their top-2, 20 bytes a row, kept meanwhile): a chunk's rows alone
  * (65536 at k = 1024) left a thread a row at a quarter of the GPU's
  * threads, waiting on memory (0.25 ms a chunk, 4.1 ms a pass at d = 768 on
@@ -579,14 +538,16 @@ typedef struct gemm_layout
 				mu,
 				maxabs,
 				list,
+				over,
 				listed,
 				u,
+				uh,
 				xf,
 				xd,
 				total;
 	int64_t		chunk_rows;		/* rows of a chunk (whole tiles, or R) */
 	int64_t		cap_rows;		/* the most rows a chunk of this workspace has */
-	int64_t		span_rows;		/* rows certified at once (their top-2 and list): tf32, chunks' worth */
+	int64_t		span_rows;		/* rows certified at once (their top-2 and list): f16, chunks' worth */
 	bool		whole;			/* chunks of whole tiles */
 	int64_t		u_rows;			/* gathered rows at once */
 	int64_t		xd_tiles;		/* f32: tiles widened at once (the float64 chunks' most) */
@@ -609,13 +570,13 @@ chunk_of(size_t s_bytes, size_t es, int k, int64_t B, bool *whole)
 }
 
 /*
- * es: the product's element size (float64 chunks in a tf32 workspace: half
+ * es: the product's element size (float64 chunks in an f16 workspace: half
  * the rows); f32: the rows are held as floats
  */
 static gemm_layout
-layout_of(int64_t n, int k, int d, int log_b, bool tf32, size_t es, bool f32)
+layout_of(int64_t n, int k, int d, int log_b, bool f16, size_t es, bool f32)
 {
-	const size_t ws_es = tf32 ? sizeof(float) : sizeof(double);
+	const size_t ws_es = f16 ? sizeof(float) : sizeof(double);
 	const int64_t B = (int64_t) 1 << log_b;
 	const int64_t tiles = (n + B - 1) >> log_b;
 	size_t		need = ws_es * (size_t) k * (size_t) (n > 0 ? n : 1);
@@ -629,7 +590,7 @@ layout_of(int64_t n, int k, int d, int log_b, bool tf32, size_t es, bool f32)
 	l.chunk_rows = chunk_of(l.s_bytes, es, k, B, &l.whole);
 	l.cap_rows = chunk_of(l.s_bytes, ws_es, k, B, &w);
 	l.span_rows = l.cap_rows;
-	if (tf32 && l.span_rows < SPAN_ROWS)
+	if (f16 && l.span_rows < SPAN_ROWS)
 		l.span_rows = n < SPAN_ROWS ? (n > l.cap_rows ? n : l.cap_rows) : SPAN_ROWS;
 	/* gathered rows: their products fill S, their values at most GEMM_S_BYTES */
 	l.u_rows = (int64_t) (l.s_bytes / (sizeof(double) * k));
@@ -641,15 +602,17 @@ layout_of(int64_t n, int k, int d, int log_b, bool tf32, size_t es, bool f32)
 	l.nc = l.top + up256((2 * sizeof(double) + sizeof(int32_t)) * (size_t) l.span_rows);
 	l.ncmax = l.nc + up256(sizeof(double) * (size_t) k);
 	l.nc32 = l.ncmax + 256;
-	l.ncmax32 = l.nc32 + (tf32 ? up256(sizeof(double) * (size_t) k) : 0);
-	l.cf = l.ncmax32 + (tf32 ? 256 : 0);
-	l.mu = l.cf + (tf32 ? up256(sizeof(float) * (size_t) k * d) : 0);
-	l.maxabs = l.mu + (tf32 ? up256(sizeof(double) * (size_t) d) : 0);
-	l.list = l.maxabs + (tf32 ? 256 : 0);
-	l.listed = l.list + (tf32 ? up256(sizeof(int64_t) * (size_t) l.span_rows) : 0);
-	l.u = l.listed + (tf32 ? 256 : 0);
-	l.xf = l.u + (tf32 ? up256(sizeof(double) * (size_t) l.u_rows * d) : 0);
-	l.xd = l.xf + up256(tf32 ? sizeof(float) * (size_t) (tiles > 0 ? tiles : 1) * ((size_t) d << log_b) : 0);
+	l.ncmax32 = l.nc32 + (f16 ? up256(sizeof(double) * (size_t) k) : 0);
+	l.cf = l.ncmax32 + (f16 ? 256 : 0);
+	l.mu = l.cf + (f16 ? up256(sizeof(__half) * (size_t) k * d) : 0);
+	l.maxabs = l.mu + (f16 ? up256(sizeof(double) * (size_t) d) : 0);
+	l.list = l.maxabs + (f16 ? 256 : 0);
+	l.over = l.list + (f16 ? up256(sizeof(int64_t) * (size_t) l.span_rows) : 0);
+	l.listed = l.over + (f16 ? up256(sizeof(int64_t) * (size_t) l.span_rows) : 0);
+	l.u = l.listed + (f16 ? 256 : 0);
+	l.uh = l.u + (f16 ? up256(sizeof(double) * (size_t) l.u_rows * d) : 0);
+	l.xf = l.uh + (f16 ? up256(sizeof(__half) * (size_t) l.u_rows * d) : 0);
+	l.xd = l.xf + up256(f16 ? sizeof(__half) * (size_t) (tiles > 0 ? tiles : 1) * ((size_t) d << log_b) : 0);
 	l.xd_tiles = 0;
 	if (f32)
 	{
@@ -663,9 +626,9 @@ layout_of(int64_t n, int k, int d, int log_b, bool tf32, size_t es, bool f32)
 }
 
 size_t
-pggpu_gemm_workspace_bytes(int64_t n, int k, int d, int log_b, bool tf32, bool f32)
+pggpu_gemm_workspace_bytes(int64_t n, int k, int d, int log_b, bool f16, bool f32)
 {
-	return layout_of(n, k, d, log_b, tf32, tf32 ? sizeof(float) : sizeof(double), f32).total;
+	return layout_of(n, k, d, log_b, f16, f16 ? sizeof(float) : sizeof(double), f32).total;
 }
 
 pggpu_status
@@ -692,7 +655,7 @@ pggpu_gemm_prepare(pggpu_data *ds, int k, xview X, void *ws, cudaStream_t stream
 	for (int mode = 0; mode < 3; mode++)
 	{
 		centre_kernel<<<mode == 0 ? 1 : grid, BLOCK, 0, stream>>>(X, ds->n, ds->d, ds->log_b, mu, maxabs,
-																  (float *) (w + l.xf), len, mode);
+																  (__half *) (w + l.xf), len, mode);
 		LAUNCHED(centre_kernel);
 	}
 	return PGGPU_OK;
@@ -703,24 +666,53 @@ pggpu_gemm_prepare(pggpu_data *ds, int k, xview X, void *ws, cudaStream_t stream
 #define TOP_B(w, l) (TOP_A(w, l) + (l).span_rows)
 #define TOP_C(w, l) ((int32_t *) (TOP_B(w, l) + (l).span_rows))
 
-/* the listed rows (on the device, m of them) by the float64 product */
+/*
+ * The listed rows (list, on the device, m of them): their products on
+ * halves again, candidates measured exactly; the rows with too many
+ * candidates (over, *n_over of them) by the float64 product after
+ */
 static pggpu_status
 label_listed(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const gemm_layout *l,
 			 char *w, int64_t m, int32_t *labels, double *dist2, unsigned long long *changed,
 			 cudaStream_t stream, pggpu_error *err)
 {
-	const int64_t *list = (const int64_t *) (w + l->list);
+	int64_t    *list = (int64_t *) (w + l->list),
+			   *over = (int64_t *) (w + l->over);
+	unsigned int *n_over = (unsigned int *) (w + l->listed);
+	unsigned int m_over = 0;
 	double	   *U = (double *) (w + l->u);
+	__half	   *Uh = (__half *) (w + l->uh);
 	const double *nc = (const double *) (w + l->nc);
 
+	CU(cudaMemsetAsync(n_over, 0, sizeof(*n_over), stream));
 	for (int64_t t0 = 0; t0 < m; t0 += l->u_rows)
 	{
 		int64_t		rows = m - t0 < l->u_rows ? m - t0 : l->u_rows;
 		pggpu_status ps;
 
-		gather_kernel<<<(unsigned) ((rows * ds->d + BLOCK - 1) / BLOCK < 8192 ?
-									(rows * ds->d + BLOCK - 1) / BLOCK : 8192), BLOCK, 0, stream>>>(
-			X, ds->d, ds->log_b, list + t0, rows, U);
+		gather_kernel<<<gather_grid(rows, ds->d), BLOCK, 0, stream>>>(
+			X, (const __half *) (w + l->xf), ds->d, ds->log_b, list + t0, rows, U, Uh);
+		LAUNCHED(gather_kernel);
+		if ((ps = pggpu_blas_row_products(h, true, w + l->cf, ds->k, ds->d, Uh, (int) rows, 0, (int) rows, w, 0,
+										  1, err)) != PGGPU_OK)
+			return ps;
+		listed_f16_kernel<<<warps_grid(rows), BLOCK, 0, stream>>>(
+			U, rows, ds->d, list + t0, C, ds->k, (const float *) w, (const double *) (w + l->nc32),
+			(const unsigned long long *) (w + l->ncmax32), (const double *) (w + l->mu),
+			(const unsigned long long *) (w + l->maxabs), labels, dist2, changed, over, n_over);
+		LAUNCHED(listed_f16_kernel);
+	}
+	if (m == 0)
+		return PGGPU_OK;
+	CU(cudaMemcpyAsync(&m_over, n_over, sizeof(m_over), cudaMemcpyDeviceToHost, stream));
+	CU(cudaStreamSynchronize(stream));
+	for (int64_t t0 = 0; t0 < m_over; t0 += l->u_rows)
+	{
+		int64_t		rows = m_over - t0 < l->u_rows ? m_over - t0 : l->u_rows;
+		pggpu_status ps;
+
+		gather_kernel<<<gather_grid(rows, ds->d), BLOCK, 0, stream>>>(
+			X, (const __half *) (w + l->xf), ds->d, ds->log_b, over + t0, rows, U, Uh);
 		LAUNCHED(gather_kernel);
 		if ((ps = pggpu_blas_row_products(h, false, C, ds->k, ds->d, U, (int) rows, 0, (int) rows, w, 0, 1,
 										  err)) != PGGPU_OK)
@@ -730,7 +722,7 @@ label_listed(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const g
 																	TOP_C(w, *l));
 		LAUNCHED(top2_kernel);
 		listed_certify_kernel<<<warps_grid(rows), BLOCK, 0, stream>>>(
-			U, rows, ds->d, list + t0, C, ds->k, (const double *) w, nc,
+			U, rows, ds->d, over + t0, C, ds->k, (const double *) w, nc,
 			(const unsigned long long *) (w + l->ncmax), TOP_A(w, *l), TOP_B(w, *l), TOP_C(w, *l),
 			labels, dist2, changed);
 		LAUNCHED(listed_certify_kernel);
@@ -739,7 +731,7 @@ label_listed(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const g
 }
 
 /*
- * The TF32 route: rows span0 .. span0 + rows - 1, whose top-2 the span's
+ * The f16 route: rows span0 .. span0 + rows - 1, whose top-2 the span's
  * arrays hold, certified (a thread a row), and the rows listed labelled by
  * the float64 product; *uncertain counts them
  */
@@ -754,16 +746,16 @@ certify_span(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const g
 
 	CU(cudaMemsetAsync(listed, 0, sizeof(*listed), stream));
 	if (X.f32)
-		tf32_certify_kernel<float><<<grid, BLOCK, 0, stream>>>(
+		f16_certify_kernel<float><<<grid, BLOCK, 0, stream>>>(
 			(const float *) X.p, span0, rows, ds->d, ds->log_b, C, (const unsigned long long *) (w + l->ncmax32),
 			(const double *) (w + l->mu), (const unsigned long long *) (w + l->maxabs), TOP_A(w, *l),
 			TOP_B(w, *l), TOP_C(w, *l), labels, dist2, changed, (int64_t *) (w + l->list), listed);
 	else
-		tf32_certify_kernel<double><<<grid, BLOCK, 0, stream>>>(
+		f16_certify_kernel<double><<<grid, BLOCK, 0, stream>>>(
 			(const double *) X.p, span0, rows, ds->d, ds->log_b, C, (const unsigned long long *) (w + l->ncmax32),
 			(const double *) (w + l->mu), (const unsigned long long *) (w + l->maxabs), TOP_A(w, *l),
 			TOP_B(w, *l), TOP_C(w, *l), labels, dist2, changed, (int64_t *) (w + l->list), listed);
-	LAUNCHED(tf32_certify_kernel);
+	LAUNCHED(f16_certify_kernel);
 	/* how many to gather */
 	CU(cudaMemcpyAsync(&m_listed, listed, sizeof(m_listed), cudaMemcpyDeviceToHost, stream));
 	CU(cudaStreamSynchronize(stream));
@@ -772,35 +764,43 @@ certify_span(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const g
 }
 
 pggpu_status
-pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, bool tf32_ws,
-				 bool *tf32, void *ws, int32_t *labels, double *dist2, unsigned long long *changed,
+pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, bool f16_ws,
+				 bool *f16, void *ws, int32_t *labels, double *dist2, unsigned long long *changed,
 				 int64_t *uncertain_out, cudaStream_t stream, pggpu_error *err)
 {
 	const int	k = ds->k,
 				d = ds->d;
 	const int64_t B = (int64_t) 1 << ds->log_b;
 	const int64_t n = ds->n;
-	const bool	t32 = tf32_ws && *tf32;
-	const gemm_layout l = layout_of(n, k, d, ds->log_b, tf32_ws, t32 ? sizeof(float) : sizeof(double), X.f32);
+	const bool	h16 = f16_ws && *f16;
+	const gemm_layout l = layout_of(n, k, d, ds->log_b, f16_ws, h16 ? sizeof(float) : sizeof(double), X.f32);
 	char	   *w = (char *) ws;
 	double	   *xd = (double *) (w + l.xd);
 	int64_t		rows,
 				uncertain = 0,
-				span0 = 0,		/* tf32: the first row of the span being filled */
+				span0 = 0,		/* f16: the first row of the span being filled */
 				widened = -1;	/* f32: the first tile xd holds */
+	/*
+	 * the interrupt callback between chunks once this much work (n k d) has
+	 * been queued since the last call, the products counting a sixteenth as
+	 * the tensor cores do (step.cu's RANGE_WORK): a wait a chunk (15 an
+	 * iteration at 10^6 rows, k = 1024) left the GPU idle between them
+	 */
+	const double poll = 16 * step_range_work(ds);
+	double		queued = 0;
 	pggpu_status ps;
 
 	CU(cudaMemsetAsync(w + l.ncmax, 0, sizeof(unsigned long long), stream));
 	centroid_norms_kernel<<<(unsigned) ((k + 127) / 128), 128, 0, stream>>>(
 		C, k, d, (double *) (w + l.nc), (unsigned long long *) (w + l.ncmax));
 	LAUNCHED(centroid_norms_kernel);
-	if (t32)
+	if (h16)
 	{
 		CU(cudaMemsetAsync(w + l.ncmax32, 0, sizeof(unsigned long long), stream));
-		centroid_tf32_kernel<<<(unsigned) ((k + 3) / 4), 128, 0, stream>>>(
+		centroid_f16_kernel<<<(unsigned) ((k + 3) / 4), 128, 0, stream>>>(
 			C, k, d, (const double *) (w + l.mu), (const unsigned long long *) (w + l.maxabs),
-			(float *) (w + l.cf), (double *) (w + l.nc32), (unsigned long long *) (w + l.ncmax32));
-		LAUNCHED(centroid_tf32_kernel);
+			(__half *) (w + l.cf), (double *) (w + l.nc32), (unsigned long long *) (w + l.ncmax32));
+		LAUNCHED(centroid_f16_kernel);
 	}
 	for (int64_t g0 = 0; g0 < n; g0 += rows)
 	{
@@ -810,7 +810,7 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 		rows = n - g0 < l.chunk_rows ? n - g0 : l.chunk_rows;
 		if (!l.whole && rows > B - (g0 & (B - 1)))
 			rows = B - (g0 & (B - 1));
-		if (t32 && g0 - span0 + rows > l.span_rows)
+		if (h16 && g0 - span0 + rows > l.span_rows)
 		{
 			/* the span is full: certified, its listed rows labelled (S is free: the products are spent) */
 			if ((ps = certify_span(ds, h, X, C, &l, w, span0, g0 - span0, labels, dist2, changed, &uncertain,
@@ -818,16 +818,18 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 				return ps;
 			span0 = g0;
 		}
-		if (g0 > 0 && ds->interrupt)
+		if (g0 > 0 && ds->interrupt && queued >= poll)
 		{
 			/* (what is queued runs on: free_km syncs before it frees) */
 			CU(cudaStreamSynchronize(stream));
 			ds->interrupt(ds->interrupt_arg);
+			queued = 0;
 		}
+		queued += (double) rows * k * d;
 		/* the float64 product of rows held as floats: the chunk's tiles widened into xd */
 		const double *xa = (const double *) X.p + at;
 
-		if (!t32 && X.f32)
+		if (!h16 && X.f32)
 		{
 			const int64_t t0 = g0 >> ds->log_b,
 						nt = ((g0 + rows - 1) >> ds->log_b) - t0 + 1;
@@ -843,14 +845,14 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 			xa = xd + (at - t0 * B * d);
 		}
 		/* whole tiles: a batch a tile (its B rows' products B k apart); else one batch */
-		ps = pggpu_blas_row_products(h, t32, t32 ? (const void *) (w + l.cf) : (const void *) C, k, d,
-									 t32 ? (const void *) ((const float *) (w + l.xf) + at) :
+		ps = pggpu_blas_row_products(h, h16, h16 ? (const void *) (w + l.cf) : (const void *) C, k, d,
+									 h16 ? (const void *) ((const __half *) (w + l.xf) + at) :
 									 (const void *) xa, (int) B, l.whole ? B * d : 0,
 									 l.whole ? (int) B : (int) rows, w, l.whole ? (int64_t) k * B : 0,
 									 l.whole ? (int) ((rows + B - 1) / B) : 1, err);
 		if (ps != PGGPU_OK)
 			return ps;
-		if (!t32)
+		if (!h16)
 		{
 			top2_kernel<double><<<warps_grid(rows), BLOCK, 0, stream>>>(
 				(const double *) w, rows, k, (const double *) (w + l.nc), 1.0, TOP_A(w, l), TOP_B(w, l),
@@ -870,18 +872,18 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 			continue;
 		}
 		/* the chunk's top-2 into the span's arrays, certified with the span's other chunks */
-		top2_tf32_kernel<<<warps_grid(rows), BLOCK, 0, stream>>>(
+		top2_f16_kernel<<<warps_grid(rows), BLOCK, 0, stream>>>(
 			(const float *) w, rows, k, (const double *) (w + l.nc32),
 			(const unsigned long long *) (w + l.maxabs), TOP_A(w, l) + (g0 - span0),
 			TOP_B(w, l) + (g0 - span0), TOP_C(w, l) + (g0 - span0));
-		LAUNCHED(top2_tf32_kernel);
+		LAUNCHED(top2_f16_kernel);
 	}
-	if (t32 && n > span0 &&
+	if (h16 && n > span0 &&
 		(ps = certify_span(ds, h, X, C, &l, w, span0, n - span0, labels, dist2, changed, &uncertain, stream,
 						   err)) != PGGPU_OK)
 		return ps;
-	if (t32 && 2 * uncertain > n)
-		*tf32 = false;
-	*uncertain_out = t32 ? uncertain : -1;
+	if (h16 && 2 * uncertain > n)
+		*f16 = false;
+	*uncertain_out = h16 ? uncertain : -1;
 	return PGGPU_OK;
 }

@@ -139,7 +139,7 @@ pggpu_blas_close(cublasHandle_t handle)
 }
 
 pggpu_status
-pggpu_blas_row_products(cublasHandle_t h, bool tf32, const void *C, int k, int d, const void *X, int ld,
+pggpu_blas_row_products(cublasHandle_t h, bool f16, const void *C, int k, int d, const void *X, int ld,
 						long long stride_x, int rows, void *S, long long stride_s, int batches,
 						pggpu_error *err)
 {
@@ -147,15 +147,16 @@ pggpu_blas_row_products(cublasHandle_t h, bool tf32, const void *C, int k, int d
 				zero = 0.0;
 	const float one_f = 1.0f,
 				zero_f = 0.0f;
-	const cudaDataType t = tf32 ? CUDA_R_32F : CUDA_R_64F;
+	const cudaDataType in = f16 ? CUDA_R_16F : CUDA_R_64F,
+				out = f16 ? CUDA_R_32F : CUDA_R_64F;
 
 	/* S^T (k x rows, by columns) = C (k x d: d x k by columns, transposed) X^T (X: rows x d, ld) */
 	cublasStatus_t s = blas.gemm_batched_ex(h, CUBLAS_OP_T, CUBLAS_OP_T, k, rows, d,
-											tf32 ? (const void *) &one_f : (const void *) &one,
-											C, t, d, 0, X, t, ld, stride_x,
-											tf32 ? (const void *) &zero_f : (const void *) &zero,
-											S, t, k, stride_s, batches,
-											tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_64F,
+											f16 ? (const void *) &one_f : (const void *) &one,
+											C, in, d, 0, X, in, ld, stride_x,
+											f16 ? (const void *) &zero_f : (const void *) &zero,
+											S, out, k, stride_s, batches,
+											f16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F,
 											CUBLAS_GEMM_DEFAULT);
 
 	if (s != CUBLAS_STATUS_SUCCESS)

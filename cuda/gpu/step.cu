@@ -3,7 +3,7 @@
  * route that route.c planned (pggpu_plan_step, once per fit in
  * gpu_km_begin: s->route).  Labels by lloyd_kernel, the tensor cores
  * (tc_scan, tc_resident) or a matrix product certified row by row
- * (gemm_assign.cu: routes gemm, gemm_tf32); sums in the same pass, or by
+ * (gemm_assign.cu: routes gemm, gemm_f16); sums in the same pass, or by
  * owned_update_kernel, sorted_update_kernel or lloyd_kernel from the
  * labels; then the partial sums become centroids (reduce_finalize_kernel,
  * or finalize_kernel).
@@ -147,18 +147,18 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 	if (PGGPU_LABEL_IS_GEMM(r->label))
 	{
 		CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
-		bool		was = s->gemm_tf32;
+		bool		was = s->gemm_f16;
 		int64_t		uncertain;
 
 		if ((st = pggpu_gemm_label(ds, (cublasHandle_t) s->blas, xview_of(ds), s->C,
-								   r->label == PGGPU_LABEL_GEMM_TF32, &s->gemm_tf32, s->gemm_ws, s->labels,
+								   r->label == PGGPU_LABEL_GEMM_F16, &s->gemm_f16, s->gemm_ws, s->labels,
 								   s->dist2, &s->stats->changed, &uncertain, s->stream, err)) != PGGPU_OK)
 			return st;
-		/* the plan's line says how the TF32 product fares (DEBUG2, and the benchmarks' notes) */
+		/* the plan's line says how the product on halves fares (DEBUG2, and the benchmarks' notes) */
 		if (was)
 			snprintf(ds->route + s->route_len, sizeof(ds->route) - s->route_len,
-					 "; %.1f%% of rows uncertain in TF32%s", ds->n ? 100.0 * uncertain / ds->n : 0.0,
-					 s->gemm_tf32 ? "" : ", then float64 alone (over half)");
+					 "; %.1f%% of rows uncertain in FP16%s", ds->n ? 100.0 * uncertain / ds->n : 0.0,
+					 s->gemm_f16 ? "" : ", then float64 alone (over half)");
 	}
 	else if (tc && !r->ranged)
 		CU(pggpu_tc_assign_update(r, xview_of(ds), ds->n, d, ds->log_b, s->C, k, s->tc_ws, s->labels, s->dist2,

@@ -140,7 +140,7 @@ test_dtype(void)
 		{"tc_resident", 3000, 64, 40, PGGPU_INIT_KMEANSPP, 1, 1, 3},
 		{"gemm", 3000, 96, 40, PGGPU_INIT_KMEANSPP, 1, 1, 4},
 		{"gemm, chunks of whole tiles", 20000, 96, 40, PGGPU_INIT_KMEANSPP, 1, 1, 4},
-		{"gemm_tf32", 20000, 96, 40, PGGPU_INIT_KMEANSPP, 1, 1, 5},
+		{"gemm_f16", 20000, 96, 40, PGGPU_INIT_KMEANSPP, 1, 1, 5},
 		{"parked and unparked", 5000, 40, 16, PGGPU_INIT_KMEANSPP, 1, 1, 0, false, false, false, true},
 		{"parked, then standardized", 3000, 10, 8, PGGPU_INIT_KMEANSPP, 1, 1, 0, true, false, false, true},
 		{"standardized", 3000, 6, 8, PGGPU_INIT_KMEANSPP, 1, 1, 0, true},

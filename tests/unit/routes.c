@@ -36,9 +36,9 @@ static const route_case route_cases[] = {
 	{10000000, 127, 2, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, false, 0, 4, "k under 128 at d = 2"},
 	/* d > 32: lloyd_kernel with centroid tiles, whatever k */
 	{10000000, 50, 40, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_SHARED, false, false, 0, 0, "d = 40"},
-	/* d > 32 from k = 64: the TF32 product, then lloyd_kernel sums by the labels */
-	{1000000, 1024, 128, 0, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_SORTED, UPD_GLOBAL, false, false, 0, 0, "d = 128, k = 1024"},
-	{1000000, 64, 768, 0, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_SORTED, UPD_GLOBAL, false, false, 0, 0, "d = 768, k = 64"},
+	/* d > 32 from k = 64: the FP16 product, then lloyd_kernel sums by the labels */
+	{1000000, 1024, 128, 0, false, PGGPU_LABEL_GEMM_F16, PGGPU_SUM_SORTED, UPD_GLOBAL, false, false, 0, 0, "d = 128, k = 1024"},
+	{1000000, 64, 768, 0, false, PGGPU_LABEL_GEMM_F16, PGGPU_SUM_SORTED, UPD_GLOBAL, false, false, 0, 0, "d = 768, k = 64"},
 	{1000000, 63, 768, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_GLOBAL, false, false, 0, 0, "d = 768, k = 63"},
 	/* k <= 256, small d: tc_resident, fused with the update */
 	{10000000, 256, 8, 0, false, PGGPU_LABEL_TC_RESIDENT, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, true, 2, 16, "k = 256, d = 8: f16"},
@@ -59,9 +59,9 @@ static const route_case route_cases[] = {
 	{10000000, 65536, 32, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_SORTED, UPD_GLOBAL, true, true, 6, 8, "k = 65536: 1.3e12 / 16, ranged"},
 	/* more than 2^39 squared differences a pass: labelled in ranges first */
 	{1000000000, 50, 40, 0, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, true, false, 0, 0, "2e12 on the CUDA cores"},
-	{100000000, 1024, 40, 0, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_SORTED, UPD_GLOBAL, false, false, 0, 0, "4e12 as a product: it polls between chunks"},
+	{100000000, 1024, 40, 0, false, PGGPU_LABEL_GEMM_F16, PGGPU_SUM_SORTED, UPD_GLOBAL, false, false, 0, 0, "4e12 as a product: it polls between chunks"},
 	{100000000, 4096, 32, 0, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_SORTED, UPD_GLOBAL, true, true, 6, 8, "1.3e13 / 16 on the tensor cores"},
-	{100000000, 200, 40, 0, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, false, false, 0, 0, "d = 40, k = 200"},
+	{100000000, 200, 40, 0, false, PGGPU_LABEL_GEMM_F16, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, false, false, 0, 0, "d = 40, k = 200"},
 	/* forced (tests): where the route can run */
 	{100000, 256, 8, PGGPU_LABEL_LLOYD, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_SHARED, false, false, 0, 8, "forced lloyd"},
 	{100000, 8, 2, PGGPU_LABEL_TC_SCAN, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_PRIVATE, false, false, 1, 16, "forced tc_scan, k = 8"},
@@ -69,7 +69,7 @@ static const route_case route_cases[] = {
 	{100000, 40, 4, PGGPU_LABEL_TC_RESIDENT, false, PGGPU_LABEL_TC_RESIDENT, PGGPU_SUM_IN_PASS, UPD_PRIVATE, false, false, 2, 4, "forced tc_resident, k = 40"},
 	{100000, 1024, 8, PGGPU_LABEL_TC_RESIDENT, false, PGGPU_LABEL_TC_SCAN, PGGPU_SUM_LABELS_GIVEN, UPD_SHARED, false, true, 2, 16, "forced tc_resident, k = 1024: cannot"},
 	{100000, 256, 8, PGGPU_LABEL_GEMM, false, PGGPU_LABEL_GEMM, PGGPU_SUM_OWNED, UPD_PRIVATE, false, false, 0, 0, "forced gemm, d = 8"},
-	{100000, 256, 8, PGGPU_LABEL_GEMM_TF32, false, PGGPU_LABEL_GEMM_TF32, PGGPU_SUM_OWNED, UPD_PRIVATE, false, false, 0, 0, "forced gemm_tf32, d = 8"},
+	{100000, 256, 8, PGGPU_LABEL_GEMM_F16, false, PGGPU_LABEL_GEMM_F16, PGGPU_SUM_OWNED, UPD_PRIVATE, false, false, 0, 0, "forced gemm_f16, d = 8"},
 	{1000000, 1024, 768, PGGPU_LABEL_GEMM, false, PGGPU_LABEL_GEMM, PGGPU_SUM_SORTED, UPD_GLOBAL, false, false, 0, 0, "forced gemm, d = 768"},
 	{100000, 50, 40, PGGPU_LABEL_TC_SCAN, false, PGGPU_LABEL_LLOYD, PGGPU_SUM_IN_PASS, UPD_SHARED, false, false, 0, 0, "forced tc_scan, d = 40: cannot"},
 };
@@ -138,7 +138,7 @@ test_route_table(void)
 			printf("#   n=%lld k=%d d=%d: %s\n", (long long) c->n, c->k, c->d, line);
 	}
 
-	/* the user's precision double: the float64 product where TF32 would run */
+	/* the user's precision double: the float64 product where FP16 would run */
 	set_case("route n=1000000 k=1024 d=768, double only");
 	{
 		pggpu_route r;
@@ -155,7 +155,7 @@ test_route_table(void)
 		pggpu_route r;
 
 		pggpu_plan_step(1000000, 1024, 768, &small, RANGE_WORK, MAX_GRID, true, NULL, &r);
-		CHECK(r.label == PGGPU_LABEL_GEMM_TF32 && r.sum == PGGPU_SUM_LABELS_GIVEN && r.mode == UPD_GLOBAL,
+		CHECK(r.label == PGGPU_LABEL_GEMM_F16 && r.sum == PGGPU_SUM_LABELS_GIVEN && r.mode == UPD_GLOBAL,
 			  "planned %s", pggpu_route_describe(&r, line, sizeof(line)));
 	}
 
@@ -178,7 +178,7 @@ test_route_table(void)
 
 				pggpu_plan_step(1000000, k, d, &h100, 0, MAX_GRID, true, NULL, &r);
 				ok = r.smem <= (size_t) h100.smem_optin && r.label_smem <= (size_t) h100.smem_optin &&
-					!r.ranged && (r.label == PGGPU_LABEL_LLOYD || (r.label == PGGPU_LABEL_GEMM_TF32) == (d > 32)) &&
+					!r.ranged && (r.label == PGGPU_LABEL_LLOYD || (r.label == PGGPU_LABEL_GEMM_F16) == (d > 32)) &&
 					((r.mode != UPD_PRIVATE) || r.part_rows > 0) &&
 					(r.sum != PGGPU_SUM_IN_PASS || r.label != PGGPU_LABEL_TC_SCAN) &&
 					(r.label != PGGPU_LABEL_TC_RESIDENT || (k <= 256 && d <= 16 && r.nm * 16 >= k)) &&
@@ -197,7 +197,7 @@ test_route_table(void)
  * 1e-9 (the update's sums in another order), and the data set names the
  * route that ran.  Blobs for every shape; for the products (d > 32) also
  * rows of a few integer points (exact ties everywhere), blobs shifted 10^6
- * from the origin, and uniform rows.  Tight blobs leave the TF32 product
+ * from the origin, and uniform rows.  Tight blobs leave the FP16 product
  * most rows uncertain (it hands the fit to the float64 product, and says
  * so); on uniform rows it must certify most rows itself.
  */
@@ -215,7 +215,7 @@ test_routes_gpu(void)
 	}			forces[] = {{0, false, ""}, {PGGPU_LABEL_LLOYD, false, "lloyd"},
 		{PGGPU_LABEL_TC_SCAN, false, "tc_scan"}, {PGGPU_LABEL_TC_RESIDENT, false, "tc_resident"},
 		{PGGPU_LABEL_TC_RESIDENT, true, "tc_resident"}, {PGGPU_LABEL_GEMM, false, "gemm"},
-		{PGGPU_LABEL_GEMM_TF32, false, "gemm_tf32"}};
+		{PGGPU_LABEL_GEMM_F16, false, "gemm_f16"}};
 
 	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
 	{
@@ -278,10 +278,10 @@ test_routes_gpu(void)
 				snprintf(want, sizeof(want), "route %s ", pggpu_label_route_name(planned.label));
 				CHECK(strncmp(pggpu_data_route(ds), want, strlen(want)) == 0,
 					  "ran \"%s\", planned %s", pggpu_data_route(ds), want);
-				if (kind == 3 && planned.label == PGGPU_LABEL_GEMM_TF32)
+				if (kind == 3 && planned.label == PGGPU_LABEL_GEMM_F16)
 					CHECK(strstr(pggpu_data_route(ds), "float64 alone") == NULL &&
-						  strstr(pggpu_data_route(ds), "% of rows uncertain in TF32") != NULL,
-						  "uniform rows: the TF32 product gave up: \"%s\"", pggpu_data_route(ds));
+						  strstr(pggpu_data_route(ds), "% of rows uncertain in FP16") != NULL,
+						  "uniform rows: the FP16 product gave up: \"%s\"", pggpu_data_route(ds));
 				cmp_km("forced route vs cpu", &ref, &o, n, k, d, kind == 2 ? 1e-9 * 1e6 : 1e-9);
 				if (verbose)
 					printf("#   %s\n", pggpu_data_route(ds));

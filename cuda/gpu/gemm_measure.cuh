@@ -1,0 +1,178 @@
+/*
+ * gemm_measure.cuh - what gemm_assign.cu's kernels share about one row: its
+ * two smallest a_c (top2_rows), its exact distance to a centroid the
+ * reference's way (row_measure), and the products' error bounds (the
+ * float64 product's, product_bound; the FP16 product's, copy_scale,
+ * f16_bound and f16_farther), derived in gemm_assign.cu's comments.
+ * CUDA C++ only; device code.
+ */
+#ifndef PG_GPU_GEMM_MEASURE_CUH
+#define PG_GPU_GEMM_MEASURE_CUH
+
+#include "common.cuh"
+
+/*
+ * A warp a row: the row's smallest a_c = nc[c] - 2 f S_c (f = 1, or the
+ * halves' 2^-2f), its centroid (the lowest on ties) and the second
+ * smallest, of rows t < rows (row t's products at S + t k).  NaN never wins.
+ */
+template <typename T>
+__device__ __forceinline__ void
+top2_rows(const T *__restrict__ S, int64_t rows, int k, const double *__restrict__ nc, double f,
+		  double *top_a, double *top_b, int32_t *top_c)
+{
+	const int64_t t = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5;
+	const int	lane = threadIdx.x & 31;
+	const T    *s = S + t * k;
+	double		best = INFINITY,
+				second = INFINITY;
+	int			bi = 0;
+
+	if (t >= rows)
+		return;
+	for (int c = lane; c < k; c += 32)
+	{
+		double		a = __dsub_rn(nc[c], __dmul_rn(2.0 * f, (double) s[c]));
+
+		if (a < best)
+			second = best, best = a, bi = c;
+		else if (a < second)
+			second = a;
+	}
+	for (int o = 16; o > 0; o >>= 1)
+	{
+		double		ob = __shfl_xor_sync(FULL, best, o),
+					os = __shfl_xor_sync(FULL, second, o);
+		int			oi = __shfl_xor_sync(FULL, bi, o);
+
+		if (ob < best || (ob == best && oi < bi))
+			second = fmin(best, os), best = ob, bi = oi;
+		else
+			second = fmin(second, ob);
+	}
+	if (lane == 0)
+	{
+		top_a[t] = best;
+		top_b[t] = second;
+		top_c[t] = bi;
+	}
+}
+
+/*
+ * A row's exact distance to centroid c (the reference's sum, columns in
+ * order) and, with norm, its |x - mu|^2 (mu NULL: |x|^2; a bound's input,
+ * its order of addition free): the row's values x[j xs].  The loads of
+ * MEASURE_U columns are in flight at once (one at a time, the certifying
+ * passes waited on memory: 0.8 TB/s at d = 768).
+ */
+#define MEASURE_U 8
+
+template <typename T>
+__device__ __forceinline__ double
+row_measure(const T *__restrict__ x, int64_t xs, const double *__restrict__ c,
+			const double *__restrict__ mu, int d, double *norm)
+{
+	double		exact = 0,
+				nx = 0;
+	int			j = 0;
+	/*
+	 * the centroid's values two at a time where its row is 16-byte aligned:
+	 * each thread of a warp reads another centroid, a cache line an
+	 * instruction each, and the loads' line count bounded the pass (3.2 ms
+	 * at 10^6 x 768, k = 1024 on an H100)
+	 */
+	const bool	pairs = ((uintptr_t) c & 15) == 0;
+
+	for (; j + MEASURE_U <= d; j += MEASURE_U)
+	{
+		double		v[MEASURE_U],
+					w[MEASURE_U];
+
+#pragma unroll
+		for (int u = 0; u < MEASURE_U; u++)
+			v[u] = (double) x[(int64_t) (j + u) * xs];
+		if (pairs)
+#pragma unroll
+			for (int u = 0; u < MEASURE_U; u += 2)
+			{
+				double2		cw = *(const double2 *) (c + j + u);
+
+				w[u] = cw.x;
+				w[u + 1] = cw.y;
+			}
+		else
+#pragma unroll
+			for (int u = 0; u < MEASURE_U; u++)
+				w[u] = c[j + u];
+#pragma unroll
+		for (int u = 0; u < MEASURE_U; u++)
+		{
+			if (norm)
+			{
+				double		y = mu ? v[u] - mu[j + u] : v[u];
+
+				nx = __dadd_rn(nx, __dmul_rn(y, y));
+			}
+			exact = sq_term(exact, v[u], w[u]);
+		}
+	}
+	for (; j < d; j++)
+	{
+		double		v = (double) x[(int64_t) j * xs];
+
+		if (norm)
+		{
+			double		y = mu ? v - mu[j] : v;
+
+			nx = __dadd_rn(nx, __dmul_rn(y, y));
+		}
+		exact = sq_term(exact, v, c[j]);
+	}
+	if (norm)
+		*norm = nx;
+	return exact;
+}
+
+/* the float64 product's bound E on a row's a_c (above), from |x|^2 */
+__device__ __forceinline__ double
+product_bound(int d, double nx, const unsigned long long *ncmax_bits)
+{
+	return 1.01 * (4.0 * d + 8.0) * 0x1p-53 * (nx + __longlong_as_double((long long) *ncmax_bits));
+}
+
+/*
+ * 2^f of the copies: the largest |x_j - mu_j| (bits of a double) into
+ * [2^12, 2^13): far from the halves' overflow (65504; a centroid up to 8
+ * times as far out still fits) and their subnormals (2^-14: a value 2^-26
+ * of the largest).
+ */
+__device__ __forceinline__ double
+copy_scale(const unsigned long long *maxabs_bits)
+{
+	double		m = __longlong_as_double((long long) *maxabs_bits);
+
+	return m > 0 && isfinite(m) ? ldexp(1.0, 12 - ilogb(m)) : 1.0;
+}
+
+/* the bound A on a row's a_c (above), from |x - mu|^2 (nxc), the largest |c - mu|^2 and 2^f */
+__device__ __forceinline__ double
+f16_bound(int d, double nxc, double cmax2, double scale)
+{
+	const double xn = sqrt(nxc),
+				cn = sqrt(cmax2);
+
+	return (d + 2.0) * 0x1p-52 * cmax2 +
+		2.02 * ((0x1p-10 + 0x1p-20 + d * 0x1p-22) * xn * cn +
+				0x1p-24 * sqrt((double) d) * (xn + cn) / scale + d * 0x1p-48 / (scale * scale));
+}
+
+/* whether a centroid's a_c puts it farther than best's by the reference's measure too (NaN: no) */
+__device__ __forceinline__ bool
+f16_farther(double ac, double best, double nxc, double A, int d)
+{
+	const double eps = 1.01 * (d + 3.0) * 0x1p-53;
+
+	return ac - best > 2 * A + 2.05 * eps * (fabs(ac) + nxc + A);
+}
+
+#endif							/* PG_GPU_GEMM_MEASURE_CUH */
