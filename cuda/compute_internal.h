@@ -248,6 +248,17 @@ typedef struct pggpu_ops
 	pggpu_status (*dtype) (pggpu_data *ds, pggpu_error *err);
 	/* Optional (needed where f32_held): the rows as doubles from now on */
 	pggpu_status (*widen) (pggpu_data *ds, pggpu_error *err);
+
+	/*
+	 * Optional (NULL: the caller fetches every distance, km_fetch): the
+	 * repair's candidates, the rows whose distance of the last step is
+	 * positive and at least *floor := the m-th largest positive one
+	 * (pggpu_farthest_floor); *count := how many, and where that is at most
+	 * cap, rows[0 .. *count - 1] := their places, ascending, and d2 := their
+	 * distances.
+	 */
+	pggpu_status (*km_farthest) (pggpu_data *ds, int m, int64_t cap, double *floor,
+								 int64_t *count, int64_t *rows, double *d2, pggpu_error *err);
 } pggpu_ops;
 
 /* greedy k-means++'s trials a step at most */
@@ -424,6 +435,14 @@ pggpu_status pggpu_seed_order(pggpu_data *home, const uint64_t *keys, int64_t m,
  */
 pggpu_status pggpu_canonical_order(pggpu_kmeans_result *r, int k, int d, int32_t *labels,
 								   int64_t n, pggpu_error *err);
+
+/*
+ * parts.c: the m-th largest of the positive distances D[0 .. n - 1] (the
+ * smallest positive one where there are fewer; 0 where none is), top its
+ * workspace (m doubles): the floor of the rows a repair of emptied clusters
+ * may take (km_farthest)
+ */
+double		pggpu_farthest_floor(const double *D, int64_t n, int m, double *top);
 
 /* compute.c: a monotonic clock (seconds); the seed of start s of n_init (0: seed) */
 double		pggpu_seconds(void);

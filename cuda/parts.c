@@ -168,16 +168,13 @@ pggpu_farthest_slot(double *d2, uint64_t *keys, void *extra, size_t size, int m,
 	return q;
 }
 
-/* candidates' rows fetched for their keys, at most (more tied at the floor: every row's key) */
-#define FARTHEST_ROWS_MAX 65536
-
 /*
  * The m-th largest of the positive distances D[0 .. n - 1] (the smallest
  * positive one where there are fewer), by insertion into top (m of room,
  * largest first); 0 when none is positive
  */
-static double
-farthest_floor(const double *D, int64_t n, int m, double *top)
+double
+pggpu_farthest_floor(const double *D, int64_t n, int m, double *top)
 {
 	int			got = 0;
 
@@ -196,25 +193,69 @@ farthest_floor(const double *D, int64_t n, int m, double *top)
 }
 
 /*
+ * A part's rows at or beyond its m-th largest positive distance: their
+ * places and distances into cand and cd2 (*c of them; more than cap: their
+ * count alone), by the backend's km_farthest or from every distance
+ * fetched (D: n of room)
+ */
+static pggpu_status
+farthest_candidates(pggpu_data *ds, int m, int64_t cap, double *top, double *D, int64_t *cand, double *cd2,
+					int64_t *c, pggpu_error *err)
+{
+	double		t;
+	pggpu_status st;
+
+	if (ds->ops->km_farthest)
+		return ds->ops->km_farthest(ds, m, cap, &t, c, cand, cd2, err);
+	if ((st = ds->ops->km_fetch(ds, NULL, D, err)) != PGGPU_OK)
+		return st;
+	t = pggpu_farthest_floor(D, ds->n, m, top);
+	*c = 0;
+	for (int64_t i = 0; i < ds->n; i++)
+		if (D[i] > 0 && D[i] >= t)
+		{
+			if (*c < cap)
+				cand[*c] = i, cd2[*c] = D[i];
+			++*c;
+		}
+	return PGGPU_OK;
+}
+
+/* candidates' rows fetched for their keys, at most (more tied at the floor: every row's key) */
+#define FARTHEST_ROWS_MAX 65536
+
+/*
  * One part's m farthest rows of its last step (distance > 0): their rows
  * (as held), distances and keys, into rows/d2/keys, *got of them, best
  * first.  The k-means state is left as it was.
+ *
+ * Only rows at the m-th largest distance or beyond can be among the m:
+ * their keys alone, from their rows as held (pggpu_row_key, as the
+ * backend's keys pass computes every row's: a pass over all the rows,
+ * about 20 ms an iteration that repaired at 10^6 x 768).  Where more than
+ * FARTHEST_ROWS_MAX rows tie at that floor, every row's key.
  */
 static pggpu_status
 part_farthest(pggpu_data *ds, pggpu_data *home, int m, double *rows, double *d2, uint64_t *keys,
 			  int *got, pggpu_error *err)
 {
 	int64_t		nb = ds->n > 0 ? ds->n : 1;
-	/* (two of the home's few scratch slots: the fit holds some too) */
-	double	   *D = (double *) pggpu_scratch_alloc(home, (sizeof(double) + sizeof(uint64_t)) * nb);
-	uint64_t   *K = D ? (uint64_t *) (D + nb) : NULL;
-	int64_t    *idx = (int64_t *) pggpu_scratch_alloc(home, sizeof(int64_t) * (m > 0 ? m : 1));
+	int64_t		cap = nb < FARTHEST_ROWS_MAX ? nb : FARTHEST_ROWS_MAX;
+	/* (three of the home's few scratch slots at most: the fit holds some too) */
+	int64_t    *cand = (int64_t *) pggpu_scratch_alloc(home, (sizeof(int64_t) + sizeof(double)) * cap +
+													  sizeof(int64_t) * (m > 0 ? m : 1));
+	double	   *cd2 = cand ? (double *) (cand + cap) : NULL;
+	int64_t    *idx = cand ? (int64_t *) (cd2 + cap) : NULL;
+	/* every distance, where the backend cannot find the candidates itself */
+	double	   *D = ds->ops->km_farthest ? NULL : (double *) pggpu_scratch_alloc(home, sizeof(double) * nb);
 	double	   *crows = NULL;
+	uint64_t   *K = NULL;
 	bool		was = ds->parked;
+	int64_t		c = 0;
 	pggpu_status st = PGGPU_OK;
 
 	*got = 0;
-	if (!D || !idx)
+	if (!cand || (!ds->ops->km_farthest && !D))
 	{
 		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 		goto done;
@@ -222,42 +263,44 @@ part_farthest(pggpu_data *ds, pggpu_data *home, int m, double *rows, double *d2,
 	if (ds->n == 0 || m == 0)
 		goto done;
 	CHECK(pggpu_data_unpark(ds, err));
-	CHECK(ds->ops->km_fetch(ds, NULL, D, err));
+	CHECK(farthest_candidates(ds, m, cap, d2, D, cand, cd2, &c, err));
+	if (c <= cap)
 	{
-		/*
-		 * Only rows at the m-th largest distance or beyond can be among the
-		 * m: their keys alone, from their rows as held (pggpu_row_key, as
-		 * the backend's keys pass computes every row's: a pass over all the
-		 * rows, about 20 ms an iteration that repaired at 10^6 x 768).
-		 */
-		double		t = farthest_floor(D, ds->n, m, d2);
-		int64_t    *cand = (int64_t *) K;	/* (K's room: the candidates' places) */
-		int64_t		c = 0;
-
-		for (int64_t i = 0; i < ds->n; i++)
-			if (D[i] > 0 && D[i] >= t)
-				cand[c++] = i;
-		crows = c <= FARTHEST_ROWS_MAX ?
-			(double *) pggpu_scratch_alloc(home, sizeof(double) * (size_t) (c > 0 ? c : 1) * ds->d) : NULL;
-		if (crows)
+		crows = (double *) pggpu_scratch_alloc(home, sizeof(double) * (size_t) (c > 0 ? c : 1) * ds->d);
+		if (crows == NULL)
 		{
-			if (c > 0)
-				CHECK(ds->ops->get_rows(ds, cand, c, crows, err));
-			/* the m best by insertion (m: the empty clusters, few), idx their candidates */
-			for (int64_t a = 0; a < c; a++)
-			{
-				int			q = pggpu_farthest_slot(d2, keys, idx, sizeof(int64_t), m, got, D[cand[a]],
-													pggpu_row_key(crows + a * ds->d, 1, ds->d));
-
-				if (q >= 0)
-					idx[q] = a;
-			}
-			for (int q = 0; q < *got; q++)
-				memcpy(rows + (int64_t) q * ds->d, crows + idx[q] * ds->d, sizeof(double) * ds->d);
+			st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 			goto done;
 		}
+		if (c > 0)
+			CHECK(ds->ops->get_rows(ds, cand, c, crows, err));
+		/* the m best by insertion (m: the empty clusters, few), idx their candidates */
+		for (int64_t a = 0; a < c; a++)
+		{
+			int			q = pggpu_farthest_slot(d2, keys, idx, sizeof(int64_t), m, got, cd2[a],
+												pggpu_row_key(crows + a * ds->d, 1, ds->d));
+
+			if (q >= 0)
+				idx[q] = a;
+		}
+		for (int q = 0; q < *got; q++)
+			memcpy(rows + (int64_t) q * ds->d, crows + idx[q] * ds->d, sizeof(double) * ds->d);
+		goto done;
 	}
-	/* (ties at the floor beyond FARTHEST_ROWS_MAX rows) every row's key */
+	/* (ties at the floor beyond FARTHEST_ROWS_MAX rows) every row's distance and key */
+	{
+		double	   *DK = D ? (double *) pggpu_scratch_realloc(home, D, 2 * sizeof(double) * nb) :
+			(double *) pggpu_scratch_alloc(home, 2 * sizeof(double) * nb);
+
+		if (DK == NULL)
+		{
+			st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+			goto done;
+		}
+		D = DK;
+		K = (uint64_t *) (D + nb);
+	}
+	CHECK(ds->ops->km_fetch(ds, NULL, D, err));
 	CHECK(ds->ops->keys(ds, K, err));
 	for (int64_t i = 0; i < ds->n; i++)
 	{
@@ -270,8 +313,8 @@ part_farthest(pggpu_data *ds, pggpu_data *home, int m, double *rows, double *d2,
 		CHECK(ds->ops->get_rows(ds, idx, *got, rows, err));
 done:
 	st = pggpu_repark(ds, was, st, err);
+	pggpu_scratch_free(home, cand);
 	pggpu_scratch_free(home, D);
-	pggpu_scratch_free(home, idx);
 	pggpu_scratch_free(home, crows);
 	return st;
 }

@@ -872,6 +872,29 @@ cpu_km_fetch(pggpu_data *ds, int32_t *labels, double *dist2, pggpu_error *err)
 	return PGGPU_OK;
 }
 
+/* the repair's candidates straight from the distances held (no copy of them all) */
+static pggpu_status
+cpu_km_farthest(pggpu_data *ds, int m, int64_t cap, double *floor, int64_t *count, int64_t *rows,
+				double *d2, pggpu_error *err)
+{
+	const double *D = ST(ds)->dist2;
+	double	   *top = (double *) malloc(sizeof(double) * (m > 0 ? m : 1));
+
+	if (top == NULL)
+		return oom(err, sizeof(double) * (m > 0 ? m : 1));
+	*floor = pggpu_farthest_floor(D, ds->n, m, top);
+	free(top);
+	*count = 0;
+	for (int64_t i = 0; i < ds->n; i++)
+		if (D[i] > 0 && D[i] >= *floor)
+		{
+			if (*count < cap)
+				rows[*count] = i, d2[*count] = D[i];
+			++*count;
+		}
+	return PGGPU_OK;
+}
+
 /* the draw's state, for cpu/trials.c */
 void
 pggpu_cpu_draw_state(pggpu_data *ds, const double **dist2, const double **rw)
@@ -897,6 +920,7 @@ const pggpu_ops pggpu_cpu_ops = {
 	.km_point = cpu_km_point,
 	.km_pick = cpu_km_pick,
 	.km_fetch = cpu_km_fetch,
+	.km_farthest = cpu_km_farthest,
 	.km_normalize = cpu_km_normalize,
 	.km_weights = cpu_km_weights,
 	.km_gather = cpu_km_gather,

@@ -351,6 +351,104 @@ keys_checks(void)
 	free(got);
 }
 
+/*
+ * The repair's farthest rows: by the backend's km_farthest (the CPU's) and
+ * by every distance fetched (the GPU's way: the same set with the op
+ * taken away), the same rows, distances and keys, best first; with
+ * distinct distances, and with more rows tied at the floor than the
+ * candidates fetched (the fallback to every row's key).  On the GPU too,
+ * against the CPU.
+ */
+static void
+farthest_checks(void)
+{
+	struct
+	{
+		const char *what;
+		int64_t		n;
+		int			m;
+	}			cases[] = {{"distinct distances", 20000, 5}, {"70,000 rows tied at the floor", 70000, 3}};
+
+	for (int ci = 0; ci < 2; ci++)
+	{
+		dataset		D;
+		int			d = 4,
+					k = 3,
+					m = cases[ci].m;
+		double	   *C = xmalloc(sizeof(double) * k * d);
+		double	   *rows[3],
+				   *d2[3];
+		uint64_t   *keys[3];
+		int			got[3] = {0};
+
+		if (ci == 0)
+			gen_blobs(&D, cases[ci].n, d, k, 2.5, 7);
+		else
+			gen_same(&D, cases[ci].n, d, 1.0);
+		for (int c = 0; c < k * d; c++)
+			C[c] = c < d ? 0.0 : 1e3 + c;	/* centroid 0 near, the others far: emptied */
+		for (int w = 0; w < 3; w++)
+		{
+			pggpu_backend be = w < 2 ? PGGPU_BACKEND_CPU : PGGPU_BACKEND_GPU;
+			pggpu_data *ds;
+			pggpu_ops	ops;
+			pggpu_data	shadow;
+			pggpu_step_stats sst = {0};
+			pggpu_error err = {0};
+
+			rows[w] = xmalloc(sizeof(double) * m * d);
+			d2[w] = xmalloc(sizeof(double) * m);
+			keys[w] = xmalloc(sizeof(uint64_t) * m);
+			set_case("farthest rows, %s, %s", cases[ci].what,
+					 w == 0 ? "cpu, km_farthest" : w == 1 ? "cpu, every distance fetched" : "gpu");
+			if (be == PGGPU_BACKEND_GPU && !have_gpu)
+			{
+				gpu_skipped++;
+				continue;
+			}
+			if ((ds = load_rows(be, 0, &D, 0, D.n)) == NULL)
+				continue;
+			if (CHECK(ds->ops->km_begin(ds, k, &err) == PGGPU_OK && (ds->k = k) > 0 &&
+					  ds->ops->km_put_centroids(ds, C, &err) == PGGPU_OK &&
+					  ds->ops->km_step(ds, false, &sst, &err) == PGGPU_OK, "a step: %s", err.msg))
+			{
+				pggpu_data *one = ds;
+
+				if (w == 1)
+				{
+					/* (a shallow copy: its scratch slots its own, freed by the call) */
+					ops = *ds->ops;
+					ops.km_farthest = NULL;
+					shadow = *ds;
+					shadow.ops = &ops;
+					one = &shadow;
+				}
+				CHECK(w != 0 || ds->ops->km_farthest != NULL, "the CPU has no km_farthest");
+				CHECK(pggpu_parts_farthest(&one, 1, m, rows[w], d2[w], keys[w], &got[w], &err) == PGGPU_OK,
+					  "farthest: %s", err.msg);
+				CHECK(got[w] == m, "%d rows, not %d", got[w], m);
+				for (int a = 1; a < got[w]; a++)
+					CHECK(d2[w][a - 1] >= d2[w][a], "not farthest first at %d", a);
+				if (w > 0 && got[w] == got[0])
+				{
+					CHECK(memcmp(d2[w], d2[0], sizeof(double) * m) == 0, "other distances than km_farthest's");
+					CHECK(memcmp(keys[w], keys[0], sizeof(uint64_t) * m) == 0, "other keys than km_farthest's");
+					CHECK(memcmp(rows[w], rows[0], sizeof(double) * m * d) == 0, "other rows than km_farthest's");
+				}
+			}
+			pggpu_data_close(ds);
+		}
+		for (int w = 0; w < 3; w++)
+		{
+			free(rows[w]);
+			free(d2[w]);
+			free(keys[w]);
+		}
+		free(C);
+		data_free(&D);
+	}
+}
+
 void
 test_parts(void)
 {
@@ -369,6 +467,7 @@ test_parts(void)
 
 	seed_order_checks();
 	keys_checks();
+	farthest_checks();
 	gen_blobs(&D, n, 5, k, 2.5, 31);
 	copy_rows_checks(&D);
 	km_alloc(&one, n, k, D.d);
