@@ -264,14 +264,10 @@ part_farthest(pggpu_data *ds, pggpu_data *home, int m, double *rows, double *d2,
 		goto done;
 	CHECK(pggpu_data_unpark(ds, err));
 	CHECK(farthest_candidates(ds, m, cap, d2, D, cand, cd2, &c, err));
-	if (c <= cap)
+	/* (their rows where they fit in memory, else every row's key below, as with ties beyond cap) */
+	if (c <= cap &&
+		(crows = (double *) pggpu_scratch_alloc(home, sizeof(double) * (size_t) (c > 0 ? c : 1) * ds->d)) != NULL)
 	{
-		crows = (double *) pggpu_scratch_alloc(home, sizeof(double) * (size_t) (c > 0 ? c : 1) * ds->d);
-		if (crows == NULL)
-		{
-			st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
-			goto done;
-		}
 		if (c > 0)
 			CHECK(ds->ops->get_rows(ds, cand, c, crows, err));
 		/* the m best by insertion (m: the empty clusters, few), idx their candidates */
@@ -287,7 +283,7 @@ part_farthest(pggpu_data *ds, pggpu_data *home, int m, double *rows, double *d2,
 			memcpy(rows + (int64_t) q * ds->d, crows + idx[q] * ds->d, sizeof(double) * ds->d);
 		goto done;
 	}
-	/* (ties at the floor beyond FARTHEST_ROWS_MAX rows) every row's distance and key */
+	/* (ties at the floor beyond FARTHEST_ROWS_MAX rows, or their rows too large) every row's distance and key */
 	{
 		double	   *DK = D ? (double *) pggpu_scratch_realloc(home, D, 2 * sizeof(double) * nb) :
 			(double *) pggpu_scratch_alloc(home, 2 * sizeof(double) * nb);
