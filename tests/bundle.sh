@@ -61,6 +61,12 @@ cp tests/*.sh "$top/suite/tests/"
 cp tests/unit/unit_compute "$top/suite/tests/unit/"
 cp tests/gpu/gpu-check.sh tests/gpu/gpu_resources tests/gpu/gpu_hog "$top/suite/tests/gpu/"
 cp tests/bench/*.sh tests/bench/*.py tests/bench/bench_kernel tests/bench/bench_sql tests/bench/bench_matmul "$top/suite/tests/bench/"
+# the benchmarks' peer flash-kmeans (compare.py flash), where ../shared/vendor has it: never part of pg_gpu
+for t in ../shared/vendor/flash-kmeans-*.tar.gz; do
+  if [ -f "$t" ]; then
+    mkdir -p "$top/suite/tests/bench/peers" && tar -C "$top/suite/tests/bench/peers" -xzf "$t"
+  fi
+done
 git describe --always --dirty >"$top/suite/COMMIT" 2>/dev/null || echo unknown >"$top/suite/COMMIT"
 
 # the shared libraries all of it loads, but for glibc, libstdc++/libgcc and

@@ -10,6 +10,14 @@
         index_add_), with TF32 off (torch32) and on (torch32_tf32); and
         the floor, cuBLAS alone computing the same N x d x k products in
         the same chunks (cublas_fp32, cublas_tf32)
+    compare.py --tsv F [--iters M] [--budget S] [--cap S] flash N,d,k ...
+        flash-kmeans (svg-project/flash-kmeans at 3f1ea6b, a peer, not
+        exact: Triton kernels, a fused distance-argmin and a sort-based
+        update; its FP32 path multiplies in TF32) on the same rows in FP16
+        (flash_fp16) and in FP32 (flash_fp32), from the first k rows:
+        seconds per iteration from the fits of 1 and 1 + ITERS iterations.
+        Its source, unpacked from ../shared/vendor by tests/bundle.sh, is
+        peers/flash-kmeans-*/ beside this file (or on PYTHONPATH)
     compare.py --tsv F [--iters M] [--budget S] [--cap S] [--float32] sklearn N,d,k ...
         scikit-learn's KMeans(algorithm='lloyd', n_init=1, init=the first k
         rows, tol=0): seconds per iteration from the fits of 2 and of
@@ -142,6 +150,70 @@ def run_torch32(args, out):
                 torch.cuda.empty_cache()
             out.record(key, n, time.monotonic() - t0)
     torch.backends.cuda.matmul.allow_tf32 = False
+    return True
+
+
+def import_flash():
+    """flash-kmeans' batch_kmeans_Euclid, from peers/ beside this file or PYTHONPATH; None if absent"""
+    import glob
+    import types
+    here = os.path.dirname(os.path.abspath(__file__))
+    for root in sorted(glob.glob(os.path.join(here, "peers", "flash-kmeans-*"))):
+        if root not in sys.path:
+            sys.path.insert(0, root)
+    try:
+        import tqdm  # noqa: F401 (flash-kmeans imports trange; a stub where it is not installed)
+    except ImportError:
+        sys.modules["tqdm"] = types.SimpleNamespace(trange=range, tqdm=lambda x, *a, **k: x)
+    try:
+        from flash_kmeans import batch_kmeans_Euclid
+    except ImportError:
+        return None
+    return batch_kmeans_Euclid
+
+
+def run_flash(args, out):
+    import torch
+    fit = import_flash()
+    if fit is None or not torch.cuda.is_available():
+        why = "n/a (no flash-kmeans: peers/ or PYTHONPATH)" if fit is None else "n/a (torch sees no GPU)"
+        for n, d, k in cases(args):
+            for method in ("flash_fp16", "flash_fp32"):
+                out.emit("embed", method, n, d, k, None, why)
+        return True
+    X = None
+    for n, d, k in cases(args):
+        if X is None or X.shape != (n, d):
+            X = None
+            torch.cuda.empty_cache()
+            X = blobs.torch_rows(n, d, "cuda").float()
+        for method, dtype in (("flash_fp16", torch.float16), ("flash_fp32", torch.float32)):
+            key = (method, d, k)
+            why = out.skip(key, n)
+            if why:
+                out.emit("embed", method, n, d, k, None, why)
+                continue
+            t0 = time.monotonic()
+            try:
+                x = X.to(dtype)[None]
+                c = x[:, :k].clone()
+                fit(x, k, max_iters=1, tol=-1.0, init_centroids=c)     # warm-up (Triton compiles)
+                times = []
+                for iters in (1, 1 + args.iters):
+                    torch.cuda.synchronize()
+                    t1 = time.monotonic()
+                    fit(x, k, max_iters=iters, tol=-1.0, init_centroids=c.clone())
+                    torch.cuda.synchronize()
+                    times.append(time.monotonic() - t1)
+                out.emit("embed", method, n, d, k, (times[1] - times[0]) / args.iters,
+                         "iterations=%d %s, from the fits of 1 and %d (%.3f s, %.3f s); flash-kmeans 3f1ea6b"
+                         % (args.iters, "float16" if dtype == torch.float16 else "float32", 1 + args.iters,
+                            times[0], times[1]))
+                del x, c
+            except Exception as e:                      # out of memory, mostly
+                out.emit("embed", method, n, d, k, None, "failed: %s" % str(e).splitlines()[0])
+                torch.cuda.empty_cache()
+            out.record(key, n, time.monotonic() - t0)
     return True
 
 
@@ -287,11 +359,12 @@ def main():
     p.add_argument("--cap", type=float, default=1e12)
     p.add_argument("--float32", action="store_true",
                    help="sklearn: the rows as float32 (method suffix _f32)")
-    p.add_argument("what", choices=["torch", "torch32", "sklearn", "export"])
+    p.add_argument("what", choices=["torch", "torch32", "flash", "sklearn", "export"])
     p.add_argument("cases", nargs="*")
     args = p.parse_args()
     out = Rows(args.tsv, args.budget, args.cap)
-    run = {"torch": run_torch, "torch32": run_torch32, "sklearn": run_sklearn, "export": run_export}[args.what]
+    run = {"torch": run_torch, "torch32": run_torch32, "flash": run_flash, "sklearn": run_sklearn,
+           "export": run_export}[args.what]
     sys.exit(0 if run(args, out) else 1)
 
 

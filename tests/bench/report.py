@@ -411,6 +411,8 @@ def embeddings_section(path, base="."):
     if path is None:
         return "Not measured: no `results/embeddings-*.tsv` (`tests/bench/embeddings.sh` on a GPU machine)."
     sec, unc, notes = {}, {}, {}
+    # the product the route proposes with: FP16 (route gemm_f16, from 2026-11-27), else TF32
+    P = "FP16" if any("gemm_f16" in r["note"] for r in load(path)) else "TF32"
     for r in load(path):
         if r["section"] in ("kernel", "embed") and r["sec"] is not None:
             sec[(r["method"], r["d"], r["k"])] = r["sec"] * 1e3
@@ -429,18 +431,21 @@ def embeddings_section(path, base="."):
         v = sec.get((m, d, k))
         return "—" if v is None else "%.2f" % v
 
+    flash = any(m.startswith("flash_") for (m, d, k) in sec)
     rows = []
     for d, k in keys:
         ours, floor, torch = (sec.get((m, d, k)) for m in (EMB, "cublas_tf32", "torch32"))
         rows.append([d, k, f("cublas_tf32", d, k), f("cublas_fp32", d, k), "**%s**" % f(EMB, d, k),
                      unc.get((EMB, d, k), "—"), f(F64, d, k), f("torch32", d, k),
-                     f("torch32_tf32", d, k),
+                     f("torch32_tf32", d, k)] + ([f("flash_fp32", d, k), f("flash_fp16", d, k)] if flash else []) + [
                      "%.1fx" % (ours / floor) if ours and floor else "—",
                      "%.2fx" % (torch / ours) if ours and torch else "—"])
     r_floor = [sec[(EMB, d, k)] / sec[("cublas_tf32", d, k)] for d, k in keys if ("cublas_tf32", d, k) in sec]
     r_torch = [sec[("torch32", d, k)] / sec[(EMB, d, k)] for d, k in keys if ("torch32", d, k) in sec]
     faiss = sec.get((EMB, 256, 20000))
     r_tf32 = [sec[("torch32_tf32", d, k)] / sec[(EMB, d, k)] for d, k in keys if ("torch32_tf32", d, k) in sec]
+    r_flash = [sec[("flash_fp32", d, k)] / sec[(EMB, d, k)] for d, k in keys if ("flash_fp32", d, k) in sec]
+    r_flash16 = [sec[("flash_fp16", d, k)] / sec[(EMB, d, k)] for d, k in keys if ("flash_fp16", d, k) in sec]
     bound = ("What bounds them: an iteration writes and reads the N x k products (the product's top-2 of "
              "each row), reads every row and its proposed centroid once more to certify it (the centroids' "
              "rows, float64, read by every row, are most of that pass's traffic), and once more for the "
@@ -453,37 +458,46 @@ def embeddings_section(path, base="."):
              "float64 product is the rest")
     targets = [
         "Targets (issue 41, item 3): an iteration within 1.5x the TF32 product: met at %d of %d shapes (%.1fx "
-        "to %.1fx); faster than PyTorch's float32 Lloyd with TF32: met at %d of %d (%.2fx to %.2fx as fast)%s. "
+        "to %.1fx); faster than PyTorch's float32 Lloyd with TF32: met at %d of %d (%.2fx to %.2fx as fast)%s%s. "
         "%s." % (
             sum(r <= 1.5 for r in r_floor), len(r_floor), min(r_floor or [0]), max(r_floor or [0]),
             sum(r >= 1 for r in r_tf32), len(r_tf32), min(r_tf32 or [0]), max(r_tf32 or [0]),
+            "; faster than flash-kmeans FP32: met at %d of %d (%.2fx to %.2fx as fast); flash-kmeans FP16 "
+            "(float32 rows here, not `halfvec`) %.2fx to %.2fx as fast as pg_gpu" % (
+                sum(r >= 1 for r in r_flash), len(r_flash), min(r_flash), max(r_flash),
+                1 / max(r_flash16 or [1]), 1 / min(r_flash16 or [1])) if r_flash else
+            "; flash-kmeans not measured in this run",
             "; the FAISS workload's 25 iterations at this rate take %.1f s, k-means++ seeding apart (target: "
             "2 s with seeding)" % (25 * faiss / 1e3) if faiss else "", bound)]
-    blobs = [[d, k, f(BLOBS, d, k), unc.get((BLOBS, d, k), "—"), notes.get((BLOBS, d, k), "TF32 throughout"),
+    blobs = [[d, k, f(BLOBS, d, k), unc.get((BLOBS, d, k), "—"), notes.get((BLOBS, d, k), P + " throughout"),
               f(F64, d, k)] for (m, d, k) in sorted(sec) if m == BLOBS]
     return "\n".join([
         "From [`%s`](%s), N = 10^6 rows, ms per Lloyd iteration (5 iterations from the first k rows, tol 0; "
         "labelling, update and the step's three scalars%s). pg_gpu: `bench_kernel gpu -E%s` (the compute layer; "
         "embedding-like rows: 1000 random topic directions plus as much noise, normalised, metric cosine; "
-        "%s in memory), with `pg_gpu.kmeans_precision` auto (the TF32 product, certified) and `-D` "
+        "%s in memory), with `pg_gpu.kmeans_precision` auto (the %s product, certified) and `-D` "
         "(double: the float64 product). The floor is cuBLAS alone computing the same N x d x k product in "
         "float32 with TF32 (and without), and PyTorch's float32 Lloyd in matmul form (addmm, argmin, "
         "index_add_) with TF32 off and on, from `compare.py torch32` in the same run." % (
             os.path.basename(path), os.path.relpath(path, base),
             "; timed from the end of the first iteration, the device state's setup left out" if f32 else "",
             " -F" if f32 else "", "float32 (the rows' own precision, as SQL holds `vector` and `real[]`)" if f32
-            else "float64"),
+            else "float64", P) + (" flash-kmeans (svg-project/flash-kmeans at 3f1ea6b, not exact: a fused "
+                                  "distance-argmin in Triton, its FP32 products in TF32) on the same rows in FP32 "
+                                  "and FP16, from `compare.py flash`." if flash else ""),
         "",
-        table(["d", "k", "cuBLAS TF32 product", "cuBLAS FP32 product", "pg_gpu, TF32 route", "rows uncertain",
-               "pg_gpu, float64 route", "PyTorch f32", "PyTorch f32 + TF32", "pg_gpu / TF32 floor",
-               "PyTorch f32 / pg_gpu"], rows),
+        table(["d", "k", "cuBLAS TF32 product", "cuBLAS FP32 product", "pg_gpu, %s route" % P, "rows uncertain",
+               "pg_gpu, float64 route", "PyTorch f32", "PyTorch f32 + TF32"] +
+              (["flash-kmeans FP32", "flash-kmeans FP16"] if flash else []) +
+              ["pg_gpu / TF32 floor", "PyTorch f32 / pg_gpu"], rows),
         "",
         "Every pg_gpu figure has memberships and distances exactly those of the float64 reference (the "
-        "TF32 product only proposes; rows it cannot certify are labelled by the float64 product). On the "
-        "suite's Gaussian blobs (tight clusters far from the data's mean) float32 cannot separate most "
-        "rows' two nearest centroids, and the fit hands itself to the float64 product after one pass:",
+        "%s product only proposes; rows it cannot certify are labelled %s). On the "
+        "suite's Gaussian blobs (tight clusters far from the data's mean) its 11 bits cannot separate most "
+        "rows' two nearest centroids, and the fit hands itself to the float64 product after one pass:" % (
+            P, "by measuring their few candidates exactly" if P == "FP16" else "by the float64 product"),
         "",
-        table(["d", "k", "pg_gpu, blobs, auto", "rows uncertain in TF32", "then", "embeddings, float64 route"],
+        table(["d", "k", "pg_gpu, blobs, auto", "rows uncertain in %s" % P, "then", "embeddings, float64 route"],
               blobs),
         ""] + targets)
 
@@ -614,8 +628,8 @@ def sample_sentence(recs):
 
 
 def embeddings_kind(path):
-    """which script made an embeddings TSV: gpu, sql, cpu or seed"""
-    m = re.match(r"embeddings-(sql|cpu|seed)-", os.path.basename(path))
+    """which script made an embeddings TSV: gpu, sql, cpu or seed; ab: two builds side by side, by hand"""
+    m = re.match(r"embeddings-(sql|cpu|seed|ab)-", os.path.basename(path))
     return m.group(1) if m else "gpu"
 
 
