@@ -148,6 +148,15 @@ typedef struct Scanner
 	bool		leader;
 	char	   *own;
 	Size		own_bytes;
+	/*
+	 * A chunk the leader scanned ahead while the one it waited for was not
+	 * ready (-1: none): its parts, each in a buffer of its own, kept for
+	 * their turn (deferring: while it scans them)
+	 */
+	int64		ahead;
+	List	   *ahead_parts;
+	bool		deferring;
+	int64		aheads;			/* how many it scanned so (DEBUG2) */
 	PgGpuPartConsumer consume;
 	void	   *arg;
 	int64		len;			/* DENSE: the row length met first, -1: none yet */
@@ -169,7 +178,11 @@ part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
 	MemoryContextReset(s->rowcxt);
 	if (s->leader)
 	{
-		pg_gpu_part_init(part, s->own, s->own_bytes, len, true, s->spec->f32);
+		if (s->deferring)
+			pg_gpu_part_init(part, MemoryContextAllocHuge(CurrentMemoryContext, PG_GPU_PART_BYTES),
+							 PG_GPU_PART_BYTES, len, true, s->spec->f32);
+		else
+			pg_gpu_part_init(part, s->own, s->own_bytes, len, true, s->spec->f32);
 		return;
 	}
 	slot = scan_slot(s->sh, chunk);
@@ -242,6 +255,14 @@ part_end(Scanner *s, int64 chunk, PgGpuPart *part, bool last)
 	pg_gpu_part_flush(part);
 	if (part->len >= 0)
 		s->len = part->len;
+	if (s->leader && s->deferring)
+	{
+		PgGpuPart  *kept = palloc(sizeof(PgGpuPart));
+
+		*kept = *part;
+		s->ahead_parts = lappend(s->ahead_parts, kept);
+		return;
+	}
 	if (s->leader)
 	{
 		s->own = part->buf;		/* maybe enlarged */
@@ -485,6 +506,27 @@ consume_chunk(Scanner *s, ParallelContext *pcxt, int64 chunk, BlockNumber per_ch
 	ScanShared *sh = s->sh;
 	ScanSlot   *slot = scan_slot(sh, chunk);
 
+	if (chunk == s->ahead)
+	{
+		/* the leader's own, scanned ahead: its parts in order; its slot was never used */
+		ListCell   *lc;
+
+		foreach(lc, s->ahead_parts)
+		{
+			PgGpuPart  *part = (PgGpuPart *) lfirst(lc);
+
+			consume_part(s, part);
+			pfree(part->buf);
+		}
+		list_free_deep(s->ahead_parts);
+		s->ahead_parts = NIL;
+		s->ahead = -1;
+		SpinLockAcquire(&slot->mutex);
+		slot->chunk += sh->nslots;
+		SpinLockRelease(&slot->mutex);
+		ConditionVariableBroadcast(&slot->cv);
+		return;
+	}
 	ConditionVariablePrepareToSleep(&slot->cv);
 	for (;;)
 	{
@@ -540,6 +582,30 @@ consume_chunk(Scanner *s, ParallelContext *pcxt, int64 chunk, BlockNumber per_ch
 			ConditionVariableBroadcast(&slot->cv);
 			break;
 		}
+
+		/*
+		 * Nothing to consume yet: a later chunk nobody has taken is scanned
+		 * ahead, its parts kept in the leader's memory for their turn (a
+		 * leader that only waited left one process of the plan's idle: with
+		 * one worker, half the scanning).  One such chunk at a time, so that
+		 * the workers' slots are not left full for long.
+		 */
+		if (s->ahead < 0 && next > (uint64) chunk && next < (uint64) sh->nchunks &&
+			pg_atomic_compare_exchange_u64(&sh->next_chunk, &next, next + 1))
+		{
+			instr_time	t0,
+						t1;
+
+			INSTR_TIME_SET_CURRENT(t0);
+			s->ahead = (int64) next;
+			s->aheads++;
+			s->deferring = true;
+			scan_chunk(s, s->ahead, sh->nblocks, per_chunk);
+			s->deferring = false;
+			INSTR_TIME_SET_CURRENT(t1);
+			INSTR_TIME_ACCUM_DIFF(s->scanned, t1, t0);
+			continue;
+		}
 		if (ConditionVariableTimedSleep(&slot->cv, LIVENESS_MS, PG_WAIT_EXTENSION))
 			check_workers(pcxt, sh);
 	}
@@ -590,9 +656,9 @@ report_times(Scanner *s, ParallelContext *pcxt, double total_ms)
 			wait += sh->workers[i].wait_ms;
 			busy_max = Max(busy_max, sh->workers[i].busy_ms);
 		}
-		elog(DEBUG2, "pg_gpu: read of \"%s\" (ms): %.1f in all, %lld chunks of %u blocks; leader: consuming %.1f, scanning %.1f, waiting %.1f; %d workers: busy %.1f on average (at most %.1f), waiting for a slot %.1f on average",
+		elog(DEBUG2, "pg_gpu: read of \"%s\" (ms): %.1f in all, %lld chunks of %u blocks; leader: consuming %.1f, scanning %.1f (%lld chunks ahead of its turn), waiting %.1f; %d workers: busy %.1f on average (at most %.1f), waiting for a slot %.1f on average",
 			 NameStr(sh->spec.relname), total_ms, (long long) sh->nchunks, sh->per_chunk,
-			 consumed, scanned, total_ms - scanned - consumed, n,
+			 consumed, scanned, (long long) s->aheads, total_ms - scanned - consumed, n,
 			 n > 0 ? busy / n : 0, busy_max, n > 0 ? wait / n : 0);
 	}
 }
@@ -687,6 +753,7 @@ read_table(Relation rel, const PgGpuRowSpec *spec, PgGpuPartConsumer consume, vo
 	memset(&s, 0, sizeof(s));
 	s.spec = spec;
 	s.leader = true;
+	s.ahead = -1;
 	s.own_bytes = PG_GPU_PART_BYTES;
 	s.own = palloc(s.own_bytes);
 	s.consume = consume;

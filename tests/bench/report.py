@@ -542,8 +542,8 @@ def bound_sentence(recs):
     """what bounds the parallel reads: their DEBUG2 lines (pg_gpu: read of ...), where the run kept them"""
     out = []
     for r in recs:
-        m = re.search(r'read of "[^"]+" \(ms\): ([\d.]+) in all.*?leader: consuming ([\d.]+), scanning [\d.]+, '
-                      r'waiting ([\d.]+); (\d+) workers: busy ([\d.]+) on average', r["note"])
+        m = re.search(r'read of "[^"]+" \(ms\): ([\d.]+) in all.*?leader: consuming ([\d.]+), scanning [\d.]+'
+                      r'(?: \([^)]*\))?, waiting ([\d.]+); (\d+) workers: busy ([\d.]+) on average', r["note"])
         if m and r["method"] in ("fit_gpu_vector", "fit_gpu_halfvec"):
             total, consuming, waiting, n, busy = (float(m.group(i)) / 1e3 for i in (1, 2, 3, 4, 5))
             out.append("`%s`'s read: %.2f s, its %d workers busy %.2f s each, its leader consuming "
