@@ -437,7 +437,7 @@ pggpu_status pggpu_canonical_order(pggpu_kmeans_result *r, int k, int d, int32_t
 								   int64_t n, pggpu_error *err);
 
 /*
- * parts.c: the m-th largest of the positive distances D[0 .. n - 1] (the
+ * farthest.c: the m-th largest of the positive distances D[0 .. n - 1] (the
  * smallest positive one where there are fewer; 0 where none is), top its
  * workspace (m doubles): the floor of the rows a repair of emptied clusters
  * may take (km_farthest)
