@@ -253,7 +253,7 @@ typedef struct pggpu_ops
 	 * Optional (NULL: the caller fetches every distance, km_fetch): the
 	 * repair's candidates, the rows whose distance of the last step is
 	 * positive and at least *floor := the m-th largest positive one
-	 * (pggpu_farthest_floor); *count := how many, and where that is at most
+	 * (pggpu_farthest_rows); *count := how many, and where that is at most
 	 * cap, rows[0 .. *count - 1] := their places, ascending, and d2 := their
 	 * distances.
 	 */
@@ -437,12 +437,14 @@ pggpu_status pggpu_canonical_order(pggpu_kmeans_result *r, int k, int d, int32_t
 								   int64_t n, pggpu_error *err);
 
 /*
- * farthest.c: the m-th largest of the positive distances D[0 .. n - 1] (the
- * smallest positive one where there are fewer; 0 where none is), top its
- * workspace (m doubles): the floor of the rows a repair of emptied clusters
- * may take (km_farthest)
+ * farthest.c: the repair's candidates among the distances D[0 .. n - 1] (a
+ * backend's km_farthest): *floor := the m-th largest positive one (the
+ * smallest positive one where there are fewer; 0 where none is), and the
+ * rows with a positive distance at or beyond it, *count of them, the first
+ * cap in rows (ascending) and d2; top: m doubles of workspace
  */
-double		pggpu_farthest_floor(const double *D, int64_t n, int m, double *top);
+void		pggpu_farthest_rows(const double *D, int64_t n, int m, int64_t cap, double *top, double *floor,
+								int64_t *count, int64_t *rows, double *d2);
 
 /* compute.c: a monotonic clock (seconds); the seed of start s of n_init (0: seed) */
 double		pggpu_seconds(void);

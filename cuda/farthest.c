@@ -44,8 +44,8 @@ pggpu_farthest_slot(double *d2, uint64_t *keys, void *extra, size_t size, int m,
  * positive one where there are fewer), by insertion into top (m of room,
  * largest first); 0 when none is positive
  */
-double
-pggpu_farthest_floor(const double *D, int64_t n, int m, double *top)
+static double
+farthest_floor(const double *D, int64_t n, int m, double *top)
 {
 	int			got = 0;
 
@@ -61,6 +61,21 @@ pggpu_farthest_floor(const double *D, int64_t n, int m, double *top)
 		top[q] = D[i];
 	}
 	return got > 0 ? top[got - 1] : 0;
+}
+
+void
+pggpu_farthest_rows(const double *D, int64_t n, int m, int64_t cap, double *top, double *floor,
+					int64_t *count, int64_t *rows, double *d2)
+{
+	*floor = farthest_floor(D, n, m, top);
+	*count = 0;
+	for (int64_t i = 0; i < n; i++)
+		if (D[i] > 0 && D[i] >= *floor)
+		{
+			if (*count < cap)
+				rows[*count] = i, d2[*count] = D[i];
+			++*count;
+		}
 }
 
 /*
@@ -80,15 +95,7 @@ farthest_candidates(pggpu_data *ds, int m, int64_t cap, double *top, double *D, 
 		return ds->ops->km_farthest(ds, m, cap, &t, c, cand, cd2, err);
 	if ((st = ds->ops->km_fetch(ds, NULL, D, err)) != PGGPU_OK)
 		return st;
-	t = pggpu_farthest_floor(D, ds->n, m, top);
-	*c = 0;
-	for (int64_t i = 0; i < ds->n; i++)
-		if (D[i] > 0 && D[i] >= t)
-		{
-			if (*c < cap)
-				cand[*c] = i, cd2[*c] = D[i];
-			++*c;
-		}
+	pggpu_farthest_rows(D, ds->n, m, cap, top, &t, c, cand, cd2);
 	return PGGPU_OK;
 }
 

@@ -882,16 +882,8 @@ cpu_km_farthest(pggpu_data *ds, int m, int64_t cap, double *floor, int64_t *coun
 
 	if (top == NULL)
 		return oom(err, sizeof(double) * (m > 0 ? m : 1));
-	*floor = pggpu_farthest_floor(D, ds->n, m, top);
+	pggpu_farthest_rows(D, ds->n, m, cap, top, floor, count, rows, d2);
 	free(top);
-	*count = 0;
-	for (int64_t i = 0; i < ds->n; i++)
-		if (D[i] > 0 && D[i] >= *floor)
-		{
-			if (*count < cap)
-				rows[*count] = i, d2[*count] = D[i];
-			++*count;
-		}
 	return PGGPU_OK;
 }
 
