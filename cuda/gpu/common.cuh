@@ -299,6 +299,9 @@ pggpu_status launch_trials(pggpu_data *ds, const trial_ws *w, int m, const dev_s
 						   pggpu_error *err);
 pggpu_status gpu_keys(pggpu_data *ds, uint64_t *keys, pggpu_error *err);
 pggpu_status gpu_get_rows(pggpu_data *ds, const int64_t *rows, int64_t m, double *out, pggpu_error *err);
+/* farthest.cu: the repair's candidates (op km_farthest) */
+pggpu_status gpu_km_farthest(pggpu_data *ds, int m, int64_t cap, double *floor, int64_t *count, int64_t *rows,
+							 double *d2, pggpu_error *err);
 pggpu_status gpu_km_trials(pggpu_data *ds, const uint64_t *keys, int m, int64_t *rows, double *pot,
 						   pggpu_error *err);
 pggpu_status gpu_km_greedy_steps(pggpu_data *ds, int c0, int c1, const uint64_t *keys, int m, int64_t *rows,

@@ -883,6 +883,7 @@ static const pggpu_ops gpu_ops = {
 	ON_GPU(gpu_km_sums),
 	ON_GPU(gpu_dtype),
 	ON_GPU(gpu_widen),
+	ON_GPU(gpu_km_farthest),
 };
 
 extern "C" const pggpu_ops *const pggpu_gpu_ops = &gpu_ops;
