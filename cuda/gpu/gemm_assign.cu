@@ -390,10 +390,13 @@ f16_certify_kernel(const T *__restrict__ X, int64_t g0, int64_t rows, int d, int
 		atomicAdd(changed, moved);
 }
 
-/* U, Uh (rows x d, by columns) = the rows list[0 .. rows - 1] of X and of its copy in halves Xh */
+/*
+ * U, Uh (rows x d, by columns: x_j of the t-th at U[t + j rows], Uh[t + j
+ * ldh]) = the rows list[0 .. rows - 1] of X and of its copy in halves Xh
+ */
 __global__ void
 gather_kernel(xview X, const __half *__restrict__ Xh, int d, int log_b, const int64_t *__restrict__ list,
-			  int64_t rows, double *U, __half *Uh)
+			  int64_t rows, double *U, __half *Uh, int64_t ldh)
 {
 	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < rows * d;
 		 e += (int64_t) gridDim.x * blockDim.x)
@@ -403,7 +406,7 @@ gather_kernel(xview X, const __half *__restrict__ Xh, int d, int log_b, const in
 		int64_t		at = pggpu_at(list[t], j, d, log_b);
 
 		U[e] = X[at];
-		Uh[e] = Xh[at];
+		Uh[t + j * ldh] = Xh[at];
 	}
 }
 
@@ -611,7 +614,7 @@ layout_of(int64_t n, int k, int d, int log_b, bool f16, size_t es, bool f32)
 	l.listed = l.over + (f16 ? up256(sizeof(int64_t) * (size_t) l.span_rows) : 0);
 	l.u = l.listed + (f16 ? 256 : 0);
 	l.uh = l.u + (f16 ? up256(sizeof(double) * (size_t) l.u_rows * d) : 0);
-	l.xf = l.uh + (f16 ? up256(sizeof(__half) * (size_t) l.u_rows * d) : 0);
+	l.xf = l.uh + (f16 ? up256(sizeof(__half) * (size_t) ((l.u_rows + 7) / 8 * 8) * d) : 0);
 	l.xd = l.xf + up256(f16 ? sizeof(__half) * (size_t) (tiles > 0 ? tiles : 1) * ((size_t) d << log_b) : 0);
 	l.xd_tiles = 0;
 	if (f32)
@@ -688,12 +691,14 @@ label_listed(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const g
 	for (int64_t t0 = 0; t0 < m; t0 += l->u_rows)
 	{
 		int64_t		rows = m - t0 < l->u_rows ? m - t0 : l->u_rows;
+		/* (a leading dimension of 8 halves' multiples: cuBLAS's FP16 kernels want 16-byte columns) */
+		int64_t		ldh = (rows + 7) / 8 * 8;
 		pggpu_status ps;
 
 		gather_kernel<<<gather_grid(rows, ds->d), BLOCK, 0, stream>>>(
-			X, (const __half *) (w + l->xf), ds->d, ds->log_b, list + t0, rows, U, Uh);
+			X, (const __half *) (w + l->xf), ds->d, ds->log_b, list + t0, rows, U, Uh, ldh);
 		LAUNCHED(gather_kernel);
-		if ((ps = pggpu_blas_row_products(h, true, w + l->cf, ds->k, ds->d, Uh, (int) rows, 0, (int) rows, w, 0,
+		if ((ps = pggpu_blas_row_products(h, true, w + l->cf, ds->k, ds->d, Uh, (int) ldh, 0, (int) rows, w, 0,
 										  1, err)) != PGGPU_OK)
 			return ps;
 		listed_f16_kernel<<<warps_grid(rows), BLOCK, 0, stream>>>(
@@ -712,7 +717,7 @@ label_listed(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const g
 		pggpu_status ps;
 
 		gather_kernel<<<gather_grid(rows, ds->d), BLOCK, 0, stream>>>(
-			X, (const __half *) (w + l->xf), ds->d, ds->log_b, over + t0, rows, U, Uh);
+			X, (const __half *) (w + l->xf), ds->d, ds->log_b, over + t0, rows, U, Uh, (rows + 7) / 8 * 8);
 		LAUNCHED(gather_kernel);
 		if ((ps = pggpu_blas_row_products(h, false, C, ds->k, ds->d, U, (int) rows, 0, (int) rows, w, 0, 1,
 										  err)) != PGGPU_OK)
