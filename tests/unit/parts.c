@@ -353,11 +353,11 @@ keys_checks(void)
 
 /*
  * The repair's farthest rows: by the backend's km_farthest (the CPU's) and
- * by every distance fetched (the GPU's way: the same set with the op
- * taken away), the same rows, distances and keys, best first; with
+ * by every distance fetched (a backend without the op: the CPU's ops with
+ * it taken away), the same rows, distances and keys, best first; with
  * distinct distances, and with more rows tied at the floor than the
- * candidates fetched (the fallback to every row's key).  On the GPU too,
- * against the CPU.
+ * candidates fetched (the fallback to every row's key).  On the GPU too
+ * (its km_farthest, farthest.cu), against the CPU.
  */
 static void
 farthest_checks(void)
