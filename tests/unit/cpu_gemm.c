@@ -70,6 +70,9 @@ test_cpu_gemm(void)
 		{"far from the origin", 8000, 24, 40, 2, PGGPU_INIT_KMEANSPP},
 		{"identical rows", 1000, 20, 5, 3, PGGPU_INIT_KMEANSPP},
 		{"blobs, the default route GEMM", 3000, 300, 40, 0, PGGPU_INIT_KMEANSPP},
+		/* (float32: sgemm's slices of columns, the bound's depth: cpu/gemm.c) */
+		{"integer grid, 4 slices", 3000, 400, 64, 1, PGGPU_INIT_KMEANSPP},
+		{"far from the origin, 5 slices", 3000, 520, 48, 2, PGGPU_INIT_RANDOM},
 	};
 
 	for (size_t cj = 0; cj < 2 * sizeof(cases) / sizeof(cases[0]); cj++)
@@ -167,6 +170,68 @@ test_cpu_gemm(void)
 				  l2[0] == 0 && l2[n - 1] == 0,
 				  "gemm's labels or distances differ from the plain loop's (row 0: %d, %d)", l1[0], l2[0]);
 		free(C), free(l1), free(l2), free(d1), free(d2);
+		data_free(&D);
+	}
+
+	/*
+	 * Float32 rows on the bisectors of pairs of centroids, at d = 640 (the
+	 * product in 5 slices): each row the midpoint of its pair plus noise
+	 * orthogonal to the pair's difference, then rounded to float, so that
+	 * the two distances differ by a little more than the rounding, where
+	 * sgemm's own error decides the order unless the bound's depth covers it.  The
+	 * plain loop's labels and distances, bit for bit (sgemm's error here
+	 * reaches about u_f s^2, its bound 138 u_f s^2: a 2E of 0.5 u_f s^2
+	 * mislabels 25 of these rows)
+	 */
+	{
+		int64_t		n = 4000;
+		int			d = 640,
+					k = 16;
+		dataset		D;
+		double	   *C = (double *) xmalloc(sizeof(double) * k * d),
+				   *v = (double *) xmalloc(sizeof(double) * d);
+		int32_t    *l1 = (int32_t *) xmalloc(sizeof(int32_t) * n),
+				   *l2 = (int32_t *) xmalloc(sizeof(int32_t) * n);
+		double	   *d1 = (double *) xmalloc(sizeof(double) * n),
+				   *d2 = (double *) xmalloc(sizeof(double) * n);
+		rng			r = rng_make(640);
+		int64_t		moved = 0;
+
+		gemm_dtype = PGGPU_FLOAT32;
+		set_case("cpu gemm: rows on bisectors, float32, d = %d", d);
+		data_alloc(&D, n, d, false);
+		for (int64_t e = 0; e < (int64_t) k * d; e++)
+			C[e] = 3 * rng_unif(&r) - 1.5;
+		for (int64_t i = 0; i < n; i++)
+		{
+			int			a = 2 * (int) (i % (k / 2));
+			double	   *x = D.X + i * d,
+						zv = 0,
+						vv = 0;
+
+			for (int j = 0; j < d; j++)
+			{
+				v[j] = C[(int64_t) (a + 1) * d + j] - C[(int64_t) a * d + j];
+				x[j] = rng_gauss(&r);
+				zv += x[j] * v[j];
+				vv += v[j] * v[j];
+			}
+			/* and moved along v by t: the distances differ by 2 t |v|, from 0.05 to 20 u_f s^2 */
+			double		t = (rng_unif(&r) < 0.5 ? -3e-7 : 3e-7) * pow(400, rng_unif(&r)) / 2;
+
+			for (int j = 0; j < d; j++)
+				x[j] = (float) ((C[(int64_t) a * d + j] + C[(int64_t) (a + 1) * d + j]) / 2 +
+								x[j] - zv / vv * v[j] + t * v[j] / sqrt(vv));
+		}
+		if (assign_forced(&D, C, k, PGGPU_LABEL_LLOYD, l1, d1) &&
+			assign_forced(&D, C, k, PGGPU_LABEL_GEMM, l2, d2))
+		{
+			for (int64_t i = 0; i < n; i++)
+				moved += l1[i] != l2[i] || d1[i] != d2[i];
+			CHECK(moved == 0, "gemm's labels or distances differ from the plain loop's on %lld of %lld rows",
+				  (long long) moved, (long long) n);
+		}
+		free(C), free(v), free(l1), free(l2), free(d1), free(d2);
 		data_free(&D);
 	}
 }
