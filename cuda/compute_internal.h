@@ -74,10 +74,12 @@ struct pggpu_data
 	bool		parked;			/* pggpu_data_park: rows out of device memory */
 	/*
 	 * pggpu_data_set_dtype FLOAT32: the rows are pushed as floats (the staging
-	 * buffers hold floats).  f32_held: and the backend holds them as floats
-	 * (the CPU backend, until its widen op: values rewritten need doubles).
+	 * buffers hold floats); FLOAT16 (f16): as halves (binary16 bits).
+	 * f32_held: the backend holds them as floats (either type, until its
+	 * widen op: values rewritten need doubles).
 	 */
 	bool		f32;
+	bool		f16;
 	bool		f32_held;
 };
 
@@ -103,7 +105,7 @@ typedef struct pggpu_ops
 	/* data */
 	pggpu_status (*open) (pggpu_data *ds, int gpu_index, int64_t expected_rows,
 						  pggpu_error *err);
-	/* the staging buffer: doubles, or floats when ds->f32 */
+	/* the staging buffer: doubles, or floats when ds->f32, or halves when ds->f16 */
 	void	   *(*batch) (pggpu_data *ds);
 	/* takes rows [0, nrows) of the batch; rows past nrows must read as 0 */
 	pggpu_status (*push) (pggpu_data *ds, int64_t nrows, pggpu_error *err);
@@ -241,8 +243,8 @@ typedef struct pggpu_ops
 	pggpu_status (*km_sums) (pggpu_data *ds, double *sums, int64_t *counts, pggpu_error *err);
 
 	/*
-	 * Optional: ds->f32 was just set (no rows yet); the backend's memory
-	 * made ready for that type and ds->f32_held set to what it now holds
+	 * Optional: ds->f32 or ds->f16 was just set (no rows yet); the backend's
+	 * memory made ready for that type and ds->f32_held set to what it now holds
 	 * (it says what the memory holds until then: a type set twice)
 	 */
 	pggpu_status (*dtype) (pggpu_data *ds, pggpu_error *err);
@@ -276,6 +278,53 @@ extern const pggpu_ops pggpu_cpu_ops;
 double	   *pggpu_cpu_rows(pggpu_data *ds);
 const float *pggpu_cpu_rows_f32(pggpu_data *ds);
 const double *pggpu_cpu_block(pggpu_data *ds, int64_t i0, double *buf, int64_t *stride);
+
+/*
+ * binary16 values (a FLOAT16 set's halves, as their bits): a half as a float
+ * (exact: every half is a float), and a double rounded to the nearest half
+ * (ties to even; exact for a half's own value), for the rows a FLOAT16 set
+ * is pushed from as doubles (pggpu_data_push_rows)
+ */
+static inline float
+pggpu_half_to_float(uint16_t h)
+{
+	uint32_t	sign = (uint32_t) (h & 0x8000) << 16,
+				e = (h >> 10) & 0x1f,
+				m = h & 0x3ff,
+				bits;
+	float		f;
+
+	if (e == 0)
+	{
+		f = ldexpf((float) m, -24);	/* zero or subnormal: m 2^-24 */
+		return sign ? -f : f;
+	}
+	bits = sign | (e == 31 ? 0x7f800000u : (e + 112) << 23) | (m << 13);
+	memcpy(&f, &bits, sizeof(f));
+	return f;
+}
+
+static inline uint16_t
+pggpu_half_from_double(double v)
+{
+	uint16_t	sign = signbit(v) ? 0x8000 : 0;
+	double		a = fabs(v),
+				m,
+				f;
+	int			e;
+
+	if (isnan(v))
+		return sign | 0x7e00;
+	if (a >= 65520.0)			/* past 65504, the largest half, by half a unit or more */
+		return sign | 0x7c00;
+	if (a < 0x1p-14)			/* subnormal (1024 units: the least normal, whose bits these are) */
+		return sign | (uint16_t) nearbyint(a * 0x1p24);
+	m = frexp(a, &e);			/* a = m 2^e, m in [1/2, 1) */
+	f = nearbyint((2 * m - 1) * 1024);
+	if (f == 1024)
+		f = 0, e++;
+	return sign | (uint16_t) ((e + 14) << 10) | (uint16_t) f;
+}
 
 static inline double
 pggpu_cpu_value(const double *X, const float *Xf, int64_t at)

@@ -204,13 +204,14 @@ pggpu_data_set_interrupts(pggpu_data *ds, pggpu_interrupt_fn fn, void *arg)
 pggpu_status
 pggpu_data_set_dtype(pggpu_data *ds, pggpu_dtype dtype, pggpu_error *err)
 {
-	if (dtype != PGGPU_FLOAT64 && dtype != PGGPU_FLOAT32)
+	if (dtype != PGGPU_FLOAT64 && dtype != PGGPU_FLOAT32 && dtype != PGGPU_FLOAT16)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no such value type: %d", (int) dtype);
 	if (ds->n > 0)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "the value type of a data set is set before its first push");
-	if (ds->f32 == (dtype == PGGPU_FLOAT32))
+	if (pggpu_data_dtype(ds) == dtype)
 		return PGGPU_OK;
 	ds->f32 = dtype == PGGPU_FLOAT32;
+	ds->f16 = dtype == PGGPU_FLOAT16;
 	/* (f32_held is the backend's: what its memory holds now, which the op compares with f32) */
 	return ds->ops->dtype ? ds->ops->dtype(ds, err) : PGGPU_OK;
 }
@@ -218,25 +219,38 @@ pggpu_data_set_dtype(pggpu_data *ds, pggpu_dtype dtype, pggpu_error *err)
 pggpu_dtype
 pggpu_data_dtype(const pggpu_data *ds)
 {
-	return ds->f32 ? PGGPU_FLOAT32 : PGGPU_FLOAT64;
+	return ds->f16 ? PGGPU_FLOAT16 : ds->f32 ? PGGPU_FLOAT32 : PGGPU_FLOAT64;
 }
 
 int
 pggpu_dtype_bytes(pggpu_dtype dtype)
 {
-	return dtype == PGGPU_FLOAT32 ? (int) sizeof(float) : (int) sizeof(double);
+	return dtype == PGGPU_FLOAT16 ? (int) sizeof(uint16_t) :
+		dtype == PGGPU_FLOAT32 ? (int) sizeof(float) : (int) sizeof(double);
+}
+
+int
+pggpu_dtype_held_bytes(pggpu_dtype dtype)
+{
+	return dtype == PGGPU_FLOAT64 ? (int) sizeof(double) : (int) sizeof(float);
 }
 
 double *
 pggpu_data_batch(pggpu_data *ds)
 {
-	return ds->f32 ? NULL : (double *) ds->ops->batch(ds);
+	return ds->f32 || ds->f16 ? NULL : (double *) ds->ops->batch(ds);
 }
 
 float *
 pggpu_data_batch_f32(pggpu_data *ds)
 {
 	return ds->f32 ? (float *) ds->ops->batch(ds) : NULL;
+}
+
+uint16_t *
+pggpu_data_batch_f16(pggpu_data *ds)
+{
+	return ds->f16 ? (uint16_t *) ds->ops->batch(ds) : NULL;
 }
 
 int64_t
@@ -256,10 +270,10 @@ pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 						  (long long) nrows);
 	if (ds->parked)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no rows may be pushed to a parked data set");
-	/* (the staging batch holds floats, the set doubles now: they would be taken as doubles) */
-	if (ds->f32 != ds->f32_held)
+	/* (the staging batch holds floats or halves, the set doubles now: they would be taken as doubles) */
+	if ((ds->f32 || ds->f16) != ds->f32_held)
 		return pggpu_fail(err, PGGPU_ERR_INVALID,
-						  "no rows may be pushed to a float32 data set once its rows are held as doubles");
+						  "no rows may be pushed to a float32 or float16 data set once its rows are held as doubles");
 	t0 = pggpu_seconds();
 	ds->range_known = false;
 	st = ds->ops->push(ds, nrows, err);
@@ -310,6 +324,7 @@ pggpu_data_push_rows(pggpu_data *ds, const double *rows, const int64_t *order, i
 		int64_t		take = m - i0 < b ? m - i0 : b;
 		double	   *buf = pggpu_data_batch(ds);
 		float	   *buf32 = pggpu_data_batch_f32(ds);
+		uint16_t   *buf16 = pggpu_data_batch_f16(ds);
 
 		/* by tiles of 32 rows: their cache lines serve 8 columns each (a column at a time: one a value) */
 		for (int64_t t0 = 0; t0 < take; t0 += 32)
@@ -320,6 +335,8 @@ pggpu_data_push_rows(pggpu_data *ds, const double *rows, const int64_t *order, i
 
 					if (buf32)
 						buf32[j * b + t] = (float) v;
+					else if (buf16)
+						buf16[j * b + t] = pggpu_half_from_double(v);
 					else
 						buf[j * b + t] = v;
 				}

@@ -111,35 +111,43 @@ pggpu_status pggpu_data_open(pggpu_data **out, pggpu_backend backend,
 
 /*
  * The type the rows are pushed in.  FLOAT64 (the default): doubles.
- * FLOAT32: the caller's values are float32 values (pgvector's vector and
- * halfvec, real[]), pushed as floats and held as floats where the backend
- * can (the CPU backend: 4 bytes a value; the GPU backend stages and copies
- * floats, and holds doubles on the device for now).  A float32 value is
- * exact as a double, so every answer is the one the same values pushed as
- * doubles give, bit for bit (the tests hold both to it).  An algorithm that
- * rewrites the values (standard scaling, a power-of-two scale) widens the
- * rows to doubles first.  Set before the first push.
+ * FLOAT32: the caller's values are float32 values (pgvector's vector,
+ * real[]), pushed as floats and held as floats (4 bytes a value, on the
+ * CPU and on the GPU).  FLOAT16: the values are binary16 values (pgvector's
+ * halfvec), pushed as halves (2 bytes a value through the staging buffers
+ * and the copy to the GPU) and held as floats, each widened exactly as it
+ * is pushed.  A float32 or half value is exact as a double, so every answer
+ * is the one the same values pushed as doubles give, bit for bit (the tests
+ * hold them to it).  An algorithm that rewrites the values (standard
+ * scaling, a power-of-two scale) widens the rows to doubles first.  Set
+ * before the first push.
  */
 typedef enum pggpu_dtype
 {
 	PGGPU_FLOAT64 = 0,
-	PGGPU_FLOAT32 = 1
+	PGGPU_FLOAT32 = 1,
+	PGGPU_FLOAT16 = 2
 } pggpu_dtype;
 
 pggpu_status pggpu_data_set_dtype(pggpu_data *ds, pggpu_dtype dtype, pggpu_error *err);
 pggpu_dtype pggpu_data_dtype(const pggpu_data *ds);
 
-/* bytes a value of the type takes (8 or 4) */
+/* bytes a value of the type takes as it is pushed (8, 4 or 2) */
 int			pggpu_dtype_bytes(pggpu_dtype dtype);
+
+/* bytes a value of the type takes as a backend holds it (8, 4 or 4: halves are held as floats) */
+int			pggpu_dtype_held_bytes(pggpu_dtype dtype);
 
 /*
  * The staging buffer to fill next: structure-of-arrays, column j of row r at
  * buf[j * pggpu_data_batch_rows(ds) + r].  Valid until the next push.
- * pggpu_data_batch for a FLOAT64 set (NULL on a FLOAT32 one),
- * pggpu_data_batch_f32 for a FLOAT32 set (NULL on a FLOAT64 one).
+ * pggpu_data_batch for a FLOAT64 set, pggpu_data_batch_f32 for a FLOAT32
+ * set, pggpu_data_batch_f16 (binary16 bits) for a FLOAT16 set; each NULL on
+ * a set of another type.
  */
 double	   *pggpu_data_batch(pggpu_data *ds);
 float	   *pggpu_data_batch_f32(pggpu_data *ds);
+uint16_t   *pggpu_data_batch_f16(pggpu_data *ds);
 int64_t		pggpu_data_batch_rows(const pggpu_data *ds);
 
 /*
@@ -152,7 +160,8 @@ pggpu_status pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err);
 /*
  * m rows (row-major, m x d) pushed into ds, a batch at a time: row order[t]
  * of rows the t-th (order NULL: in order).  Into a FLOAT32 set each value
- * is rounded to float (exact for the float32 values such a set is for).
+ * is rounded to float, into a FLOAT16 one to a half (exact for the values
+ * such a set is for).
  */
 pggpu_status pggpu_data_push_rows(pggpu_data *ds, const double *rows, const int64_t *order, int64_t m,
 								  pggpu_error *err);

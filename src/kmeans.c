@@ -117,9 +117,11 @@ load_sample(const PgGpuSource *src, const FitSettings *fs, PgGpuRows *rows, cons
 		(double) fs->sample;
 	PgGpuData  *data = pg_gpu_data_open(pg_gpu_choose_backend(), src->ncols, (int64) expect, k);
 	PgGpuRows	all;
+	pggpu_dtype dtype = pg_gpu_source_dtype(src, fs->standard);
 
 	pg_gpu_data_set_kmeans(data, fs->metric, pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
-	pg_gpu_data_set_dtype(data, pg_gpu_source_dtype(src, fs->standard));
+	/* (a sample keeps halves as floats, as the data set holds them: pg_gpu_read_sample) */
+	pg_gpu_data_set_dtype(data, dtype == PGGPU_FLOAT16 ? PGGPU_FLOAT32 : dtype);
 	*usable = pg_gpu_read_sample(src, data, fs->sample, fs->p.seed, rows);
 	elog(DEBUG1, "pg_gpu: a sample of %lld of the %lld usable rows of \"%s\"",
 		 (long long) rows->nvalid, (long long) *usable, src->relname);

@@ -390,11 +390,13 @@ typedef struct PgGpuRowSpec
 	bool		sampled;
 	uint64		sample_seed;
 	/*
-	 * NUMERIC, VECTOR: the values as floats (float32 values read for a
-	 * FLOAT32 data set: half the bytes through the workers' slots and the
-	 * copies; never with normalize or sampled)
+	 * NUMERIC, VECTOR: the values' type in the parts, the data set's:
+	 * FLOAT64, FLOAT32 (float32 values read for a FLOAT32 data set: half the
+	 * bytes through the workers' slots and the copies) or FLOAT16 (a
+	 * halfvec column's halves as they are stored: a quarter); never but
+	 * FLOAT64 with normalize or sampled
 	 */
-	bool		f32;
+	pggpu_dtype dtype;
 	int16		pos[MaxHeapAttributeNumber];	/* the columns' positions */
 	Oid			types[MaxHeapAttributeNumber];	/* and base types (DENSE: the
 												 * element type) */
@@ -406,8 +408,9 @@ typedef struct PgGpuRowSpec
  * values[j * cap + i], its id at ids[i]; the ids of skipped rows (NULL, NaN
  * or an infinity in a used column) fill ids from the back, ids[cap - 1 - b].
  * DENSE: the len values of row i at values[i * len], its id at ids[i]; len
- * is -1 until the first row sets it.  f32 (the spec's): the values are
- * floats, at values32 (values NULL).
+ * is -1 until the first row sets it.  dtype (the spec's): FLOAT64 values at
+ * values, FLOAT32 at values32, FLOAT16 (binary16 bits) at values16, the
+ * others NULL.
  */
 typedef struct PgGpuPart
 {
@@ -420,7 +423,8 @@ typedef struct PgGpuPart
 	int64		nbad;
 	double	   *values;
 	float	   *values32;
-	bool		f32;
+	uint16	   *values16;
+	pggpu_dtype dtype;
 	int64	   *ids;
 	const uint64 *prio;			/* a sample's read: its rows' priorities where a worker
 								 * computed them, else NULL */
@@ -444,9 +448,9 @@ typedef struct PgGpuPart
 
 typedef void (*PgGpuPartConsumer) (void *arg, const PgGpuPart *part);
 
-/* an empty part over buf (len -1: not known yet), of floats (f32) or doubles */
+/* an empty part over buf (len -1: not known yet), of values of dtype */
 extern void pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len,
-							 bool growable, bool f32);
+							 bool growable, pggpu_dtype dtype);
 static inline bool
 pg_gpu_part_full(const PgGpuPart *part)
 {

@@ -61,15 +61,15 @@ primary_key_column(Relation rel)
 
 
 /*
- * pg_gpu.max_memory for rows of src held as dtype: 4 or 8 bytes a value, 8
- * an id, 12 for the label and distance; the detail reads "<pre><rows>
- * rows<post>, ...".
+ * pg_gpu.max_memory for rows of src held as dtype: 4 or 8 bytes a value
+ * (halves are held as floats), 8 an id, 12 for the label and distance; the
+ * detail reads "<pre><rows> rows<post>, ...".
  */
 static void
 check_rows_memory(const PgGpuSource *src, pggpu_dtype dtype, double rows, bool ids, const char *pre,
 				  const char *post)
 {
-	int			vb = pggpu_dtype_bytes(dtype);
+	int			vb = pggpu_dtype_held_bytes(dtype);
 	double		rb = (double) vb * src->ncols + (ids ? 8 : 0) + 12;
 
 	pg_gpu_check_memory(rows * rb, src->relname,
@@ -86,8 +86,9 @@ pg_gpu_source_dtype(const PgGpuSource *src, bool standardized)
 	{
 		case PG_GPU_VEC_FLOAT4:
 		case PG_GPU_VEC_PGVECTOR:
-		case PG_GPU_VEC_HALFVEC:
 			return PGGPU_FLOAT32;
+		case PG_GPU_VEC_HALFVEC:
+			return PGGPU_FLOAT16;
 		case PG_GPU_VEC_NONE:
 			for (int j = 0; j < src->natts; j++)
 				if (src->coltypes[j] != FLOAT4OID && src->coltypes[j] != INT2OID)
@@ -392,7 +393,7 @@ part_receive(TupleTableSlot *slot, DestReceiver *self)
 		pg_gpu_part_flush(&r->part);
 		r->consume(r->arg, &r->part);
 		MemoryContextReset(r->rowcxt);
-		pg_gpu_part_init(&r->part, r->part.buf, r->part.bytes, r->part.len, true, r->spec->f32);
+		pg_gpu_part_init(&r->part, r->part.buf, r->part.bytes, r->part.len, true, r->spec->dtype);
 	}
 	old = MemoryContextSwitchTo(r->rowcxt);
 	pg_gpu_row_to_part(r->spec, slot, &r->part);
@@ -412,7 +413,7 @@ pg_gpu_part_receiver_init(PgGpuPartReceiver *r, const PgGpuRowSpec *spec,
 	r->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu rows",
 									  ALLOCSET_DEFAULT_SIZES);
 	pg_gpu_part_init(&r->part, palloc(PG_GPU_PART_BYTES), PG_GPU_PART_BYTES,
-					 PG_GPU_SPEC_LEN(spec), true, spec->f32);
+					 PG_GPU_SPEC_LEN(spec), true, spec->dtype);
 }
 
 void
@@ -443,7 +444,8 @@ typedef struct SoaSink
 	pggpu_data *ds;				/* the part being filled (the next share's) */
 	bool		want_ids;
 	double	   *batch;			/* the part's staging batch: doubles, */
-	float	   *batch32;		/* or floats (a FLOAT32 set's), the other NULL */
+	float	   *batch32;		/* or floats (a FLOAT32 set's), */
+	uint16	   *batch16;		/* or halves (a FLOAT16 set's), the others NULL */
 	int64		batch_rows;
 	int64		fill;
 	MemoryContext cxt;			/* where the id arrays live */
@@ -476,12 +478,20 @@ reserve_ids(SoaSink *s, int64 **arr, int64 have, int64 *cap, int64 n)
 	*cap = ncap;
 }
 
+/* the staging batch's values, of whichever type */
+static inline char *
+sink_values(SoaSink *s)
+{
+	return s->batch16 ? (char *) s->batch16 : s->batch32 ? (char *) s->batch32 : (char *) s->batch;
+}
+
 /* s->ds's staging batch */
 static void
 sink_batch(SoaSink *s)
 {
 	s->batch = pggpu_data_batch(s->ds);
 	s->batch32 = pggpu_data_batch_f32(s->ds);
+	s->batch16 = pggpu_data_batch_f16(s->ds);
 	s->batch_rows = pggpu_data_batch_rows(s->ds);
 }
 
@@ -492,6 +502,9 @@ sink_batch(SoaSink *s)
 static inline void
 sink_column(SoaSink *s, int j, int64 at, const double *x, int64 n)
 {
+	/* (halves come in parts of halves only: a FLOAT16 set is a halfvec column's) */
+	if (s->batch16)
+		elog(ERROR, "pg_gpu: doubles read into a float16 data set");
 	if (s->batch32)
 	{
 		float	   *col = s->batch32 + j * s->batch_rows + at;
@@ -525,9 +538,9 @@ flush_batch(SoaSink *s)
 		PGGPU_ERR_GPU_MEMORY : pggpu_data_push(s->ds, s->fill, &err);
 	if (st == PGGPU_ERR_GPU_MEMORY && have > 0)
 	{
-		char	   *old = s->batch32 ? (char *) s->batch32 : (char *) s->batch;
+		char	   *old = sink_values(s);
 		int64		old_rows = s->batch_rows;
-		size_t		size = s->batch32 ? sizeof(float) : sizeof(double);
+		size_t		size = pggpu_dtype_bytes(pggpu_data_dtype(s->ds));
 
 		s->ds = pg_gpu_data_next_part(s->data);
 		sink_batch(s);
@@ -535,8 +548,7 @@ flush_batch(SoaSink *s)
 			elog(ERROR, "pg_gpu: a part of batches of %lld rows after one of %lld",
 				 (long long) s->batch_rows, (long long) old_rows);
 		for (int j = 0; j < s->src->ncols; j++)
-			memcpy((s->batch32 ? (char *) s->batch32 : (char *) s->batch) + j * s->batch_rows * size,
-				   old + j * old_rows * size, size * s->fill);
+			memcpy(sink_values(s) + j * s->batch_rows * size, old + j * old_rows * size, size * s->fill);
 		have = 0;
 		st = pggpu_data_push(s->ds, s->fill, &err);
 	}
@@ -614,9 +626,12 @@ soa_consume(void *arg, const PgGpuPart *p)
 	{
 		int64		n = Min(p->nrows - done, s->batch_rows - s->fill);
 
-		/* (float parts go to a FLOAT32 set's batch: pg_gpu_read_sources) */
+		/* (float and half parts go to a set of their type's batch: pg_gpu_read_sources) */
 		for (int j = 0; j < d; j++)
-			if (p->f32)
+			if (p->dtype == PGGPU_FLOAT16)
+				memcpy(s->batch16 + j * s->batch_rows + s->fill, p->values16 + j * p->cap + done,
+					   sizeof(uint16) * n);
+			else if (p->dtype == PGGPU_FLOAT32)
 				memcpy(s->batch32 + j * s->batch_rows + s->fill, p->values32 + j * p->cap + done,
 					   sizeof(float) * n);
 			else
@@ -718,12 +733,11 @@ pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, const uint64 *sample_se
 				  pggpu_dtype dtype, PgGpuPartConsumer consume, void *arg)
 {
 	PgGpuRowSpec *spec = palloc(sizeof(PgGpuRowSpec));
-	bool		f32 = dtype == PGGPU_FLOAT32;
 
-	if (f32 && (sample_seed || pg_gpu_source_dtype(src, false) != PGGPU_FLOAT32))
-		elog(ERROR, "pg_gpu: \"%s\" read as float32", src->relname);
+	if (dtype != PGGPU_FLOAT64 && (sample_seed || pg_gpu_source_dtype(src, false) != dtype))
+		elog(ERROR, "pg_gpu: \"%s\" read as float32 or float16", src->relname);
 	source_spec(src, want_ids, true, spec);
-	spec->f32 = f32;
+	spec->dtype = dtype;
 	if (sample_seed)
 	{
 		spec->sampled = true;
@@ -736,7 +750,7 @@ pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, const uint64 *sample_se
 		char	   *sql = source_select(src, want_ids);
 
 		source_spec(src, want_ids, false, spec);
-		spec->f32 = f32;
+		spec->dtype = dtype;
 		pg_gpu_part_receiver_init(&r, spec, consume, arg);
 		pg_gpu_run_select(sql, &r.pub, false);
 		pg_gpu_part_receiver_finish(&r);
@@ -771,7 +785,7 @@ pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const void *x, pggpu_d
 
 	/* (floats go to a FLOAT32 set: they could not be widened back into a FLOAT64 one's place) */
 	if (x32 && s->batch32 == NULL)
-		elog(ERROR, "pg_gpu: float rows pushed into a float64 data set");
+		elog(ERROR, "pg_gpu: float rows pushed into a float64 or float16 data set");
 	/* straight into the staging batches, as soa_consume fills them */
 	for (int64 at = 0; at < m;)
 	{

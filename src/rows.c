@@ -65,9 +65,9 @@ pending_rows(Size bytes)
 }
 
 void
-pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growable, bool f32)
+pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growable, pggpu_dtype dtype)
 {
-	Size		vb = f32 ? sizeof(float) : sizeof(double);
+	Size		vb = pggpu_dtype_bytes(dtype);
 
 	part->buf = buf;
 	part->bytes = bytes;
@@ -77,7 +77,8 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 	part->cap = 0;
 	part->values = NULL;
 	part->values32 = NULL;
-	part->f32 = f32;
+	part->values16 = NULL;
+	part->dtype = dtype;
 	part->ids = NULL;
 	part->prio = NULL;
 	part->rowwise = false;
@@ -106,14 +107,16 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 		part->cap--;
 	/*
 	 * Long rows in a part of many: pending rows where they are a vector's,
-	 * and columns of whole cache lines (flushed whole)
+	 * and columns of whole cache lines (flushed whole: 32 halves are one)
 	 */
 	if (len >= 8 && part->cap >= 4 * PG_GPU_PART_PEND)
 	{
 		part->pends = true;
-		part->cap &= ~(int64) 15;
+		part->cap &= ~(int64) 31;
 	}
-	if (f32)
+	if (dtype == PGGPU_FLOAT16)
+		part->values16 = (uint16 *) part->buf;
+	else if (dtype == PGGPU_FLOAT32)
 		part->values32 = (float *) part->buf;
 	else
 		part->values = (double *) part->buf;
@@ -124,7 +127,7 @@ char *
 pg_gpu_part_pend(PgGpuPart *part)
 {
 	if (part->pends && part->pend == NULL)
-		part->pend = pending_rows((part->f32 ? sizeof(float) : sizeof(double)) * part->len *
+		part->pend = pending_rows(pggpu_dtype_bytes(part->dtype) * part->len *
 								  PG_GPU_PART_PEND);
 	return part->pend;
 }
@@ -181,7 +184,9 @@ pg_gpu_part_flush(PgGpuPart *part)
 
 	if (n == 0)
 		return;
-	if (part->f32)
+	if (part->dtype == PGGPU_FLOAT16)
+		FLUSH(uint16, (const uint16 *) part->pend, part->values16);
+	else if (part->dtype == PGGPU_FLOAT32)
 		FLUSH(float, (const float *) part->pend, part->values32);
 	else
 		FLUSH(double, (const double *) part->pend, part->values);
@@ -241,7 +246,9 @@ numeric_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
 		v = pg_gpu_datum_to_double(slot->tts_values[a], spec->types[j]);
 		if (!isfinite(v))
 			goto skip;
-		if (part->f32)
+		if (part->dtype == PGGPU_FLOAT16)
+			elog(ERROR, "pg_gpu: numeric columns read as halves");
+		if (part->dtype == PGGPU_FLOAT32)
 			part->values32[j * part->cap + i] = (float) v;
 		else
 			part->values[j * part->cap + i] = v;

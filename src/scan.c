@@ -180,9 +180,9 @@ part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
 	{
 		if (s->deferring)
 			pg_gpu_part_init(part, MemoryContextAllocHuge(CurrentMemoryContext, PG_GPU_PART_BYTES),
-							 PG_GPU_PART_BYTES, len, true, s->spec->f32);
+							 PG_GPU_PART_BYTES, len, true, s->spec->dtype);
 		else
-			pg_gpu_part_init(part, s->own, s->own_bytes, len, true, s->spec->f32);
+			pg_gpu_part_init(part, s->own, s->own_bytes, len, true, s->spec->dtype);
 		return;
 	}
 	slot = scan_slot(s->sh, chunk);
@@ -202,7 +202,7 @@ part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
 	ConditionVariableCancelSleep();
 	INSTR_TIME_SET_CURRENT(t1);
 	INSTR_TIME_ACCUM_DIFF(s->waited, t1, t0);
-	pg_gpu_part_init(part, slot_buf(slot), s->sh->slot_bytes, len, false, s->spec->f32);
+	pg_gpu_part_init(part, slot_buf(slot), s->sh->slot_bytes, len, false, s->spec->dtype);
 }
 
 /*
@@ -541,7 +541,7 @@ consume_chunk(Scanner *s, ParallelContext *pcxt, int64 chunk, BlockNumber per_ch
 		{
 			PgGpuPart	part;
 
-			pg_gpu_part_init(&part, slot_buf(slot), sh->slot_bytes, slot->len, false, sh->spec.f32);
+			pg_gpu_part_init(&part, slot_buf(slot), sh->slot_bytes, slot->len, false, sh->spec.dtype);
 			part.nrows = slot->nrows;
 			part.nbad = slot->nbad;
 			if (sh->spec.sampled)
@@ -798,7 +798,7 @@ read_table(Relation rel, const PgGpuRowSpec *spec, PgGpuPartConsumer consume, vo
 		{
 			/* a block's rows as parts: 8 bytes a value and an id */
 			double		block_bytes = pg_gpu_estimate_rows(rel) / nblocks *
-				((spec->f32 ? 4.0 : 8.0) * Max(len, 1) + 8.0);
+				((double) pggpu_dtype_bytes(spec->dtype) * Max(len, 1) + 8.0);
 
 			read_parallel(&s, RelationGetRelid(rel), nblocks, wspec, slot_bytes, prio_bytes, workers,
 						  nslots, chunk_blocks(nblocks, workers, block_bytes, slot_bytes));

@@ -431,6 +431,27 @@ put_floats(PgGpuVecKind kind, const char *data, int64 d, float *dst, int64 strid
 	return false;
 }
 
+/*
+ * A halfvec's d halves as they are stored (binary16 bits) at dst[j *
+ * stride], for a FLOAT16 data set; false when one is NaN or infinite (as
+ * put_floats)
+ */
+static bool
+put_halves(const char *data, int64 d, uint16 *dst, int64 stride)
+{
+	const uint16 *h = (const uint16 *) data;
+	uint16		least = 0x7c00;
+
+	for (int64 j = 0; j < d; j++)
+		least = Min(least, ~h[j] & 0x7c00);
+	if (stride == 1)
+		memcpy(dst, h, sizeof(uint16) * d);
+	else
+		for (int64 j = 0; j < d; j++)
+			dst[j * stride] = h[j];
+	return least != 0;
+}
+
 /* the same as doubles (cosine's rows, float8[] and points); the kind decided outside the loop */
 #define PUT_DOUBLES(value) \
 	for (int64 j = 0; j < d; j++) \
@@ -472,8 +493,12 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 	/* the row's values go to pend (row-major), else to the part's columns */
 	char	   *pend = pg_gpu_part_pend(part);
 	int64		stride = pend ? 1 : part->cap;
-	double	   *dst = part->f32 ? NULL : pend ? (double *) pend + part->npend * d : part->values + i;
-	float	   *dst32 = !part->f32 ? NULL : pend ? (float *) pend + part->npend * d : part->values32 + i;
+	double	   *dst = part->dtype != PGGPU_FLOAT64 ? NULL : pend ? (double *) pend + part->npend * d :
+		part->values + i;
+	float	   *dst32 = part->dtype != PGGPU_FLOAT32 ? NULL : pend ? (float *) pend + part->npend * d :
+		part->values32 + i;
+	uint16	   *dst16 = part->dtype != PGGPU_FLOAT16 ? NULL : pend ? (uint16 *) pend + part->npend * d :
+		part->values16 + i;
 	struct varlena *raw,
 			   *v;
 	const char *data;
@@ -508,8 +533,11 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 				 errhint("Every vector of one k-means call has the same length.")));
 	if (nulls)
 		goto skip_free;
-	/* float32 values kept as floats (their own precision: a FLOAT32 data set's) */
-	if (dst32 ? !put_floats(spec->veckind, data, d, dst32, stride) :
+	/* float32 values kept as floats, halves as halves (their own precision: a FLOAT32 or FLOAT16 set's) */
+	if (dst16 && spec->veckind != PG_GPU_VEC_HALFVEC)
+		elog(ERROR, "pg_gpu: vectors of kind %d read as halves", (int) spec->veckind);
+	if (dst16 ? !put_halves(data, d, dst16, stride) :
+		dst32 ? !put_floats(spec->veckind, data, d, dst32, stride) :
 		!put_doubles(spec->veckind, data, d, dst, stride))
 		goto skip_free;
 	Assert(dst || !spec->normalize);	/* (a cosine read is of doubles) */

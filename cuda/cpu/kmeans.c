@@ -68,6 +68,7 @@ cpu_close(pggpu_data *ds)
 	cpu_km_free(s);
 	free(s->X);
 	free(s->Xf);
+	free(s->stage16);
 	free(s->rw);
 	free(s);
 	ds->impl = NULL;

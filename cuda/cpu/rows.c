@@ -2,8 +2,9 @@
  * cpu/rows.c - the CPU backend's rows: tiles of the data set itself (its
  * staging batch is the next tile: no copy), of doubles, or of floats for a
  * FLOAT32 set (4 bytes a value) until an op that rewrites the values widens
- * them; and the views the passes read them through (a block of rows as
- * doubles, a value).
+ * them; a FLOAT16 set's halves are staged apart and widened into the next
+ * tile of floats as they are pushed; and the views the passes read them
+ * through (a block of rows as doubles, a value).
  */
 #include "compute_internal.h"
 #include "blocks.h"
@@ -35,19 +36,56 @@ ensure_tiles(pggpu_data *ds, int64_t tiles, pggpu_error *err)
 	return PGGPU_OK;
 }
 
-/* rows pushed as floats are held as floats (set before the first push) */
+/* rows pushed as floats or halves are held as floats (set before the first push) */
 pggpu_status
 pggpu_cpu_dtype(pggpu_data *ds, pggpu_error *err)
 {
 	cpu_state  *s = ST(ds);
+	int64_t		stage_bytes = TILE(ds) * ds->d * (int64_t) sizeof(uint16_t);
 
 	free(s->X);
 	free(s->Xf);
+	free(s->stage16);
 	s->X = NULL;
 	s->Xf = NULL;
+	s->stage16 = NULL;
 	s->cap_tiles = 0;
-	ds->f32_held = ds->f32;
+	ds->f32_held = ds->f32 || ds->f16;
+	if (ds->f16 && (s->stage16 = (uint16_t *) malloc(stage_bytes)) == NULL)
+		return oom(err, stage_bytes);
 	return ensure_tiles(ds, 1, err);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* n halves to floats with the CPU's F16C conversion (exact), 8 at a time */
+__attribute__((target("avx,f16c")))
+static void
+halves_f16c(const uint16_t *h, float *dst, int64_t n)
+{
+	int64_t		j = 0;
+
+	for (; j + 8 <= n; j += 8)
+		_mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (h + j))));
+	for (; j < n; j++)
+		dst[j] = pggpu_half_to_float(h[j]);
+}
+#define HAVE_F16C() (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx"))
+#else
+#define HAVE_F16C() 0
+#define halves_f16c(h, dst, n) ((void) 0)
+#endif
+
+/* n halves to floats at dst (exact) */
+static void
+widen_halves(const uint16_t *h, float *dst, int64_t n)
+{
+	if (HAVE_F16C())
+		halves_f16c(h, dst, n);
+	else
+		for (int64_t j = 0; j < n; j++)
+			dst[j] = pggpu_half_to_float(h[j]);
 }
 
 /* the rows as doubles from now on (their values about to be rewritten) */
@@ -82,12 +120,14 @@ pggpu_cpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error
 	return ensure_tiles(ds, 1, err);
 }
 
-/* the staging buffer is the next tile of the data itself: no copy */
+/* the staging buffer is the next tile of the data itself: no copy (a FLOAT16 set's: its halves') */
 void *
 pggpu_cpu_batch(pggpu_data *ds)
 {
 	int64_t		at = (ds->n >> ds->log_b) * TILE(ds) * ds->d;
 
+	if (ds->f16 && ds->f32_held)
+		return ST(ds)->stage16;
 	return ds->f32_held ? (void *) (ST(ds)->Xf + at) : (void *) (ST(ds)->X + at);
 }
 
@@ -95,12 +135,15 @@ pggpu_status
 pggpu_cpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 {
 	cpu_state  *s = ST(ds);
-	char	   *t = (char *) pggpu_cpu_batch(ds);
 	int64_t		b = TILE(ds);
+	char	   *t = ds->f16 ? (char *) (s->Xf + (ds->n >> ds->log_b) * b * ds->d) : (char *) pggpu_cpu_batch(ds);
 	size_t		size = ds->f32_held ? sizeof(float) : sizeof(double);
 
 	if (s->finished)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no batch may follow a partial batch");
+	/* halves into the tile as floats, a column's rows at a time */
+	for (int j = 0; j < ds->d && ds->f16; j++)
+		widen_halves(s->stage16 + j * b, (float *) t + j * b, nrows);
 	for (int j = 0; j < ds->d && nrows < b; j++)
 		memset(t + (j * b + nrows) * size, 0, size * (b - nrows));
 	ds->n += nrows;

@@ -76,7 +76,8 @@ struct gpu_state
 	int			smem_optin;
 	cudaStream_t stream;
 	bool		stream_ok;
-	double	   *stage[2];		/* pinned staging buffers (floats in a FLOAT32 set's) */
+	double	   *stage[2];		/* pinned staging buffers (floats in a FLOAT32 set's, halves in a FLOAT16 one's) */
+	uint16_t   *halves;			/* a FLOAT16 set's: a batch of halves on the device, widened into X */
 	cudaEvent_t copied[2];
 	bool		event_ok[2];
 	int			cur;

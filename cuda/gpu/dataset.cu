@@ -6,6 +6,7 @@
  * labels, partial sums, the tensor cores' workspace), and the backend's ops
  * table.
  */
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -51,6 +52,15 @@ range_kernel(xview x, int64_t len, dev_stats *stats)
 		if (lo < INFINITY)
 			atomicMax(&stats->loabs_inv, ~(unsigned long long) __double_as_longlong(lo));
 	}
+}
+
+/* a FLOAT16 set's batch of halves into its tile of floats (exact) */
+__global__ void
+halves_kernel(const __half *__restrict__ src, float *__restrict__ dst, int64_t len)
+{
+	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < len;
+		 e += (int64_t) gridDim.x * blockDim.x)
+		dst[e] = __half2float(src[e]);
 }
 
 /* a FLOAT32 set's rows into doubles (exact), as gpu_widen wants them */
@@ -192,25 +202,36 @@ gpu_batch(pggpu_data *ds)
 }
 
 /*
- * A FLOAT32 set (no rows yet) holds its rows as floats on the device: X
- * allocated again at half the bytes a row (the first allocation, made for
- * doubles, may be a large part of the GPU)
+ * A FLOAT32 or FLOAT16 set (no rows yet) holds its rows as floats on the
+ * device: X allocated again at half the bytes a row (the first allocation,
+ * made for doubles, may be a large part of the GPU); a FLOAT16 set's
+ * batches of halves are copied to the device as they are, then widened
  */
 static pggpu_status
 gpu_dtype(pggpu_data *ds, pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
 	int64_t		tiles = s->cap_tiles;
+	const int64_t halves = TILE(ds) * ds->d;
 
-	if (ds->f32_held == ds->f32)
-		return PGGPU_OK;
 	if (ds->n != 0)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "the value type is set before the first row");
 	CU(cudaStreamSynchronize(s->stream));
+	CU(cudaFree(s->halves));
+	s->halves = NULL;
+	if (ds->f16 && cudaMalloc((void **) &s->halves, sizeof(uint16_t) * halves) != cudaSuccess)
+	{
+		s->halves = NULL;
+		(void) cudaGetLastError();
+		return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY, "could not allocate %.1f MB of GPU memory for a batch of %d columns",
+						  sizeof(uint16_t) * halves / 1048576.0, ds->d);
+	}
+	if (ds->f32_held == (ds->f32 || ds->f16))
+		return PGGPU_OK;
 	CU(cudaFree(s->X));
 	s->X = NULL;
 	s->cap_tiles = 0;
-	ds->f32_held = ds->f32;
+	ds->f32_held = ds->f32 || ds->f16;
 	if (cudaMalloc(&s->X, tiles * TILE_BYTES(ds)) != cudaSuccess)
 	{
 		s->X = NULL;
@@ -320,7 +341,7 @@ gpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 	int64_t		b = TILE(ds);
 	int64_t		tile = ds->n >> ds->log_b;
 	char	   *buf = (char *) s->stage[s->cur];
-	size_t		size = X_SIZE(ds);
+	size_t		size = ds->f16 ? sizeof(uint16_t) : X_SIZE(ds);	/* a staged value's */
 	pggpu_status st;
 
 	if (s->finished)
@@ -331,9 +352,19 @@ gpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 		memset(buf + (j * b + nrows) * size, 0, size * (b - nrows));
 	if (tile >= s->cap_tiles && (st = gpu_grow(ds, tile + 1, err)) != PGGPU_OK)
 		return st;
-	/* (a FLOAT32 set's floats as they are: the device holds floats) */
-	CU(cudaMemcpyAsync((char *) s->X + tile * TILE_BYTES(ds), buf, TILE_BYTES(ds), cudaMemcpyHostToDevice,
-					   s->stream));
+	/* (a FLOAT32 set's floats as they are: the device holds floats; a FLOAT16 set's halves widened there) */
+	if (ds->f16)
+	{
+		const int64_t len = b * ds->d;
+
+		CU(cudaMemcpyAsync(s->halves, buf, sizeof(uint16_t) * len, cudaMemcpyHostToDevice, s->stream));
+		halves_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>((const __half *) s->halves,
+																 (float *) s->X + tile * b * ds->d, len);
+		LAUNCHED(halves_kernel);
+	}
+	else
+		CU(cudaMemcpyAsync((char *) s->X + tile * TILE_BYTES(ds), buf, TILE_BYTES(ds), cudaMemcpyHostToDevice,
+						   s->stream));
 	CU(cudaEventRecord(s->copied[s->cur], s->stream));
 	ds->n += nrows;
 	s->xh_valid = false;
@@ -390,6 +421,7 @@ gpu_close(pggpu_data *ds)
 		cudaStreamSynchronize(s->stream);
 	free_km(s);
 	cudaFree(s->X);
+	cudaFree(s->halves);
 	cudaFreeHost(s->Xh);
 	row_cache_free();
 	cudaFree(s->rw);

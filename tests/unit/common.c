@@ -1,4 +1,5 @@
 #include "unit.h"
+#include "compute_internal.h"	/* (pggpu_half_from_double) */
 
 /* ---- bookkeeping ---------------------------------------------------------- */
 
@@ -941,22 +942,26 @@ load_typed(pggpu_backend be, const dataset *D, pggpu_dtype dtype, bool by_rows)
 	pggpu_data *ds = NULL;
 	int64_t		B;
 
+	const char *name = dtype == PGGPU_FLOAT16 ? "float16" : "float32";
+
 	if (dtype == PGGPU_FLOAT64)
 		return load(be, D, D->n);
 	if (pggpu_data_open(&ds, be, -1, D->d, D->n, &err) != PGGPU_OK ||
-		pggpu_data_set_dtype(ds, PGGPU_FLOAT32, &err) != PGGPU_OK)
+		pggpu_data_set_dtype(ds, dtype, &err) != PGGPU_OK)
 	{
-		CHECK(false, "open a float32 set on %s: %s", be_name(be), err.msg);
+		CHECK(false, "open a %s set on %s: %s", name, be_name(be), err.msg);
 		pggpu_data_close(ds);
 		return NULL;
 	}
-	CHECK(pggpu_data_dtype(ds) == PGGPU_FLOAT32 && pggpu_data_batch(ds) == NULL &&
-		  pggpu_data_batch_f32(ds) != NULL, "a float32 set stages floats only");
+	CHECK(pggpu_data_dtype(ds) == dtype && pggpu_data_batch(ds) == NULL &&
+		  (pggpu_data_batch_f32(ds) != NULL) == (dtype == PGGPU_FLOAT32) &&
+		  (pggpu_data_batch_f16(ds) != NULL) == (dtype == PGGPU_FLOAT16),
+		  "a %s set stages its own type only", name);
 	if (by_rows)
 	{
 		if (pggpu_data_push_rows(ds, D->X, NULL, D->n, &err) != PGGPU_OK)
 		{
-			CHECK(false, "push_rows into a float32 set: %s", err.msg);
+			CHECK(false, "push_rows into a %s set: %s", name, err.msg);
 			pggpu_data_close(ds);
 			return NULL;
 		}
@@ -967,13 +972,17 @@ load_typed(pggpu_backend be, const dataset *D, pggpu_dtype dtype, bool by_rows)
 	{
 		int64_t		m = D->n - r0 < B ? D->n - r0 : B;
 		float	   *buf = pggpu_data_batch_f32(ds);
+		uint16_t   *buf16 = pggpu_data_batch_f16(ds);
 
 		for (int j = 0; j < D->d; j++)
 			for (int64_t r = 0; r < m; r++)
-				buf[j * B + r] = (float) D->X[(r0 + r) * D->d + j];
+				if (buf16)
+					buf16[j * B + r] = pggpu_half_from_double(D->X[(r0 + r) * D->d + j]);
+				else
+					buf[j * B + r] = (float) D->X[(r0 + r) * D->d + j];
 		if (pggpu_data_push(ds, m, &err) != PGGPU_OK)
 		{
-			CHECK(false, "push into a float32 set: %s", err.msg);
+			CHECK(false, "push into a %s set: %s", name, err.msg);
 			pggpu_data_close(ds);
 			return NULL;
 		}

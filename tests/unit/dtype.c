@@ -2,24 +2,26 @@
 #include "compute_internal.h"	/* (f32_held: how the backend holds the rows) */
 
 /*
- * ---- dtype: rows pushed as float32 -----------------------------------------
+ * ---- dtype: rows pushed as float32 or as halves --------------------------
  *
- * A FLOAT32 set holds float32 values (pgvector's vector, real[]); a float32
- * value is exact as a double, so every answer must be the one the same
- * values pushed into a FLOAT64 set give, to the last bit: fits (each
- * seeding, n_init, the CPU's GEMM route and the GPU's routes, threads),
- * assignments, standard scaling and a power-of-two scale (both widen the
- * rows to doubles first), through the staging batch and pggpu_data_push_rows,
- * parked and unparked (streaming).  Both backends hold the rows as floats,
- * 4 bytes a value, until an op rewrites them.
+ * A FLOAT32 set holds float32 values (pgvector's vector, real[]), a FLOAT16
+ * set binary16 values (halfvec); either is exact as a double, so every
+ * answer must be the one the same values pushed into a FLOAT64 set give, to
+ * the last bit: fits (each seeding, n_init, the CPU's GEMM route and the
+ * GPU's routes, threads), assignments, standard scaling and a power-of-two
+ * scale (both widen the rows to doubles first), through the staging batch
+ * and pggpu_data_push_rows, parked and unparked (streaming).  Both backends
+ * hold the rows as floats, 4 bytes a value, until an op rewrites them (a
+ * FLOAT16 set's halves widened as they are pushed).
  */
 
-/* D's values rounded to float32 (the values a FLOAT32 set is for) */
+/* D's values rounded to float32, or to halves (the values a set of the type is for) */
 static void
-round_to_float(dataset *D)
+round_to(dataset *D, pggpu_dtype dtype)
 {
 	for (int64_t i = 0; i < D->n * D->d; i++)
-		D->X[i] = (float) D->X[i];
+		D->X[i] = dtype == PGGPU_FLOAT16 ? pggpu_half_to_float(pggpu_half_from_double(D->X[i])) :
+			(float) D->X[i];
 }
 
 typedef struct dtype_case
@@ -38,19 +40,21 @@ typedef struct dtype_case
 	bool		park;			/* parked and unparked before the fit */
 } dtype_case;
 
-/* one fit on a set of each type, and an assignment after it: the same bits */
+/* one fit on a FLOAT64 set and one on a set of type dt, and an assignment after each: the same bits */
 static void
-dtype_fit(pggpu_backend be, const dtype_case *tc)
+dtype_fit(pggpu_backend be, const dtype_case *tc, pggpu_dtype dt)
 {
+	const char *name = dt == PGGPU_FLOAT16 ? "float16" : "float32";
+
 	dataset		D = {0};
 	km_out		o[2];
 	double	   *init = NULL;
 	double	   *dist[2];
 	int32_t    *lab[2];
 
-	set_case("dtype %s %s", be_name(be), tc->name);
+	set_case("dtype %s %s %s", be_name(be), name, tc->name);
 	gen_blobs(&D, tc->n, tc->d, tc->k, 6.0, 77 + tc->n);
-	round_to_float(&D);
+	round_to(&D, dt);
 	if (tc->init == PGGPU_INIT_GIVEN)
 	{
 		init = xmalloc(sizeof(double) * tc->k * tc->d);
@@ -62,7 +66,7 @@ dtype_fit(pggpu_backend be, const dtype_case *tc)
 	}
 	for (int t = 0; t < 2; t++)
 	{
-		pggpu_dtype dtype = t == 0 ? PGGPU_FLOAT64 : PGGPU_FLOAT32;
+		pggpu_dtype dtype = t == 0 ? PGGPU_FLOAT64 : dt;
 		pggpu_data *ds = load_typed(be, &D, dtype, tc->by_rows);
 		pggpu_kmeans_params p = {0};
 		pggpu_error err = {0};
@@ -98,7 +102,7 @@ dtype_fit(pggpu_backend be, const dtype_case *tc)
 			free(std);
 		}
 		fit_set(ds, &p, &o[t], &err);
-		CHECK(o[t].st == PGGPU_OK, "%s fit: %s", t ? "float32" : "float64", err.msg);
+		CHECK(o[t].st == PGGPU_OK, "%s fit: %s", t ? name : "float64", err.msg);
 		CHECK(ds->f32_held == (t == 1 && !tc->standardize && !tc->far_init),
 			  "the rows held as %s", ds->f32_held ? "floats" : "doubles");
 		CHECK(pggpu_assign(ds, o[0].C, tc->k, lab[t], dist[t], &err) == PGGPU_OK,
@@ -107,7 +111,8 @@ dtype_fit(pggpu_backend be, const dtype_case *tc)
 	}
 	if (o[0].st == PGGPU_OK && o[1].st == PGGPU_OK)
 	{
-		cmp_km("float32 against float64", &o[1], &o[0], D.n, tc->k, D.d, 0.0);
+		cmp_km(dt == PGGPU_FLOAT16 ? "float16 against float64" : "float32 against float64", &o[1], &o[0], D.n,
+			   tc->k, D.d, 0.0);
 		cmp_labels("assignment", lab[1], lab[0], D.n);
 		for (int64_t i = 0; i < D.n; i++)
 			if (dist[1][i] != dist[0][i])
@@ -158,7 +163,10 @@ test_dtype(void)
 			continue;
 		}
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-			dtype_fit(be, &cases[i]);
+		{
+			dtype_fit(be, &cases[i], PGGPU_FLOAT32);
+			dtype_fit(be, &cases[i], PGGPU_FLOAT16);
+		}
 	}
 
 	/* the type is set before the first push, and only to a known one */
@@ -179,7 +187,8 @@ test_dtype(void)
 			CHECK(pggpu_data_dtype(ds) == PGGPU_FLOAT64, "the type changed");
 			pggpu_data_close(ds);
 		}
-		CHECK(pggpu_dtype_bytes(PGGPU_FLOAT32) == 4 && pggpu_dtype_bytes(PGGPU_FLOAT64) == 8,
+		CHECK(pggpu_dtype_bytes(PGGPU_FLOAT32) == 4 && pggpu_dtype_bytes(PGGPU_FLOAT64) == 8 &&
+			  pggpu_dtype_bytes(PGGPU_FLOAT16) == 2 && pggpu_dtype_held_bytes(PGGPU_FLOAT16) == 4,
 			  "bytes a value");
 		data_free(&D);
 	}
@@ -217,19 +226,20 @@ test_dtype(void)
 		data_free(&D);
 	}
 
-	/* a float32 set widened (standard scaling rewrites its rows) takes no more rows, on either backend */
-	for (int b = 0; b < 2; b++)
+	/* a float32 or float16 set widened (standard scaling rewrites its rows) takes no more rows, on either backend */
+	for (int b = 0; b < 4; b++)
 	{
-		pggpu_backend be = b == 0 ? PGGPU_BACKEND_CPU : PGGPU_BACKEND_GPU;
+		pggpu_backend be = b % 2 == 0 ? PGGPU_BACKEND_CPU : PGGPU_BACKEND_GPU;
+		pggpu_dtype dt = b < 2 ? PGGPU_FLOAT32 : PGGPU_FLOAT16;
 		pggpu_data *ds = NULL;
 		pggpu_error err = {0};
 		int64_t		B;
 
 		if (be == PGGPU_BACKEND_GPU && !have_gpu)
 			continue;
-		set_case("dtype %s: no push after widening", be_name(be));
+		set_case("dtype %s: no push after widening, %s", be_name(be), dt == PGGPU_FLOAT16 ? "float16" : "float32");
 		if (pggpu_data_open(&ds, be, -1, 3, 0, &err) != PGGPU_OK ||
-			pggpu_data_set_dtype(ds, PGGPU_FLOAT32, &err) != PGGPU_OK)
+			pggpu_data_set_dtype(ds, dt, &err) != PGGPU_OK)
 		{
 			CHECK(false, "open: %s", err.msg);
 			pggpu_data_close(ds);
@@ -237,7 +247,10 @@ test_dtype(void)
 		}
 		B = pggpu_data_batch_rows(ds);
 		for (int64_t e = 0; e < 3 * B; e++)
-			pggpu_data_batch_f32(ds)[e] = (float) (e % 7);
+			if (dt == PGGPU_FLOAT16)
+				pggpu_data_batch_f16(ds)[e] = pggpu_half_from_double((double) (e % 7));
+			else
+				pggpu_data_batch_f32(ds)[e] = (float) (e % 7);
 		CHECK(pggpu_data_push(ds, B, &err) == PGGPU_OK, "push: %s", err.msg);
 		{
 			double		mean[3],
@@ -249,4 +262,53 @@ test_dtype(void)
 		CHECK(pggpu_data_push(ds, B, &err) == PGGPU_ERR_INVALID, "a push after widening was taken");
 		pggpu_data_close(ds);
 	}
+
+	/*
+	 * The halves' conversions (compute_internal.h) against the compiler's
+	 * binary16 (GCC's _Float16: correctly rounded): every half to a float,
+	 * and doubles to halves, ties, subnormals, overflow and signs included
+	 */
+#ifdef __FLT16_MANT_DIG__
+	{
+		rng			r = rng_make(16);
+		int64_t		bad = 0;
+
+		set_case("dtype: halves' conversions");
+		for (uint32_t h = 0; h < 65536; h++)
+		{
+			_Float16	f;
+			float		want,
+						got = pggpu_half_to_float((uint16_t) h);
+			uint16_t	hb = (uint16_t) h;
+
+			memcpy(&f, &hb, sizeof(f));
+			want = (float) f;
+			if (isnan(want) ? !isnan(got) : memcmp(&want, &got, sizeof(float)) != 0)
+				bad++;
+			else if (!isnan(want) && pggpu_half_from_double((double) want) != hb)
+				bad++;
+		}
+		for (int i = 0; i < 200000; i++)
+		{
+			/* values around every binade of halves and past them, and exact midpoints */
+			double		v = ldexp(1 + rng_unif(&r), (int) (rng_unif(&r) * 50) - 28);
+			_Float16	f;
+			uint16_t	want;
+
+			if (i % 3 == 0)
+			{
+				/* halfway between two neighbouring halves (ties: to even), 0 to 65504 */
+				uint16_t	h = (uint16_t) (rng_u64(&r) % 0x7bff);
+
+				v = ((double) pggpu_half_to_float(h) + (double) pggpu_half_to_float((uint16_t) (h + 1))) / 2;
+			}
+			if (i % 2)
+				v = -v;
+			f = (_Float16) v;
+			memcpy(&want, &f, sizeof(want));
+			bad += pggpu_half_from_double(v) != want;
+		}
+		CHECK(bad == 0, "%lld conversions differ from _Float16's", (long long) bad);
+	}
+#endif
 }
