@@ -75,12 +75,14 @@ struct pggpu_data
 	/*
 	 * pggpu_data_set_dtype FLOAT32: the rows are pushed as floats (the staging
 	 * buffers hold floats); FLOAT16 (f16): as halves (binary16 bits).
-	 * f32_held: the backend holds them as floats (either type, until its
-	 * widen op: values rewritten need doubles).
+	 * narrow_held: the backend holds them narrower than doubles, until its
+	 * widen op (values rewritten need doubles): as floats, or where
+	 * f16_held (the GPU's FLOAT16 sets) as halves.
 	 */
 	bool		f32;
 	bool		f16;
-	bool		f32_held;
+	bool		narrow_held;
+	bool		f16_held;
 };
 
 /* what one assignment pass reports */
@@ -244,11 +246,11 @@ typedef struct pggpu_ops
 
 	/*
 	 * Optional: ds->f32 or ds->f16 was just set (no rows yet); the backend's
-	 * memory made ready for that type and ds->f32_held set to what it now holds
+	 * memory made ready for that type and ds->narrow_held set to what it now holds
 	 * (it says what the memory holds until then: a type set twice)
 	 */
 	pggpu_status (*dtype) (pggpu_data *ds, pggpu_error *err);
-	/* Optional (needed where f32_held): the rows as doubles from now on */
+	/* Optional (needed where narrow_held): the rows as doubles from now on */
 	pggpu_status (*widen) (pggpu_data *ds, pggpu_error *err);
 
 	/*

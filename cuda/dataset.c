@@ -212,7 +212,7 @@ pggpu_data_set_dtype(pggpu_data *ds, pggpu_dtype dtype, pggpu_error *err)
 		return PGGPU_OK;
 	ds->f32 = dtype == PGGPU_FLOAT32;
 	ds->f16 = dtype == PGGPU_FLOAT16;
-	/* (f32_held is the backend's: what its memory holds now, which the op compares with f32) */
+	/* (narrow_held is the backend's: what its memory holds now, which the op compares with f32) */
 	return ds->ops->dtype ? ds->ops->dtype(ds, err) : PGGPU_OK;
 }
 
@@ -271,7 +271,7 @@ pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 	if (ds->parked)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no rows may be pushed to a parked data set");
 	/* (the staging batch holds floats or halves, the set doubles now: they would be taken as doubles) */
-	if ((ds->f32 || ds->f16) != ds->f32_held)
+	if ((ds->f32 || ds->f16) != ds->narrow_held)
 		return pggpu_fail(err, PGGPU_ERR_INVALID,
 						  "no rows may be pushed to a float32 or float16 data set once its rows are held as doubles");
 	t0 = pggpu_seconds();

@@ -28,7 +28,7 @@ poll_tiles(pggpu_data *ds, int64_t t)
 static pggpu_status
 widen(pggpu_data *ds, pggpu_error *err)
 {
-	return ds->f32_held ? ds->ops->widen(ds, err) : PGGPU_OK;
+	return ds->narrow_held ? ds->ops->widen(ds, err) : PGGPU_OK;
 }
 
 pggpu_status

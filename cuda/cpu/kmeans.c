@@ -697,7 +697,7 @@ cpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 		int			panel = cpu_gemm_panel_rows(d, k, ds->poll_work > 0 ? ds->poll_work : (double) POLL_WORK);
 
 		s->gemm_tried = true;
-		if (cpu_gemm_wanted(d, k, ds->f32_held, ds->force.label) && panel > 0)
+		if (cpu_gemm_wanted(d, k, ds->narrow_held, ds->force.label) && panel > 0)
 			cpu_gemm_open(&s->gemm, ds, k, s->nthreads, panel);
 	}
 	if (s->gemm.ob)

@@ -17,7 +17,7 @@ static pggpu_status
 ensure_tiles(pggpu_data *ds, int64_t tiles, pggpu_error *err)
 {
 	cpu_state  *s = ST(ds);
-	int64_t		tile_bytes = TILE(ds) * ds->d * (int64_t) (ds->f32_held ? sizeof(float) : sizeof(double));
+	int64_t		tile_bytes = TILE(ds) * ds->d * (int64_t) (ds->narrow_held ? sizeof(float) : sizeof(double));
 	int64_t		cap = s->cap_tiles ? s->cap_tiles : 1;
 	void	   *x;
 
@@ -25,10 +25,10 @@ ensure_tiles(pggpu_data *ds, int64_t tiles, pggpu_error *err)
 		return PGGPU_OK;
 	while (cap < tiles)
 		cap *= 2;
-	x = realloc(ds->f32_held ? (void *) s->Xf : (void *) s->X, cap * tile_bytes);
+	x = realloc(ds->narrow_held ? (void *) s->Xf : (void *) s->X, cap * tile_bytes);
 	if (x == NULL)
 		return oom(err, cap * tile_bytes);
-	if (ds->f32_held)
+	if (ds->narrow_held)
 		s->Xf = (float *) x;
 	else
 		s->X = (double *) x;
@@ -50,7 +50,7 @@ pggpu_cpu_dtype(pggpu_data *ds, pggpu_error *err)
 	s->Xf = NULL;
 	s->stage16 = NULL;
 	s->cap_tiles = 0;
-	ds->f32_held = ds->f32 || ds->f16;
+	ds->narrow_held = ds->f32 || ds->f16;
 	if (ds->f16 && (s->stage16 = (uint16_t *) malloc(stage_bytes)) == NULL)
 		return oom(err, stage_bytes);
 	return ensure_tiles(ds, 1, err);
@@ -96,7 +96,7 @@ pggpu_cpu_widen(pggpu_data *ds, pggpu_error *err)
 	int64_t		len = s->cap_tiles * TILE(ds) * ds->d;
 	double	   *x;
 
-	if (!ds->f32_held)
+	if (!ds->narrow_held)
 		return PGGPU_OK;
 	if ((x = (double *) malloc(sizeof(double) * len)) == NULL)
 		return oom(err, sizeof(double) * len);
@@ -105,7 +105,7 @@ pggpu_cpu_widen(pggpu_data *ds, pggpu_error *err)
 	free(s->Xf);
 	s->Xf = NULL;
 	s->X = x;
-	ds->f32_held = false;
+	ds->narrow_held = false;
 	return PGGPU_OK;
 }
 
@@ -126,9 +126,9 @@ pggpu_cpu_batch(pggpu_data *ds)
 {
 	int64_t		at = (ds->n >> ds->log_b) * TILE(ds) * ds->d;
 
-	if (ds->f16 && ds->f32_held)
+	if (ds->f16 && ds->narrow_held)
 		return ST(ds)->stage16;
-	return ds->f32_held ? (void *) (ST(ds)->Xf + at) : (void *) (ST(ds)->X + at);
+	return ds->narrow_held ? (void *) (ST(ds)->Xf + at) : (void *) (ST(ds)->X + at);
 }
 
 pggpu_status
@@ -137,7 +137,7 @@ pggpu_cpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 	cpu_state  *s = ST(ds);
 	int64_t		b = TILE(ds);
 	char	   *t = ds->f16 ? (char *) (s->Xf + (ds->n >> ds->log_b) * b * ds->d) : (char *) pggpu_cpu_batch(ds);
-	size_t		size = ds->f32_held ? sizeof(float) : sizeof(double);
+	size_t		size = ds->narrow_held ? sizeof(float) : sizeof(double);
 
 	if (s->finished)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no batch may follow a partial batch");
@@ -174,7 +174,7 @@ pggpu_cpu_block(pggpu_data *ds, int64_t i0, double *buf, int64_t *stride)
 	int64_t		b = TILE(ds);
 	int64_t		at = pggpu_at(i0, 0, ds->d, ds->log_b);
 
-	if (!ds->f32_held)
+	if (!ds->narrow_held)
 	{
 		*stride = b;
 		return s->X + at;

@@ -25,7 +25,7 @@ typedef struct __attribute__((aligned(64))) part
 typedef struct cpu_state
 {
 	double	   *X;				/* tiled SoA, cap_tiles tiles (NULL while Xf holds them) */
-	float	   *Xf;				/* the same as floats, while ds->f32_held, else NULL */
+	float	   *Xf;				/* the same as floats, while ds->narrow_held, else NULL */
 	uint16_t   *stage16;		/* a FLOAT16 set's staging batch (halves, a tile's), else NULL */
 	int64_t		cap_tiles;
 	bool		finished;		/* a partial batch was pushed */

@@ -77,13 +77,15 @@ struct gpu_state
 	cudaStream_t stream;
 	bool		stream_ok;
 	double	   *stage[2];		/* pinned staging buffers (floats in a FLOAT32 set's, halves in a FLOAT16 one's) */
-	uint16_t   *halves;			/* a FLOAT16 set's: a batch of halves on the device, widened into X */
+	uint16_t   *halves;			/* a FLOAT16 set held as floats (d <= TC_MAX_D): a batch of halves on
+								 * the device, widened into X */
 	cudaEvent_t copied[2];
 	bool		event_ok[2];
 	int			cur;
 	bool		finished;
 	void	   *X;				/* device data, cap_tiles tiles of doubles, or of floats where
-								 * ds->f32_held (NULL while parked); kernels read it through xview_of */
+								 * ds->narrow_held, halves where ds->f16_held (NULL while parked);
+								 * kernels read it through xview_of */
 	int64_t		cap_tiles;
 	/* parked (pggpu_data_park): the rows in pinned host memory, xh_tiles tiles, by columns */
 	void	   *Xh;
@@ -133,7 +135,7 @@ struct gpu_state
 #define ST(ds) ((gpu_state *) (ds)->impl)
 #define TILE(ds) ((int64_t) 1 << (ds)->log_b)
 /* bytes of a value of ds's rows on the device, and of a tile of them */
-#define X_SIZE(ds) ((ds)->f32_held ? sizeof(float) : sizeof(double))
+#define X_SIZE(ds) ((ds)->f16_held ? sizeof(uint16_t) : (ds)->narrow_held ? sizeof(float) : sizeof(double))
 #define TILE_BYTES(ds) (TILE(ds) * (ds)->d * (int64_t) X_SIZE(ds))
 
 /* ---- device helpers ------------------------------------------------------- */
@@ -221,7 +223,7 @@ block_pick_min(double *bk, long long *br)
 static inline xview
 xview_of(const pggpu_data *ds)
 {
-	return xview{ST(ds)->X, ds->f32_held};
+	return xview{ST(ds)->X, ds->narrow_held && !ds->f16_held, ds->f16_held};
 }
 
 /*
@@ -255,6 +257,7 @@ x_at(int64_t i, int j, int d, int log_b, bool rows)
 /* dataset.cu */
 /* dst[e] := src[e] for e < len (floats widened: exact) */
 __global__ void widen_kernel(const float *__restrict__ src, double *__restrict__ dst, int64_t len);
+__global__ void widen_halves_kernel(const __half *__restrict__ src, double *__restrict__ dst, int64_t len);
 int			grid_for(gpu_state *s, int64_t work);
 pggpu_status fetch_stats(gpu_state *s, pggpu_error *err, bool mirrored = false);
 pggpu_status x_layout(pggpu_data *ds, bool rows, pggpu_error *err);

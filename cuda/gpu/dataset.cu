@@ -18,6 +18,7 @@
 #include "blas.cuh"
 #include "common.cuh"
 #include "gemm_assign.cuh"
+#include "tc_shapes.h"
 #include "tc.cuh"
 
 /* ---- kernels -------------------------------------------------------------- */
@@ -54,22 +55,30 @@ range_kernel(xview x, int64_t len, dev_stats *stats)
 	}
 }
 
-/* a FLOAT16 set's batch of halves into its tile of floats (exact) */
-__global__ void
-halves_kernel(const __half *__restrict__ src, float *__restrict__ dst, int64_t len)
-{
-	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < len;
-		 e += (int64_t) gridDim.x * blockDim.x)
-		dst[e] = __half2float(src[e]);
-}
-
-/* a FLOAT32 set's rows into doubles (exact), as gpu_widen wants them */
+/* a FLOAT32 or FLOAT16 set's rows into doubles (exact), as gpu_widen wants them */
 __global__ void
 widen_kernel(const float *__restrict__ src, double *__restrict__ dst, int64_t len)
 {
 	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < len;
 		 e += (int64_t) gridDim.x * blockDim.x)
 		dst[e] = (double) src[e];
+}
+
+__global__ void
+widen_halves_kernel(const __half *__restrict__ src, double *__restrict__ dst, int64_t len)
+{
+	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < len;
+		 e += (int64_t) gridDim.x * blockDim.x)
+		dst[e] = (double) __half2float(src[e]);
+}
+
+/* a batch of halves into a FLOAT16 set's tile of floats (exact; d <= TC_MAX_D) */
+__global__ void
+halves_to_floats_kernel(const __half *__restrict__ src, float *__restrict__ dst, int64_t len)
+{
+	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < len;
+		 e += (int64_t) gridDim.x * blockDim.x)
+		dst[e] = __half2float(src[e]);
 }
 
 __global__ void
@@ -202,16 +211,20 @@ gpu_batch(pggpu_data *ds)
 }
 
 /*
- * A FLOAT32 or FLOAT16 set (no rows yet) holds its rows as floats on the
- * device: X allocated again at half the bytes a row (the first allocation,
- * made for doubles, may be a large part of the GPU); a FLOAT16 set's
- * batches of halves are copied to the device as they are, then widened
+ * A FLOAT32 set (no rows yet) holds its rows as floats on the device, a
+ * FLOAT16 set as halves: X allocated again at a half or a quarter of the
+ * bytes a row (the first allocation, made for doubles, may be a large part
+ * of the GPU).  A FLOAT16 set of TC_MAX_D columns or fewer holds floats,
+ * its batches of halves widened on the device as they arrive: the tensor
+ * cores' scans stage rows by asynchronous copies, of 4 bytes at least, and
+ * a branch for halves there spills tc_resident's registers.
  */
 static pggpu_status
 gpu_dtype(pggpu_data *ds, pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
 	int64_t		tiles = s->cap_tiles;
+	const bool	f16_held = ds->f16 && ds->d > TC_MAX_D;
 	const int64_t halves = TILE(ds) * ds->d;
 
 	if (ds->n != 0)
@@ -219,19 +232,21 @@ gpu_dtype(pggpu_data *ds, pggpu_error *err)
 	CU(cudaStreamSynchronize(s->stream));
 	CU(cudaFree(s->halves));
 	s->halves = NULL;
-	if (ds->f16 && cudaMalloc((void **) &s->halves, sizeof(uint16_t) * halves) != cudaSuccess)
+	if (ds->f16 && !f16_held && cudaMalloc((void **) &s->halves, sizeof(uint16_t) * halves) != cudaSuccess)
 	{
 		s->halves = NULL;
 		(void) cudaGetLastError();
-		return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY, "could not allocate %.1f MB of GPU memory for a batch of %d columns",
+		return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY,
+						  "could not allocate %.1f MB of GPU memory for a batch of %d columns",
 						  sizeof(uint16_t) * halves / 1048576.0, ds->d);
 	}
-	if (ds->f32_held == (ds->f32 || ds->f16))
+	if (ds->narrow_held == (ds->f32 || ds->f16) && ds->f16_held == f16_held)
 		return PGGPU_OK;
 	CU(cudaFree(s->X));
 	s->X = NULL;
 	s->cap_tiles = 0;
-	ds->f32_held = ds->f32 || ds->f16;
+	ds->narrow_held = ds->f32 || ds->f16;
+	ds->f16_held = f16_held;
 	if (cudaMalloc(&s->X, tiles * TILE_BYTES(ds)) != cudaSuccess)
 	{
 		s->X = NULL;
@@ -244,9 +259,9 @@ gpu_dtype(pggpu_data *ds, pggpu_error *err)
 }
 
 /*
- * A FLOAT32 set's rows as doubles from now on (an op is about to rewrite
- * their values: scale, affine, or rows copied in at a scale); for a moment
- * the GPU holds both copies
+ * A FLOAT32 or FLOAT16 set's rows as doubles from now on (an op is about to
+ * rewrite their values: scale, affine, or rows copied in at a scale); for a
+ * moment the GPU holds both copies
  */
 pggpu_status
 gpu_widen(pggpu_data *ds, pggpu_error *err)
@@ -255,7 +270,7 @@ gpu_widen(pggpu_data *ds, pggpu_error *err)
 	int64_t		len = s->cap_tiles * TILE(ds) * ds->d;
 	double	   *x = NULL;
 
-	if (!ds->f32_held)
+	if (!ds->narrow_held)
 		return PGGPU_OK;
 	if (s->X == NULL)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "a parked data set cannot be widened");
@@ -267,16 +282,26 @@ gpu_widen(pggpu_data *ds, pggpu_error *err)
 		(void) cudaGetLastError();
 		cudaMemGetInfo(&fr, &tot);
 		return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY,
-						  "could not allocate %.1f MB of GPU memory to hold %lld float32 rows of %d columns as doubles (%.1f MB free)",
-						  sizeof(double) * len / 1048576.0, (long long) ds->n, ds->d, fr / 1048576.0);
+						  "could not allocate %.1f MB of GPU memory to hold %lld %s rows of %d columns as doubles (%.1f MB free)",
+						  sizeof(double) * len / 1048576.0, (long long) ds->n, ds->f16_held ? "float16" : "float32",
+						  ds->d, fr / 1048576.0);
 	}
-	widen_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>((const float *) s->X, x, len);
-	LAUNCHED(widen_kernel);
+	if (ds->f16_held)
+	{
+		widen_halves_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>((const __half *) s->X, x, len);
+		LAUNCHED(widen_halves_kernel);
+	}
+	else
+	{
+		widen_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>((const float *) s->X, x, len);
+		LAUNCHED(widen_kernel);
+	}
 	CU(cudaStreamSynchronize(s->stream));
 	CU(cudaFree(s->X));
 	s->X = x;
 	s->xh_valid = false;
-	ds->f32_held = false;
+	ds->narrow_held = false;
+	ds->f16_held = false;
 	return PGGPU_OK;
 }
 
@@ -323,7 +348,10 @@ x_layout(pggpu_data *ds, bool rows, pggpu_error *err)
 
 	if (s->x_rows == rows || d < 2 || d > X_ROWS_MAX_D || groups == 0)
 		return PGGPU_OK;
-	if (ds->f32_held)
+	if (ds->f16_held)
+		x_layout_kernel<__half><<<(unsigned) ((groups + 3) / 4), 128, sizeof(__half) * 4 * 32 * d, s->stream>>>(
+			(__half *) s->X, groups, d, ds->log_b, rows);
+	else if (ds->narrow_held)
 		x_layout_kernel<float><<<(unsigned) ((groups + 3) / 4), 128, sizeof(float) * 4 * 32 * d, s->stream>>>(
 			(float *) s->X, groups, d, ds->log_b, rows);
 	else
@@ -352,15 +380,15 @@ gpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 		memset(buf + (j * b + nrows) * size, 0, size * (b - nrows));
 	if (tile >= s->cap_tiles && (st = gpu_grow(ds, tile + 1, err)) != PGGPU_OK)
 		return st;
-	/* (a FLOAT32 set's floats as they are: the device holds floats; a FLOAT16 set's halves widened there) */
-	if (ds->f16)
+	/* (a FLOAT32 set's floats, a FLOAT16 set's halves, as they are: the device holds them so) */
+	if (ds->f16 && !ds->f16_held)
 	{
 		const int64_t len = b * ds->d;
 
 		CU(cudaMemcpyAsync(s->halves, buf, sizeof(uint16_t) * len, cudaMemcpyHostToDevice, s->stream));
-		halves_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>((const __half *) s->halves,
-																 (float *) s->X + tile * b * ds->d, len);
-		LAUNCHED(halves_kernel);
+		halves_to_floats_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>(
+			(const __half *) s->halves, (float *) s->X + tile * len, len);
+		LAUNCHED(halves_to_floats_kernel);
 	}
 	else
 		CU(cudaMemcpyAsync((char *) s->X + tile * TILE_BYTES(ds), buf, TILE_BYTES(ds), cudaMemcpyHostToDevice,
@@ -720,7 +748,7 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 		/* the FP16 product's copy of the rows (2 bytes a value): where it does not fit, float64 */
 		if (s->route.label == PGGPU_LABEL_GEMM_F16)
 		{
-			s->gemm_ws_bytes = pggpu_gemm_workspace_bytes(n, k, ds->d, ds->log_b, true, ds->f32_held);
+			s->gemm_ws_bytes = pggpu_gemm_workspace_bytes(n, k, ds->d, ds->log_b, true, ds->narrow_held);
 			if (cudaMalloc(&s->gemm_ws, s->gemm_ws_bytes) != cudaSuccess)
 			{
 				(void) cudaGetLastError();
@@ -743,7 +771,7 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	CU(cudaMalloc((void **) &s->pp_rows, sizeof(long long) * k));
 	if (s->route.label == PGGPU_LABEL_GEMM)
 	{
-		s->gemm_ws_bytes = pggpu_gemm_workspace_bytes(n, k, ds->d, ds->log_b, false, ds->f32_held);
+		s->gemm_ws_bytes = pggpu_gemm_workspace_bytes(n, k, ds->d, ds->log_b, false, ds->narrow_held);
 		CU(cudaMalloc(&s->gemm_ws, s->gemm_ws_bytes));
 	}
 	else if (s->route.label == PGGPU_LABEL_GEMM_F16)

@@ -574,7 +574,8 @@ chunk_of(size_t s_bytes, size_t es, int k, int64_t B, bool *whole)
 
 /*
  * es: the product's element size (float64 chunks in an f16 workspace: half
- * the rows); f32: the rows are held as floats
+ * the rows); f32: the rows are held as floats or halves (widened into xd
+ * for a float64 product)
  */
 static gemm_layout
 layout_of(int64_t n, int k, int d, int log_b, bool f16, size_t es, bool f32)
@@ -638,7 +639,7 @@ pggpu_status
 pggpu_gemm_prepare(pggpu_data *ds, int k, xview X, void *ws, cudaStream_t stream,
 				   pggpu_error *err)
 {
-	const gemm_layout l = layout_of(ds->n, k, ds->d, ds->log_b, true, sizeof(float), X.f32);
+	const gemm_layout l = layout_of(ds->n, k, ds->d, ds->log_b, true, sizeof(float), X.f32 || X.f16);
 	char	   *w = (char *) ws;
 	double	   *mu = (double *) (w + l.mu);
 	unsigned long long *maxabs = (unsigned long long *) (w + l.maxabs);
@@ -750,7 +751,12 @@ certify_span(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const g
 	const unsigned grid = (unsigned) ((rows + BLOCK - 1) / BLOCK);
 
 	CU(cudaMemsetAsync(listed, 0, sizeof(*listed), stream));
-	if (X.f32)
+	if (X.f16)
+		f16_certify_kernel<__half><<<grid, BLOCK, 0, stream>>>(
+			(const __half *) X.p, span0, rows, ds->d, ds->log_b, C, (const unsigned long long *) (w + l->ncmax32),
+			(const double *) (w + l->mu), (const unsigned long long *) (w + l->maxabs), TOP_A(w, *l),
+			TOP_B(w, *l), TOP_C(w, *l), labels, dist2, changed, (int64_t *) (w + l->list), listed);
+	else if (X.f32)
 		f16_certify_kernel<float><<<grid, BLOCK, 0, stream>>>(
 			(const float *) X.p, span0, rows, ds->d, ds->log_b, C, (const unsigned long long *) (w + l->ncmax32),
 			(const double *) (w + l->mu), (const unsigned long long *) (w + l->maxabs), TOP_A(w, *l),
@@ -778,7 +784,7 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 	const int64_t B = (int64_t) 1 << ds->log_b;
 	const int64_t n = ds->n;
 	const bool	h16 = f16_ws && *f16;
-	const gemm_layout l = layout_of(n, k, d, ds->log_b, f16_ws, h16 ? sizeof(float) : sizeof(double), X.f32);
+	const gemm_layout l = layout_of(n, k, d, ds->log_b, f16_ws, h16 ? sizeof(float) : sizeof(double), X.f32 || X.f16);
 	char	   *w = (char *) ws;
 	double	   *xd = (double *) (w + l.xd);
 	int64_t		rows,
@@ -831,19 +837,25 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 			queued = 0;
 		}
 		queued += (double) rows * k * d;
-		/* the float64 product of rows held as floats: the chunk's tiles widened into xd */
+		/* the float64 product of rows held as floats or halves: the chunk's tiles widened into xd */
 		const double *xa = (const double *) X.p + at;
 
-		if (!h16 && X.f32)
+		if (!h16 && (X.f32 || X.f16))
 		{
 			const int64_t t0 = g0 >> ds->log_b,
 						nt = ((g0 + rows - 1) >> ds->log_b) - t0 + 1;
+			const unsigned wg = (unsigned) ((nt * B * d + BLOCK - 1) / BLOCK < 8192 ?
+											(nt * B * d + BLOCK - 1) / BLOCK : 8192);
 
-			if (widened != t0)
+			if (widened != t0 && X.f16)
 			{
-				widen_kernel<<<(unsigned) ((nt * B * d + BLOCK - 1) / BLOCK < 8192 ?
-										   (nt * B * d + BLOCK - 1) / BLOCK : 8192), BLOCK, 0, stream>>>(
-					(const float *) X.p + t0 * B * d, xd, nt * B * d);
+				widen_halves_kernel<<<wg, BLOCK, 0, stream>>>((const __half *) X.p + t0 * B * d, xd, nt * B * d);
+				LAUNCHED(widen_halves_kernel);
+				widened = t0;
+			}
+			else if (widened != t0)
+			{
+				widen_kernel<<<wg, BLOCK, 0, stream>>>((const float *) X.p + t0 * B * d, xd, nt * B * d);
 				LAUNCHED(widen_kernel);
 				widened = t0;
 			}
@@ -863,7 +875,12 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 				(const double *) w, rows, k, (const double *) (w + l.nc), 1.0, TOP_A(w, l), TOP_B(w, l),
 				TOP_C(w, l));
 			LAUNCHED(top2_kernel);
-			if (X.f32)
+			if (X.f16)
+				certify_kernel<__half><<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
+					(const __half *) X.p, g0, rows, d, ds->log_b, C, k, (const double *) w,
+					(const double *) (w + l.nc), (const unsigned long long *) (w + l.ncmax), TOP_A(w, l),
+					TOP_B(w, l), TOP_C(w, l), labels, dist2, changed);
+			else if (X.f32)
 				certify_kernel<float><<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
 					(const float *) X.p, g0, rows, d, ds->log_b, C, k, (const double *) w,
 					(const double *) (w + l.nc), (const unsigned long long *) (w + l.ncmax), TOP_A(w, l),

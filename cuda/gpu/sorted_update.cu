@@ -41,7 +41,8 @@
 template <typename T>
 struct su_cfg
 {
-	static constexpr int cols = 32 / (int) sizeof(T);	/* 8 floats, 4 doubles */
+	/* 8 floats (and halves: the same runs as floats'), 4 doubles */
+	static constexpr int cols = 32 / (sizeof(T) < sizeof(float) ? (int) sizeof(float) : (int) sizeof(T));
 	static constexpr int per = 32 / (32 / cols);	/* places a group walks in a span */
 };
 
@@ -59,13 +60,14 @@ struct su_smem
 	short		row[SU_ROWS];	/* their rows' places in the chunk */
 };
 
-static_assert(sizeof(su_smem<float>) <= PGGPU_SORTED_SMEM && sizeof(su_smem<double>) <= PGGPU_SORTED_SMEM,
+static_assert(sizeof(su_smem<float>) <= PGGPU_SORTED_SMEM && sizeof(su_smem<double>) <= PGGPU_SORTED_SMEM &&
+			  sizeof(su_smem<__half>) <= PGGPU_SORTED_SMEM,
 			  "route.h's PGGPU_SORTED_SMEM: the planner's test of the GPU's shared memory");
 
 static size_t
-sorted_update_smem(bool f32)
+sorted_update_smem(xview X)
 {
-	return f32 ? sizeof(su_smem<float>) : sizeof(su_smem<double>);
+	return X.f16 ? sizeof(su_smem<__half>) : X.f32 ? sizeof(su_smem<float>) : sizeof(su_smem<double>);
 }
 
 template <typename T>
@@ -182,9 +184,9 @@ pggpu_sorted_update(xview X, int64_t n, int d, int log_b, int k, const int32_t *
 					const double *dist2, double *sums, unsigned long long *cnt, double *block_part,
 					int max_grid, int64_t *grid, cudaStream_t stream)
 {
-	const size_t smem = sorted_update_smem(X.f32);
-	const void *fn = X.f32 ? (const void *) sorted_update_kernel<float> :
-		(const void *) sorted_update_kernel<double>;
+	const size_t smem = sorted_update_smem(X);
+	const void *fn = X.f16 ? (const void *) sorted_update_kernel<__half> :
+		X.f32 ? (const void *) sorted_update_kernel<float> : (const void *) sorted_update_kernel<double>;
 	int			bits = 1,
 				dev = 0,
 				sms = 0,
@@ -205,7 +207,10 @@ pggpu_sorted_update(xview X, int64_t n, int d, int log_b, int k, const int32_t *
 		*grid = (n + SU_ROWS - 1) / SU_ROWS;
 	if (*grid < 1)
 		*grid = 1;
-	if (X.f32)
+	if (X.f16)
+		sorted_update_kernel<__half><<<(unsigned) *grid, SU_THREADS, smem, stream>>>(
+			(const __half *) X.p, n, d, log_b, k, bits, labels, dist2, sums, cnt, block_part);
+	else if (X.f32)
 		sorted_update_kernel<float><<<(unsigned) *grid, SU_THREADS, smem, stream>>>(
 			(const float *) X.p, n, d, log_b, k, bits, labels, dist2, sums, cnt, block_part);
 	else

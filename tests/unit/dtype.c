@@ -1,5 +1,5 @@
 #include "unit.h"
-#include "compute_internal.h"	/* (f32_held: how the backend holds the rows) */
+#include "compute_internal.h"	/* (narrow_held: how the backend holds the rows) */
 
 /*
  * ---- dtype: rows pushed as float32 or as halves --------------------------
@@ -11,8 +11,10 @@
  * GPU's routes, threads), assignments, standard scaling and a power-of-two
  * scale (both widen the rows to doubles first), through the staging batch
  * and pggpu_data_push_rows, parked and unparked (streaming).  Both backends
- * hold the rows as floats, 4 bytes a value, until an op rewrites them (a
- * FLOAT16 set's halves widened as they are pushed).
+ * hold float32 rows as floats, 4 bytes a value, until an op rewrites them;
+ * the GPU holds halves as they are, 2 bytes a value, past 32 columns (the
+ * CPU, and the GPU's tensor-core scans, take them widened to floats as
+ * they are pushed).
  */
 
 /* D's values rounded to float32, or to halves (the values a set of the type is for) */
@@ -103,8 +105,11 @@ dtype_fit(pggpu_backend be, const dtype_case *tc, pggpu_dtype dt)
 		}
 		fit_set(ds, &p, &o[t], &err);
 		CHECK(o[t].st == PGGPU_OK, "%s fit: %s", t ? name : "float64", err.msg);
-		CHECK(ds->f32_held == (t == 1 && !tc->standardize && !tc->far_init),
-			  "the rows held as %s", ds->f32_held ? "floats" : "doubles");
+		CHECK(ds->narrow_held == (t == 1 && !tc->standardize && !tc->far_init),
+			  "the rows held as %s", ds->narrow_held ? "floats" : "doubles");
+		/* (the GPU holds halves as they are, past the tensor cores' scans' columns) */
+		CHECK(ds->f16_held == (ds->narrow_held && dtype == PGGPU_FLOAT16 && be == PGGPU_BACKEND_GPU && D.d > 32),
+			  "the rows held as halves: %d", (int) ds->f16_held);
 		CHECK(pggpu_assign(ds, o[0].C, tc->k, lab[t], dist[t], &err) == PGGPU_OK,
 			  "assign: %s", err.msg);
 		pggpu_data_close(ds);
@@ -211,7 +216,7 @@ test_dtype(void)
 			CHECK(false, "open and type: %s", err.msg);
 		else
 		{
-			CHECK(!ds->f32_held && pggpu_data_batch(ds) != NULL, "doubles staged and held");
+			CHECK(!ds->narrow_held && pggpu_data_batch(ds) != NULL, "doubles staged and held");
 			CHECK(pggpu_data_push_rows(ds, D.X, NULL, D.n, &err) == PGGPU_OK, "push_rows: %s", err.msg);
 			{
 				double	   *out = xmalloc(sizeof(double) * D.d);
@@ -258,7 +263,7 @@ test_dtype(void)
 
 			CHECK(pggpu_data_standardize(ds, mean, std, &err) == PGGPU_OK, "standardize: %s", err.msg);
 		}
-		CHECK(!ds->f32_held, "standardized rows are held as doubles");
+		CHECK(!ds->narrow_held, "standardized rows are held as doubles");
 		CHECK(pggpu_data_push(ds, B, &err) == PGGPU_ERR_INVALID, "a push after widening was taken");
 		pggpu_data_close(ds);
 	}
