@@ -542,14 +542,15 @@ def bound_sentence(recs):
     """what bounds the parallel reads: their DEBUG2 lines (pg_gpu: read of ...), where the run kept them"""
     out = []
     for r in recs:
-        m = re.search(r'read of "[^"]+" \(ms\): ([\d.]+) in all.*?leader: consuming ([\d.]+), scanning [\d.]+'
+        m = re.search(r'read of "[^"]+" \(ms\): ([\d.]+) in all.*?leader: consuming ([\d.]+), scanning ([\d.]+)'
                       r'(?: \([^)]*\))?, waiting ([\d.]+); (\d+) workers: busy ([\d.]+) on average', r["note"])
         if m and r["method"] in ("fit_gpu_vector", "fit_gpu_halfvec"):
-            total, consuming, waiting, n, busy = (float(m.group(i)) / 1e3 for i in (1, 2, 3, 4, 5))
+            total, consuming, scanning, waiting, n, busy = (float(m.group(i)) / 1e3 for i in (1, 2, 3, 4, 5, 6))
+            # (the leader bounds the read when it is seldom idle; else the workers do)
             out.append("`%s`'s read: %.2f s, its %d workers busy %.2f s each, its leader consuming "
                        "(copying the parts into the staging buffers) %.2f s and waiting %.2f s: bound by %s" % (
                            r["method"], total, int(n * 1e3), busy, consuming, waiting,
-                           "the workers" if busy > 0.9 * total else "the leader"))
+                           "the leader" if consuming + scanning > 0.9 * total else "the workers"))
     return (" " + "; ".join(out) + ".") if out else ""
 
 
