@@ -56,7 +56,7 @@ pggpu_cpu_dtype(pggpu_data *ds, pggpu_error *err)
 	return ensure_tiles(ds, 1, err);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)	/* (clang, the fuzzer's: no "f16c" feature test) */
 #include <immintrin.h>
 
 /* n halves to floats with the CPU's F16C conversion (exact), 8 at a time */
