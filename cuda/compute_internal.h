@@ -271,14 +271,16 @@ typedef struct pggpu_ops
 extern const pggpu_ops pggpu_cpu_ops;
 
 /*
- * The CPU backend's rows: as doubles (NULL while held as floats), as floats
- * (NULL unless held so), element at of either (pggpu_at's index), and the
- * block of RB rows from i0 (a multiple of RB) as doubles: the rows
- * themselves (column j at the result + j * *stride, the tile) or, held as
- * floats, converted into buf (RB x d, *stride = RB)
+ * The CPU backend's rows: as doubles (NULL while held narrower), as floats
+ * or as halves (each NULL unless held so), element at of any (pggpu_at's
+ * index, pggpu_cpu_value below), and the block of RB rows from i0 (a
+ * multiple of RB) as doubles: the rows themselves (column j at the result +
+ * j * *stride, the tile) or, held as floats or halves, converted into buf
+ * (RB x d, *stride = RB)
  */
 double	   *pggpu_cpu_rows(pggpu_data *ds);
 const float *pggpu_cpu_rows_f32(pggpu_data *ds);
+const uint16_t *pggpu_cpu_rows_f16(pggpu_data *ds);
 const double *pggpu_cpu_block(pggpu_data *ds, int64_t i0, double *buf, int64_t *stride);
 
 /*
@@ -328,10 +330,25 @@ pggpu_half_from_double(double v)
 	return sign | (uint16_t) ((e + 14) << 10) | (uint16_t) f;
 }
 
-static inline double
-pggpu_cpu_value(const double *X, const float *Xf, int64_t at)
+/*
+ * halves widened (exact) on the CPU: one by one by a table of every half
+ * (filled once a FLOAT16 set is made), or n at a time (F16C where the CPU
+ * has it)
+ */
+extern float pggpu_cpu_half_table[65536];
+
+static inline float
+pggpu_cpu_half(uint16_t h)
 {
-	return X ? X[at] : (double) Xf[at];
+	return pggpu_cpu_half_table[h];
+}
+
+void		pggpu_cpu_halves(const uint16_t *h, float *dst, int64_t n);
+
+static inline double
+pggpu_cpu_value(const double *X, const float *Xf, const uint16_t *Xh, int64_t at)
+{
+	return X ? X[at] : Xf ? (double) Xf[at] : (double) pggpu_cpu_half(Xh[at]);
 }
 
 /* the CPU backend's col_sums and col_affine (cpu/columns.c), over its rows */

@@ -100,6 +100,7 @@ pggpu_cpu_range(pggpu_data *ds, double *lo, double *hi, pggpu_error *err)
 {
 	const double *x = pggpu_cpu_rows(ds);
 	const float *xf = pggpu_cpu_rows_f32(ds);
+	const uint16_t *xh = pggpu_cpu_rows_f16(ds);
 	int64_t		len = used_elems(ds);
 	double		l = INFINITY,
 				h = 0;
@@ -112,7 +113,7 @@ pggpu_cpu_range(pggpu_data *ds, double *lo, double *hi, pggpu_error *err)
 		poll_now(ds);
 		for (int64_t i = i0; i < i1; i++)
 		{
-			double		a = fabs(x ? x[i] : (double) xf[i]);
+			double		a = fabs(pggpu_cpu_value(x, xf, xh, i));
 
 			h = a > h ? a : h;
 			l = a > 0 && a < l ? a : l;

@@ -135,14 +135,15 @@ cpu_gemm_open(cpu_gemm *g, pggpu_data *ds, int k, int threads, int panel)
 	int64_t		n = ds->n;
 	const double *X = pggpu_cpu_rows(ds);
 	const float *Xf = pggpu_cpu_rows_f32(ds);
+	const uint16_t *Xh = pggpu_cpu_rows_f16(ds);
 
 	memset(g, 0, sizeof(*g));
-	/* float32 rows: sgemm where no product can overflow, else the plain loop */
-	if (Xf && !(ds->range_known && ds->range_hi <= SGEMM_MAX_ABS))
+	/* float32 rows (and halves, widened a panel at a time): sgemm where no product can overflow, else the plain loop */
+	if ((Xf || Xh) && !(ds->range_known && ds->range_hi <= SGEMM_MAX_ABS))
 		return false;
 	if ((g->ob = pggpu_openblas_load(&why)) == NULL || panel < 1)
 		return false;
-	g->f32 = Xf != NULL;
+	g->f32 = Xf != NULL || Xh != NULL;
 	g->panel = panel;
 	g->threads = threads;
 	g->ws_doubles = ws_doubles(d, k, panel);
@@ -167,7 +168,7 @@ cpu_gemm_open(cpu_gemm *g, pggpu_data *ds, int k, int threads, int panel)
 		double		s = 0;
 
 		for (int64_t i = 0; i < n; i++)
-			s += pggpu_cpu_value(X, Xf, pggpu_at(i, j, d, ds->log_b));
+			s += pggpu_cpu_value(X, Xf, Xh, pggpu_at(i, j, d, ds->log_b));
 		g->mu[j] = n > 0 ? s / n : 0;
 		/* (float32 rows are centred in float: mu a float) */
 		if (g->f32)

@@ -48,11 +48,12 @@ static void
 cpu_km_free(cpu_state *s)
 {
 	free(s->C), free(s->labels), free(s->dist2), free(s->sums), free(s->cnt);
-	free(s->xb), free(s->parts), free(s->part_sums), free(s->part_cnt);
+	free(s->xb), free(s->xw), free(s->parts), free(s->part_sums), free(s->part_cnt);
 	cpu_gemm_close(&s->gemm);
 	s->gemm_tried = false;
 	s->part_cnt = NULL;
 	s->C = s->dist2 = s->sums = s->xb = s->part_sums = NULL;
+	s->xw = NULL;
 	s->parts = NULL;
 	s->labels = NULL;
 	s->cnt = NULL;
@@ -68,7 +69,7 @@ cpu_close(pggpu_data *ds)
 	cpu_km_free(s);
 	free(s->X);
 	free(s->Xf);
-	free(s->stage16);
+	free(s->Xh);
 	free(s->rw);
 	free(s);
 	ds->impl = NULL;
@@ -128,6 +129,8 @@ cpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	/* whole blocks: point_block writes the last one's rows past n too */
 	s->dist2 = (double *) calloc(n + RB, sizeof(double));
 	s->xb = (double *) malloc(sizeof(double) * RB * ds->d * threads);
+	if (s->Xh)
+		s->xw = (float *) malloc(sizeof(float) * GEMM_PANEL * ds->d * threads);
 	/* each part's own on its own cache lines: no false sharing */
 	s->parts = (part *) cache_lines(sizeof(part) * nparts);
 	if (nparts > 1)
@@ -135,11 +138,12 @@ cpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 		s->part_sums = (double *) cache_lines(sizeof(double) * pad8(kd) * nparts);
 		s->part_cnt = (int64_t *) cache_lines(sizeof(int64_t) * pad8(k) * nparts);
 	}
-	if (!s->C || !s->sums || !s->cnt || !s->labels || !s->dist2 || !s->xb ||
+	if (!s->C || !s->sums || !s->cnt || !s->labels || !s->dist2 || !s->xb || (s->Xh && !s->xw) ||
 		!s->parts || (nparts > 1 && (!s->part_sums || !s->part_cnt)))
 	{
 		cpu_km_free(s);
 		return oom(err, (2 * kd + k + 3 * n + RB * ds->d * threads) * 8 +
+				   (s->Xh ? GEMM_PANEL * ds->d * threads * 4 : 0) +
 				   (nparts > 1 ? (kd + k) * nparts * 8 : 0));
 	}
 	s->nthreads = threads;
@@ -175,7 +179,7 @@ cpu_km_gather(pggpu_data *ds, const int64_t *rows, int m, pggpu_error *err)
 	(void) err;
 	for (int c = 0; c < m; c++)
 		for (int j = 0; j < ds->d; j++)
-			s->C[(int64_t) c * ds->d + j] = pggpu_cpu_value(s->X, s->Xf, pggpu_at(rows[c], j, ds->d, ds->log_b));
+			s->C[(int64_t) c * ds->d + j] = pggpu_cpu_value(s->X, s->Xf, s->Xh, pggpu_at(rows[c], j, ds->d, ds->log_b));
 	return PGGPU_OK;
 }
 
@@ -479,11 +483,22 @@ step_rows(pass *ps, part *pt, int t, bool caller)
 		int64_t		at = pggpu_at(i0, 0, d, ds->log_b);
 		const double *src = s->X ? s->X + at : NULL;
 		const float *src32 = s->Xf ? s->Xf + at : NULL;
+		int64_t		stride = b;
 
 		if (!poll_pass(ps, caller))
 			break;
-		cpu_gemm_label(&s->gemm, t, src, src32, b, d, rows, k, best, lab);
-		take_rows(s, ps->update, d, i0, rows, best, lab, src, src32, 1, b, sums, cnt, &changed,
+		/* halves: the panel's rows widened to floats first, a column at a time (whole vectors of 8) */
+		if (s->Xh)
+		{
+			float	   *w = s->xw + (int64_t) t * GEMM_PANEL * d;
+
+			for (int j = 0; j < d; j++)
+				pggpu_cpu_halves(s->Xh + at + j * b, w + (int64_t) j * GEMM_PANEL, (rows + 7) & ~7);
+			src32 = w;
+			stride = GEMM_PANEL;
+		}
+		cpu_gemm_label(&s->gemm, t, src, src32, stride, d, rows, k, best, lab);
+		take_rows(s, ps->update, d, i0, rows, best, lab, src, src32, 1, stride, sums, cnt, &changed,
 				  &inertia, x);
 	}
 	/* else blocks of RB rows */
@@ -504,7 +519,17 @@ step_rows(pass *ps, part *pt, int t, bool caller)
 		 */
 		for (int j = 0; j < d; j++)
 		{
-			if (s->Xf)
+			if (s->Xh)
+			{
+				const uint16_t *src = s->Xh + at + j * b;
+				float		f[RB];
+
+				pggpu_cpu_halves(src, f, RB);
+				for (int q = 0; q < RB; q++)
+					x[j * RB + q] = f[q];
+				prefetch_column(src, sizeof(uint16_t));
+			}
+			else if (s->Xf)
 			{
 				const float *src = s->Xf + at + j * b;
 
@@ -785,7 +810,7 @@ cpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_
 
 	(void) err;
 	for (int j = 0; j < d; j++)
-		cc[j] = pggpu_cpu_value(s->X, s->Xf, at + j * TILE(ds));
+		cc[j] = pggpu_cpu_value(s->X, s->Xf, s->Xh, at + j * TILE(ds));
 	if (mode == PGGPU_D2_KEEP)
 		return PGGPU_OK;
 	s->drawn = false;

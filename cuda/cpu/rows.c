@@ -1,23 +1,31 @@
 /*
  * cpu/rows.c - the CPU backend's rows: tiles of the data set itself (its
- * staging batch is the next tile: no copy), of doubles, or of floats for a
- * FLOAT32 set (4 bytes a value) until an op that rewrites the values widens
- * them; a FLOAT16 set's halves are staged apart and widened into the next
- * tile of floats as they are pushed; and the views the passes read them
- * through (a block of rows as doubles, a value).
+ * staging batch is the next tile: no copy), of doubles, of floats for a
+ * FLOAT32 set (4 bytes a value) or of halves for a FLOAT16 set (2 bytes)
+ * until an op that rewrites the values widens them; the halves' widening
+ * (a run at a time, and one by one); and the views the passes read the
+ * rows through (a block of rows as doubles, a value).
  */
 #include "compute_internal.h"
 #include "blocks.h"
 #include "state.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* bytes of a value as the set holds it */
+static size_t
+held_size(const pggpu_data *ds)
+{
+	return ds->f16_held ? sizeof(uint16_t) : ds->narrow_held ? sizeof(float) : sizeof(double);
+}
 
 static pggpu_status
 ensure_tiles(pggpu_data *ds, int64_t tiles, pggpu_error *err)
 {
 	cpu_state  *s = ST(ds);
-	int64_t		tile_bytes = TILE(ds) * ds->d * (int64_t) (ds->narrow_held ? sizeof(float) : sizeof(double));
+	int64_t		tile_bytes = TILE(ds) * ds->d * (int64_t) held_size(ds);
 	int64_t		cap = s->cap_tiles ? s->cap_tiles : 1;
 	void	   *x;
 
@@ -25,10 +33,13 @@ ensure_tiles(pggpu_data *ds, int64_t tiles, pggpu_error *err)
 		return PGGPU_OK;
 	while (cap < tiles)
 		cap *= 2;
-	x = realloc(ds->narrow_held ? (void *) s->Xf : (void *) s->X, cap * tile_bytes);
+	x = realloc(ds->f16_held ? (void *) s->Xh : ds->narrow_held ? (void *) s->Xf : (void *) s->X,
+				cap * tile_bytes);
 	if (x == NULL)
 		return oom(err, cap * tile_bytes);
-	if (ds->narrow_held)
+	if (ds->f16_held)
+		s->Xh = (uint16_t *) x;
+	else if (ds->narrow_held)
 		s->Xf = (float *) x;
 	else
 		s->X = (double *) x;
@@ -36,23 +47,34 @@ ensure_tiles(pggpu_data *ds, int64_t tiles, pggpu_error *err)
 	return PGGPU_OK;
 }
 
-/* rows pushed as floats or halves are held as floats (set before the first push) */
+/* every half as a float, for the widening one by one (pggpu_cpu_half) */
+float		pggpu_cpu_half_table[65536];
+
+static void
+fill_half_table(void)
+{
+	for (uint32_t h = 0; h < 65536; h++)
+		pggpu_cpu_half_table[h] = pggpu_half_to_float((uint16_t) h);
+}
+
+/* rows pushed as floats are held as floats, halves as halves (set before the first push) */
 pggpu_status
 pggpu_cpu_dtype(pggpu_data *ds, pggpu_error *err)
 {
 	cpu_state  *s = ST(ds);
-	int64_t		stage_bytes = TILE(ds) * ds->d * (int64_t) sizeof(uint16_t);
+	static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
 	free(s->X);
 	free(s->Xf);
-	free(s->stage16);
+	free(s->Xh);
 	s->X = NULL;
 	s->Xf = NULL;
-	s->stage16 = NULL;
+	s->Xh = NULL;
 	s->cap_tiles = 0;
 	ds->narrow_held = ds->f32 || ds->f16;
-	if (ds->f16 && (s->stage16 = (uint16_t *) malloc(stage_bytes)) == NULL)
-		return oom(err, stage_bytes);
+	ds->f16_held = ds->f16;
+	if (ds->f16)
+		pthread_once(&table_once, fill_half_table);
 	return ensure_tiles(ds, 1, err);
 }
 
@@ -69,23 +91,32 @@ halves_f16c(const uint16_t *h, float *dst, int64_t n)
 	for (; j + 8 <= n; j += 8)
 		_mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (h + j))));
 	for (; j < n; j++)
-		dst[j] = pggpu_half_to_float(h[j]);
+		dst[j] = pggpu_cpu_half(h[j]);
 }
-#define HAVE_F16C() (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx"))
+
+static bool
+have_f16c(void)
+{
+	static int	have = -1;
+
+	if (have < 0)
+		have = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+	return have;
+}
+#define HAVE_F16C() have_f16c()
 #else
-#define HAVE_F16C() 0
+#define HAVE_F16C() false
 #define halves_f16c(h, dst, n) ((void) 0)
 #endif
 
-/* n halves to floats at dst (exact) */
-static void
-widen_halves(const uint16_t *h, float *dst, int64_t n)
+void
+pggpu_cpu_halves(const uint16_t *h, float *dst, int64_t n)
 {
 	if (HAVE_F16C())
 		halves_f16c(h, dst, n);
 	else
 		for (int64_t j = 0; j < n; j++)
-			dst[j] = pggpu_half_to_float(h[j]);
+			dst[j] = pggpu_cpu_half(h[j]);
 }
 
 /* the rows as doubles from now on (their values about to be rewritten) */
@@ -101,11 +132,14 @@ pggpu_cpu_widen(pggpu_data *ds, pggpu_error *err)
 	if ((x = (double *) malloc(sizeof(double) * len)) == NULL)
 		return oom(err, sizeof(double) * len);
 	for (int64_t i = 0; i < len; i++)
-		x[i] = s->Xf[i];
+		x[i] = s->Xh ? (double) pggpu_cpu_half(s->Xh[i]) : (double) s->Xf[i];
 	free(s->Xf);
+	free(s->Xh);
 	s->Xf = NULL;
+	s->Xh = NULL;
 	s->X = x;
 	ds->narrow_held = false;
+	ds->f16_held = false;
 	return PGGPU_OK;
 }
 
@@ -120,30 +154,26 @@ pggpu_cpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error
 	return ensure_tiles(ds, 1, err);
 }
 
-/* the staging buffer is the next tile of the data itself: no copy (a FLOAT16 set's: its halves') */
+/* the staging buffer is the next tile of the data itself: no copy */
 void *
 pggpu_cpu_batch(pggpu_data *ds)
 {
+	cpu_state  *s = ST(ds);
 	int64_t		at = (ds->n >> ds->log_b) * TILE(ds) * ds->d;
 
-	if (ds->f16 && ds->narrow_held)
-		return ST(ds)->stage16;
-	return ds->narrow_held ? (void *) (ST(ds)->Xf + at) : (void *) (ST(ds)->X + at);
+	return ds->f16_held ? (void *) (s->Xh + at) : ds->narrow_held ? (void *) (s->Xf + at) : (void *) (s->X + at);
 }
 
 pggpu_status
 pggpu_cpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 {
 	cpu_state  *s = ST(ds);
+	char	   *t = (char *) pggpu_cpu_batch(ds);
 	int64_t		b = TILE(ds);
-	char	   *t = ds->f16 ? (char *) (s->Xf + (ds->n >> ds->log_b) * b * ds->d) : (char *) pggpu_cpu_batch(ds);
-	size_t		size = ds->narrow_held ? sizeof(float) : sizeof(double);
+	size_t		size = held_size(ds);
 
 	if (s->finished)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no batch may follow a partial batch");
-	/* halves into the tile as floats, a column's rows at a time */
-	for (int j = 0; j < ds->d && ds->f16; j++)
-		widen_halves(s->stage16 + j * b, (float *) t + j * b, nrows);
 	for (int j = 0; j < ds->d && nrows < b; j++)
 		memset(t + (j * b + nrows) * size, 0, size * (b - nrows));
 	ds->n += nrows;
@@ -167,6 +197,12 @@ pggpu_cpu_rows_f32(pggpu_data *ds)
 	return ST(ds)->Xf;
 }
 
+const uint16_t *
+pggpu_cpu_rows_f16(pggpu_data *ds)
+{
+	return ST(ds)->Xh;
+}
+
 const double *
 pggpu_cpu_block(pggpu_data *ds, int64_t i0, double *buf, int64_t *stride)
 {
@@ -180,8 +216,14 @@ pggpu_cpu_block(pggpu_data *ds, int64_t i0, double *buf, int64_t *stride)
 		return s->X + at;
 	}
 	for (int j = 0; j < ds->d; j++)
+	{
+		float		f[RB];
+
+		if (s->Xh)
+			pggpu_cpu_halves(s->Xh + at + j * b, f, RB);
 		for (int q = 0; q < RB; q++)
-			buf[j * RB + q] = s->Xf[at + j * b + q];
+			buf[j * RB + q] = s->Xh ? f[q] : s->Xf[at + j * b + q];
+	}
 	*stride = RB;
 	return buf;
 }

@@ -24,9 +24,9 @@ typedef struct __attribute__((aligned(64))) part
 
 typedef struct cpu_state
 {
-	double	   *X;				/* tiled SoA, cap_tiles tiles (NULL while Xf holds them) */
-	float	   *Xf;				/* the same as floats, while ds->narrow_held, else NULL */
-	uint16_t   *stage16;		/* a FLOAT16 set's staging batch (halves, a tile's), else NULL */
+	double	   *X;				/* tiled SoA, cap_tiles tiles (NULL while Xf or Xh holds them) */
+	float	   *Xf;				/* the same as floats, while held so (narrow_held, not f16_held), else NULL */
+	uint16_t   *Xh;				/* the same as halves, while ds->f16_held, else NULL */
 	int64_t		cap_tiles;
 	bool		finished;		/* a partial batch was pushed */
 	/* k-means state */
@@ -37,6 +37,8 @@ typedef struct cpu_state
 	int64_t    *cnt;
 	double	   *xb;				/* a block of rows a thread, column j at
 								 * xb + t * RB * d + j * RB */
+	float	   *xw;				/* halves held: a panel of rows widened a thread (GEMM_PANEL x d floats,
+								 * column j at xw + t * GEMM_PANEL * d + j * GEMM_PANEL), else NULL */
 	int			nthreads;		/* threads xb has room for */
 	int			nparts;
 	part	   *parts;

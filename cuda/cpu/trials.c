@@ -41,12 +41,13 @@ pggpu_cpu_get_rows(pggpu_data *ds, const int64_t *rows, int64_t m, double *out, 
 {
 	const double *X = pggpu_cpu_rows(ds);
 	const float *Xf = pggpu_cpu_rows_f32(ds);
+	const uint16_t *Xh = pggpu_cpu_rows_f16(ds);
 	int64_t		tile = (int64_t) 1 << ds->log_b;
 
 	(void) err;
 	for (int64_t i = 0; i < m; i++)
 		for (int j = 0; j < ds->d; j++)
-			out[i * ds->d + j] = pggpu_cpu_value(X, Xf, pggpu_at(rows[i], 0, ds->d, ds->log_b) + j * tile);
+			out[i * ds->d + j] = pggpu_cpu_value(X, Xf, Xh, pggpu_at(rows[i], 0, ds->d, ds->log_b) + j * tile);
 	return PGGPU_OK;
 }
 
@@ -75,14 +76,15 @@ pggpu_cpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const in
 			pggpu_data *src = p >= 0 && p < nsrc ? srcs[p] : NULL;
 			const double *X = src ? pggpu_cpu_rows(src) : NULL;
 			const float *Xf = src ? pggpu_cpu_rows_f32(src) : NULL;
+			const uint16_t *Xh = src ? pggpu_cpu_rows_f16(src) : NULL;
 			int64_t		tile = src ? (int64_t) 1 << src->log_b : 0;
 			double		f = src ? ldexp(1.0, e[p]) : 0;
 
-			if ((X == NULL && Xf == NULL) || rows[i0 + t] < 0 || rows[i0 + t] >= src->n)
+			if ((X == NULL && Xf == NULL && Xh == NULL) || rows[i0 + t] < 0 || rows[i0 + t] >= src->n)
 				return pggpu_fail(err, PGGPU_ERR_INVALID, "row %lld is not in the data set",
 								  (long long) rows[i0 + t]);
 			for (int j = 0; j < dst->d; j++)
-				buf[j * b + t] = pggpu_cpu_value(X, Xf, pggpu_at(rows[i0 + t], 0, src->d, src->log_b) + j * tile) * f;
+				buf[j * b + t] = pggpu_cpu_value(X, Xf, Xh, pggpu_at(rows[i0 + t], 0, src->d, src->log_b) + j * tile) * f;
 		}
 		if ((st = pggpu_data_push(dst, take, err)) != PGGPU_OK)
 			return st;
@@ -159,6 +161,7 @@ pggpu_cpu_trials(pggpu_data *ds, const double *dist2, const double *rw, const in
 {
 	const double *X = pggpu_cpu_rows(ds);
 	const float *Xf = pggpu_cpu_rows_f32(ds);
+	const uint16_t *Xh = pggpu_cpu_rows_f16(ds);
 	int			d = ds->d;
 	int64_t		tile = (int64_t) 1 << ds->log_b;
 	int64_t		nblocks = (ds->n + PGGPU_DRAW_ROWS - 1) / PGGPU_DRAW_ROWS;
@@ -177,7 +180,7 @@ pggpu_cpu_trials(pggpu_data *ds, const double *dist2, const double *rw, const in
 	}
 	for (int c = 0; c < m; c++)
 		for (int j = 0; j < d; j++)
-			cand[(int64_t) c * d + j] = pggpu_cpu_value(X, Xf, pggpu_at(rows[c], 0, d, ds->log_b) + j * tile);
+			cand[(int64_t) c * d + j] = pggpu_cpu_value(X, Xf, Xh, pggpu_at(rows[c], 0, d, ds->log_b) + j * tile);
 	if (nt > nblocks)
 		nt = nblocks > 0 ? (int) nblocks : 1;
 	for (int w = 0; w < nt; w++)

@@ -2,7 +2,7 @@
  * kernel.c - bench_kernel: k-means through the compute layer, without a
  * database, on the suite's blobs (blobs.h).
  *
- *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-F] [-S] [-P] [-R LABEL] N,d,k ...
+ *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-F] [-H] [-S] [-P] [-R LABEL] N,d,k ...
  *   bench_kernel bandwidth [-t TSV]
  *   bench_kernel print D ROWS          (the generator's first rows, %a)
  *
@@ -22,7 +22,8 @@
  * method pg_gpu_f64).  -E: embedding-like rows instead of the blobs, with
  * metric cosine (method suffix _emb; see embedding_fill).  -F: the rows
  * rounded to float32 and pushed as such (pggpu_data_set_dtype FLOAT32:
- * method suffix _f32; not with -M or -G).  -S: no seeding
+ * method suffix _f32; not with -M or -G); -H: to halves, pushed as such
+ * (FLOAT16, halfvec's rows: method suffix _f16; nor with -M or -G).  -S: no seeding
  * fit (k-means++ at large k takes k passes).  -P: also k-means||, its
  * seeding (section seed, note k-means||) and a whole fit with it and ITERS
  * iterations (section whole: pggpu_kmeans's time, the load apart; its
@@ -62,6 +63,7 @@
 #include "bench.h"
 #include "blobs.h"
 #include "pg_gpu_compute.h"
+#include "compute_internal.h"	/* (pggpu_half_from_double) */
 
 #ifdef BENCH_CUDA
 #include <cuda_runtime.h>
@@ -73,6 +75,7 @@ static char method[32] = "pg_gpu";
 static bool double_only = false;	/* -D */
 static bool embeddings = false;	/* -E */
 static bool float32 = false;	/* -F */
+static bool float16 = false;	/* -H */
 static bool no_seed = false;	/* -S */
 static bool parallel = false;	/* -P */
 static int	force_label = 0;	/* -R */
@@ -96,7 +99,7 @@ fit_more(pggpu_backend be, int64_t n, int64_t stride, int d, const double *X,
 
 	if (pggpu_data_open(&ds, be, -1, d, n, err) != PGGPU_OK)
 		return false;
-	if (float32 && pggpu_data_set_dtype(ds, PGGPU_FLOAT32, err) != PGGPU_OK)
+	if ((float32 || float16) && pggpu_data_set_dtype(ds, float16 ? PGGPU_FLOAT16 : PGGPU_FLOAT32, err) != PGGPU_OK)
 	{
 		pggpu_data_close(ds);
 		return false;
@@ -111,9 +114,13 @@ fit_more(pggpu_backend be, int64_t n, int64_t stride, int d, const double *X,
 		int64_t		m = n - done < b ? n - done : b;
 		double	   *buf = pggpu_data_batch(ds);
 		float	   *buf32 = pggpu_data_batch_f32(ds);
+		uint16_t   *buf16 = pggpu_data_batch_f16(ds);
 
 		for (int j = 0; j < d; j++)
-			if (buf32)
+			if (buf16)
+				for (int64_t r = 0; r < m; r++)
+					buf16[j * b + r] = pggpu_half_from_double(X[j * stride + done + r]);
+			else if (buf32)
 				for (int64_t r = 0; r < m; r++)
 					buf32[j * b + r] = (float) X[j * stride + done + r];
 			else
@@ -493,7 +500,7 @@ run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
 				   r.iterate_seconds / r.iterations, "iterations=%d threads=%s %s",
 				   r.iterations, gpu ? "gpu" : thr, route);
 		bench_emit("load", gpu ? "pg_gpu" : "pg_gpu_cpu", n, d, k, load_s,
-				   "pushing N x d %s through the staging buffers", float32 ? "float32" : "float64");
+				   "pushing N x d %s through the staging buffers", float16 ? "float16" : float32 ? "float32" : "float64");
 		p.init = PGGPU_INIT_KMEANSPP;
 		p.init_centroids = NULL;
 		p.max_iter = parallel ? iters : 1;
@@ -617,16 +624,18 @@ main(int argc, char **argv)
 	if (argc < 2 || (strcmp(argv[1], "gpu") && strcmp(argv[1], "cpu") &&
 					 strcmp(argv[1], "bandwidth")))
 	{
-		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-F] [-S] [-P] [-R LABEL] [-M MB] [-G GPUS] N,d,k ...\n"
+		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-F] [-H] [-S] [-P] [-R LABEL] [-M MB] [-G GPUS] N,d,k ...\n"
 				"       %s bandwidth [-t TSV]\n       %s print D ROWS\n",
 				argv[0], argv[0], argv[0]);
 		return 2;
 	}
 	optind = 2;
-	while ((opt = getopt(argc, argv, "t:i:b:c:T:DEFSPR:M:G:")) != -1)
+	while ((opt = getopt(argc, argv, "t:i:b:c:T:DEFHSPR:M:G:")) != -1)
 	{
 		if (opt == 'F')
 			float32 = true;
+		else if (opt == 'H')
+			float16 = true;
 		else
 		if (opt == 'M')
 			stream_mb = atof(optarg);
@@ -659,14 +668,15 @@ main(int argc, char **argv)
 		else
 			return 2;
 	}
-	if (float32 && (stream_mb > 0 || gpu_list))
+	if ((float32 || float16) && (stream_mb > 0 || gpu_list))
 	{
-		fprintf(stderr, "bench_kernel: -F is for whole fits (not -M or -G)\n");
+		fprintf(stderr, "bench_kernel: -F and -H are for whole fits (not -M or -G)\n");
 		return 2;
 	}
-	if (double_only || embeddings || float32)
+	if (double_only || embeddings || float32 || float16)
 		snprintf(method + strlen(method), sizeof(method) - strlen(method), "%s%s%s",
-				 double_only ? "_f64" : "", embeddings ? "_emb" : "", float32 ? "_f32" : "");
+				 double_only ? "_f64" : "", embeddings ? "_emb" : "",
+				 float16 ? "_f16" : float32 ? "_f32" : "");
 	if (force_label)
 		snprintf(method + strlen(method), sizeof(method) - strlen(method), "_r%d", force_label);
 	bench_set_budget(budget, cap);

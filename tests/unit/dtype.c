@@ -11,10 +11,10 @@
  * GPU's routes, threads), assignments, standard scaling and a power-of-two
  * scale (both widen the rows to doubles first), through the staging batch
  * and pggpu_data_push_rows, parked and unparked (streaming).  Both backends
- * hold float32 rows as floats, 4 bytes a value, until an op rewrites them;
- * the GPU holds halves as they are, 2 bytes a value, past 32 columns (the
- * CPU, and the GPU's tensor-core scans, take them widened to floats as
- * they are pushed).
+ * hold float32 rows as floats, 4 bytes a value, and halves as halves, 2
+ * bytes a value, until an op rewrites them (the GPU's halves past 32
+ * columns: its tensor-core scans take them widened to floats as they are
+ * pushed).
  */
 
 /* D's values rounded to float32, or to halves (the values a set of the type is for) */
@@ -107,8 +107,8 @@ dtype_fit(pggpu_backend be, const dtype_case *tc, pggpu_dtype dt)
 		CHECK(o[t].st == PGGPU_OK, "%s fit: %s", t ? name : "float64", err.msg);
 		CHECK(ds->narrow_held == (t == 1 && !tc->standardize && !tc->far_init),
 			  "the rows held as %s", ds->narrow_held ? "floats" : "doubles");
-		/* (the GPU holds halves as they are, past the tensor cores' scans' columns) */
-		CHECK(ds->f16_held == (ds->narrow_held && dtype == PGGPU_FLOAT16 && be == PGGPU_BACKEND_GPU && D.d > 32),
+		/* (halves are held as they are: on the CPU, and on the GPU past the tensor cores' scans' columns) */
+		CHECK(ds->f16_held == (ds->narrow_held && dtype == PGGPU_FLOAT16 && (be == PGGPU_BACKEND_CPU || D.d > 32)),
 			  "the rows held as halves: %d", (int) ds->f16_held);
 		CHECK(pggpu_assign(ds, o[0].C, tc->k, lab[t], dist[t], &err) == PGGPU_OK,
 			  "assign: %s", err.msg);
