@@ -135,8 +135,12 @@ pggpu_dtype pggpu_data_dtype(const pggpu_data *ds);
 /* bytes a value of the type takes as it is pushed (8, 4 or 2) */
 int			pggpu_dtype_bytes(pggpu_dtype dtype);
 
-/* bytes a value of the type takes as a backend holds it (8, 4 or 4: halves are held as floats) */
-int			pggpu_dtype_held_bytes(pggpu_dtype dtype);
+/*
+ * bytes a value of the type takes as a backend holds rows of d of them, the
+ * larger of the two backends' (8, 4, or 2: the GPU holds halves of 32
+ * columns or fewer as floats, 4)
+ */
+int			pggpu_dtype_held_bytes(pggpu_dtype dtype, int d);
 
 /*
  * The staging buffer to fill next: structure-of-arrays, column j of row r at

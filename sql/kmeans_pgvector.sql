@@ -52,6 +52,17 @@ SELECT count(*) AS rows, count(*) FILTER (WHERE a.cluster IS NULL) AS skipped,
 FROM gpu_kmeans('pv16', 4, columns => ARRAY['h'], id_column => 'id', seed => 2) a
 FULL JOIN gpu_kmeans('pv16_v', 4, columns => ARRAY['d'], id_column => 'id', seed => 2) b USING (id);
 DROP TABLE pv16 CASCADE;
+-- halves are held as halves past 32 dimensions (2 bytes a value, on the
+-- GPU and the CPU), and pg_gpu.max_memory counts them so: 20000 x (2 x 40 +
+-- 12) bytes fit in 2 MB, where floats (4 x 40 + 12) would not
+CREATE TABLE ph40 AS SELECT i AS id, array_fill((i % 5)::real, ARRAY[40])::halfvec AS h FROM generate_series(1, 20000) i;
+ANALYZE ph40;
+SET pg_gpu.max_memory = '1MB';
+SELECT sizes FROM gpu_kmeans_fit('ph40', 2, columns => ARRAY['h'], seed => 1);
+SET pg_gpu.max_memory = '2MB';
+SELECT sizes FROM gpu_kmeans_fit('ph40', 5, columns => ARRAY['h'], seed => 1);
+RESET pg_gpu.max_memory;
+DROP TABLE ph40;
 DROP TABLE pv CASCADE;
 DROP EXTENSION vector;
 \else

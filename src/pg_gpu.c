@@ -378,7 +378,7 @@ data_open(pggpu_backend backend, int d, int64 expected_rows, int k, bool one)
 	}
 	/*
 	 * a part's rows, 8 bytes a value (4 once pg_gpu_data_set_dtype says
-	 * float32 or float16: halves are held as floats): a quarter of the cap (two parts are on the GPU at once while
+	 * float32, 2 for float16 past 32 columns): a quarter of the cap (two parts are on the GPU at once while
 	 * streaming; the k-means state and workspace take the rest), shared by a
 	 * GPU's shares
 	 */
@@ -440,7 +440,8 @@ pg_gpu_data_set_dtype(PgGpuData *data, pggpu_dtype dtype)
 	{
 		int			n = data->nparts;
 
-		data->part_rows = Max(data->part_rows * pggpu_dtype_held_bytes(data->dtype) / pggpu_dtype_held_bytes(dtype), 1);
+		data->part_rows = Max(data->part_rows * pggpu_dtype_held_bytes(data->dtype, data->d) /
+							  pggpu_dtype_held_bytes(dtype, data->d), 1);
 		data->dtype = dtype;
 		for (int i = 0; i < n; i++)
 			pggpu_data_close(data->parts[i]);

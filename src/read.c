@@ -61,15 +61,15 @@ primary_key_column(Relation rel)
 
 
 /*
- * pg_gpu.max_memory for rows of src held as dtype: 4 or 8 bytes a value
- * (halves are held as floats), 8 an id, 12 for the label and distance; the
+ * pg_gpu.max_memory for rows of src held as dtype: 2, 4 or 8 bytes a value
+ * (pggpu_dtype_held_bytes), 8 an id, 12 for the label and distance; the
  * detail reads "<pre><rows> rows<post>, ...".
  */
 static void
 check_rows_memory(const PgGpuSource *src, pggpu_dtype dtype, double rows, bool ids, const char *pre,
 				  const char *post)
 {
-	int			vb = pggpu_dtype_held_bytes(dtype);
+	int			vb = pggpu_dtype_held_bytes(dtype, src->ncols);
 	double		rb = (double) vb * src->ncols + (ids ? 8 : 0) + 12;
 
 	pg_gpu_check_memory(rows * rb, src->relname,

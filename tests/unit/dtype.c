@@ -193,7 +193,8 @@ test_dtype(void)
 			pggpu_data_close(ds);
 		}
 		CHECK(pggpu_dtype_bytes(PGGPU_FLOAT32) == 4 && pggpu_dtype_bytes(PGGPU_FLOAT64) == 8 &&
-			  pggpu_dtype_bytes(PGGPU_FLOAT16) == 2 && pggpu_dtype_held_bytes(PGGPU_FLOAT16) == 4,
+			  pggpu_dtype_bytes(PGGPU_FLOAT16) == 2 && pggpu_dtype_held_bytes(PGGPU_FLOAT16, 32) == 4 &&
+			  pggpu_dtype_held_bytes(PGGPU_FLOAT16, 33) == 2 && pggpu_dtype_held_bytes(PGGPU_FLOAT32, 33) == 4,
 			  "bytes a value");
 		data_free(&D);
 	}
