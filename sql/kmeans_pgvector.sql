@@ -30,9 +30,10 @@ FROM gpu_kmeans_assign('pv', ARRAY[[10, -10, 0.5], [0, 0, 1]], columns => ARRAY[
 WHERE id IN (1, 2, 41) ORDER BY id;
 -- the two are vector columns: neither is taken by default
 SELECT * FROM gpu_kmeans_fit('pv', 2);
--- rows of 8 values and more are converted many at a time (halves by the
--- CPU's F16C where it has it): the halves of a halfvec(16) column, subnormal
--- ones among them, give the model their values give as real[] and float8[]
+-- rows of 8 values and more are widened many at a time (halves by the
+-- CPU's F16C where it has it, on the CPU backend): the halves of a
+-- halfvec(16) column, subnormal ones among them, give the model their
+-- values give as real[] and float8[]
 CREATE TABLE pv16 AS
 SELECT i AS id,
        CASE WHEN i % 97 = 0 THEN NULL

@@ -18,9 +18,6 @@
 
 #include <float.h>
 #include <math.h>
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
 
 #include "access/htup_details.h"
 #include "catalog/pg_proc.h"
@@ -354,65 +351,15 @@ pg_gpu_vector_dims(const PgGpuSource *src)
 	return (int) len;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
 /*
- * d halves to floats at dst with the CPU's F16C conversion (exact, as
- * half_to_float), 8 at a time
- */
-__attribute__((target("avx,f16c")))
-static void
-halves_f16c(const uint16 *h, float *dst, int64 d)
-{
-	int64		j = 0;
-
-	for (; j + 8 <= d; j += 8)
-		_mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) (h + j))));
-	for (; j < d; j++)
-		dst[j] = half_to_float(h[j]);
-}
-
-static bool
-have_f16c(void)
-{
-	static int	have = -1;
-
-	if (have < 0)
-		have = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
-	return have;
-}
-#define HAVE_F16C() have_f16c()
-#else
-#define HAVE_F16C() false
-#define halves_f16c(h, dst, d) ((void) 0)
-#endif
-
-/*
- * A vector's d values as floats at dst[j * stride] (float4's and halfvec's:
- * exact); false when one is NaN or infinite.  The test is on the values'
- * exponent bits, all ones only there: the least of their complements is 0
- * then, and the loop has no branch.
+ * A vector's d values as floats at dst[j * stride] (float4's: halfvec's
+ * go to halves, put_halves); false when one is NaN or infinite.  The test
+ * is on the values' exponent bits, all ones only there: the least of their
+ * complements is 0 then, and the loop has no branch.
  */
 static bool
 put_floats(PgGpuVecKind kind, const char *data, int64 d, float *dst, int64 stride)
 {
-	if (kind == PG_GPU_VEC_HALFVEC)
-	{
-		const uint16 *h = (const uint16 *) data;
-		uint16		least = 0x7c00;
-
-		for (int64 j = 0; j < d; j++)
-		{
-			uint16		x = ~h[j] & 0x7c00;
-
-			least = Min(least, x);
-		}
-		if (stride == 1 && HAVE_F16C())
-			halves_f16c(h, dst, d);
-		else
-			for (int64 j = 0; j < d; j++)
-				dst[j * stride] = half_to_float(h[j]);
-		return least != 0;
-	}
 	if (kind == PG_GPU_VEC_FLOAT4 || kind == PG_GPU_VEC_PGVECTOR)
 	{
 		uint32		least = 0x7f800000;
