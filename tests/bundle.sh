@@ -73,7 +73,8 @@ git describe --always --dirty >"$top/suite/COMMIT" 2>/dev/null || echo unknown >
 # the NVIDIA driver's and CUDA toolkit's own (the GPU host has those)
 # (and OpenBLAS, which pg_gpu loads on the first CPU product: ldd does not
 # name it)
-openblas=$(ldconfig -p | awk '/libopenblas\.so\.0 /{print $NF; exit}')
+# (awk reads all of it: an early exit could end ldconfig by SIGPIPE, and the script with it under pipefail)
+openblas=$(ldconfig -p | awk '/libopenblas\.so\.0 / && !found {print $NF; found = 1}')
 [ -n "$openblas" ] || { echo "libopenblas.so.0 not found (ldconfig -p)" >&2; exit 1; }
 for f in "$top$bindir"/* "$top$pkglib"/*.so $(for p in $programs; do echo "$top/suite/$p"; done) "$openblas"; do
   [ "$f" != "$openblas" ] || echo "$openblas"
