@@ -284,6 +284,14 @@ const uint16_t *pggpu_cpu_rows_f16(pggpu_data *ds);
 const double *pggpu_cpu_block(pggpu_data *ds, int64_t i0, double *buf, int64_t *stride);
 
 /*
+ * The GPU holds a FLOAT16 set's halves as they are past this many columns,
+ * floats up to it (gpu/dataset.cu's gpu_dtype: its tensor cores' scans,
+ * tc_shapes.h's TC_MAX_D, stage rows of 4-byte values);
+ * pggpu_dtype_held_bytes counts the same
+ */
+#define PGGPU_GPU_FLOAT_HALVES_D 32
+
+/*
  * binary16 values (a FLOAT16 set's halves, as their bits): a half as a float
  * (exact: every half is a float), and a double rounded to the nearest half
  * (ties to even; exact for a half's own value), for the rows a FLOAT16 set

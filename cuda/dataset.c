@@ -232,9 +232,8 @@ pggpu_dtype_bytes(pggpu_dtype dtype)
 int
 pggpu_dtype_held_bytes(pggpu_dtype dtype, int d)
 {
-	/* (the 32 columns are the GPU's TC_MAX_D: gpu/dataset.cu's gpu_dtype) */
 	if (dtype == PGGPU_FLOAT16)
-		return d > 32 ? (int) sizeof(uint16_t) : (int) sizeof(float);
+		return d > PGGPU_GPU_FLOAT_HALVES_D ? (int) sizeof(uint16_t) : (int) sizeof(float);
 	return dtype == PGGPU_FLOAT64 ? (int) sizeof(double) : (int) sizeof(float);
 }
 

@@ -210,11 +210,14 @@ gpu_batch(pggpu_data *ds)
 	return ST(ds)->stage[ST(ds)->cur];
 }
 
+static_assert(PGGPU_GPU_FLOAT_HALVES_D == TC_MAX_D, "compute_internal.h's columns of halves held as floats");
+
 /*
  * A FLOAT32 set (no rows yet) holds its rows as floats on the device, a
  * FLOAT16 set as halves: X allocated again at a half or a quarter of the
  * bytes a row (the first allocation, made for doubles, may be a large part
- * of the GPU).  A FLOAT16 set of TC_MAX_D columns or fewer holds floats,
+ * of the GPU).  A FLOAT16 set of TC_MAX_D columns or fewer holds floats
+ * (PGGPU_GPU_FLOAT_HALVES_D, which pggpu_dtype_held_bytes counts by),
  * its batches of halves widened on the device as they arrive: the tensor
  * cores' scans stage rows by asynchronous copies, of 4 bytes at least, and
  * a branch for halves there spills tc_resident's registers.
@@ -224,7 +227,7 @@ gpu_dtype(pggpu_data *ds, pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
 	int64_t		tiles = s->cap_tiles;
-	const bool	f16_held = ds->f16 && ds->d > TC_MAX_D;
+	const bool	f16_held = ds->f16 && ds->d > PGGPU_GPU_FLOAT_HALVES_D;
 	const int64_t halves = TILE(ds) * ds->d;
 
 	if (ds->n != 0)
