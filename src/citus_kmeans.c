@@ -29,6 +29,7 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
 #include "pg_gpu.h"
@@ -38,6 +39,7 @@ struct PgGpuCluster
 {
 	PgGpuNodes	ns;
 	int			d;
+	Oid			keytype;		/* the ids' (PgGpuSource.keytype) */
 	int			k;				/* of the fit's steps */
 	pggpu_metric metric;
 	double	   *held;			/* the fit's centroids (k x d, fit units) */
@@ -69,6 +71,7 @@ pg_gpu_cluster_load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, 
 
 	cl->metric = metric;
 	cl->d = src->ncols;
+	cl->keytype = src->keytype;
 	values[1] = pg_gpu_names_literal((const char *const *) src->colnames, src->natts);
 	values[2] = want_ids ? src->idname : NULL;
 	values[3] = metric == PGGPU_METRIC_COSINE ? "cosine" : "euclidean";
@@ -376,6 +379,19 @@ pg_gpu_cluster_fit(PgGpuCluster *cl, const pggpu_kmeans_params *p, pggpu_kmeans_
 		pg_gpu_raise(&err);
 }
 
+/* an id a node sent as text, into keys */
+static int64
+node_key(PgGpuKeys *keys, FmgrInfo *in, Oid ioparam, Datum value)
+{
+	char	   *str = TextDatumGetCString(value);
+	Datum		key = InputFunctionCall(in, str, ioparam, -1);
+	int64		id = pg_gpu_keys_add(keys, key);
+
+	pfree(str);
+	pfree(DatumGetPointer(key));
+	return id;
+}
+
 void
 pg_gpu_cluster_labels(PgGpuCluster *cl, const double *C, int k, PgGpuRows *rows, int32 **labels,
 					  double **distances)
@@ -386,7 +402,23 @@ pg_gpu_cluster_labels(PgGpuCluster *cl, const double *C, int k, PgGpuRows *rows,
 	int64		nv = 0,
 				ni = 0;
 	const char *doing = "assigning its rows";
-	char	   *sql = psprintf("SELECT ids, clusters, distances FROM %s.pg_gpu_node_kmeans_labels($1)", cl->nsp);
+	char	   *sql = psprintf("SELECT ids, clusters, distances, keys FROM %s.pg_gpu_node_kmeans_labels($1)",
+							   cl->nsp);
+	bool		as_text;
+	FmgrInfo	in;
+	Oid			ioparam = InvalidOid;
+
+	/* ids passed by reference come as text (pg_gpu_node_kmeans_labels), read by the type's input */
+	rows->keys = palloc(sizeof(PgGpuKeys));
+	pg_gpu_keys_init(rows->keys, cl->keytype);
+	as_text = !rows->keys->typbyval;
+	if (as_text)
+	{
+		Oid			fn;
+
+		getTypeInputInfo(cl->keytype, &fn, &ioparam);
+		fmgr_info(fn, &in);
+	}
 
 	rows->ids = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * Max(rows->nvalid, 1));
 	rows->invalid_ids = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * Max(rows->ninvalid, 1));
@@ -410,10 +442,11 @@ pg_gpu_cluster_labels(PgGpuCluster *cl, const double *C, int k, PgGpuRows *rows,
 
 		while ((res = pg_gpu_node_next_rows(node, doing)) != NULL)
 		{
-			pg_gpu_node_check_result(node, res, -1, 3, doing);
+			pg_gpu_node_check_result(node, res, -1, 4, doing);
 			for (int t = 0; t < PQntuples(res); t++)
 			{
-				ArrayType  *ia = pg_gpu_result_array(node, res, t, 0, INT8OID, doing);
+				ArrayType  *ia = as_text ? pg_gpu_result_array(node, res, t, 3, TEXTOID, doing) :
+					pg_gpu_result_array(node, res, t, 0, INT8OID, doing);
 				ArrayType  *ca = pg_gpu_result_array(node, res, t, 1, INT4OID, doing);
 				ArrayType  *da = pg_gpu_result_array(node, res, t, 2, FLOAT8OID, doing);
 				Datum	   *iv,
@@ -428,7 +461,10 @@ pg_gpu_cluster_labels(PgGpuCluster *cl, const double *C, int k, PgGpuRows *rows,
 
 				if (ARR_HASNULL(ia))
 					pg_gpu_node_bad_answer(node, doing, "a NULL id");
-				deconstruct_array(ia, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &iv, NULL, &m);
+				if (as_text)
+					deconstruct_array(ia, TEXTOID, -1, false, TYPALIGN_INT, &iv, NULL, &m);
+				else
+					deconstruct_array(ia, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &iv, NULL, &m);
 				deconstruct_array(ca, INT4OID, 4, true, TYPALIGN_INT, &cv, &cn, &m2);
 				deconstruct_array(da, FLOAT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &dv, &dn, &m3);
 				if (m2 != m || m3 != m)
@@ -446,11 +482,13 @@ pg_gpu_cluster_labels(PgGpuCluster *cl, const double *C, int k, PgGpuRows *rows,
 				}
 				for (int j = 0; j < m; j++)
 				{
+					int64		id = as_text ? node_key(rows->keys, &in, ioparam, iv[j]) : DatumGetInt64(iv[j]);
+
 					if (cn[j] && ni < rows->ninvalid)
-						rows->invalid_ids[ni++] = DatumGetInt64(iv[j]);
+						rows->invalid_ids[ni++] = id;
 					else if (!cn[j] && nv < rows->nvalid)
 					{
-						rows->ids[nv] = DatumGetInt64(iv[j]);
+						rows->ids[nv] = id;
 						(*labels)[nv] = DatumGetInt32(cv[j]) - 1;
 						if (distances)
 							(*distances)[nv] = DatumGetFloat8(dv[j]);

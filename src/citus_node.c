@@ -48,6 +48,7 @@
 #include "port/pg_bswap.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
 #include "pg_gpu.h"
@@ -333,8 +334,9 @@ gpu_kmeans_node_load(PG_FUNCTION_ARGS)
 		srcs = palloc(sizeof(PgGpuSource) * Max(nshards, 1));
 		for (int i = 0; i < nshards; i++)
 		{
-			pg_gpu_resolve_source(DatumGetObjectId(oids[i]), columns, id_column, id_column != NULL,
-								  cosine, &srcs[i]);
+			/* (ids of the id column's type: the coordinator checked it) */
+			pg_gpu_resolve_source(DatumGetObjectId(oids[i]), columns, id_column, ANYELEMENTOID,
+								  id_column != NULL, cosine, &srcs[i]);
 			if (srcs[i].ncols != d)
 				ereport(ERROR,
 						(errcode(ERRCODE_DATA_EXCEPTION),
@@ -543,9 +545,12 @@ gpu_kmeans_node_farthest(PG_FUNCTION_ARGS)
 
 /*
  * pg_gpu_node_kmeans_labels(centroids bytea) RETURNS SETOF (ids bigint[],
- * clusters integer[], distances float8[]): every row's nearest centroid
- * (1-based) and distance, up to LABELS_CHUNK rows a result row; then the
- * unusable rows' ids with NULL clusters and distances
+ * clusters integer[], distances float8[], keys text[]): every row's nearest
+ * centroid (1-based) and distance, up to LABELS_CHUNK rows a result row;
+ * then the unusable rows' ids with NULL clusters and distances.  The ids
+ * of a type passed by value are their Datums in ids; the others, as text
+ * in keys (ids NULL), which the coordinator reads back with the type's
+ * input function.
  */
 Datum
 gpu_kmeans_node_labels(PG_FUNCTION_ARGS)
@@ -560,6 +565,9 @@ gpu_kmeans_node_labels(PG_FUNCTION_ARGS)
 	int32	   *labels;
 	double	   *dist;
 	pggpu_error err = {0};
+	bool		as_text;
+	FmgrInfo	out;
+	MemoryContext chunk;
 
 	if (!s->with_ids)
 		ereport(ERROR,
@@ -567,6 +575,15 @@ gpu_kmeans_node_labels(PG_FUNCTION_ARGS)
 				 errmsg("the rows were loaded without an id column"),
 				 errhint("Load them with an id_column to label them.")));
 	C = wire_centroids(PG_GETARG_BYTEA_PP(0), s->d, &k);
+	as_text = !s->rows.keys->typbyval;
+	if (as_text)
+	{
+		Oid			fn;
+		bool		varlena;
+
+		getTypeOutputInfo(s->rows.keys->type, &fn, &varlena);
+		fmgr_info(fn, &out);
+	}
 	labels = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * Max(n, 1));
 	dist = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(n, 1));
 	InitMaterializedSRF(fcinfo, 0);
@@ -580,34 +597,45 @@ gpu_kmeans_node_labels(PG_FUNCTION_ARGS)
 			pg_gpu_raise(&err);
 		off += pggpu_data_rows(ds);
 	}
+	/* a chunk's arrays (and ids as text) in a context of their own, freed after it */
+	chunk = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu node labels", ALLOCSET_DEFAULT_SIZES);
 	for (int64 r0 = 0; r0 < all; r0 += LABELS_CHUNK)
 	{
+		MemoryContext old = MemoryContextSwitchTo(chunk);
 		int			m = (int) Min(all - r0, LABELS_CHUNK);
 		Datum	   *iv = palloc(sizeof(Datum) * m);
 		Datum	   *cv = palloc(sizeof(Datum) * m);
 		Datum	   *dv = palloc(sizeof(Datum) * m);
 		bool	   *cn = palloc(sizeof(bool) * m);
-		Datum		v[3];
-		bool		nulls[3] = {false, false, false};
+		Datum		v[4];
+		bool		nulls[4] = {as_text, false, false, !as_text};
 		int			dims[1] = {m};
 		int			lbs[1] = {1};
 
 		for (int i = 0; i < m; i++)
 		{
 			int64		r = r0 + i;
+			int64		id;
 
 			cn[i] = r >= n;
-			iv[i] = Int64GetDatum(cn[i] ? s->rows.invalid_ids[r - n] : s->rows.ids[r]);
+			id = cn[i] ? s->rows.invalid_ids[r - n] : s->rows.ids[r];
+			iv[i] = as_text ? CStringGetTextDatum(OutputFunctionCall(&out, pg_gpu_keys_datum(s->rows.keys, id))) :
+				Int64GetDatum(id);
 			cv[i] = Int32GetDatum(cn[i] ? 0 : labels[r] + 1);
 			dv[i] = Float8GetDatum(cn[i] ? 0 : dist[r]);
 		}
-		v[0] = PointerGetDatum(construct_array(iv, m, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		if (as_text)
+			v[3] = PointerGetDatum(construct_array(iv, m, TEXTOID, -1, false, TYPALIGN_INT));
+		else
+			v[0] = PointerGetDatum(construct_array(iv, m, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 		v[1] = PointerGetDatum(construct_md_array(cv, cn, 1, dims, lbs, INT4OID, 4, true, TYPALIGN_INT));
 		v[2] = PointerGetDatum(construct_md_array(dv, cn, 1, dims, lbs, FLOAT8OID, 8, FLOAT8PASSBYVAL,
 												  TYPALIGN_DOUBLE));
+		MemoryContextSwitchTo(old);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
-		pfree(iv), pfree(cv), pfree(dv), pfree(cn);
+		MemoryContextReset(chunk);
 	}
+	MemoryContextDelete(chunk);
 	return (Datum) 0;
 }
 

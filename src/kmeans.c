@@ -30,6 +30,17 @@ PG_FUNCTION_INFO_V1(gpu_kmeans_fit);
 PG_FUNCTION_INFO_V1(gpu_kmeans_assign);
 PG_FUNCTION_INFO_V1(gpu_kmeans_apply);
 PG_FUNCTION_INFO_V1(gpu_kmeans_choose_k);
+PG_FUNCTION_INFO_V1(gpu_kmeans_keyed);
+PG_FUNCTION_INFO_V1(gpu_kmeans_fit_keyed);
+PG_FUNCTION_INFO_V1(gpu_kmeans_assign_keyed);
+PG_FUNCTION_INFO_V1(gpu_kmeans_apply_keyed);
+
+/*
+ * The keyed overloads' id_type (keys.c): after the relation and k (or the
+ * centroids, the model), before the arguments with defaults; left out
+ * before the calls, so that both overloads have the positions below
+ */
+#define A_ID_TYPE 2
 
 /* argument positions shared by gpu_kmeans and gpu_kmeans_fit */
 enum
@@ -169,6 +180,8 @@ typedef struct KmeansOut
 	bool		want_model;		/* gpu_kmeans_fit: its model column */
 	char	   *device;
 	int64		next;			/* next row to return */
+	Oid			keytype;		/* id_type (a keyed overload's), else InvalidOid: bigint */
+	PgGpuKeys	labelled;		/* a labelling's ids, across its chunks */
 	PgGpuCluster *cluster;		/* the rows are on a Citus cluster's nodes */
 	/* k-means: the settings, the scaling and the centroids compared (for the model) */
 	FitSettings fs;
@@ -402,7 +415,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_ids, int a_sample, KmeansOut *out)
 	pg_gpu_resolve_sample(PG_GETARG_OID(A_RELATION),
 						  PG_ARGISNULL(A_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(A_COLUMNS),
 						  PG_ARGISNULL(A_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(A_ID_COLUMN),
-						  want_ids, fs->metric == PGGPU_METRIC_COSINE, fs->sample, &out->src);
+						  out->keytype, want_ids, fs->metric == PGGPU_METRIC_COSINE, fs->sample, &out->src);
 	if (!PG_ARGISNULL(A_INIT_CENTROIDS))
 	{
 		int			rows;
@@ -457,21 +470,21 @@ member_tuple(FuncCallContext *fc, KmeansOut *o)
 
 	if (r < o->rows.nvalid)
 	{
-		v[0] = Int64GetDatum(o->rows.ids[r]);
+		v[0] = pg_gpu_keys_datum(o->rows.keys, o->rows.ids[r]);
 		v[1] = Int32GetDatum(o->labels[r] + 1);
 		if (o->distances)
 			v[2] = Float8GetDatum(o->distances[r]);
 	}
 	else
 	{
-		v[0] = Int64GetDatum(o->rows.invalid_ids[r - o->rows.nvalid]);
+		v[0] = pg_gpu_keys_datum(o->rows.keys, o->rows.invalid_ids[r - o->rows.nvalid]);
 		nulls[1] = nulls[2] = true;
 	}
 	return heap_form_tuple(fc->tuple_desc, v, nulls);
 }
 
 static Datum
-member_srf(PG_FUNCTION_ARGS, void (*run) (FunctionCallInfo, KmeansOut *))
+member_srf(PG_FUNCTION_ARGS, Oid keytype, void (*run) (FunctionCallInfo, KmeansOut *))
 {
 	FuncCallContext *fc;
 	KmeansOut  *o;
@@ -487,6 +500,7 @@ member_srf(PG_FUNCTION_ARGS, void (*run) (FunctionCallInfo, KmeansOut *))
 			elog(ERROR, "return type must be a row type");
 		fc->tuple_desc = BlessTupleDesc(td);
 		o = palloc0(sizeof(KmeansOut));
+		o->keytype = keytype;
 		run(fcinfo, o);
 		fc->user_fctx = o;
 		MemoryContextSwitchTo(old);
@@ -522,17 +536,17 @@ label_all(KmeansOut *o, PgGpuLabelFn emit, void *arg)
 
 /* (id, cluster) into gpu_kmeans's tuplestore */
 static void
-emit_tuple(void *arg, int64 id, int32 cluster, double distance)
+emit_tuple(void *arg, Datum key, int32 cluster, double distance)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) arg;
-	Datum		v[2] = {Int64GetDatum(id), Int32GetDatum(cluster)};
+	Datum		v[2] = {key, Int32GetDatum(cluster)};
 	bool		nulls[2] = {false, cluster == 0};
 
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
 }
 
-Datum
-gpu_kmeans(PG_FUNCTION_ARGS)
+static Datum
+kmeans_call(FunctionCallInfo fcinfo, Oid keytype)
 {
 	/* on a sample: the rows go into a tuplestore as they are labelled (it spills to disk) */
 	if (PG_NARGS() > A_KM_SAMPLE && !PG_ARGISNULL(A_KM_SAMPLE))
@@ -541,11 +555,24 @@ gpu_kmeans(PG_FUNCTION_ARGS)
 
 		InitMaterializedSRF(fcinfo, 0);
 		memset(&o, 0, sizeof(o));
+		o.keytype = keytype;
 		run_kmeans(fcinfo, true, A_KM_SAMPLE, &o);
 		label_all(&o, emit_tuple, fcinfo->resultinfo);
 		return (Datum) 0;
 	}
-	return member_srf(fcinfo, run_kmeans_labels);
+	return member_srf(fcinfo, keytype, run_kmeans_labels);
+}
+
+Datum
+gpu_kmeans(PG_FUNCTION_ARGS)
+{
+	return kmeans_call(fcinfo, InvalidOid);
+}
+
+Datum
+gpu_kmeans_keyed(PG_FUNCTION_ARGS)
+{
+	return pg_gpu_call_keyed(fcinfo, A_ID_TYPE, kmeans_call);
 }
 
 /* memberships => true: every row's id and cluster (0: NULL), in the order gpu_kmeans returns them */
@@ -553,13 +580,14 @@ typedef struct Members
 {
 	int64		n;
 	int64		cap;
-	Datum	   *ids;
+	PgGpuKeys	keys;
+	int64	   *ids;			/* in keys */
 	Datum	   *clusters;
 	bool	   *nulls;
 } Members;
 
 static void
-emit_member(void *arg, int64 id, int32 cluster, double distance)
+emit_member(void *arg, Datum key, int32 cluster, double distance)
 {
 	Members    *m = (Members *) arg;
 
@@ -574,14 +602,14 @@ emit_member(void *arg, int64 id, int32 cluster, double distance)
 							(long long) most),
 					 errhint("Store the model (the model column) and assign by it: gpu_kmeans_apply(relation, model).")));
 		m->cap = Min(Max(m->cap * 2, 1024), most);
-		m->ids = m->ids ? repalloc_huge(m->ids, sizeof(Datum) * m->cap) :
-			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(Datum) * m->cap);
+		m->ids = m->ids ? repalloc_huge(m->ids, sizeof(int64) * m->cap) :
+			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * m->cap);
 		m->clusters = m->clusters ? repalloc_huge(m->clusters, sizeof(Datum) * m->cap) :
 			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(Datum) * m->cap);
 		m->nulls = m->nulls ? repalloc_huge(m->nulls, sizeof(bool) * m->cap) :
 			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(bool) * m->cap);
 	}
-	m->ids[m->n] = Int64GetDatum(id);
+	m->ids[m->n] = pg_gpu_keys_add(&m->keys, key);
 	m->clusters[m->n] = Int32GetDatum(cluster);
 	m->nulls[m->n++] = cluster == 0;
 }
@@ -593,25 +621,31 @@ membership_arrays(KmeansOut *o, Datum *ids, Datum *clusters)
 	Members		m = {0};
 	int			dims[1];
 	int			lbs[1] = {1};
+	Datum	   *keys;
 
+	pg_gpu_keys_init(&m.keys, o->src.keytype);
 	if (o->fs.sample > 0)
 		label_all(o, emit_member, &m);
 	else
 	{
 		for (int64 r = 0; r < o->rows.nvalid; r++)
-			emit_member(&m, o->rows.ids[r], o->labels[r] + 1, 0);
+			emit_member(&m, pg_gpu_keys_datum(o->rows.keys, o->rows.ids[r]), o->labels[r] + 1, 0);
 		for (int64 r = 0; r < o->rows.ninvalid; r++)
-			emit_member(&m, o->rows.invalid_ids[r], 0, 0);
+			emit_member(&m, pg_gpu_keys_datum(o->rows.keys, o->rows.invalid_ids[r]), 0, 0);
 	}
 	dims[0] = (int) m.n;
-	*ids = PointerGetDatum(construct_md_array(m.ids, NULL, 1, dims, lbs, INT8OID, 8, FLOAT8PASSBYVAL,
-											  TYPALIGN_DOUBLE));
+	/* (pointers into the store now that it has stopped growing) */
+	keys = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(Datum) * Max(m.n, 1));
+	for (int64 r = 0; r < m.n; r++)
+		keys[r] = pg_gpu_keys_datum(&m.keys, m.ids[r]);
+	*ids = PointerGetDatum(construct_md_array(keys, NULL, 1, dims, lbs, m.keys.type, m.keys.typlen,
+											  m.keys.typbyval, m.keys.typalign));
 	*clusters = PointerGetDatum(construct_md_array(m.clusters, m.nulls, 1, dims, lbs, INT4OID, 4, true,
 												   TYPALIGN_INT));
 }
 
-Datum
-gpu_kmeans_fit(PG_FUNCTION_ARGS)
+static Datum
+kmeans_fit_call(FunctionCallInfo fcinfo, Oid keytype)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	KmeansOut	o;
@@ -629,6 +663,7 @@ gpu_kmeans_fit(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	memset(&o, 0, sizeof(o));
 	o.fname = "gpu_kmeans_fit";
+	o.keytype = keytype;
 	o.want_model = rsinfo->setDesc->natts > 6;
 	run_kmeans(fcinfo, memberships, A_FIT_SAMPLE, &o);
 	returning = GetCurrentTimestamp();
@@ -659,9 +694,21 @@ gpu_kmeans_fit(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-/* an assignment's rows as they are labelled: ids, labels and distances in o */
+Datum
+gpu_kmeans_fit(PG_FUNCTION_ARGS)
+{
+	return kmeans_fit_call(fcinfo, InvalidOid);
+}
+
+Datum
+gpu_kmeans_fit_keyed(PG_FUNCTION_ARGS)
+{
+	return pg_gpu_call_keyed(fcinfo, A_ID_TYPE, kmeans_fit_call);
+}
+
+/* an assignment's rows as they are labelled: ids (in o->labelled), labels and distances in o */
 static void
-emit_assigned(void *arg, int64 id, int32 cluster, double distance)
+emit_assigned(void *arg, Datum key, int32 cluster, double distance)
 {
 	KmeansOut  *o = (KmeansOut *) arg;
 	PgGpuRows  *r = &o->rows;
@@ -687,12 +734,12 @@ emit_assigned(void *arg, int64 id, int32 cluster, double distance)
 	}
 	if (cluster)
 	{
-		r->ids[*n] = id;
+		r->ids[*n] = pg_gpu_keys_add(&o->labelled, key);
 		o->labels[*n] = cluster - 1;
 		o->distances[*n] = distance;
 	}
 	else
-		r->invalid_ids[*n] = id;
+		r->invalid_ids[*n] = pg_gpu_keys_add(&o->labelled, key);
 	(*n)++;
 }
 
@@ -720,6 +767,8 @@ assign_rows(KmeansOut *o, const char *fname, pggpu_metric metric, const double *
 	if (o->src.expected_rows > 0)
 		pg_gpu_check_label_memory(&o->src, o->src.expected_rows, "About ", " by the table's statistics");
 	memset(&o->rows, 0, sizeof(o->rows));
+	pg_gpu_keys_init(&o->labelled, o->src.keytype);
+	o->rows.keys = &o->labelled;
 	pg_gpu_label_rows(&o->src, metric, mean, std, centroids, o->k, emit_assigned, o, &inertia);
 	notice_skipped(&o->src, &o->rows, "they come back with cluster NULL");
 	pg_gpu_progress_end();
@@ -737,7 +786,7 @@ run_assign(FunctionCallInfo fcinfo, KmeansOut *o)
 	pg_gpu_resolve_sample(PG_GETARG_OID(AA_RELATION),
 						  PG_ARGISNULL(AA_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(AA_COLUMNS),
 						  PG_ARGISNULL(AA_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(AA_ID_COLUMN),
-						  true, metric == PGGPU_METRIC_COSINE, -1, &o->src);
+						  o->keytype, true, metric == PGGPU_METRIC_COSINE, -1, &o->src);
 	centroids = pg_gpu_matrix_arg(PG_GETARG_ARRAYTYPE_P(AA_CENTROIDS), "centroids", -1, o->src.ncols, &o->k);
 	if (o->k < 1)
 		ereport(ERROR,
@@ -748,10 +797,22 @@ run_assign(FunctionCallInfo fcinfo, KmeansOut *o)
 	assign_rows(o, "gpu_kmeans_assign", metric, NULL, NULL, centroids);
 }
 
+static Datum
+kmeans_assign_call(FunctionCallInfo fcinfo, Oid keytype)
+{
+	return member_srf(fcinfo, keytype, run_assign);
+}
+
 Datum
 gpu_kmeans_assign(PG_FUNCTION_ARGS)
 {
-	return member_srf(fcinfo, run_assign);
+	return kmeans_assign_call(fcinfo, InvalidOid);
+}
+
+Datum
+gpu_kmeans_assign_keyed(PG_FUNCTION_ARGS)
+{
+	return pg_gpu_call_keyed(fcinfo, A_ID_TYPE, kmeans_assign_call);
 }
 
 /*
@@ -775,16 +836,28 @@ run_assign_model(FunctionCallInfo fcinfo, KmeansOut *o)
 	columns = construct_array(names, m->ncols, TEXTOID, -1, false, TYPALIGN_INT);
 	pg_gpu_resolve_sample(PG_GETARG_OID(AM_RELATION), columns,
 						  PG_ARGISNULL(AM_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(AM_ID_COLUMN),
-						  true, m->metric == PGGPU_METRIC_COSINE, -1, &o->src);
+						  o->keytype, true, m->metric == PGGPU_METRIC_COSINE, -1, &o->src);
 	pg_gpu_model_check_source(m, &o->src);
 	o->k = m->k;
 	assign_rows(o, "gpu_kmeans_apply", m->metric, m->standard ? m->mean : NULL, m->std, m->scaled);
 }
 
+static Datum
+kmeans_apply_call(FunctionCallInfo fcinfo, Oid keytype)
+{
+	return member_srf(fcinfo, keytype, run_assign_model);
+}
+
 Datum
 gpu_kmeans_apply(PG_FUNCTION_ARGS)
 {
-	return member_srf(fcinfo, run_assign_model);
+	return kmeans_apply_call(fcinfo, InvalidOid);
+}
+
+Datum
+gpu_kmeans_apply_keyed(PG_FUNCTION_ARGS)
+{
+	return pg_gpu_call_keyed(fcinfo, A_ID_TYPE, kmeans_apply_call);
 }
 
 /*
@@ -853,7 +926,7 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 
 	pg_gpu_resolve_sample(PG_GETARG_OID(AK_RELATION),
 						  PG_ARGISNULL(AK_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(AK_COLUMNS),
-						  NULL, false, fs->metric == PGGPU_METRIC_COSINE, fs->sample, &o.src);
+						  NULL, InvalidOid, false, fs->metric == PGGPU_METRIC_COSINE, fs->sample, &o.src);
 	/* before the read and the fits */
 	for (int i = 0; i < nks; i++)
 	{

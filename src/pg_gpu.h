@@ -200,8 +200,9 @@ typedef struct PgGpuSource
 	Oid		   *coltypes;		/* base types */
 	int		   *colatts;		/* attribute indexes in the relation */
 	char	   *idname;			/* NULL when no id column */
-	Oid			idtype;
+	Oid			idtype;			/* its base type */
 	int			idatt;			/* its attribute index, -1: none */
+	Oid			keytype;		/* the ids' type in results (PgGpuKeys.type) */
 	double		expected_rows;	/* planner-style estimate, 0 if unknown */
 } PgGpuSource;
 
@@ -239,16 +240,21 @@ extern void pg_gpu_run_select(const char *sql, DestReceiver *dest, bool read_onl
 
 /*
  * The columns and id of a k-means call (normalize: metric cosine); a vector
- * column's length is read from its first non-NULL row.
+ * column's length is read from its first non-NULL row.  keytype: the type
+ * the caller returns ids as (its id_type; InvalidOid: bigint, of an integer
+ * id column; ANYELEMENTOID: the id column's own, a Citus node's read, which
+ * its coordinator checked); the id column, named or the single-column
+ * primary key, must be of it (else 42804, the hint naming the id_type to
+ * pass).
  */
-extern void pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
+extern void pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column, Oid keytype,
 								  bool id_required, bool normalize, PgGpuSource *src);
 /*
  * the same for a fit on a sample of that many rows (its memory checked, not
  * the relation's); sample -1: the rows are streamed (pg_gpu_label_rows),
  * the caller checks what it keeps
  */
-extern void pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column,
+extern void pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column, Oid keytype,
 								  bool id_required, bool normalize, int64 sample, PgGpuSource *src);
 /* pg_gpu.max_memory against a sample of rows rows held as dtype (ERROR past it) */
 extern void pg_gpu_check_sample_memory(const PgGpuSource *src, pggpu_dtype dtype, int64 rows);
@@ -266,6 +272,7 @@ typedef struct PgGpuRows
 	int64		ninvalid;		/* rows with NULL / NaN / Infinity */
 	int64	   *ids;			/* nvalid ids, in data-set order (if wanted) */
 	int64	   *invalid_ids;	/* ninvalid ids (if wanted) */
+	struct PgGpuKeys *keys;		/* what the ids stand for (if wanted) */
 } PgGpuRows;
 
 extern void pg_gpu_read_source(const PgGpuSource *src, PgGpuData *data,
@@ -376,6 +383,9 @@ typedef struct PgGpuRowSpec
 	int			ncols;
 	int			idpos;			/* the id's position, -1: none */
 	Oid			idtype;
+	int16		keylen;			/* its type's length where passed by reference
+								 * (its bytes in the parts' key areas), 0 where
+								 * by value (the id is the Datum) */
 	NameData	relname;		/* for messages */
 	NameData	idname;
 	/* DENSE: the first row's length and id, when known (else -1) */
@@ -426,6 +436,15 @@ typedef struct PgGpuPart
 	uint16	   *values16;
 	pggpu_dtype dtype;
 	int64	   *ids;
+	/*
+	 * keylen (the spec's): ids passed by reference are offsets into keys,
+	 * where each id's bytes (detoasted, at a MAXALIGN'd offset) fill
+	 * keyused of keybytes
+	 */
+	int16		keylen;
+	char	   *keys;
+	Size		keybytes;
+	Size		keyused;
 	const uint64 *prio;			/* a sample's read: its rows' priorities where a worker
 								 * computed them, else NULL */
 	bool		rowwise;		/* and then row-major: row i at values[i * len] */
@@ -450,7 +469,7 @@ typedef void (*PgGpuPartConsumer) (void *arg, const PgGpuPart *part);
 
 /* an empty part over buf (len -1: not known yet), of values of dtype */
 extern void pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len,
-							 bool growable, pggpu_dtype dtype);
+							 bool growable, pggpu_dtype dtype, int16 keylen);
 static inline bool
 pg_gpu_part_full(const PgGpuPart *part)
 {
@@ -463,8 +482,12 @@ extern char *pg_gpu_part_pend(PgGpuPart *part);
 /* the part's pending rows to values: before anything reads it */
 extern void pg_gpu_part_flush(PgGpuPart *part);
 
-/* converts one tuple into part, which has room (ERROR on a bad row) */
-extern void pg_gpu_row_to_part(const PgGpuRowSpec *spec, TupleTableSlot *slot,
+/*
+ * converts one tuple into part, which has room for a row (ERROR on a bad
+ * row); false, writing nothing, where its id's bytes do not fit the part's
+ * key area: the part is full
+ */
+extern bool pg_gpu_row_to_part(const PgGpuRowSpec *spec, TupleTableSlot *slot,
 							   PgGpuPart *part);
 /* the DENSE row of pg_gpu_row_to_part */
 extern void pg_gpu_dense_row(const PgGpuRowSpec *spec, TupleTableSlot *slot,
@@ -483,15 +506,18 @@ pg_noreturn extern void pg_gpu_differ_in_length(const PgGpuRowSpec *spec, int64 
 /* vector columns (vector.c) */
 extern PgGpuVecKind pg_gpu_vector_kind(Oid basetype);
 extern int	pg_gpu_vector_dims(const PgGpuSource *src);
-extern void pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part);
+extern bool pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part);
 /* one vector value as d doubles (ERROR on another length; -1: a NULL element) */
 extern int64 pg_gpu_vector_values(PgGpuVecKind kind, Datum value, int64 d, double *out,
 								  const char *what);
 /* scales a row (d values stride apart) to unit length; false for a zero row */
 extern bool pg_gpu_unit_row(double *x, int64 stride, int64 d);
 
-/* the row's id (spec->idpos); ERROR when it is NULL */
-extern int64 pg_gpu_slot_id(const PgGpuRowSpec *spec, TupleTableSlot *slot);
+/* the row's id (spec->idpos) as a part keeps it; ERROR when it is NULL; false: no room */
+extern bool pg_gpu_slot_key(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part,
+							int64 *id);
+/* the row's id in messages */
+extern char *pg_gpu_slot_key_text(const PgGpuRowSpec *spec, TupleTableSlot *slot);
 
 /* the value of an integer (smallint, integer, bigint) attribute */
 extern int64 pg_gpu_slot_int(TupleTableSlot *slot, int att, Oid type);
@@ -538,6 +564,59 @@ extern void pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, const uint6
 extern void pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const void *x, pggpu_dtype dtype,
 							 const int64 *order, int64 m);
 
+/* ---- row keys: the ids of any type (keys.c) ---- */
+
+/*
+ * The ids of a call's rows, of the type it returns them as.  An id travels
+ * as an int64: of a type passed by value (the integers, date, timestamp...)
+ * its Datum; of one passed by reference (uuid, text, numeric, a composite)
+ * the offset of its bytes in bytes, where the leader copies them from the
+ * parts.  The store grows (repalloc): hold offsets, not pointers, while it
+ * may.
+ */
+typedef struct PgGpuKeys
+{
+	Oid			type;			/* INT8OID for the bigint ids of an integer column */
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	char	   *bytes;			/* in cxt, the context current at init */
+	Size		used;
+	Size		cap;
+	MemoryContext cxt;
+} PgGpuKeys;
+
+/* an empty store of ids of type (a base type) */
+extern void pg_gpu_keys_init(PgGpuKeys *keys, Oid type);
+/* the int64 that stands for key in keys (its bytes copied in where by reference) */
+extern int64 pg_gpu_keys_add(PgGpuKeys *keys, Datum key);
+/* the id as the result's value (pointing into keys where by reference) */
+static inline Datum
+pg_gpu_keys_datum(const PgGpuKeys *keys, int64 id)
+{
+	return keys == NULL || keys->typbyval ? (Datum) id : PointerGetDatum(keys->bytes + id);
+}
+/* a part's id as a Datum (pointing into the part where by reference) */
+static inline Datum
+pg_gpu_part_key(const PgGpuPart *part, int64 id)
+{
+	return part->keylen == 0 ? (Datum) id : PointerGetDatum(part->keys + id);
+}
+/* a part's n ids from ids into out, as keys' */
+extern void pg_gpu_keys_take(PgGpuKeys *keys, const PgGpuPart *part, const int64 *ids, int64 n,
+							 int64 *out);
+/* the bytes a row's id costs in memory where it is held (8, and its bytes: an estimate) */
+extern double pg_gpu_key_bytes(const PgGpuSource *src);
+/* the id_type of a keyed call (its argument n): its base type, checked */
+extern Oid	pg_gpu_key_type_arg(FunctionCallInfo fcinfo, int n);
+/*
+ * fn called with argument n (a keyed overload's id_type) left out, so that
+ * the keyed functions share the others' argument positions, and the
+ * id_type's base type
+ */
+extern Datum pg_gpu_call_keyed(FunctionCallInfo fcinfo, int n,
+							   Datum (*fn) (FunctionCallInfo, Oid));
+
 /* ---- the k-means functions' arguments (kmeans_args.c) ---- */
 
 /* a fit's settings, from the arguments */
@@ -580,8 +659,11 @@ extern void pg_gpu_check_k(int k, const PgGpuRows *rows);
 extern int64 pg_gpu_read_sample(const PgGpuSource *src, PgGpuData *data, int64 m, uint64 seed,
 								PgGpuRows *rows);
 
-/* each row's id, cluster (1..k; 0: an unusable row, NULL cluster) and distance to it */
-typedef void (*PgGpuLabelFn) (void *arg, int64 id, int32 cluster, double distance);
+/*
+ * each row's id (as the result's value: pg_gpu_keys_datum, valid during the
+ * call), cluster (1..k; 0: an unusable row, NULL cluster) and distance to it
+ */
+typedef void (*PgGpuLabelFn) (void *arg, Datum key, int32 cluster, double distance);
 
 /*
  * Every row of src (with ids) labelled by the k centroids (the rows scaled

@@ -37,7 +37,7 @@
 #include "pg_gpu.h"
 
 
-/* the single integer column of the primary key, or -1 */
+/* the single column of the primary key, or -1 */
 static int
 primary_key_column(Relation rel)
 {
@@ -49,12 +49,7 @@ primary_key_column(Relation rel)
 		return -1;
 	idx = index_open(pk, AccessShareLock);
 	if (idx->rd_index->indnatts == 1 && idx->rd_index->indkey.values[0] > 0)
-	{
-		int			a = idx->rd_index->indkey.values[0] - 1;
-
-		if (pg_gpu_is_integer_type(getBaseType(TupleDescAttr(RelationGetDescr(rel), a)->atttypid)))
-			col = a;
-	}
+		col = idx->rd_index->indkey.values[0] - 1;
 	index_close(idx, AccessShareLock);
 	return col;
 }
@@ -62,19 +57,21 @@ primary_key_column(Relation rel)
 
 /*
  * pg_gpu.max_memory for rows of src held as dtype: 2, 4 or 8 bytes a value
- * (pggpu_dtype_held_bytes), 8 an id, 12 for the label and distance; the
- * detail reads "<pre><rows> rows<post>, ...".
+ * (pggpu_dtype_held_bytes), 8 an id (and its bytes where passed by
+ * reference: pg_gpu_key_bytes), 12 for the label and distance; the detail
+ * reads "<pre><rows> rows<post>, ...".
  */
 static void
 check_rows_memory(const PgGpuSource *src, pggpu_dtype dtype, double rows, bool ids, const char *pre,
 				  const char *post)
 {
 	int			vb = pggpu_dtype_held_bytes(dtype, src->ncols);
-	double		rb = (double) vb * src->ncols + (ids ? 8 : 0) + 12;
+	double		kb = ids ? pg_gpu_key_bytes(src) : 0;
+	double		rb = (double) vb * src->ncols + kb + 12;
 
 	pg_gpu_check_memory(rows * rb, src->relname,
 						"%s%.0f rows%s, %.0f bytes each (%d per value, %s12 for the label and distance).",
-						pre, rows, post, rb, vb, ids ? "8 for the id, " : "");
+						pre, rows, post, rb, vb, ids ? psprintf("%.0f for the id, ", kb) : "");
 }
 
 pggpu_dtype
@@ -108,9 +105,11 @@ pg_gpu_check_sample_memory(const PgGpuSource *src, pggpu_dtype dtype, int64 rows
 void
 pg_gpu_check_label_memory(const PgGpuSource *src, double rows, const char *pre, const char *post)
 {
-	pg_gpu_check_memory(rows * 20.0, src->relname,
-						"%s%.0f rows%s, 20 bytes each (an id, a label and a distance; the rows themselves pass a chunk at a time).",
-						pre, rows, post);
+	double		rb = pg_gpu_key_bytes(src) + 12;
+
+	pg_gpu_check_memory(rows * rb, src->relname,
+						"%s%.0f rows%s, %.0f bytes each (an id, a label and a distance; the rows themselves pass a chunk at a time).",
+						pre, rows, post, rb);
 }
 
 /*
@@ -181,14 +180,46 @@ vector_alone(const PgGpuSource *src, const char *vecname)
 }
 
 void
-pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column,
+pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column, Oid keytype,
 					  bool id_required, bool normalize, PgGpuSource *src)
 {
-	pg_gpu_resolve_sample(relid, columns, id_column, id_required, normalize, 0, src);
+	pg_gpu_resolve_sample(relid, columns, id_column, keytype, id_required, normalize, 0, src);
+}
+
+/*
+ * ERROR: the id column idcol (named, or the primary key) is not of the
+ * type the ids are returned as (keytype: see pg_gpu_resolve_source)
+ */
+static void
+key_mismatch(const PgGpuSource *src, TupleDesc td, int idcol, Oid keytype, bool named)
+{
+	Oid			type = TupleDescAttr(td, idcol)->atttypid;
+	const char *name = NameStr(TupleDescAttr(td, idcol)->attname);
+	char	   *what = named ? psprintf("id column \"%s\"", name) :
+		psprintf("the primary key \"%s\" of \"%s\"", name, src->relname);
+
+	if (!OidIsValid(keytype))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("%s is of type %s, not an integer type", what, format_type_be(type)),
+				 errhint("Pass id_type => NULL::%s to have the ids returned as %s (without it, they are the "
+						 "bigint of an integer column).", format_type_be(type), format_type_be(type))));
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("%s is of type %s, not %s (id_type)", what, format_type_be(type), format_type_be(keytype)),
+			 errhint("Pass id_type => NULL::%s.", format_type_be(type))));
+}
+
+/* whether an id column of (base) type suits ids returned as keytype */
+static bool
+key_fits(Oid type, Oid keytype)
+{
+	return !OidIsValid(keytype) ? pg_gpu_is_integer_type(type) :
+		keytype == ANYELEMENTOID || type == keytype;
 }
 
 void
-pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column,
+pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column, Oid keytype,
 					  bool id_required, bool normalize, int64 sample, PgGpuSource *src)
 {
 	Relation	rel;
@@ -202,7 +233,7 @@ pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column,
 	td = RelationGetDescr(rel);
 	maxcols = td->natts;
 
-	/* the id column: named, else a single-column integer primary key */
+	/* the id column: named, else a single-column primary key */
 	if (id_column != NULL)
 	{
 		char	   *name = text_to_cstring(id_column);
@@ -212,29 +243,40 @@ pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column,
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("column \"%s\" of relation \"%s\" does not exist", name, src->relname),
-					 errhint("id_column must name an integer column of the relation.")));
-		if (!pg_gpu_is_integer_type(getBaseType(TupleDescAttr(td, idcol)->atttypid)))
-			ereport(ERROR,
-					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("id column \"%s\" is of type %s, not an integer type", name,
-							format_type_be(TupleDescAttr(td, idcol)->atttypid)),
-					 errhint("id_column must name a smallint, integer or bigint column.")));
+					 errhint("id_column must name a column of the relation that identifies each row.")));
+		if (!key_fits(getBaseType(TupleDescAttr(td, idcol)->atttypid), keytype))
+			key_mismatch(src, td, idcol, keytype, true);
 	}
 	else
 	{
 		idcol = primary_key_column(rel);
+		/*
+		 * a key of another type: an error where ids are wanted (or their type
+		 * was given), else no id (gpu_kmeans_fit's default columns as before
+		 * keys of any type)
+		 */
+		if (idcol >= 0 && !key_fits(getBaseType(TupleDescAttr(td, idcol)->atttypid), keytype))
+		{
+			if (id_required || OidIsValid(keytype))
+				key_mismatch(src, td, idcol, keytype, false);
+			idcol = -1;
+		}
 		if (idcol < 0 && id_required)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
-					 errmsg("relation \"%s\" has no single-column integer primary key to identify rows",
+					 errmsg("relation \"%s\" has no single-column primary key to identify rows",
 							src->relname),
-					 errhint("Pass id_column => 'name' naming an integer column that identifies each row.")));
+					 errhint("Pass id_column => 'name' naming a column that identifies each row (for a key "
+							 "that is not an integer, id_type => NULL:: its type too).")));
 	}
 	src->idatt = idcol;
+	src->keytype = !OidIsValid(keytype) ? INT8OID : keytype;
 	if (idcol >= 0)
 	{
 		src->idname = pstrdup(NameStr(TupleDescAttr(td, idcol)->attname));
 		src->idtype = getBaseType(TupleDescAttr(td, idcol)->atttypid);
+		if (keytype == ANYELEMENTOID)
+			src->keytype = src->idtype;
 	}
 
 	src->colnames = palloc(sizeof(char *) * Max(maxcols, 1));
@@ -382,6 +424,17 @@ pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column,
 
 /* ---- the receiver: rows of a SELECT into parts ------------------------------ */
 
+/* the receiver's part handed over, a new one begun */
+static void
+receiver_next_part(PgGpuPartReceiver *r)
+{
+	pg_gpu_part_flush(&r->part);
+	r->consume(r->arg, &r->part);
+	MemoryContextReset(r->rowcxt);
+	pg_gpu_part_init(&r->part, r->part.buf, r->part.bytes, r->part.len, true, r->spec->dtype,
+					 r->spec->keylen);
+}
+
 static bool
 part_receive(TupleTableSlot *slot, DestReceiver *self)
 {
@@ -389,14 +442,17 @@ part_receive(TupleTableSlot *slot, DestReceiver *self)
 	MemoryContext old;
 
 	if (pg_gpu_part_full(&r->part))
-	{
-		pg_gpu_part_flush(&r->part);
-		r->consume(r->arg, &r->part);
-		MemoryContextReset(r->rowcxt);
-		pg_gpu_part_init(&r->part, r->part.buf, r->part.bytes, r->part.len, true, r->spec->dtype);
-	}
+		receiver_next_part(r);
 	old = MemoryContextSwitchTo(r->rowcxt);
-	pg_gpu_row_to_part(r->spec, slot, &r->part);
+	if (!pg_gpu_row_to_part(r->spec, slot, &r->part))
+	{
+		/* its id's bytes did not fit: into the next part */
+		MemoryContextSwitchTo(old);
+		receiver_next_part(r);
+		old = MemoryContextSwitchTo(r->rowcxt);
+		if (!pg_gpu_row_to_part(r->spec, slot, &r->part))
+			elog(ERROR, "pg_gpu: a row does not fit an empty part");
+	}
 	MemoryContextSwitchTo(old);
 	return true;
 }
@@ -413,7 +469,7 @@ pg_gpu_part_receiver_init(PgGpuPartReceiver *r, const PgGpuRowSpec *spec,
 	r->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu rows",
 									  ALLOCSET_DEFAULT_SIZES);
 	pg_gpu_part_init(&r->part, palloc(PG_GPU_PART_BYTES), PG_GPU_PART_BYTES,
-					 PG_GPU_SPEC_LEN(spec), true, spec->dtype);
+					 PG_GPU_SPEC_LEN(spec), true, spec->dtype, spec->keylen);
 }
 
 void
@@ -449,6 +505,7 @@ typedef struct SoaSink
 	int64		batch_rows;
 	int64		fill;
 	MemoryContext cxt;			/* where the id arrays live */
+	PgGpuKeys  *keys;			/* and what they stand for */
 	int64	   *ids;
 	int64		nids,
 				capids;
@@ -643,12 +700,15 @@ soa_consume(void *arg, const PgGpuPart *p)
 	}
 	if (s->want_ids)
 	{
+		MemoryContext old = MemoryContextSwitchTo(s->cxt);
+
 		reserve_ids(s, &s->ids, s->nids, &s->capids, p->nrows);
-		memcpy(s->ids + s->nids, p->ids, sizeof(int64) * p->nrows);
+		pg_gpu_keys_take(s->keys, p, p->ids, p->nrows, s->ids + s->nids);
 		s->nids += p->nrows;
 		reserve_ids(s, &s->bad, s->nbad, &s->capbad, p->nbad);
 		for (int64 b = 0; b < p->nbad; b++)
-			s->bad[s->nbad++] = p->ids[p->cap - 1 - b];
+			pg_gpu_keys_take(s->keys, p, &p->ids[p->cap - 1 - b], 1, &s->bad[s->nbad++]);
+		MemoryContextSwitchTo(old);
 	}
 	s->ninvalid += p->nbad;
 }
@@ -669,6 +729,14 @@ source_spec(const PgGpuSource *src, bool want_ids, bool table, PgGpuRowSpec *spe
 	namestrcpy(&spec->colname, src->colnames[0]);
 	spec->idpos = !want_ids ? -1 : table ? src->idatt : 0;
 	spec->idtype = src->idtype;
+	if (want_ids)
+	{
+		bool		byval;
+
+		get_typlenbyval(src->idtype, &spec->keylen, &byval);
+		if (byval)
+			spec->keylen = 0;
+	}
 	namestrcpy(&spec->relname, src->relname);
 	if (src->idname)
 		namestrcpy(&spec->idname, src->idname);
@@ -690,6 +758,11 @@ pg_gpu_sink_begin(const PgGpuSource *src, PgGpuData *data, bool want_ids)
 	s->want_ids = want_ids;
 	sink_batch(s);
 	s->cxt = CurrentMemoryContext;
+	if (want_ids)
+	{
+		s->keys = palloc(sizeof(PgGpuKeys));
+		pg_gpu_keys_init(s->keys, src->keytype);
+	}
 	return (PgGpuSink *) s;
 }
 
@@ -723,6 +796,7 @@ pg_gpu_sink_end(PgGpuSink *sink, PgGpuRows *rows)
 	rows->ninvalid = s->ninvalid;
 	rows->ids = s->ids;
 	rows->invalid_ids = s->bad;
+	rows->keys = s->keys;
 	if (s->batches)
 		pfree(s->batches);
 	pfree(s);

@@ -14,6 +14,8 @@
 #include "fmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
 #include "pg_gpu.h"
@@ -64,10 +66,20 @@ pending_rows(Size bytes)
 	return pend_buf;
 }
 
+/*
+ * The room a part keeps for its ids' bytes (keylen != 0): a row's estimate
+ * (a fixed length, or 40 bytes of a varlena: a uuid as text), and an
+ * eighth of the part at least, so that a long key fits however long the
+ * rows (a btree's keys are at most about 2.7 kB)
+ */
+#define KEY_GUESS(keylen) ((keylen) > 0 ? MAXALIGN(keylen) : 40)
+
 void
-pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growable, pggpu_dtype dtype)
+pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growable, pggpu_dtype dtype,
+				 int16 keylen)
 {
 	Size		vb = pggpu_dtype_bytes(dtype);
+	Size		kb = keylen != 0 ? KEY_GUESS(keylen) : 0;
 
 	part->buf = buf;
 	part->bytes = bytes;
@@ -80,6 +92,9 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 	part->values16 = NULL;
 	part->dtype = dtype;
 	part->ids = NULL;
+	part->keylen = keylen;
+	part->keys = NULL;
+	part->keybytes = part->keyused = 0;
 	part->prio = NULL;
 	part->rowwise = false;
 	part->pends = false;
@@ -91,7 +106,7 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("rows of %lld values are too long to read", (long long) len)));
-	if (bytes < vb * len + sizeof(int64))
+	if (bytes < vb * len + sizeof(int64) + kb)
 	{
 		/* only a DENSE row this long; a slot is made large enough for it */
 		if (!growable)
@@ -101,7 +116,9 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 		part->buf = repalloc_huge(buf, part->bytes);
 	}
 	/* the ids after the values, 8-byte aligned (an odd count of floats rounds up) */
-	part->cap = part->bytes / (vb * len + sizeof(int64));
+	part->cap = part->bytes / (vb * len + sizeof(int64) + kb);
+	if (kb > 0)
+		part->cap = Min(part->cap, (part->bytes - part->bytes / 8) / (vb * len + sizeof(int64)));
 	while (part->cap > 0 &&
 		   TYPEALIGN(sizeof(int64), vb * len * part->cap) + sizeof(int64) * part->cap > part->bytes)
 		part->cap--;
@@ -121,6 +138,11 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 	else
 		part->values = (double *) part->buf;
 	part->ids = (int64 *) (part->buf + TYPEALIGN(sizeof(int64), vb * len * part->cap));
+	if (keylen != 0)
+	{
+		part->keys = (char *) (part->ids + part->cap);
+		part->keybytes = part->bytes - (part->keys - part->buf);
+	}
 }
 
 char *
@@ -217,24 +239,68 @@ pg_gpu_datum_to_double(Datum d, Oid type)
 	}
 }
 
-int64
-pg_gpu_slot_id(const PgGpuRowSpec *spec, TupleTableSlot *slot)
+bool
+pg_gpu_slot_key(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part, int64 *id)
 {
+	Datum		key;
+	Size		n,
+				at;
+
 	if (slot->tts_isnull[spec->idpos])
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("id column \"%s\" of relation \"%s\" contains NULL",
 						NameStr(spec->idname), NameStr(spec->relname)),
 				 errhint("Pass an id_column without NULLs, or read from a view that filters them.")));
-	return pg_gpu_slot_int(slot, spec->idpos, spec->idtype);
+	key = slot->tts_values[spec->idpos];
+	if (spec->keylen == 0)
+	{
+		/* (the integers' Datums are their values, sign-extended) */
+		*id = (int64) key;
+		return true;
+	}
+	/* by reference: the bytes, detoasted (a short header kept), into the part's key area */
+	if (spec->keylen == -1)
+		key = PointerGetDatum(PG_DETOAST_DATUM_PACKED(key));
+	n = datumGetSize(key, false, spec->keylen);
+	at = MAXALIGN(part->keyused);
+	if (at + n > part->keybytes)
+	{
+		if (part->nrows + part->nbad > 0)
+			return false;
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("an id of \"%s\" is too long: %zu bytes, at most %zu for rows of %lld values",
+						NameStr(spec->relname), n, part->keybytes, (long long) part->len),
+				 errhint("Identify the rows by a shorter column (id_column).")));
+	}
+	memcpy(part->keys + at, DatumGetPointer(key), n);
+	part->keyused = at + n;
+	*id = (int64) at;
+	return true;
+}
+
+char *
+pg_gpu_slot_key_text(const PgGpuRowSpec *spec, TupleTableSlot *slot)
+{
+	Oid			out;
+	bool		varlena;
+
+	if (slot->tts_isnull[spec->idpos])
+		return pstrdup("NULL");
+	getTypeOutputInfo(spec->idtype, &out, &varlena);
+	return OidOutputFunctionCall(out, slot->tts_values[spec->idpos]);
 }
 
 /* NUMERIC: a row with NULL, NaN or an infinity in a used column is skipped */
-static void
+static bool
 numeric_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
 {
 	int64		i = part->nrows;
-	int64		id = spec->idpos >= 0 ? pg_gpu_slot_id(spec, slot) : 0;
+	int64		id = 0;
+
+	if (spec->idpos >= 0 && !pg_gpu_slot_key(spec, slot, part, &id))
+		return false;
 
 	for (int j = 0; j < spec->ncols; j++)
 	{
@@ -257,12 +323,13 @@ numeric_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
 		goto skip;				/* cosine: a zero row has no direction */
 	part->ids[i] = id;
 	part->nrows++;
-	return;
+	return true;
 skip:
 	part->ids[part->cap - 1 - part->nbad++] = id;
+	return true;
 }
 
-void
+bool
 pg_gpu_row_to_part(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
 {
 	int			natts = Max(spec->idpos, 0);
@@ -271,11 +338,11 @@ pg_gpu_row_to_part(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *pa
 		natts = Max(natts, spec->pos[j]);
 	slot_getsomeattrs(slot, natts + 1);
 	if (spec->kind == PG_GPU_ROWS_NUMERIC)
-		numeric_row(spec, slot, part);
-	else if (spec->kind == PG_GPU_ROWS_VECTOR)
-		pg_gpu_vector_row(spec, slot, part);
-	else
-		pg_gpu_dense_row(spec, slot, part);
+		return numeric_row(spec, slot, part);
+	if (spec->kind == PG_GPU_ROWS_VECTOR)
+		return pg_gpu_vector_row(spec, slot, part);
+	pg_gpu_dense_row(spec, slot, part);
+	return true;
 }
 
 /* ---- gpu_matmul's dense rows: (row id, float8[] or real[]) ---- */
@@ -355,7 +422,7 @@ pg_gpu_dense_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part
 	if (spec->first_len >= 0 && len != spec->first_len)
 		pg_gpu_differ_in_length(spec, id, len, spec->first_id, spec->first_len);
 	if (part->nrows == 0 && part->len != len)
-		pg_gpu_part_init(part, part->buf, part->bytes, len, part->growable, false);
+		pg_gpu_part_init(part, part->buf, part->bytes, len, part->growable, PGGPU_FLOAT64, 0);
 	else if (len != part->len)
 		pg_gpu_differ_in_length(spec, id, len, part->ids[0], part->len);
 	dst = part->values + part->nrows * len;

@@ -170,13 +170,13 @@ label_chunk(LabelStream *ls)
 	{
 		if ((r & 65535) == 65535)
 			CHECK_FOR_INTERRUPTS();
-		ls->emit(ls->arg, rows.ids[r], ls->labels[r] + 1, ls->distances[r]);
+		ls->emit(ls->arg, pg_gpu_keys_datum(rows.keys, rows.ids[r]), ls->labels[r] + 1, ls->distances[r]);
 		/* (as a fit's: squared distances; cosine: 1 - cos itself) */
 		ls->inertia += ls->metric == PGGPU_METRIC_COSINE ? ls->distances[r] :
 			ls->distances[r] * ls->distances[r];
 	}
 	for (int64 r = 0; r < rows.ninvalid; r++)
-		ls->emit(ls->arg, rows.invalid_ids[r], 0, 0);
+		ls->emit(ls->arg, pg_gpu_keys_datum(rows.keys, rows.invalid_ids[r]), 0, 0);
 	ls->done += rows.nvalid + rows.ninvalid;
 	ls->data = NULL;
 	ls->sink = NULL;

@@ -81,6 +81,7 @@ typedef struct ScanSlot
 	int64		len;
 	int64		nrows;
 	int64		nbad;
+	Size		keyused;		/* the part's ids' bytes (PgGpuPart.keyused) */
 } ScanSlot;
 
 /* a worker's state, and where its time went (the leader's DEBUG2 line) */
@@ -180,9 +181,9 @@ part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
 	{
 		if (s->deferring)
 			pg_gpu_part_init(part, MemoryContextAllocHuge(CurrentMemoryContext, PG_GPU_PART_BYTES),
-							 PG_GPU_PART_BYTES, len, true, s->spec->dtype);
+							 PG_GPU_PART_BYTES, len, true, s->spec->dtype, s->spec->keylen);
 		else
-			pg_gpu_part_init(part, s->own, s->own_bytes, len, true, s->spec->dtype);
+			pg_gpu_part_init(part, s->own, s->own_bytes, len, true, s->spec->dtype, s->spec->keylen);
 		return;
 	}
 	slot = scan_slot(s->sh, chunk);
@@ -202,7 +203,8 @@ part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
 	ConditionVariableCancelSleep();
 	INSTR_TIME_SET_CURRENT(t1);
 	INSTR_TIME_ACCUM_DIFF(s->waited, t1, t0);
-	pg_gpu_part_init(part, slot_buf(slot), s->sh->slot_bytes, len, false, s->spec->dtype);
+	pg_gpu_part_init(part, slot_buf(slot), s->sh->slot_bytes, len, false, s->spec->dtype,
+					 s->spec->keylen);
 }
 
 /*
@@ -277,6 +279,7 @@ part_end(Scanner *s, int64 chunk, PgGpuPart *part, bool last)
 	slot->len = part->len;
 	slot->nrows = part->nrows;
 	slot->nbad = part->nbad;
+	slot->keyused = part->keyused;
 	slot->last = last;
 	slot->full = true;
 	SpinLockRelease(&slot->mutex);
@@ -303,7 +306,16 @@ scan_chunk(Scanner *s, int64 chunk, BlockNumber nblocks, BlockNumber per_chunk)
 			part_begin(s, chunk, &part);
 		}
 		old = MemoryContextSwitchTo(s->rowcxt);
-		pg_gpu_row_to_part(s->spec, s->tslot, &part);
+		if (!pg_gpu_row_to_part(s->spec, s->tslot, &part))
+		{
+			/* its id's bytes did not fit: into the next part */
+			MemoryContextSwitchTo(old);
+			part_end(s, chunk, &part, false);
+			part_begin(s, chunk, &part);
+			old = MemoryContextSwitchTo(s->rowcxt);
+			if (!pg_gpu_row_to_part(s->spec, s->tslot, &part))
+				elog(ERROR, "pg_gpu: a row does not fit an empty part");
+		}
 		MemoryContextSwitchTo(old);
 	}
 	part_end(s, chunk, &part, true);
@@ -544,9 +556,11 @@ consume_chunk(Scanner *s, ParallelContext *pcxt, int64 chunk, BlockNumber per_ch
 		{
 			PgGpuPart	part;
 
-			pg_gpu_part_init(&part, slot_buf(slot), sh->slot_bytes, slot->len, false, sh->spec.dtype);
+			pg_gpu_part_init(&part, slot_buf(slot), sh->slot_bytes, slot->len, false, sh->spec.dtype,
+							 sh->spec.keylen);
 			part.nrows = slot->nrows;
 			part.nbad = slot->nbad;
+			part.keyused = slot->keyused;
 			if (sh->spec.sampled)
 			{
 				part.prio = slot_prio(sh, slot);

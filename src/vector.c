@@ -124,10 +124,10 @@ half_to_float(uint16 h)
 
 /* a row's name in messages: its id, else its place in the table */
 static char *
-row_name(const PgGpuRowSpec *spec, TupleTableSlot *slot, int64 id)
+row_name(const PgGpuRowSpec *spec, TupleTableSlot *slot)
 {
 	if (spec->idpos >= 0)
-		return psprintf("row with %s = %lld", NameStr(spec->idname), (long long) id);
+		return psprintf("row with %s = %s", NameStr(spec->idname), pg_gpu_slot_key_text(spec, slot));
 	if (ItemPointerIsValid(&slot->tts_tid))
 		return psprintf("row at ctid (%u,%u)", ItemPointerGetBlockNumber(&slot->tts_tid),
 						ItemPointerGetOffsetNumber(&slot->tts_tid));
@@ -140,11 +140,11 @@ row_name(const PgGpuRowSpec *spec, TupleTableSlot *slot, int64 id)
  * its first non-NULL row (slot NULL: finding the length)
  */
 static char *
-value_name(const PgGpuRowSpec *spec, TupleTableSlot *slot, int64 id, const char *what)
+value_name(const PgGpuRowSpec *spec, TupleTableSlot *slot, const char *what)
 {
 	if (what)
 		return pstrdup(what);
-	return psprintf("the %s of \"%s\"", slot ? row_name(spec, slot, id) : "first non-NULL row",
+	return psprintf("the %s of \"%s\"", slot ? row_name(spec, slot) : "first non-NULL row",
 					NameStr(spec->relname));
 }
 
@@ -162,7 +162,7 @@ in_column(const PgGpuRowSpec *spec, const char *what)
  */
 static int64
 geometry_point(struct varlena *v, const char **data, const PgGpuRowSpec *spec,
-			   TupleTableSlot *slot, int64 id, const char *what)
+			   TupleTableSlot *slot, const char *what)
 {
 	const uint8 *p = (const uint8 *) VARDATA(v);
 	const uint8 *end = (const uint8 *) v + VARSIZE(v);
@@ -186,7 +186,7 @@ geometry_point(struct varlena *v, const char **data, const PgGpuRowSpec *spec,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 what ? errmsg("%s is a geometry that is not a point", what) :
 				 errmsg("%s has a geometry%s that is not a point",
-						value_name(spec, slot, id, what), in_column(spec, what)),
+						value_name(spec, slot, what), in_column(spec, what)),
 				 what ? errhint("A model of points applies to points: pass ST_Centroid or ST_PointOnSurface of the shape.") :
 				 errhint("k-means clusters points: pass a view with ST_Centroid(%s), or ST_PointOnSurface.",
 						 NameStr(spec->colname))));
@@ -207,11 +207,11 @@ geometry_point(struct varlena *v, const char **data, const PgGpuRowSpec *spec,
  */
 static int64
 vector_parts(PgGpuVecKind kind, struct varlena *v, const char **data, bool *has_nulls,
-			 const PgGpuRowSpec *spec, TupleTableSlot *slot, int64 id, const char *what)
+			 const PgGpuRowSpec *spec, TupleTableSlot *slot, const char *what)
 {
 	*has_nulls = false;
 	if (kind == PG_GPU_VEC_GEOMETRY)
-		return geometry_point(v, data, spec, slot, id, what);
+		return geometry_point(v, data, spec, slot, what);
 	if (kind == PG_GPU_VEC_PGVECTOR || kind == PG_GPU_VEC_HALFVEC)
 	{
 		*data = PGVECTOR_DATA(v);
@@ -226,7 +226,7 @@ vector_parts(PgGpuVecKind kind, struct varlena *v, const char **data, bool *has_
 					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 					 what ? errmsg("%s is a %d-dimensional array", what, ARR_NDIM(a)) :
 					 errmsg("%s has a %d-dimensional array%s",
-							value_name(spec, slot, id, what), ARR_NDIM(a), in_column(spec, what)),
+							value_name(spec, slot, what), ARR_NDIM(a), in_column(spec, what)),
 					 what ? errhint("A row's values are a one-dimensional array.") :
 					 errhint("A vector column holds one-dimensional arrays.")));
 		*has_nulls = ARR_HASNULL(a) && array_contains_nulls(a);
@@ -307,7 +307,7 @@ first_vector_len(const PgGpuSource *src, const char *limit)
 			bool		nulls;
 
 			if (!isnull)
-				len = vector_parts(src->veckind, PG_DETOAST_DATUM(d), &data, &nulls, spec, NULL, 0, NULL);
+				len = vector_parts(src->veckind, PG_DETOAST_DATUM(d), &data, &nulls, spec, NULL, NULL);
 			if (len == 0 && src->veckind != PG_GPU_VEC_GEOMETRY)
 				break;
 		}
@@ -430,7 +430,7 @@ put_doubles(PgGpuVecKind kind, const char *data, int64 d, double *dst, int64 str
  * skipped (NULL vector, NULL element, NaN or an infinity; with normalize, a
  * zero vector); another length than the first row's is an ERROR (22000).
  */
-void
+bool
 pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
 {
 	int			a = spec->pos[0];
@@ -452,13 +452,13 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 	bool		nulls;
 	int64		len;
 
-	if (spec->idpos >= 0)
-		id = pg_gpu_slot_id(spec, slot);
+	if (spec->idpos >= 0 && !pg_gpu_slot_key(spec, slot, part, &id))
+		return false;
 	if (slot->tts_isnull[a])
 		goto skip;
 	raw = (struct varlena *) DatumGetPointer(slot->tts_values[a]);
 	v = PG_DETOAST_DATUM(slot->tts_values[a]);
-	len = vector_parts(spec->veckind, v, &data, &nulls, spec, slot, id, NULL);
+	len = vector_parts(spec->veckind, v, &data, &nulls, spec, slot, NULL);
 	if (len == 0 && spec->veckind == PG_GPU_VEC_GEOMETRY)
 		goto skip_free;			/* an empty point: unusable, as a NULL */
 	if (len != d && spec->veckind == PG_GPU_VEC_GEOMETRY)
@@ -467,7 +467,7 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 				 errmsg("points of column \"%s\" of \"%s\" mix 2-D and 3-D",
 						NameStr(spec->colname), NameStr(spec->relname)),
 				 errdetail("The %s has %lld coordinates; the first point read has %lld.",
-						   row_name(spec, slot, id), (long long) len, (long long) d),
+						   row_name(spec, slot), (long long) len, (long long) d),
 				 errhint("Cluster one kind: a view with ST_Force2D(%s), or ST_Force3D.",
 						 NameStr(spec->colname))));
 	if (len != d)
@@ -476,7 +476,7 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 				 errmsg("vectors of column \"%s\" of \"%s\" differ in length",
 						NameStr(spec->colname), NameStr(spec->relname)),
 				 errdetail("The %s has %lld elements; the first row read has %lld.",
-						   row_name(spec, slot, id), (long long) len, (long long) d),
+						   row_name(spec, slot), (long long) len, (long long) d),
 				 errhint("Every vector of one k-means call has the same length.")));
 	if (nulls)
 		goto skip_free;
@@ -496,12 +496,13 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 	part->nrows++;
 	if (pend && ++part->npend == PG_GPU_PART_PEND)
 		pg_gpu_part_flush(part);
-	return;
+	return true;
 skip_free:
 	if (v != raw)
 		pfree(v);
 skip:
 	part->ids[part->cap - 1 - part->nbad++] = id;
+	return true;
 }
 
 /*
@@ -519,7 +520,7 @@ pg_gpu_vector_values(PgGpuVecKind kind, Datum value, int64 d, double *out, const
 	int64		len;
 
 	/* messages name the value (what), not a relation's row */
-	len = vector_parts(kind, v, &data, &nulls, spec, NULL, 0, what);
+	len = vector_parts(kind, v, &data, &nulls, spec, NULL, what);
 	if (nulls || (len == 0 && kind == PG_GPU_VEC_GEOMETRY))
 		return -1;
 	if (len != d)

@@ -191,6 +191,13 @@ CREATE TABLE bm (row_id int, row_vec float8[]);
 INSERT INTO bm SELECT i, ARRAY(SELECT sin(i * 0.7 + j * 0.013) FROM generate_series(1, $bm_n) j)
   FROM generate_series(1, 8) i;
 
+CREATE TABLE pts_uuid (id uuid PRIMARY KEY, x float8, y float8);
+SELECT create_distributed_table('pts_uuid', 'id');
+INSERT INTO pts_uuid SELECT md5(id::text)::uuid, x, y FROM pts_local;
+CREATE TABLE pts_text (doc text PRIMARY KEY, x float8, y float8);
+SELECT create_distributed_table('pts_text', 'doc');
+INSERT INTO pts_text SELECT 'doc-' || id, CASE WHEN id % 700 = 0 THEN NULL ELSE x END, y FROM pts_local;
+
 CREATE TABLE emb (id bigint PRIMARY KEY, v real[]);
 SELECT create_distributed_table('emb', 'id');
 CREATE TABLE emb_local (LIKE emb INCLUDING ALL);
@@ -286,6 +293,29 @@ check "gpu_kmeans_assign: every id gets the same cluster and distance as on the 
                OR NOT $(close d.distance l.distance) AS bad
         FROM gpu_kmeans_assign('pts', $init) d
         FULL JOIN gpu_kmeans_assign('pts_local', $init) l ON d.id = l.id) t"
+
+# ids of any type (keyed overloads): the nodes send uuid and text ids as text
+check "gpu_kmeans with uuid ids on the workers: every row's id (joined back) in the local table's cluster" "
+  SELECT count(*) = 3000 AND count(*) FILTER (WHERE d.cluster IS DISTINCT FROM l.cluster) = 0
+         AND bool_and(pg_typeof(d.id) = 'uuid'::regtype),
+         format('%s rows, %s differ', count(*), count(*) FILTER (WHERE d.cluster IS DISTINCT FROM l.cluster))
+  FROM gpu_kmeans('pts_uuid', 3, id_type => NULL::uuid, init_centroids => $init) d
+  JOIN pts_uuid u ON u.id = d.id
+  JOIN gpu_kmeans('pts_local', 3, init_centroids => $init) l ON md5(l.id::text)::uuid = d.id"
+
+check "gpu_kmeans_assign and memberships with text ids on the workers: the local table's clusters, NULL rows NULL" "
+  SELECT count(*) = 3000 AND count(*) FILTER (WHERE a.cluster IS DISTINCT FROM l.cluster
+                                               OR a.cluster IS DISTINCT FROM m.cluster) = 0
+         AND count(*) FILTER (WHERE a.cluster IS NULL) = 4,
+         format('%s rows, %s differ, %s NULL', count(*),
+                count(*) FILTER (WHERE a.cluster IS DISTINCT FROM l.cluster OR a.cluster IS DISTINCT FROM m.cluster),
+                count(*) FILTER (WHERE a.cluster IS NULL))
+  FROM gpu_kmeans_assign('pts_text', $init, id_type => NULL::text) a
+  JOIN (SELECT 'doc-' || id AS doc, CASE WHEN id % 700 = 0 THEN NULL ELSE cluster END AS cluster
+        FROM gpu_kmeans_assign('pts_local', $init)) l ON l.doc = a.id
+  JOIN (SELECT unnest(ids) AS doc, unnest(clusters) AS cluster
+        FROM gpu_kmeans_fit('pts_text', 3, NULL::text, init_centroids => $init, memberships => true)) m
+    ON m.doc = a.id"
 
 # the product of two matrix tables, distributed operand against a local copy:
 # rows matched by row_id, every element within the tolerance

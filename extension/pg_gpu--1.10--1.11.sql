@@ -1,0 +1,96 @@
+/* pg_gpu 1.10 -> 1.11: ids of any type (uuid, text, numeric, a composite through a view) */
+
+\echo Use "ALTER EXTENSION pg_gpu UPDATE TO '1.11'" to load this file. \quit
+
+-- The keyed overloads: id_type => NULL::uuid (any type with equality) gives
+-- the ids in a column of that type, as the id column (or primary key) holds
+-- them.  SQL types a function's result by its arguments, not by a relation
+-- named at run time, hence the argument.  It comes after the arguments
+-- without defaults so that every call of the overloads without it still
+-- finds them (which return bigint ids of an integer column).
+
+CREATE FUNCTION gpu_kmeans(
+    relation regclass,
+    k integer,
+    id_type anyelement,
+    columns text[] DEFAULT NULL,
+    id_column text DEFAULT NULL,
+    max_iter integer DEFAULT 300,
+    tol double precision DEFAULT 1e-4,
+    init text DEFAULT 'k-means++',
+    init_centroids double precision[] DEFAULT NULL,
+    seed bigint DEFAULT 0,
+    metric text DEFAULT 'euclidean',
+    n_init integer DEFAULT 1,
+    scale text DEFAULT 'none',
+    sample bigint DEFAULT NULL)
+RETURNS TABLE(id anyelement, cluster integer)
+AS 'MODULE_PATHNAME', 'gpu_kmeans_keyed'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000 SUPPORT pg_gpu_rows_support;
+
+COMMENT ON FUNCTION gpu_kmeans(regclass, integer, anyelement, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, bigint) IS
+'gpu_kmeans with ids of any type: id_type => NULL::uuid (the id column''s type) returns (id of that type, cluster) for every row';
+
+CREATE FUNCTION gpu_kmeans_fit(
+    relation regclass,
+    k integer,
+    id_type anyelement,
+    columns text[] DEFAULT NULL,
+    id_column text DEFAULT NULL,
+    max_iter integer DEFAULT 300,
+    tol double precision DEFAULT 1e-4,
+    init text DEFAULT 'k-means++',
+    init_centroids double precision[] DEFAULT NULL,
+    seed bigint DEFAULT 0,
+    metric text DEFAULT 'euclidean',
+    n_init integer DEFAULT 1,
+    scale text DEFAULT 'none',
+    memberships boolean DEFAULT false,
+    sample bigint DEFAULT NULL)
+RETURNS TABLE(centroids double precision[], sizes bigint[], inertia double precision,
+              iterations integer, converged boolean, device text, model jsonb,
+              ids anyarray, clusters integer[])
+AS 'MODULE_PATHNAME', 'gpu_kmeans_fit_keyed'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+
+COMMENT ON FUNCTION gpu_kmeans_fit(regclass, integer, anyelement, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, boolean, bigint) IS
+'gpu_kmeans_fit with ids of any type: id_type => NULL::uuid (the id column''s type); with memberships, ids is an array of that type';
+
+CREATE FUNCTION gpu_kmeans_assign(
+    relation regclass,
+    centroids double precision[],
+    id_type anyelement,
+    columns text[] DEFAULT NULL,
+    id_column text DEFAULT NULL,
+    metric text DEFAULT 'euclidean')
+RETURNS TABLE(id anyelement, cluster integer, distance double precision)
+AS 'MODULE_PATHNAME', 'gpu_kmeans_assign_keyed'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000 SUPPORT pg_gpu_rows_support;
+
+COMMENT ON FUNCTION gpu_kmeans_assign(regclass, double precision[], anyelement, text[], text, text) IS
+'gpu_kmeans_assign with ids of any type: id_type => NULL::uuid (the id column''s type) returns (id of that type, cluster, distance)';
+
+CREATE FUNCTION gpu_kmeans_apply(
+    relation regclass,
+    model jsonb,
+    id_type anyelement,
+    id_column text DEFAULT NULL)
+RETURNS TABLE(id anyelement, cluster integer, distance double precision)
+AS 'MODULE_PATHNAME', 'gpu_kmeans_apply_keyed'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000 SUPPORT pg_gpu_rows_support;
+
+COMMENT ON FUNCTION gpu_kmeans_apply(regclass, jsonb, anyelement, text) IS
+'gpu_kmeans_apply with ids of any type: id_type => NULL::uuid (the id column''s type) returns (id of that type, cluster, distance)';
+
+-- A Citus node's labels: ids passed by reference travel as text in keys.
+DROP FUNCTION pg_gpu_node_kmeans_labels(bytea);
+
+CREATE FUNCTION pg_gpu_node_kmeans_labels(centroids bytea)
+RETURNS TABLE(ids bigint[], clusters integer[], distances double precision[], keys text[])
+AS 'MODULE_PATHNAME', 'gpu_kmeans_node_labels'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION pg_gpu_node_kmeans_labels(bytea) IS
+'internal (a distributed k-means on Citus): every loaded row''s id (by value in ids, else as text in keys), nearest centroid and distance, in chunks';
+
+REVOKE EXECUTE ON FUNCTION pg_gpu_node_kmeans_labels(bytea) FROM PUBLIC;
