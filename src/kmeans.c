@@ -42,6 +42,11 @@ PG_FUNCTION_INFO_V1(gpu_kmeans_apply_keyed);
  */
 #define A_ID_TYPE 2
 
+/* a function's two entry points: bigint ids, and its keyed overload's */
+#define ENTRY_POINTS(name, call) \
+	Datum name(PG_FUNCTION_ARGS) { return call(fcinfo, InvalidOid); } \
+	Datum name##_keyed(PG_FUNCTION_ARGS) { return pg_gpu_call_keyed(fcinfo, A_ID_TYPE, call); }
+
 /* argument positions shared by gpu_kmeans and gpu_kmeans_fit */
 enum
 {
@@ -563,17 +568,7 @@ kmeans_call(FunctionCallInfo fcinfo, Oid keytype)
 	return member_srf(fcinfo, keytype, run_kmeans_labels);
 }
 
-Datum
-gpu_kmeans(PG_FUNCTION_ARGS)
-{
-	return kmeans_call(fcinfo, InvalidOid);
-}
-
-Datum
-gpu_kmeans_keyed(PG_FUNCTION_ARGS)
-{
-	return pg_gpu_call_keyed(fcinfo, A_ID_TYPE, kmeans_call);
-}
+ENTRY_POINTS(gpu_kmeans, kmeans_call)
 
 /* memberships => true: every row's id and cluster (0: NULL), in the order gpu_kmeans returns them */
 typedef struct Members
@@ -694,17 +689,7 @@ kmeans_fit_call(FunctionCallInfo fcinfo, Oid keytype)
 	return (Datum) 0;
 }
 
-Datum
-gpu_kmeans_fit(PG_FUNCTION_ARGS)
-{
-	return kmeans_fit_call(fcinfo, InvalidOid);
-}
-
-Datum
-gpu_kmeans_fit_keyed(PG_FUNCTION_ARGS)
-{
-	return pg_gpu_call_keyed(fcinfo, A_ID_TYPE, kmeans_fit_call);
-}
+ENTRY_POINTS(gpu_kmeans_fit, kmeans_fit_call)
 
 /* an assignment's rows as they are labelled: ids (in o->labelled), labels and distances in o */
 static void
@@ -803,17 +788,7 @@ kmeans_assign_call(FunctionCallInfo fcinfo, Oid keytype)
 	return member_srf(fcinfo, keytype, run_assign);
 }
 
-Datum
-gpu_kmeans_assign(PG_FUNCTION_ARGS)
-{
-	return kmeans_assign_call(fcinfo, InvalidOid);
-}
-
-Datum
-gpu_kmeans_assign_keyed(PG_FUNCTION_ARGS)
-{
-	return pg_gpu_call_keyed(fcinfo, A_ID_TYPE, kmeans_assign_call);
-}
+ENTRY_POINTS(gpu_kmeans_assign, kmeans_assign_call)
 
 /*
  * gpu_kmeans_apply(relation, model, id_column): gpu_kmeans_assign by the
@@ -848,17 +823,7 @@ kmeans_apply_call(FunctionCallInfo fcinfo, Oid keytype)
 	return member_srf(fcinfo, keytype, run_assign_model);
 }
 
-Datum
-gpu_kmeans_apply(PG_FUNCTION_ARGS)
-{
-	return kmeans_apply_call(fcinfo, InvalidOid);
-}
-
-Datum
-gpu_kmeans_apply_keyed(PG_FUNCTION_ARGS)
-{
-	return pg_gpu_call_keyed(fcinfo, A_ID_TYPE, kmeans_apply_call);
-}
+ENTRY_POINTS(gpu_kmeans_apply, kmeans_apply_call)
 
 /*
  * gpu_kmeans_choose_k(relation, ks, columns, max_iter, tol, init, seed,
