@@ -29,7 +29,7 @@ BLAS_LIBS   ?= $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
 # the compute layer: the driver and the route planner, the CPU backend, and
 # the CUDA backend (one file a concern: cuda/gpu/common.cuh lists them) or
 # its stand-in
-COMPUTE_OBJS = cuda/dataset.o cuda/matmul.o cuda/compute.o cuda/fit.o cuda/seed.o cuda/columns.o cuda/parts.o cuda/farthest.o cuda/sample.o cuda/together.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/columns.o cuda/cpu/blocks.o cuda/cpu/gemm.o cuda/cpu/matmul.o
+COMPUTE_OBJS = cuda/dataset.o cuda/matmul.o cuda/compute.o cuda/fit.o cuda/seed.o cuda/columns.o cuda/parts.o cuda/farthest.o cuda/sample.o cuda/together.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/columns.o cuda/cpu/blocks.o cuda/cpu/gemm.o cuda/cpu/matmul.o cuda/knn.o cuda/cpu/knn.o
 GPU_OBJS = $(patsubst %.cu,%.o,$(sort $(wildcard cuda/gpu/*.cu)))
 ifeq ($(WITH_CUDA),1)
 COMPUTE_OBJS += $(GPU_OBJS)
@@ -39,7 +39,7 @@ COMPUTE_OBJS += cuda/gpu/stand_in.o
 CUDA_LIBS =
 endif
 
-OBJS = src/pg_gpu.o src/compat.o src/read.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/matrix_table.o src/info.o src/support.o src/model.o src/progress.o src/relation.o src/gpus.o src/citus.o src/citus_kmeans.o src/citus_matmul.o src/citus_node.o src/sample.o src/kmeans_args.o src/keys.o $(COMPUTE_OBJS)
+OBJS = src/pg_gpu.o src/compat.o src/read.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/matrix_table.o src/info.o src/support.o src/model.o src/progress.o src/relation.o src/gpus.o src/citus.o src/citus_kmeans.o src/citus_matmul.o src/citus_node.o src/sample.o src/kmeans_args.o src/keys.o src/knn.o $(COMPUTE_OBJS)
 # libpq: the coordinator of a Citus cluster talks to its nodes (src/citus.c)
 PG_CPPFLAGS = -Icuda $(BLAS_CFLAGS) -I$(libpq_srcdir)
 # identical floating-point rounding on CPU and GPU: no contraction into FMA
@@ -63,10 +63,10 @@ cuda/gpu/%.o: cuda/gpu/%.cu $(wildcard cuda/gpu/*.cuh) cuda/gpu/tc_shapes.h $(CO
 # slower than tc_scan): ptxas fails the build on a spill
 cuda/gpu/tc_resident.o: NVCC_FLAGS += -Xptxas -warn-spills,-Werror
 
-cuda/dataset.o cuda/matmul.o cuda/compute.o cuda/fit.o cuda/seed.o cuda/columns.o cuda/parts.o cuda/farthest.o cuda/sample.o cuda/together.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/columns.o cuda/cpu/blocks.o cuda/cpu/gemm.o cuda/cpu/matmul.o cuda/gpu/stand_in.o: $(COMPUTE_H)
+cuda/dataset.o cuda/matmul.o cuda/compute.o cuda/fit.o cuda/seed.o cuda/columns.o cuda/parts.o cuda/farthest.o cuda/sample.o cuda/together.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/columns.o cuda/cpu/blocks.o cuda/cpu/gemm.o cuda/cpu/matmul.o cuda/knn.o cuda/cpu/knn.o cuda/gpu/stand_in.o: $(COMPUTE_H)
 cuda/cpu/kmeans.o cuda/cpu/rows.o cuda/cpu/gemm.o: cuda/cpu/gemm.h
 cuda/cpu/kmeans.o cuda/cpu/rows.o: cuda/cpu/state.h
-cuda/cpu/kmeans.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/blocks.o: cuda/cpu/blocks.h
+cuda/cpu/kmeans.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/blocks.o cuda/cpu/knn.o: cuda/cpu/blocks.h
 cuda/route.o: cuda/gpu/tc_shapes.h
 # every object of src/ (taken from OBJS, so a new file cannot be left out)
 $(filter src/%.o,$(OBJS)): src/pg_gpu.h src/compat.h cuda/pg_gpu_compute.h

@@ -402,6 +402,31 @@ struct pggpu_matmul
 	void	   *stopped_arg;
 };
 
+/* nearest neighbours (knn.c): the front door; the CPU's in cpu/knn.c, the GPU's in gpu/knn.cu */
+struct pggpu_knn
+{
+	pggpu_backend backend;
+	char		device_name[256];
+	int			d;
+	int			n;
+	pggpu_metric metric;
+	int64_t		nq;
+	double	   *Q;				/* the queries (CPU) */
+	double	   *ws;				/* a tile's rows by columns, and a query's distances (CPU) */
+	int64_t		ws_doubles;
+	void	   *impl;			/* the GPU backend's state */
+	int			gpu;			/* the GPU it is on, -1: the CPU */
+	pggpu_interrupt_fn interrupt;
+	void	   *interrupt_arg;
+};
+
+pggpu_status pggpu_cpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, int64_t *idx,
+								double *dist, pggpu_error *err);
+pggpu_status pggpu_gpu_knn_open(pggpu_knn *kn, int gpu_index, const double *Q, pggpu_error *err);
+pggpu_status pggpu_gpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, int64_t *idx,
+								double *dist, pggpu_error *err);
+void		pggpu_gpu_knn_close(pggpu_knn *kn);
+
 /*
  * OpenBLAS, loaded on first use (cpu/matmul.c): NULL and *why when it
  * cannot be.  cblas.h's functions, its enums as the ints they are (no

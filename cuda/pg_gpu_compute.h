@@ -271,7 +271,8 @@ const char *pggpu_data_route(const pggpu_data *ds);
 typedef enum pggpu_metric
 {
 	PGGPU_METRIC_EUCLIDEAN = 0,
-	PGGPU_METRIC_COSINE
+	PGGPU_METRIC_COSINE,
+	PGGPU_METRIC_INNER_PRODUCT	/* nearest neighbours only (pggpu_knn) */
 } pggpu_metric;
 
 /* the metric of the next k-means or assignment on ds (default EUCLIDEAN) */
@@ -680,6 +681,35 @@ void		pggpu_matmul_keep_only(pggpu_matmul *mm, int which);
 
 /* Waits for the device, then frees everything.  NULL ok. */
 void		pggpu_matmul_close(pggpu_matmul *mm);
+
+/* ---- nearest neighbours (gpu_knn) ---- */
+
+typedef struct pggpu_knn pggpu_knn;
+
+/*
+ * The nearest rows of a base, given a tile of rows at a time, for each of
+ * nq queries (Q: row-major, nq x d doubles, copied: held until close).
+ * Distances by metric: EUCLIDEAN and COSINE (the caller's rows of unit
+ * length) the squared distance, INNER_PRODUCT the negative inner product,
+ * each as the plain loop computes it: columns in order, each term rounded,
+ * never fused, the same on every backend (exact: no product proposes).
+ */
+pggpu_status pggpu_knn_open(pggpu_knn **out, pggpu_backend backend, int gpu_index, int d,
+							pggpu_metric metric, const double *Q, int64_t nq, int n,
+							pggpu_error *err);
+/* called between blocks of a tile's work (as pggpu_data_set_interrupts') */
+void		pggpu_knn_set_interrupts(pggpu_knn *kn, pggpu_interrupt_fn fn, void *arg);
+/*
+ * For every query, the n nearest of the nb rows of B (row-major doubles),
+ * the least first, ties to the lower row of B: its row idx[i * n + r] (-1
+ * past nb rows) and distance dist[i * n + r].
+ */
+pggpu_status pggpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, int64_t *idx, double *dist,
+							pggpu_error *err);
+/* "cpu", or the GPU's name */
+const char *pggpu_knn_device_name(const pggpu_knn *kn);
+/* frees everything (NULL ok) */
+void		pggpu_knn_close(pggpu_knn *kn);
 
 #ifdef __cplusplus
 }

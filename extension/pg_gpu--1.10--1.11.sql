@@ -94,3 +94,20 @@ COMMENT ON FUNCTION pg_gpu_node_kmeans_labels(bytea) IS
 'internal (a distributed k-means on Citus): every loaded row''s id (by value in ids, else as text in keys), nearest centroid and distance, in chunks';
 
 REVOKE EXECUTE ON FUNCTION pg_gpu_node_kmeans_labels(bytea) FROM PUBLIC;
+
+-- Nearest neighbours of many rows at once.
+CREATE FUNCTION gpu_knn(
+    queries regclass,
+    base regclass,
+    k integer,
+    columns text[] DEFAULT NULL,
+    base_columns text[] DEFAULT NULL,
+    metric text DEFAULT 'euclidean',
+    query_id_column text DEFAULT NULL,
+    base_id_column text DEFAULT NULL)
+RETURNS TABLE(query_id bigint, rank integer, base_id bigint, distance double precision)
+AS 'MODULE_PATHNAME', 'gpu_knn'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000;
+
+COMMENT ON FUNCTION gpu_knn(regclass, regclass, integer, text[], text[], text, text, text) IS
+'exact k nearest neighbours: for every usable row of queries its k nearest usable rows of base (euclidean distance, cosine distance 1 - cos, or the negative inner product, as pgvector''s <->, <=> and <#>), rank 1..k, ties to the lower base id, on the GPU or the CPU';

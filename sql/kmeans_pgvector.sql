@@ -64,6 +64,25 @@ SET pg_gpu.max_memory = '2MB';
 SELECT sizes FROM gpu_kmeans_fit('ph40', 5, columns => ARRAY['h'], seed => 1);
 RESET pg_gpu.max_memory;
 DROP TABLE ph40;
+-- gpu_knn against pgvector's exact ORDER BY ... LIMIT (no index): the same
+-- neighbours in the same order for each operator, on rows without near ties
+CREATE TABLE kv AS SELECT i AS id, ARRAY[sin(i * 1.1) * 3, cos(i * 0.7) * 2, sin(i * 0.13) + 1, cos(i * 2.3)]::vector(4) AS e
+FROM generate_series(1, 500) i;
+ALTER TABLE kv ADD PRIMARY KEY (id);
+CREATE TABLE kvq AS SELECT id, e FROM kv WHERE id % 50 = 0;
+ALTER TABLE kvq ADD PRIMARY KEY (id);
+SELECT m.metric, count(*) AS rows,
+       count(*) FILTER (WHERE k.base_id = p.id AND abs(k.distance - p.dist) < 1e-5) AS same
+FROM unnest(ARRAY['euclidean', 'cosine', 'inner_product']) m(metric)
+CROSS JOIN LATERAL gpu_knn('kvq', 'kv', 5, metric => m.metric) k
+JOIN kvq q ON q.id = k.query_id
+CROSS JOIN LATERAL (SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS rank
+                    FROM (SELECT b.id, CASE m.metric WHEN 'euclidean' THEN b.e <-> q.e WHEN 'cosine' THEN b.e <=> q.e
+                                                     ELSE b.e <#> q.e END AS dist
+                          FROM kv b ORDER BY 2, 1 LIMIT 5) t) p
+WHERE p.rank = k.rank
+GROUP BY m.metric ORDER BY m.metric;
+DROP TABLE kv, kvq;
 DROP TABLE pv CASCADE;
 DROP EXTENSION vector;
 \else

@@ -159,6 +159,7 @@ main(int argc, char **argv)
 	section("scaling", test_scaling);
 	section("mixed magnitudes", test_mixed_magnitudes);
 	section("cosine", test_cosine);
+	section("knn", test_knn);
 	section("route table", test_route_table);
 	section("routes on the GPU", test_routes_gpu);
 	section("grid", test_grid);

@@ -242,6 +242,8 @@ void test_kernel_grid(void);
 
 /* cosine.c */
 void test_cosine(void);
+/* knn.c */
+void test_knn(void);
 
 /* routes.c */
 void test_route_table(void);

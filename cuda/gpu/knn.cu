@@ -1,0 +1,258 @@
+/*
+ * gpu/knn.cu - nearest neighbours on the GPU.  A tile of the base against a
+ * batch of queries: a thread a (query, row) pair sums the plain loop over
+ * the columns in order (__dsub_rn/__dmul_rn/__dadd_rn, never fused: the
+ * CPU's cpu/knn.c sums alike), both rows staged in shared memory DJ columns
+ * at a time; then each query's distances sorted with their rows by CUB's
+ * segmented stable sort (ties keep the lower row) and the first n copied
+ * out.  At most PAIRS_MAX pairs at once: queries in batches.
+ */
+#include "common.cuh"
+
+#include <cub/device/device_segmented_sort.cuh>
+
+#include <cstdio>
+#include <cstdlib>
+
+#define KT 16					/* a block's queries, and its rows of the tile */
+#define PAIRS_MAX ((int64_t) 1 << 24)	/* (query, row) pairs a batch at most */
+
+struct knn_gpu
+{
+	int			dev;
+	cudaStream_t s;
+	bool		s_ok;
+	double	   *Q;				/* nq x d */
+	double	   *B;				/* a tile's rows, bcap x d */
+	int64_t		bcap;
+	double	   *D;				/* a batch's distances, and sorted */
+	double	   *Ds;
+	int32_t    *I;				/* their rows, and sorted */
+	int32_t    *Is;
+	int64_t		pcap;
+	int64_t    *off;			/* the batch's segments (queries + 1) */
+	int64_t		offcap;
+	void	   *tmp;			/* CUB's */
+	size_t		tmpcap;
+	int32_t    *hi;				/* the rows copied out, before widening */
+	int64_t		hicap;
+};
+
+__global__ void
+pair_kernel(const double *__restrict__ Q, int64_t nq, const double *__restrict__ B, int64_t nb, int d,
+			bool inner, double *__restrict__ D)
+{
+	__shared__ double qs[KT][DJ + 1];
+	__shared__ double bs[KT][DJ + 1];
+	int			tx = threadIdx.x,
+				ty = threadIdx.y;
+	int64_t		q0 = (int64_t) blockIdx.y * KT,
+				b0 = (int64_t) blockIdx.x * KT;
+	double		s = 0;
+
+	for (int j0 = 0; j0 < d; j0 += DJ)
+	{
+		int			jn = min(DJ, d - j0);
+
+		/* row ty of each, columns tx and tx + KT: a warp's loads along a row */
+		for (int c = tx; c < DJ; c += KT)
+		{
+			qs[ty][c] = q0 + ty < nq && c < jn ? Q[(q0 + ty) * d + j0 + c] : 0;
+			bs[ty][c] = b0 + ty < nb && c < jn ? B[(b0 + ty) * d + j0 + c] : 0;
+		}
+		__syncthreads();
+		for (int c = 0; c < jn; c++)
+		{
+			double		a = qs[ty][c],
+						b = bs[tx][c];
+
+			if (inner)
+				s = __dadd_rn(s, __dmul_rn(a, b));
+			else
+			{
+				double		t = __dsub_rn(a, b);
+
+				s = __dadd_rn(s, __dmul_rn(t, t));
+			}
+		}
+		__syncthreads();
+	}
+	if (q0 + ty < nq && b0 + tx < nb)
+		D[(q0 + ty) * nb + b0 + tx] = inner ? -s : s;
+}
+
+/* the rows of every segment 0..nb-1, and the segments' offsets */
+__global__ void
+rows_kernel(int32_t *I, int64_t nq, int64_t nb, int64_t *off)
+{
+	int64_t		i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < nq * nb)
+		I[i] = (int32_t) (i % nb);
+	if (i <= nq)
+		off[i] = i * nb;
+}
+
+/* (re)allocates *p for want elements of size bytes, where it holds fewer */
+static pggpu_status
+room(void **p, int64_t *cap, int64_t want, size_t size, pggpu_error *err)
+{
+	if (*cap >= want)
+		return PGGPU_OK;
+	if (*p)
+		cudaFree(*p);
+	*p = NULL;
+	*cap = 0;
+	CU(cudaMalloc(p, (size_t) want * size));
+	*cap = want;
+	return PGGPU_OK;
+}
+
+/* room for want pairs: distances and rows, as computed and as sorted */
+static pggpu_status
+pairs_room(knn_gpu *g, int64_t want, pggpu_error *err)
+{
+	if (g->pcap >= want)
+		return PGGPU_OK;
+	cudaFree(g->D);
+	cudaFree(g->Ds);
+	cudaFree(g->I);
+	cudaFree(g->Is);
+	g->D = g->Ds = NULL;
+	g->I = g->Is = NULL;
+	g->pcap = 0;
+	CU(cudaMalloc((void **) &g->D, sizeof(double) * (size_t) want));
+	CU(cudaMalloc((void **) &g->Ds, sizeof(double) * (size_t) want));
+	CU(cudaMalloc((void **) &g->I, sizeof(int32_t) * (size_t) want));
+	CU(cudaMalloc((void **) &g->Is, sizeof(int32_t) * (size_t) want));
+	g->pcap = want;
+	return PGGPU_OK;
+}
+
+extern "C" pggpu_status
+pggpu_gpu_knn_open(pggpu_knn *kn, int gpu_index, const double *Q, pggpu_error *err)
+{
+	knn_gpu    *g = (knn_gpu *) calloc(1, sizeof(knn_gpu));
+	cudaDeviceProp prop;
+
+	if (g == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	kn->impl = g;
+	g->dev = -1;
+	if (pggpu_find_gpus(gpu_index, &g->dev, &prop, err) == 0 || g->dev < 0)
+		return PGGPU_ERR_NO_GPU;
+	kn->gpu = g->dev;
+	snprintf(kn->device_name, sizeof(kn->device_name), "%s", prop.name);
+	CU(cudaSetDevice(g->dev));
+	CU(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
+	g->s_ok = true;
+	if (kn->nq > 0)
+	{
+		CU(cudaMalloc((void **) &g->Q, sizeof(double) * (size_t) kn->nq * kn->d));
+		CU(cudaMemcpy(g->Q, Q, sizeof(double) * (size_t) kn->nq * kn->d, cudaMemcpyHostToDevice));
+	}
+	return PGGPU_OK;
+}
+
+extern "C" pggpu_status
+pggpu_gpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, int64_t *idx, double *dist,
+				   pggpu_error *err)
+{
+	knn_gpu    *g = (knn_gpu *) kn->impl;
+	int			d = kn->d,
+				n = kn->n;
+	int64_t		m = nb < n ? nb : n;	/* rows a query gets from this tile */
+	int64_t		qb;				/* queries a batch */
+	bool		inner = kn->metric == PGGPU_METRIC_INNER_PRODUCT;
+	pggpu_status st;
+
+	for (int64_t i = 0; i < kn->nq * n; i++)
+		idx[i] = -1, dist[i] = INFINITY;
+	if (nb == 0)
+		return PGGPU_OK;
+	if (nb > INT32_MAX)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "a tile of %lld rows", (long long) nb);
+	qb = PAIRS_MAX / nb;
+	qb = qb < 1 ? 1 : qb > kn->nq ? kn->nq : qb;
+	qb = qb > 65535 * KT ? 65535 * KT : qb;	/* (blocks in y) */
+	CU(cudaSetDevice(g->dev));
+	if ((st = room((void **) &g->B, &g->bcap, nb * d, sizeof(double), err)) != PGGPU_OK ||
+		(st = pairs_room(g, qb * nb, err)) != PGGPU_OK ||
+		(st = room((void **) &g->off, &g->offcap, qb + 1, sizeof(int64_t), err)) != PGGPU_OK)
+		return st;
+	if (g->hicap < qb * m)
+	{
+		free(g->hi);
+		g->hicap = 0;
+		g->hi = (int32_t *) malloc(sizeof(int32_t) * (size_t) (qb * m));
+		if (g->hi == NULL)
+			return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+		g->hicap = qb * m;
+	}
+	CU(cudaMemcpyAsync(g->B, B, sizeof(double) * (size_t) nb * d, cudaMemcpyHostToDevice, g->s));
+	for (int64_t q0 = 0; q0 < kn->nq; q0 += qb)
+	{
+		int64_t		nq = kn->nq - q0 < qb ? kn->nq - q0 : qb;
+		int64_t		pairs = nq * nb;
+		size_t		tmp_bytes = 0;
+		dim3		block(KT, KT);
+		dim3		grid((unsigned) ((nb + KT - 1) / KT), (unsigned) ((nq + KT - 1) / KT));
+
+		pair_kernel<<<grid, block, 0, g->s>>>(g->Q + q0 * d, nq, g->B, nb, d, inner, g->D);
+		LAUNCHED("pair_kernel");
+		rows_kernel<<<(unsigned) ((pairs + BLOCK) / BLOCK), BLOCK, 0, g->s>>>(g->I, nq, nb, g->off);
+		LAUNCHED("rows_kernel");
+		CU(cub::DeviceSegmentedSort::StableSortPairs(NULL, tmp_bytes, g->D, g->Ds, g->I, g->Is, pairs,
+													  nq, g->off, g->off + 1, g->s));
+		if (tmp_bytes > g->tmpcap)
+		{
+			cudaFree(g->tmp);
+			g->tmp = NULL;
+			g->tmpcap = 0;
+			CU(cudaMalloc(&g->tmp, tmp_bytes));
+			g->tmpcap = tmp_bytes;
+		}
+		CU(cub::DeviceSegmentedSort::StableSortPairs(g->tmp, tmp_bytes, g->D, g->Ds, g->I, g->Is, pairs,
+													  nq, g->off, g->off + 1, g->s));
+		/* each query's first m: distances straight into dist (n apart), rows through hi */
+		CU(cudaMemcpy2DAsync(dist + q0 * n, sizeof(double) * n, g->Ds, sizeof(double) * nb,
+							 sizeof(double) * m, nq, cudaMemcpyDeviceToHost, g->s));
+		CU(cudaMemcpy2DAsync(g->hi, sizeof(int32_t) * m, g->Is, sizeof(int32_t) * nb,
+							 sizeof(int32_t) * m, nq, cudaMemcpyDeviceToHost, g->s));
+		CU(cudaStreamSynchronize(g->s));
+		for (int64_t i = 0; i < nq; i++)
+			for (int64_t r = 0; r < m; r++)
+				idx[(q0 + i) * n + r] = g->hi[i * m + r];
+		if (kn->interrupt)
+			kn->interrupt(kn->interrupt_arg);
+	}
+	return PGGPU_OK;
+}
+
+extern "C" void
+pggpu_gpu_knn_close(pggpu_knn *kn)
+{
+	knn_gpu    *g = (knn_gpu *) kn->impl;
+
+	if (g == NULL)
+		return;
+	if (g->dev >= 0)
+	{
+		cudaSetDevice(g->dev);
+		if (g->s_ok)
+			cudaStreamSynchronize(g->s);
+		cudaFree(g->Q);
+		cudaFree(g->B);
+		cudaFree(g->D);
+		cudaFree(g->Ds);
+		cudaFree(g->I);
+		cudaFree(g->Is);
+		cudaFree(g->off);
+		cudaFree(g->tmp);
+		if (g->s_ok)
+			cudaStreamDestroy(g->s);
+	}
+	free(g->hi);
+	free(g);
+	kn->impl = NULL;
+}
