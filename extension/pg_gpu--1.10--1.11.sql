@@ -111,3 +111,23 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000;
 
 COMMENT ON FUNCTION gpu_knn(regclass, regclass, integer, text[], text[], text, text, text) IS
 'exact k nearest neighbours: for every usable row of queries its k nearest usable rows of base (euclidean distance, cosine distance 1 - cos, or the negative inner product, as pgvector''s <->, <=> and <#>), rank 1..k, ties to the lower base id, on the GPU or the CPU';
+
+-- gpu_knn with ids of any type: two independent polymorphic families, as the
+-- queries and the base may be keyed by different types
+CREATE FUNCTION gpu_knn(
+    queries regclass,
+    base regclass,
+    k integer,
+    query_id_type anyelement,
+    base_id_type anycompatible,
+    columns text[] DEFAULT NULL,
+    base_columns text[] DEFAULT NULL,
+    metric text DEFAULT 'euclidean',
+    query_id_column text DEFAULT NULL,
+    base_id_column text DEFAULT NULL)
+RETURNS TABLE(query_id anyelement, rank integer, base_id anycompatible, distance double precision)
+AS 'MODULE_PATHNAME', 'gpu_knn_keyed'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000;
+
+COMMENT ON FUNCTION gpu_knn(regclass, regclass, integer, anyelement, anycompatible, text[], text[], text, text, text) IS
+'gpu_knn with ids of any type: query_id_type => NULL::uuid and base_id_type => NULL::text (the id columns'' types) return the ids as those types; ties to the lower base id by its type''s ordering';

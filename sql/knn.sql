@@ -61,6 +61,18 @@ FULL JOIN (SELECT query_id, base_id, dist, row_number() OVER (PARTITION BY query
                  FROM cq q, cb b) p) r
   ON r.query_id = k.query_id AND r.rank = k.rank
 WHERE r.rank IS NULL OR r.rank <= 3;
+-- ids of any type: uuid queries and text base rows (zero-padded: ordered as
+-- the integers), the same neighbours as by the bigint ids, ties included
+CREATE TEMP TABLE kq_u AS SELECT md5(id::text)::uuid AS id, x, y FROM kq;
+CREATE TEMP TABLE kb_t AS SELECT 'doc-' || lpad(id::text, 5, '0') AS doc, x, y FROM kb;
+ALTER TABLE kq_u ADD PRIMARY KEY (id);
+ALTER TABLE kb_t ADD PRIMARY KEY (doc);
+SELECT pg_typeof(k.query_id) AS query_id, pg_typeof(k.base_id) AS base_id, count(*) AS rows,
+       count(*) FILTER (WHERE k.base_id = 'doc-' || lpad(r.base_id::text, 5, '0') AND k.distance = sqrt(r.s)) AS same
+FROM gpu_knn('kq_u', 'kb_t', 10, query_id_type => NULL::uuid, base_id_type => NULL::text) k
+JOIN ref r ON md5(r.query_id::text)::uuid = k.query_id AND r.rank_e = k.rank
+GROUP BY 1, 2;
+SELECT * FROM gpu_knn('kq_u', 'kb_t', 3, NULL::uuid, NULL::bigint);
 -- k beyond the base: every usable row, in order; a query relation of one row
 CREATE TEMP TABLE kq1 (id bigint PRIMARY KEY, x float8, y float8);
 INSERT INTO kq1 VALUES (42, 1, 1);

@@ -9,6 +9,8 @@
  * (anyelement), and return `id anyelement` (`ids anyarray`); the others keep
  * returning bigint ids of integer columns.  A keyed call runs the same C
  * function as the other (pg_gpu_call_keyed leaves its id_type out).
+ * gpu_knn's keyed overload takes two, query_id_type anyelement and
+ * base_id_type anycompatible (two independent polymorphic families).
  *
  * An id travels through the read, the parallel workers' parts and the
  * results as an int64 (PgGpuKeys): a key passed by value is its Datum; one
@@ -125,28 +127,33 @@ pg_gpu_key_type_arg(FunctionCallInfo fcinfo, int n)
 }
 
 Datum
-pg_gpu_call_keyed(FunctionCallInfo fcinfo, int n, Datum (*fn) (FunctionCallInfo, Oid))
+pg_gpu_call_keyed(FunctionCallInfo fcinfo, int at, int count, PgGpuKeyedFn fn)
 {
-	/*
-	 * The type is wanted by a call's first run only: a value-per-call
-	 * result's later calls (fn_extra set) only hand out its rows
-	 */
-	Oid			keytype = fcinfo->flinfo->fn_extra == NULL ? pg_gpu_key_type_arg(fcinfo, n) : InvalidOid;
+	Oid			keytypes[2] = {InvalidOid, InvalidOid};
 	LOCAL_FCINFO(sub, FUNC_MAX_ARGS);
 	Datum		result;
 	int			j = 0;
 
+	Assert(count >= 1 && count <= 2);
+	/*
+	 * The types are wanted by a call's first run only: a value-per-call
+	 * result's later calls (fn_extra set) only hand out its rows
+	 */
+	if (fcinfo->flinfo->fn_extra == NULL)
+		for (int i = 0; i < count; i++)
+			keytypes[i] = pg_gpu_key_type_arg(fcinfo, at + i);
+
 	/*
 	 * The same function information (the call's expression, its
 	 * value-per-call state in fn_extra) and result information: only the
-	 * arguments move down past the id_type.
+	 * arguments move down past the id types.
 	 */
-	InitFunctionCallInfoData(*sub, fcinfo->flinfo, fcinfo->nargs - 1, fcinfo->fncollation,
+	InitFunctionCallInfoData(*sub, fcinfo->flinfo, fcinfo->nargs - count, fcinfo->fncollation,
 							 fcinfo->context, fcinfo->resultinfo);
 	for (int i = 0; i < fcinfo->nargs; i++)
-		if (i != n)
+		if (i < at || i >= at + count)
 			sub->args[j++] = fcinfo->args[i];
-	result = fn(sub, keytype);
+	result = fn(sub, keytypes);
 	fcinfo->isnull = sub->isnull;
 	return result;
 }

@@ -44,8 +44,8 @@ PG_FUNCTION_INFO_V1(gpu_kmeans_apply_keyed);
 
 /* a function's two entry points: bigint ids, and its keyed overload's */
 #define ENTRY_POINTS(name, call) \
-	Datum name(PG_FUNCTION_ARGS) { return call(fcinfo, InvalidOid); } \
-	Datum name##_keyed(PG_FUNCTION_ARGS) { return pg_gpu_call_keyed(fcinfo, A_ID_TYPE, call); }
+	Datum name(PG_FUNCTION_ARGS) { static const Oid none[2]; return call(fcinfo, none); } \
+	Datum name##_keyed(PG_FUNCTION_ARGS) { return pg_gpu_call_keyed(fcinfo, A_ID_TYPE, 1, call); }
 
 /* argument positions shared by gpu_kmeans and gpu_kmeans_fit */
 enum
@@ -551,8 +551,10 @@ emit_tuple(void *arg, Datum key, int32 cluster, double distance)
 }
 
 static Datum
-kmeans_call(FunctionCallInfo fcinfo, Oid keytype)
+kmeans_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 {
+	Oid			keytype = keytypes[0];
+
 	/* on a sample: the rows go into a tuplestore as they are labelled (it spills to disk) */
 	if (PG_NARGS() > A_KM_SAMPLE && !PG_ARGISNULL(A_KM_SAMPLE))
 	{
@@ -640,7 +642,7 @@ membership_arrays(KmeansOut *o, Datum *ids, Datum *clusters)
 }
 
 static Datum
-kmeans_fit_call(FunctionCallInfo fcinfo, Oid keytype)
+kmeans_fit_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	KmeansOut	o;
@@ -658,7 +660,7 @@ kmeans_fit_call(FunctionCallInfo fcinfo, Oid keytype)
 	InitMaterializedSRF(fcinfo, 0);
 	memset(&o, 0, sizeof(o));
 	o.fname = "gpu_kmeans_fit";
-	o.keytype = keytype;
+	o.keytype = keytypes[0];
 	o.want_model = rsinfo->setDesc->natts > 6;
 	run_kmeans(fcinfo, memberships, A_FIT_SAMPLE, &o);
 	returning = GetCurrentTimestamp();
@@ -783,9 +785,9 @@ run_assign(FunctionCallInfo fcinfo, KmeansOut *o)
 }
 
 static Datum
-kmeans_assign_call(FunctionCallInfo fcinfo, Oid keytype)
+kmeans_assign_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 {
-	return member_srf(fcinfo, keytype, run_assign);
+	return member_srf(fcinfo, keytypes[0], run_assign);
 }
 
 ENTRY_POINTS(gpu_kmeans_assign, kmeans_assign_call)
@@ -818,9 +820,9 @@ run_assign_model(FunctionCallInfo fcinfo, KmeansOut *o)
 }
 
 static Datum
-kmeans_apply_call(FunctionCallInfo fcinfo, Oid keytype)
+kmeans_apply_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 {
-	return member_srf(fcinfo, keytype, run_assign_model);
+	return member_srf(fcinfo, keytypes[0], run_assign_model);
 }
 
 ENTRY_POINTS(gpu_kmeans_apply, kmeans_apply_call)

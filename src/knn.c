@@ -18,11 +18,18 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "catalog/pg_collation.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/typcache.h"
 
 #include "pg_gpu.h"
 
 PG_FUNCTION_INFO_V1(gpu_knn);
+PG_FUNCTION_INFO_V1(gpu_knn_keyed);
+
+/* the keyed overload's query_id_type and base_id_type (keys.c), after k */
+#define AN_ID_TYPES 3
 
 enum
 {
@@ -45,7 +52,8 @@ typedef struct RowBuf
 	const PgGpuSource *src;
 	int			d;
 	double	   *x;
-	int64	   *ids;
+	int64	   *ids;			/* in keys */
+	PgGpuKeys	keys;
 	int64		n;
 	int64		cap;
 	int64		skipped;		/* unusable rows */
@@ -66,8 +74,12 @@ typedef struct KnnState
 	int64	   *tidx;			/* a tile's nearest (nq x k), rows of the sorted tile */
 	double	   *tdist;
 	double	   *best;			/* every query's k so far (nq x k), by (distance, id) */
-	int64	   *best_ids;
+	int64	   *best_ids;		/* in bkeys */
 	int		   *best_n;			/* how many each has so far */
+	PgGpuKeys	bkeys;			/* the base ids that entered a query's k */
+	bool		int_ids;		/* the base ids are integers: compared as int64 */
+	FmgrInfo   *cmp;			/* else by their type's btree comparison */
+	Oid			coll;
 	double	   *mdist;			/* a merge's scratch (k) */
 	int64	   *mids;
 	int64		base_rows;		/* base rows compared so far */
@@ -118,7 +130,7 @@ rows_take(RowBuf *rb, const PgGpuPart *p)
 			row[j] = p->rowwise ? p->values[i * d + j] : p->values[(int64) j * p->cap + i];
 		check_magnitude(rb, row);
 	}
-	memcpy(rb->ids + rb->n, p->ids, sizeof(int64) * p->nrows);
+	pg_gpu_keys_take(&rb->keys, p, p->ids, p->nrows, rb->ids + rb->n);
 	rb->n += p->nrows;
 	rb->skipped += p->nbad;
 }
@@ -130,16 +142,28 @@ queries_consume(void *arg, const PgGpuPart *p)
 	rows_take((RowBuf *) arg, p);
 }
 
+/* base ids a and b (Datums of the result's type) compared */
+static int
+id_cmp(const KnnState *st, Datum a, Datum b)
+{
+	if (st->int_ids)
+		return (int64) a < (int64) b ? -1 : (int64) a > (int64) b;
+	return DatumGetInt32(FunctionCall2Coll(st->cmp, st->coll, a, b));
+}
+
 /* the tile's rows by id: ties in a tile go to the lower id, as across tiles */
-static int64 *sort_ids_for;
+static const KnnState *sort_state;
 
 static int
 by_id(const void *a, const void *b)
 {
-	int64		x = sort_ids_for[*(const int64 *) a],
-				y = sort_ids_for[*(const int64 *) b];
+	const RowBuf *t = &sort_state->tile;
+	int64		i = *(const int64 *) a,
+				j = *(const int64 *) b;
+	int			c = id_cmp(sort_state, pg_gpu_keys_datum(&t->keys, t->ids[i]),
+						   pg_gpu_keys_datum(&t->keys, t->ids[j]));
 
-	return x < y ? -1 : x > y ? 1 : (*(const int64 *) a > *(const int64 *) b) - (*(const int64 *) a < *(const int64 *) b);
+	return c != 0 ? c : (i > j) - (i < j);
 }
 
 /* the tile filled so far compared with every query and merged into best */
@@ -166,7 +190,7 @@ tile_run(KnnState *st)
 	order = palloc(sizeof(int64) * t->n);
 	for (int64 i = 0; i < t->n; i++)
 		order[i] = i;
-	sort_ids_for = t->ids;
+	sort_state = st;
 	qsort(order, t->n, sizeof(int64), by_id);
 	for (int64 i = 0; i < t->n; i++)
 	{
@@ -186,16 +210,17 @@ tile_run(KnnState *st)
 					b = 0,
 					r = 0;
 
-		/* two lists by (distance, id) merged: the k least */
+		/* two lists by (distance, id) merged: the k least (a tile's ids kept in bkeys) */
 		for (; r < k; r++)
 		{
 			bool		ha = a < st->best_n[q],
 						hb = b < k && ti[b] >= 0;
-			int64		tid = hb ? st->sorted_ids[ti[b]] : 0;
+			Datum		tkey = hb ? pg_gpu_keys_datum(&t->keys, st->sorted_ids[ti[b]]) : (Datum) 0;
 
 			if (!ha && !hb)
 				break;
-			if (ha && (!hb || bd[a] < td[b] || (bd[a] == td[b] && bi[a] <= tid)))
+			if (ha && (!hb || bd[a] < td[b] ||
+					   (bd[a] == td[b] && id_cmp(st, pg_gpu_keys_datum(&st->bkeys, bi[a]), tkey) <= 0)))
 			{
 				st->mdist[r] = bd[a];
 				st->mids[r] = bi[a++];
@@ -203,7 +228,7 @@ tile_run(KnnState *st)
 			else
 			{
 				st->mdist[r] = td[b++];
-				st->mids[r] = tid;
+				st->mids[r] = pg_gpu_keys_add(&st->bkeys, tkey);
 			}
 		}
 		memcpy(bd, st->mdist, sizeof(double) * r);
@@ -212,6 +237,7 @@ tile_run(KnnState *st)
 	}
 	st->base_rows += t->n;
 	t->n = 0;
+	t->keys.used = 0;			/* (a tile's ids: those kept are in bkeys) */
 	pg_gpu_progress(false, "%lld rows of the base compared with %lld queries", (long long) st->base_rows,
 					(long long) st->nq);
 }
@@ -246,8 +272,8 @@ metric_arg(FunctionCallInfo fcinfo)
 			 errhint("Use 'euclidean', 'cosine' or 'inner_product'.")));
 }
 
-Datum
-gpu_knn(PG_FUNCTION_ARGS)
+static Datum
+knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	PgGpuSource qsrc,
@@ -279,10 +305,24 @@ gpu_knn(PG_FUNCTION_ARGS)
 
 	pg_gpu_resolve_source(PG_GETARG_OID(AN_QUERIES), columns,
 						  PG_ARGISNULL(AN_QUERY_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(AN_QUERY_ID_COLUMN),
-						  InvalidOid, true, metric == PGGPU_METRIC_COSINE, &qsrc);
+						  keytypes[0], true, metric == PGGPU_METRIC_COSINE, &qsrc);
 	pg_gpu_resolve_source(PG_GETARG_OID(AN_BASE), base_columns,
 						  PG_ARGISNULL(AN_BASE_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(AN_BASE_ID_COLUMN),
-						  InvalidOid, true, metric == PGGPU_METRIC_COSINE, &bsrc);
+						  keytypes[1], true, metric == PGGPU_METRIC_COSINE, &bsrc);
+	/* ties go to the lower base id: integers compared as such, else by the type's ordering */
+	st->int_ids = pg_gpu_is_integer_type(bsrc.keytype);
+	if (!st->int_ids)
+	{
+		TypeCacheEntry *tc = lookup_type_cache(bsrc.keytype, TYPECACHE_CMP_PROC_FINFO);
+
+		if (!OidIsValid(tc->cmp_proc))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_FUNCTION),
+					 errmsg("base ids of type %s cannot be ordered", format_type_be(bsrc.keytype)),
+					 errhint("Ties go to the lower base_id: identify the base's rows by a column whose type has a btree ordering.")));
+		st->cmp = &tc->cmp_proc_finfo;
+		st->coll = OidIsValid(bsrc.idcoll) ? bsrc.idcoll : DEFAULT_COLLATION_OID;
+	}
 	d = qsrc.ncols;
 	if (bsrc.ncols != d)
 		ereport(ERROR,
@@ -294,6 +334,7 @@ gpu_knn(PG_FUNCTION_ARGS)
 	pg_gpu_progress(true, "reading the queries");
 	qrows.src = &qsrc;
 	qrows.d = d;
+	pg_gpu_keys_init(&qrows.keys, qsrc.keytype);
 	pg_gpu_read_parts(&qsrc, true, NULL, PGGPU_FLOAT64, queries_consume, &qrows);
 	if (qrows.skipped > 0)
 		ereport(NOTICE,
@@ -324,6 +365,8 @@ gpu_knn(PG_FUNCTION_ARGS)
 	pggpu_knn_set_interrupts(st->kn, pg_gpu_check_interrupts, NULL);
 	st->tile.src = &bsrc;
 	st->tile.d = d;
+	pg_gpu_keys_init(&st->tile.keys, bsrc.keytype);
+	pg_gpu_keys_init(&st->bkeys, bsrc.keytype);
 	st->tidx = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * st->nq * k);
 	st->tdist = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * st->nq * k);
 	st->best = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * st->nq * k);
@@ -355,9 +398,9 @@ gpu_knn(PG_FUNCTION_ARGS)
 			Datum		v[4];
 			bool		nulls[4] = {false, false, false, false};
 
-			v[0] = Int64GetDatum(qrows.ids[q]);
+			v[0] = pg_gpu_keys_datum(&qrows.keys, qrows.ids[q]);
 			v[1] = Int32GetDatum(r + 1);
-			v[2] = Int64GetDatum(st->best_ids[q * k + r]);
+			v[2] = pg_gpu_keys_datum(&st->bkeys, st->best_ids[q * k + r]);
 			/* Euclidean: the distance; cosine: 1 - cos = |x - y|^2 / 2 on unit rows; inner: -x.y */
 			v[3] = Float8GetDatum(metric == PGGPU_METRIC_EUCLIDEAN ? sqrt(s) :
 								  metric == PGGPU_METRIC_COSINE ? s / 2 : s);
@@ -368,4 +411,18 @@ gpu_knn(PG_FUNCTION_ARGS)
 	st->kn = NULL;
 	pg_gpu_progress_end();
 	return (Datum) 0;
+}
+
+Datum
+gpu_knn(PG_FUNCTION_ARGS)
+{
+	static const Oid none[2];
+
+	return knn_call(fcinfo, none);
+}
+
+Datum
+gpu_knn_keyed(PG_FUNCTION_ARGS)
+{
+	return pg_gpu_call_keyed(fcinfo, AN_ID_TYPES, 2, knn_call);
 }

@@ -203,6 +203,7 @@ typedef struct PgGpuSource
 	Oid			idtype;			/* its base type */
 	int			idatt;			/* its attribute index, -1: none */
 	Oid			keytype;		/* the ids' type in results (PgGpuKeys.type) */
+	Oid			idcoll;			/* the id column's collation (ties by id: gpu_knn) */
 	double		expected_rows;	/* planner-style estimate, 0 if unknown */
 } PgGpuSource;
 
@@ -610,12 +611,12 @@ extern double pg_gpu_key_bytes(const PgGpuSource *src);
 /* the id_type of a keyed call (its argument n): its base type, checked */
 extern Oid	pg_gpu_key_type_arg(FunctionCallInfo fcinfo, int n);
 /*
- * fn called with argument n (a keyed overload's id_type) left out, so that
- * the keyed functions share the others' argument positions, and the
- * id_type's base type
+ * fn called with count (1 or 2) arguments from at (a keyed overload's id
+ * types) left out, so that the keyed functions share the others' argument
+ * positions, and the id types' base types (InvalidOid past count)
  */
-extern Datum pg_gpu_call_keyed(FunctionCallInfo fcinfo, int n,
-							   Datum (*fn) (FunctionCallInfo, Oid));
+typedef Datum (*PgGpuKeyedFn) (FunctionCallInfo fcinfo, const Oid *keytypes);
+extern Datum pg_gpu_call_keyed(FunctionCallInfo fcinfo, int at, int count, PgGpuKeyedFn fn);
 
 /* ---- the k-means functions' arguments (kmeans_args.c) ---- */
 

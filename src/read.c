@@ -275,6 +275,7 @@ pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column, Oid keytyp
 	{
 		src->idname = pstrdup(NameStr(TupleDescAttr(td, idcol)->attname));
 		src->idtype = getBaseType(TupleDescAttr(td, idcol)->atttypid);
+		src->idcoll = TupleDescAttr(td, idcol)->attcollation;
 		if (keytype == ANYELEMENTOID)
 			src->keytype = src->idtype;
 	}
