@@ -85,6 +85,10 @@ ALTER TABLE kbig ADD PRIMARY KEY (id);
 SELECT k.rank, k.base_id, k.distance
 FROM gpu_knn('kq1', 'kbig', 4) k ORDER BY k.rank;
 SELECT min(id) FILTER (WHERE x = 1 AND y = 1) AS first_exact FROM kbig;
+-- the queries are held: pg_gpu.max_memory counts them as they are read
+SET pg_gpu.max_memory = '1MB';
+SELECT count(*) FROM gpu_knn('kbig', 'kq1', 1);
+RESET pg_gpu.max_memory;
 -- errors: k, the metric, rows of two lengths, a relation without a key
 SELECT * FROM gpu_knn('kq', 'kb', 0, columns => ARRAY['x', 'y']);
 SELECT * FROM gpu_knn('kq', 'kb', 3, columns => ARRAY['x', 'y'], metric => 'manhattan');

@@ -54,6 +54,7 @@ typedef struct RowBuf
 	double	   *x;
 	int64	   *ids;			/* in keys */
 	PgGpuKeys	keys;
+	double		row_bytes;		/* what a row held costs (0: none is held: a tile) */
 	int64		n;
 	int64		cap;
 	int64		skipped;		/* unusable rows */
@@ -116,6 +117,11 @@ rows_take(RowBuf *rb, const PgGpuPart *p)
 	{
 		int64		cap = Max(rb->cap * 2, rb->n + p->nrows);
 
+		/* the queries, as they grow: pg_gpu.max_memory before the room is taken */
+		if (rb->row_bytes > 0)
+			pg_gpu_check_memory((double) cap * rb->row_bytes, rb->src->relname,
+								"%lld queries read so far, %.0f bytes each.", (long long) rb->n,
+								rb->row_bytes);
 		rb->x = rb->x ? repalloc_huge(rb->x, sizeof(double) * cap * d) :
 			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * cap * d);
 		rb->ids = rb->ids ? repalloc_huge(rb->ids, sizeof(int64) * cap) :
@@ -334,6 +340,7 @@ knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 	pg_gpu_progress(true, "reading the queries");
 	qrows.src = &qsrc;
 	qrows.d = d;
+	qrows.row_bytes = 8.0 * d + pg_gpu_key_bytes(&qsrc) + 16.0 * k;
 	pg_gpu_keys_init(&qrows.keys, qsrc.keytype);
 	pg_gpu_read_parts(&qsrc, true, NULL, PGGPU_FLOAT64, queries_consume, &qrows);
 	if (qrows.skipped > 0)
