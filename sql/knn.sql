@@ -89,6 +89,21 @@ SELECT min(id) FILTER (WHERE x = 1 AND y = 1) AS first_exact FROM kbig;
 SET pg_gpu.max_memory = '1MB';
 SELECT count(*) FROM gpu_knn('kbig', 'kq1', 1);
 RESET pg_gpu.max_memory;
+-- statement_timeout (as Ctrl-C) stops a long call in time: 150000 queries
+-- against 150000 rows (the CPU polls by work inside a tile, the GPU between
+-- batches of queries)
+CREATE FUNCTION knn_answered_in_time(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE q;
+  RETURN 'finished before the timeout';
+EXCEPTION WHEN query_canceled THEN
+  RETURN CASE WHEN clock_timestamp() - statement_timestamp() < interval '2 s'
+              THEN 'cancelled in time' ELSE 'cancelled late' END;
+END $$;
+SET statement_timeout = '1s';
+SELECT knn_answered_in_time($q$SELECT count(*) FROM gpu_knn('kbig', 'kbig', 5, columns => ARRAY['x', 'y'])$q$);
+RESET statement_timeout;
+DROP FUNCTION knn_answered_in_time(text);
 -- errors: k, the metric, rows of two lengths, a relation without a key
 SELECT * FROM gpu_knn('kq', 'kb', 0, columns => ARRAY['x', 'y']);
 SELECT * FROM gpu_knn('kq', 'kb', 3, columns => ARRAY['x', 'y'], metric => 'manhattan');
