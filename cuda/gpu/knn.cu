@@ -3,9 +3,10 @@
  * batch of queries: a thread a (query, row) pair sums the plain loop over
  * the columns in order (__dsub_rn/__dmul_rn/__dadd_rn, never fused: the
  * CPU's cpu/knn.c sums alike), both rows staged in shared memory DJ columns
- * at a time; then each query's distances sorted with their rows by CUB's
- * segmented stable sort (ties keep the lower row) and the first n copied
- * out.  At most PAIRS_MAX pairs at once: queries in batches.
+ * at a time; then each query's n least selected by (distance, row): a
+ * block a query where n <= SEL_K (one read of the distances), else CUB's
+ * segmented stable sort of all of them (ties keep the lower row); the
+ * first n copied out.  At most PAIRS_MAX pairs at once: queries in batches.
  */
 #include "common.cuh"
 
@@ -16,6 +17,8 @@
 
 #define KT 16					/* a block's queries, and its rows of the tile */
 #define PAIRS_MAX ((int64_t) 1 << 24)	/* (query, row) pairs a batch at most */
+#define SEL_THREADS 64			/* select_kernel's block (its lists: 24 kB of shared memory) */
+#define SEL_K 32				/* and the most neighbours it selects (else a sort) */
 
 struct knn_gpu
 {
@@ -79,6 +82,84 @@ pair_kernel(const double *__restrict__ Q, int64_t nq, const double *__restrict__
 	}
 	if (q0 + ty < nq && b0 + tx < nb)
 		D[(q0 + ty) * nb + b0 + tx] = inner ? -s : s;
+}
+
+/* (av, ai) before (bv, bi): the lesser distance, then the lower row */
+__device__ __forceinline__ bool
+before(double av, int32_t ai, double bv, int32_t bi)
+{
+	return av < bv || (av == bv && ai < bi);
+}
+
+/*
+ * Each query's m <= SEL_K least of its nb distances by (distance, row), a
+ * block a query: each thread keeps the least of its rows (every
+ * SEL_THREADS-th) in order in shared memory, then m rounds take the least
+ * of the threads' heads.  Reads the distances once, where a sort of all of
+ * them moves each several times.
+ */
+__global__ void __launch_bounds__(SEL_THREADS)
+select_kernel(const double *__restrict__ D, int64_t nb, int m, double *__restrict__ outd,
+			  int32_t *__restrict__ outi)
+{
+	__shared__ double sv[SEL_K][SEL_THREADS];
+	__shared__ int32_t si[SEL_K][SEL_THREADS];
+	__shared__ double wv[SEL_THREADS / 32];
+	__shared__ int32_t wi[SEL_THREADS / 32];
+	int			t = threadIdx.x,
+				lane = t & 31,
+				warp = t >> 5;
+	const double *row = D + (int64_t) blockIdx.x * nb;
+	int			cnt = 0,
+				head = 0;
+
+	for (int64_t r = t; r < nb; r += SEL_THREADS)
+	{
+		double		v = row[r];
+		int32_t		i = (int32_t) r;
+		int			p;
+
+		if (cnt == m && !before(v, i, sv[m - 1][t], si[m - 1][t]))
+			continue;
+		p = cnt < m ? cnt++ : m - 1;
+		for (; p > 0 && before(v, i, sv[p - 1][t], si[p - 1][t]); p--)
+		{
+			sv[p][t] = sv[p - 1][t];
+			si[p][t] = si[p - 1][t];
+		}
+		sv[p][t] = v;
+		si[p][t] = i;
+	}
+	for (int r = 0; r < m; r++)
+	{
+		double		v = head < cnt ? sv[head][t] : INFINITY;
+		int32_t		i = head < cnt ? si[head][t] : INT32_MAX;
+
+		for (int o = 16; o > 0; o >>= 1)
+		{
+			double		ov = __shfl_down_sync(FULL, v, o);
+			int32_t		oi = __shfl_down_sync(FULL, i, o);
+
+			if (before(ov, oi, v, i))
+				v = ov, i = oi;
+		}
+		if (lane == 0)
+			wv[warp] = v, wi[warp] = i;
+		__syncthreads();
+		v = wv[0], i = wi[0];
+		for (int w = 1; w < SEL_THREADS / 32; w++)
+			if (before(wv[w], wi[w], v, i))
+				v = wv[w], i = wi[w];
+		/* (rows are one thread's each: its head is the winner or not) */
+		if (head < cnt && si[head][t] == i)
+			head++;
+		if (t == 0)
+		{
+			outd[(int64_t) blockIdx.x * m + r] = v;
+			outi[(int64_t) blockIdx.x * m + r] = i;
+		}
+		__syncthreads();
+	}
 }
 
 /* the rows of every segment 0..nb-1, and the segments' offsets */
@@ -154,6 +235,33 @@ pggpu_gpu_knn_open(pggpu_knn *kn, int gpu_index, const double *Q, pggpu_error *e
 	return PGGPU_OK;
 }
 
+/*
+ * Each query's distances of a batch (D) sorted with their rows (m > SEL_K):
+ * into Ds and Is, nb apart, ties in row order (a stable sort)
+ */
+static pggpu_status
+sort_batch(knn_gpu *g, int64_t nq, int64_t nb, pggpu_error *err)
+{
+	int64_t		pairs = nq * nb;
+	size_t		tmp_bytes = 0;
+
+	rows_kernel<<<(unsigned) ((pairs + BLOCK) / BLOCK), BLOCK, 0, g->s>>>(g->I, nq, nb, g->off);
+	LAUNCHED("rows_kernel");
+	CU(cub::DeviceSegmentedSort::StableSortPairs(NULL, tmp_bytes, g->D, g->Ds, g->I, g->Is, pairs,
+												  nq, g->off, g->off + 1, g->s));
+	if (tmp_bytes > g->tmpcap)
+	{
+		cudaFree(g->tmp);
+		g->tmp = NULL;
+		g->tmpcap = 0;
+		CU(cudaMalloc(&g->tmp, tmp_bytes));
+		g->tmpcap = tmp_bytes;
+	}
+	CU(cub::DeviceSegmentedSort::StableSortPairs(g->tmp, tmp_bytes, g->D, g->Ds, g->I, g->Is, pairs,
+												  nq, g->off, g->off + 1, g->s));
+	return PGGPU_OK;
+}
+
 extern "C" pggpu_status
 pggpu_gpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, int64_t *idx, double *dist,
 				   pggpu_error *err)
@@ -163,6 +271,7 @@ pggpu_gpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, int64_t *idx, dou
 				n = kn->n;
 	int64_t		m = nb < n ? nb : n;	/* rows a query gets from this tile */
 	int64_t		qb;				/* queries a batch */
+	int64_t		ld;				/* a query's distances apart in Ds and Is */
 	bool		inner = kn->metric == PGGPU_METRIC_INNER_PRODUCT;
 	pggpu_status st;
 
@@ -170,6 +279,7 @@ pggpu_gpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, int64_t *idx, dou
 		idx[i] = -1, dist[i] = INFINITY;
 	if (nb == 0)
 		return PGGPU_OK;
+	ld = m <= SEL_K ? m : nb;
 	if (nb > INT32_MAX)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "a tile of %lld rows", (long long) nb);
 	qb = PAIRS_MAX / nb;
@@ -193,31 +303,20 @@ pggpu_gpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, int64_t *idx, dou
 	for (int64_t q0 = 0; q0 < kn->nq; q0 += qb)
 	{
 		int64_t		nq = kn->nq - q0 < qb ? kn->nq - q0 : qb;
-		int64_t		pairs = nq * nb;
-		size_t		tmp_bytes = 0;
 		dim3		block(KT, KT);
 		dim3		grid((unsigned) ((nb + KT - 1) / KT), (unsigned) ((nq + KT - 1) / KT));
 
 		pair_kernel<<<grid, block, 0, g->s>>>(g->Q + q0 * d, nq, g->B, nb, d, inner, g->D);
 		LAUNCHED("pair_kernel");
-		rows_kernel<<<(unsigned) ((pairs + BLOCK) / BLOCK), BLOCK, 0, g->s>>>(g->I, nq, nb, g->off);
-		LAUNCHED("rows_kernel");
-		CU(cub::DeviceSegmentedSort::StableSortPairs(NULL, tmp_bytes, g->D, g->Ds, g->I, g->Is, pairs,
-													  nq, g->off, g->off + 1, g->s));
-		if (tmp_bytes > g->tmpcap)
-		{
-			cudaFree(g->tmp);
-			g->tmp = NULL;
-			g->tmpcap = 0;
-			CU(cudaMalloc(&g->tmp, tmp_bytes));
-			g->tmpcap = tmp_bytes;
-		}
-		CU(cub::DeviceSegmentedSort::StableSortPairs(g->tmp, tmp_bytes, g->D, g->Ds, g->I, g->Is, pairs,
-													  nq, g->off, g->off + 1, g->s));
+		if (m <= SEL_K)
+			select_kernel<<<(unsigned) nq, SEL_THREADS, 0, g->s>>>(g->D, nb, (int) m, g->Ds, g->Is);
+		else if ((st = sort_batch(g, nq, nb, err)) != PGGPU_OK)
+			return st;
+		LAUNCHED("the selection");
 		/* each query's first m: distances straight into dist (n apart), rows through hi */
-		CU(cudaMemcpy2DAsync(dist + q0 * n, sizeof(double) * n, g->Ds, sizeof(double) * nb,
+		CU(cudaMemcpy2DAsync(dist + q0 * n, sizeof(double) * n, g->Ds, sizeof(double) * ld,
 							 sizeof(double) * m, nq, cudaMemcpyDeviceToHost, g->s));
-		CU(cudaMemcpy2DAsync(g->hi, sizeof(int32_t) * m, g->Is, sizeof(int32_t) * nb,
+		CU(cudaMemcpy2DAsync(g->hi, sizeof(int32_t) * m, g->Is, sizeof(int32_t) * ld,
 							 sizeof(int32_t) * m, nq, cudaMemcpyDeviceToHost, g->s));
 		CU(cudaStreamSynchronize(g->s));
 		for (int64_t i = 0; i < nq; i++)

@@ -3,7 +3,8 @@
  * written here (every row's plain-loop distance, the n least by (distance,
  * row)), bit for bit: exact ties kept in row order, the negative inner
  * product, n beyond a tile's rows, a tile of no rows, queries in several
- * batches on the GPU, and the interrupt between blocks of work.
+ * batches on the GPU, its two selections (a block a query up to 32, a
+ * sort beyond), and the interrupt between blocks of work.
  */
 #include "unit.h"
 
@@ -150,6 +151,8 @@ test_knn(void)
 		{20, 500, 40, 7, PGGPU_METRIC_INNER_PRODUCT, false},
 		{20, 500, 3, 12, PGGPU_METRIC_INNER_PRODUCT, true},
 		{5, 30, 64, 45, PGGPU_METRIC_EUCLIDEAN, false},	/* n beyond the tile */
+		{9, 3000, 5, 32, PGGPU_METRIC_EUCLIDEAN, true},	/* the GPU's block select at its most */
+		{6, 3000, 5, 33, PGGPU_METRIC_EUCLIDEAN, true},	/* and a sort past it */
 		{4, 0, 8, 3, PGGPU_METRIC_EUCLIDEAN, false},	/* no rows */
 		{300, 70000, 4, 10, PGGPU_METRIC_EUCLIDEAN, true},	/* batches on the GPU; polls */
 	};
