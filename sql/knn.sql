@@ -85,6 +85,18 @@ ALTER TABLE kbig ADD PRIMARY KEY (id);
 SELECT k.rank, k.base_id, k.distance
 FROM gpu_knn('kq1', 'kbig', 4) k ORDER BY k.rank;
 SELECT min(id) FILTER (WHERE x = 1 AND y = 1) AS first_exact FROM kbig;
+-- long text ids over two tiles: the ids kept are compacted after the first
+-- (their store past twice its live bytes); the same neighbours as by bigint ids
+CREATE TEMP TABLE kb2 AS SELECT id, x, y FROM kbig WHERE id <= 70000;
+CREATE TEMP TABLE kb2_t AS SELECT repeat('k', 100) || lpad(id::text, 6, '0') AS doc, x, y FROM kb2;
+CREATE TEMP TABLE kq2 AS SELECT id, x + 0.25 AS x, y FROM kbig WHERE id <= 20000;
+ALTER TABLE kb2 ADD PRIMARY KEY (id);
+ALTER TABLE kb2_t ADD PRIMARY KEY (doc);
+ALTER TABLE kq2 ADD PRIMARY KEY (id);
+SELECT count(*) AS rows, count(*) FILTER (WHERE t.base_id = repeat('k', 100) || lpad(b.base_id::text, 6, '0')
+                                              AND t.distance = b.distance) AS same
+FROM gpu_knn('kq2', 'kb2_t', 2, NULL::integer, NULL::text, columns => ARRAY['x', 'y']) t
+JOIN gpu_knn('kq2', 'kb2', 2, columns => ARRAY['x', 'y']) b USING (query_id, rank);
 -- the queries are held: pg_gpu.max_memory counts them as they are read
 SET pg_gpu.max_memory = '1MB';
 SELECT count(*) FROM gpu_knn('kbig', 'kq1', 1);

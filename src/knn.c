@@ -78,6 +78,7 @@ typedef struct KnnState
 	int64	   *best_ids;		/* in bkeys */
 	int		   *best_n;			/* how many each has so far */
 	PgGpuKeys	bkeys;			/* the base ids that entered a query's k */
+	Size		bkeys_live;		/* its bytes live at its last compaction (compact_ids) */
 	bool		int_ids;		/* the base ids are integers: compared as int64 */
 	FmgrInfo   *cmp;			/* else by their type's btree comparison */
 	Oid			coll;
@@ -172,6 +173,34 @@ by_id(const void *a, const void *b)
 	return c != 0 ? c : (i > j) - (i < j);
 }
 
+/*
+ * The base ids kept (passed by reference) copied into a new store once the
+ * store holds twice what was live at the last copy: ids pushed out of a
+ * query's k leave their bytes behind, as many as the tiles bring (on a
+ * base in an order that keeps bringing nearer rows, every tile)
+ */
+static void
+compact_ids(KnnState *st)
+{
+	PgGpuKeys	fresh;
+
+	if (st->bkeys.typbyval || st->bkeys.used <= 2 * st->bkeys_live)
+		return;
+	pg_gpu_keys_init(&fresh, st->bkeys.type);
+	for (int64 q = 0; q < st->nq; q++)
+		for (int r = 0; r < st->best_n[q]; r++)
+		{
+			int64	   *id = &st->best_ids[q * st->k + r];
+
+			*id = pg_gpu_keys_add(&fresh, pg_gpu_keys_datum(&st->bkeys, *id));
+		}
+	elog(DEBUG2, "pg_gpu: gpu_knn's base ids compacted: %zu bytes of %zu live", fresh.used, st->bkeys.used);
+	if (st->bkeys.bytes)
+		pfree(st->bkeys.bytes);
+	st->bkeys = fresh;
+	st->bkeys_live = Max(fresh.used, (Size) 1 << 20);
+}
+
 /* the tile filled so far compared with every query and merged into best */
 static void
 tile_run(KnnState *st)
@@ -244,6 +273,7 @@ tile_run(KnnState *st)
 	st->base_rows += t->n;
 	t->n = 0;
 	t->keys.used = 0;			/* (a tile's ids: those kept are in bkeys) */
+	compact_ids(st);
 	pg_gpu_progress(false, "%lld rows of the base compared with %lld queries", (long long) st->base_rows,
 					(long long) st->nq);
 }
@@ -374,6 +404,7 @@ knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 	st->tile.d = d;
 	pg_gpu_keys_init(&st->tile.keys, bsrc.keytype);
 	pg_gpu_keys_init(&st->bkeys, bsrc.keytype);
+	st->bkeys_live = (Size) 1 << 20;
 	st->tidx = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * st->nq * k);
 	st->tdist = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * st->nq * k);
 	st->best = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * st->nq * k);
