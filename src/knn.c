@@ -17,6 +17,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "portability/instr_time.h"
 #include "utils/builtins.h"
 #include "catalog/pg_collation.h"
 #include "utils/lsyscache.h"
@@ -85,6 +86,10 @@ typedef struct KnnState
 	double	   *mdist;			/* a merge's scratch (k) */
 	int64	   *mids;
 	int64		base_rows;		/* base rows compared so far */
+	/* where the time went (DEBUG2): ordering tiles by id, comparing, merging */
+	instr_time	ordering;
+	instr_time	comparing;
+	instr_time	merging;
 } KnnState;
 
 static void
@@ -210,9 +215,14 @@ tile_run(KnnState *st)
 				k = st->k;
 	int64	   *order;
 	pggpu_error err = {0};
+	instr_time	t0,
+				t1,
+				t2,
+				t3;
 
 	if (t->n == 0)
 		return;
+	INSTR_TIME_SET_CURRENT(t0);
 	/* (a tile is its rows and the rest of the part that filled it) */
 	if (t->n > st->sorted_cap)
 	{
@@ -233,8 +243,10 @@ tile_run(KnnState *st)
 		st->sorted_ids[i] = t->ids[order[i]];
 	}
 	pfree(order);
+	INSTR_TIME_SET_CURRENT(t1);
 	if (pggpu_knn_tile(st->kn, st->sorted, t->n, st->tidx, st->tdist, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
+	INSTR_TIME_SET_CURRENT(t2);
 	for (int64 q = 0; q < st->nq; q++)
 	{
 		double	   *bd = st->best + q * k,
@@ -270,6 +282,10 @@ tile_run(KnnState *st)
 		memcpy(bi, st->mids, sizeof(int64) * r);
 		st->best_n[q] = r;
 	}
+	INSTR_TIME_SET_CURRENT(t3);
+	INSTR_TIME_ACCUM_DIFF(st->ordering, t1, t0);
+	INSTR_TIME_ACCUM_DIFF(st->comparing, t2, t1);
+	INSTR_TIME_ACCUM_DIFF(st->merging, t3, t2);
 	st->base_rows += t->n;
 	t->n = 0;
 	t->keys.used = 0;			/* (a tile's ids: those kept are in bkeys) */
@@ -324,6 +340,10 @@ knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 	int			gpus[PGGPU_MAX_THREADS];
 	pggpu_backend backend;
 	pggpu_error err = {0};
+	instr_time	start,
+				read_q,
+				read_b,
+				done;
 
 	pg_gpu_require_arg(fcinfo, AN_QUERIES, "queries");
 	pg_gpu_require_arg(fcinfo, AN_BASE, "base");
@@ -372,7 +392,9 @@ knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 	qrows.d = d;
 	qrows.row_bytes = 8.0 * d + pg_gpu_key_bytes(&qsrc) + 16.0 * k;
 	pg_gpu_keys_init(&qrows.keys, qsrc.keytype);
+	INSTR_TIME_SET_CURRENT(start);
 	pg_gpu_read_parts(&qsrc, true, NULL, PGGPU_FLOAT64, queries_consume, &qrows);
+	INSTR_TIME_SET_CURRENT(read_q);
 	if (qrows.skipped > 0)
 		ereport(NOTICE,
 				(errmsg("%lld of %lld rows of \"%s\" have NULL, NaN or infinite values%s; they have no neighbours",
@@ -417,8 +439,17 @@ knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 	/* the base, a tile at a time (the tile's room grows to a tile and a part) */
 	pg_gpu_progress(true, "comparing the base with %lld queries on %s", (long long) st->nq,
 					pggpu_knn_device_name(st->kn));
+	INSTR_TIME_SET_CURRENT(read_b);
 	pg_gpu_read_parts(&bsrc, true, NULL, PGGPU_FLOAT64, base_consume, st);
 	tile_run(st);
+	INSTR_TIME_SET_CURRENT(done);
+	INSTR_TIME_SUBTRACT(done, read_b);
+	INSTR_TIME_SUBTRACT(read_q, start);
+	elog(DEBUG2, "pg_gpu: gpu_knn of %lld queries against %lld rows on %s (ms): the queries read %.1f, the base "
+		 "read and compared %.1f, of which ordering its tiles by id %.1f, comparing %.1f, merging %.1f",
+		 (long long) st->nq, (long long) st->base_rows, pggpu_knn_device_name(st->kn),
+		 INSTR_TIME_GET_MILLISEC(read_q), INSTR_TIME_GET_MILLISEC(done), INSTR_TIME_GET_MILLISEC(st->ordering),
+		 INSTR_TIME_GET_MILLISEC(st->comparing), INSTR_TIME_GET_MILLISEC(st->merging));
 	if (st->tile.skipped > 0)
 		ereport(NOTICE,
 				(errmsg("%lld of %lld rows of \"%s\" have NULL, NaN or infinite values%s; they are no one's neighbours",
