@@ -1,9 +1,9 @@
 /*
  * gpu/knn.cu - nearest neighbours on the GPU.  A tile of the base against a
- * batch of queries: a thread a (query, row) pair sums the plain loop over
- * the columns in order (__dsub_rn/__dmul_rn/__dadd_rn, never fused: the
- * CPU's cpu/knn.c sums alike), both rows staged in shared memory DJ columns
- * at a time; then each query's n least selected by (distance, row): a
+ * batch of queries: each pair's plain loop over the columns in order
+ * (__dsub_rn/__dmul_rn/__dadd_rn, never fused: cpu/knn.c's lanes sum
+ * alike), a thread 4 x 4 pairs, both tiles of rows staged in shared memory
+ * DJ columns at a time; then each query's n least by (distance, row): a
  * block a query where n <= SEL_K (one read of the distances), else CUB's
  * segmented stable sort of all of them (ties keep the lower row); the
  * first n copied out.  At most PAIRS_MAX pairs at once: queries in batches.
@@ -15,7 +15,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define KT 16					/* a block's queries, and its rows of the tile */
+#define KT 16					/* a block's threads a side */
+#define RT 4					/* a thread's queries, and its rows of the tile */
+#define PT (KT * RT)			/* a block's queries, and its rows of the tile */
 #define PAIRS_MAX ((int64_t) 1 << 24)	/* (query, row) pairs a batch at most */
 #define SEL_THREADS 64			/* select_kernel's block (its lists: 24 kB of shared memory) */
 #define SEL_K 32				/* and the most neighbours it selects (else a sort) */
@@ -41,47 +43,73 @@ struct knn_gpu
 	int64_t		hicap;
 };
 
-__global__ void
+/*
+ * A block's PT x PT pairs (queries q0.., rows b0..), each thread RT x RT
+ * of them (queries ty + KT i, rows tx + KT j): both tiles of rows staged in
+ * shared memory DJ columns at a time, each pair's sum over the columns in
+ * order (as cpu/knn.c's lanes)
+ */
+__global__ void __launch_bounds__(KT * KT)
 pair_kernel(const double *__restrict__ Q, int64_t nq, const double *__restrict__ B, int64_t nb, int d,
 			bool inner, double *__restrict__ D)
 {
-	__shared__ double qs[KT][DJ + 1];
-	__shared__ double bs[KT][DJ + 1];
+	__shared__ double qs[PT][DJ + 1];
+	__shared__ double bs[PT][DJ + 1];
 	int			tx = threadIdx.x,
-				ty = threadIdx.y;
-	int64_t		q0 = (int64_t) blockIdx.y * KT,
-				b0 = (int64_t) blockIdx.x * KT;
-	double		s = 0;
+				ty = threadIdx.y,
+				t = ty * KT + tx;
+	int64_t		q0 = (int64_t) blockIdx.y * PT,
+				b0 = (int64_t) blockIdx.x * PT;
+	double		s[RT][RT];
 
+	for (int i = 0; i < RT; i++)
+		for (int j = 0; j < RT; j++)
+			s[i][j] = 0;
 	for (int j0 = 0; j0 < d; j0 += DJ)
 	{
 		int			jn = min(DJ, d - j0);
 
-		/* row ty of each, columns tx and tx + KT: a warp's loads along a row */
-		for (int c = tx; c < DJ; c += KT)
+		/* PT rows of DJ columns each: a warp's loads along a row */
+		for (int l = t; l < PT * DJ; l += KT * KT)
 		{
-			qs[ty][c] = q0 + ty < nq && c < jn ? Q[(q0 + ty) * d + j0 + c] : 0;
-			bs[ty][c] = b0 + ty < nb && c < jn ? B[(b0 + ty) * d + j0 + c] : 0;
+			int			r = l / DJ,
+						c = l % DJ;
+
+			qs[r][c] = q0 + r < nq && c < jn ? Q[(q0 + r) * d + j0 + c] : 0;
+			bs[r][c] = b0 + r < nb && c < jn ? B[(b0 + r) * d + j0 + c] : 0;
 		}
 		__syncthreads();
 		for (int c = 0; c < jn; c++)
 		{
-			double		a = qs[ty][c],
-						b = bs[tx][c];
+			double		a[RT],
+						b[RT];
 
-			if (inner)
-				s = __dadd_rn(s, __dmul_rn(a, b));
-			else
-			{
-				double		t = __dsub_rn(a, b);
+			for (int i = 0; i < RT; i++)
+				a[i] = qs[ty + KT * i][c], b[i] = bs[tx + KT * i][c];
+			for (int i = 0; i < RT; i++)
+				for (int j = 0; j < RT; j++)
+				{
+					if (inner)
+						s[i][j] = __dadd_rn(s[i][j], __dmul_rn(a[i], b[j]));
+					else
+					{
+						double		u = __dsub_rn(a[i], b[j]);
 
-				s = __dadd_rn(s, __dmul_rn(t, t));
-			}
+						s[i][j] = __dadd_rn(s[i][j], __dmul_rn(u, u));
+					}
+				}
 		}
 		__syncthreads();
 	}
-	if (q0 + ty < nq && b0 + tx < nb)
-		D[(q0 + ty) * nb + b0 + tx] = inner ? -s : s;
+	for (int i = 0; i < RT; i++)
+		for (int j = 0; j < RT; j++)
+		{
+			int64_t		q = q0 + ty + KT * i,
+						r = b0 + tx + KT * j;
+
+			if (q < nq && r < nb)
+				D[q * nb + r] = inner ? -s[i][j] : s[i][j];
+		}
 }
 
 /* (av, ai) before (bv, bi): the lesser distance, then the lower row */
@@ -284,7 +312,7 @@ pggpu_gpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, int64_t *idx, dou
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "a tile of %lld rows", (long long) nb);
 	qb = PAIRS_MAX / nb;
 	qb = qb < 1 ? 1 : qb > kn->nq ? kn->nq : qb;
-	qb = qb > 65535 * KT ? 65535 * KT : qb;	/* (blocks in y) */
+	qb = qb > 65535 * PT ? 65535 * PT : qb;	/* (blocks in y) */
 	CU(cudaSetDevice(g->dev));
 	if ((st = room((void **) &g->B, &g->bcap, nb * d, sizeof(double), err)) != PGGPU_OK ||
 		(st = pairs_room(g, qb * nb, err)) != PGGPU_OK ||
@@ -304,7 +332,7 @@ pggpu_gpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, int64_t *idx, dou
 	{
 		int64_t		nq = kn->nq - q0 < qb ? kn->nq - q0 : qb;
 		dim3		block(KT, KT);
-		dim3		grid((unsigned) ((nb + KT - 1) / KT), (unsigned) ((nq + KT - 1) / KT));
+		dim3		grid((unsigned) ((nb + PT - 1) / PT), (unsigned) ((nq + PT - 1) / PT));
 
 		pair_kernel<<<grid, block, 0, g->s>>>(g->Q + q0 * d, nq, g->B, nb, d, inner, g->D);
 		LAUNCHED("pair_kernel");
