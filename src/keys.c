@@ -98,6 +98,38 @@ pg_gpu_key_bytes(const PgGpuSource *src)
 	return 8 + MAXALIGN(VARHDRSZ + (width > 0 ? width : 32));
 }
 
+/*
+ * ERROR: the id column idcol (named, or the primary key) is not of the
+ * type the ids are returned as (keytype: see pg_gpu_resolve_source)
+ */
+void
+pg_gpu_key_mismatch(const PgGpuSource *src, TupleDesc td, int idcol, Oid keytype, bool named)
+{
+	Oid			type = TupleDescAttr(td, idcol)->atttypid;
+	const char *name = NameStr(TupleDescAttr(td, idcol)->attname);
+	char	   *what = named ? psprintf("id column \"%s\"", name) :
+		psprintf("the primary key \"%s\" of \"%s\"", name, src->relname);
+
+	if (!OidIsValid(keytype))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("%s is of type %s, not an integer type", what, format_type_be(type)),
+				 errhint("Pass id_type => NULL::%s to have the ids returned as %s (without it, they are the "
+						 "bigint of an integer column).", format_type_be(type), format_type_be(type))));
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("%s is of type %s, not %s (id_type)", what, format_type_be(type), format_type_be(keytype)),
+			 errhint("Pass id_type => NULL::%s.", format_type_be(type))));
+}
+
+/* whether an id column of (base) type suits ids returned as keytype */
+bool
+pg_gpu_key_fits(Oid type, Oid keytype)
+{
+	return !OidIsValid(keytype) ? pg_gpu_is_integer_type(type) :
+		keytype == ANYELEMENTOID || type == keytype;
+}
+
 Oid
 pg_gpu_key_type_arg(FunctionCallInfo fcinfo, int n)
 {

@@ -608,6 +608,11 @@ extern void pg_gpu_keys_take(PgGpuKeys *keys, const PgGpuPart *part, const int64
 							 int64 *out);
 /* the bytes a row's id costs in memory where it is held (8, and its bytes: an estimate) */
 extern double pg_gpu_key_bytes(const PgGpuSource *src);
+/* whether an id column of (base) type suits ids returned as keytype (see pg_gpu_resolve_source) */
+extern bool pg_gpu_key_fits(Oid type, Oid keytype);
+/* ERROR (42804): id column idcol of src (named, or its primary key) is not of keytype */
+pg_noreturn extern void pg_gpu_key_mismatch(const PgGpuSource *src, TupleDesc td, int idcol, Oid keytype,
+											bool named);
 /* the id_type of a keyed call (its argument n): its base type, checked */
 extern Oid	pg_gpu_key_type_arg(FunctionCallInfo fcinfo, int n);
 /*

@@ -186,38 +186,6 @@ pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column, Oid keytyp
 	pg_gpu_resolve_sample(relid, columns, id_column, keytype, id_required, normalize, 0, src);
 }
 
-/*
- * ERROR: the id column idcol (named, or the primary key) is not of the
- * type the ids are returned as (keytype: see pg_gpu_resolve_source)
- */
-static void
-key_mismatch(const PgGpuSource *src, TupleDesc td, int idcol, Oid keytype, bool named)
-{
-	Oid			type = TupleDescAttr(td, idcol)->atttypid;
-	const char *name = NameStr(TupleDescAttr(td, idcol)->attname);
-	char	   *what = named ? psprintf("id column \"%s\"", name) :
-		psprintf("the primary key \"%s\" of \"%s\"", name, src->relname);
-
-	if (!OidIsValid(keytype))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("%s is of type %s, not an integer type", what, format_type_be(type)),
-				 errhint("Pass id_type => NULL::%s to have the ids returned as %s (without it, they are the "
-						 "bigint of an integer column).", format_type_be(type), format_type_be(type))));
-	ereport(ERROR,
-			(errcode(ERRCODE_DATATYPE_MISMATCH),
-			 errmsg("%s is of type %s, not %s (id_type)", what, format_type_be(type), format_type_be(keytype)),
-			 errhint("Pass id_type => NULL::%s.", format_type_be(type))));
-}
-
-/* whether an id column of (base) type suits ids returned as keytype */
-static bool
-key_fits(Oid type, Oid keytype)
-{
-	return !OidIsValid(keytype) ? pg_gpu_is_integer_type(type) :
-		keytype == ANYELEMENTOID || type == keytype;
-}
-
 void
 pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column, Oid keytype,
 					  bool id_required, bool normalize, int64 sample, PgGpuSource *src)
@@ -244,8 +212,8 @@ pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column, Oid keytyp
 					(errcode(ERRCODE_UNDEFINED_COLUMN),
 					 errmsg("column \"%s\" of relation \"%s\" does not exist", name, src->relname),
 					 errhint("id_column must name a column of the relation that identifies each row.")));
-		if (!key_fits(getBaseType(TupleDescAttr(td, idcol)->atttypid), keytype))
-			key_mismatch(src, td, idcol, keytype, true);
+		if (!pg_gpu_key_fits(getBaseType(TupleDescAttr(td, idcol)->atttypid), keytype))
+			pg_gpu_key_mismatch(src, td, idcol, keytype, true);
 	}
 	else
 	{
@@ -255,10 +223,10 @@ pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column, Oid keytyp
 		 * was given), else no id (gpu_kmeans_fit's default columns as before
 		 * keys of any type)
 		 */
-		if (idcol >= 0 && !key_fits(getBaseType(TupleDescAttr(td, idcol)->atttypid), keytype))
+		if (idcol >= 0 && !pg_gpu_key_fits(getBaseType(TupleDescAttr(td, idcol)->atttypid), keytype))
 		{
 			if (id_required || OidIsValid(keytype))
-				key_mismatch(src, td, idcol, keytype, false);
+				pg_gpu_key_mismatch(src, td, idcol, keytype, false);
 			idcol = -1;
 		}
 		if (idcol < 0 && id_required)
