@@ -766,7 +766,7 @@ static void
 run_assign(FunctionCallInfo fcinfo, KmeansOut *o)
 {
 	double	   *centroids;
-	pggpu_metric metric = pg_gpu_metric_arg(fcinfo, AA_METRIC);
+	pggpu_metric metric = pg_gpu_metric_arg(fcinfo, AA_METRIC, false);
 
 	pg_gpu_require_arg(fcinfo, AA_RELATION, "relation");
 	pg_gpu_require_arg(fcinfo, AA_CENTROIDS, "centroids");

@@ -77,11 +77,12 @@ pg_gpu_matrix_arg(ArrayType *a, const char *name, int rows, int cols, int *rows_
 }
 
 /*
- * The metric argument at position n: 'euclidean' or 'cosine' (an extension
- * script of 1.1 passes none: euclidean)
+ * The metric argument at position n: 'euclidean' or 'cosine', and with
+ * inner_product 'inner_product' too (gpu_knn) (an extension script of 1.1
+ * passes none: euclidean)
  */
 pggpu_metric
-pg_gpu_metric_arg(FunctionCallInfo fcinfo, int n)
+pg_gpu_metric_arg(FunctionCallInfo fcinfo, int n, bool inner_product)
 {
 	char	   *m;
 
@@ -93,10 +94,12 @@ pg_gpu_metric_arg(FunctionCallInfo fcinfo, int n)
 		return PGGPU_METRIC_EUCLIDEAN;
 	if (pg_strcasecmp(m, "cosine") == 0)
 		return PGGPU_METRIC_COSINE;
+	if (inner_product && pg_strcasecmp(m, "inner_product") == 0)
+		return PGGPU_METRIC_INNER_PRODUCT;
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unknown metric \"%s\"", m),
-			 errhint("Use 'euclidean' or 'cosine'.")));
+			 errhint(inner_product ? "Use 'euclidean', 'cosine' or 'inner_product'." : "Use 'euclidean' or 'cosine'.")));
 }
 
 /* metric cosine: ERROR on a zero row of a centroid matrix (it has no direction) */
@@ -156,7 +159,7 @@ pg_gpu_parse_settings(FunctionCallInfo fcinfo, int a_max_iter, int a_tol, int a_
 	char	   *init;
 
 	memset(fs, 0, sizeof(*fs));
-	fs->metric = pg_gpu_metric_arg(fcinfo, a_metric);
+	fs->metric = pg_gpu_metric_arg(fcinfo, a_metric, false);
 	pg_gpu_require_arg(fcinfo, a_max_iter, "max_iter");
 	pg_gpu_require_arg(fcinfo, a_tol, "tol");
 	pg_gpu_require_arg(fcinfo, a_init, "init");

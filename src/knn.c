@@ -305,25 +305,6 @@ base_consume(void *arg, const PgGpuPart *p)
 		tile_run(st);
 }
 
-static pggpu_metric
-metric_arg(FunctionCallInfo fcinfo)
-{
-	char	   *m;
-
-	pg_gpu_require_arg(fcinfo, AN_METRIC, "metric");
-	m = text_to_cstring(PG_GETARG_TEXT_PP(AN_METRIC));
-	if (strcmp(m, "euclidean") == 0)
-		return PGGPU_METRIC_EUCLIDEAN;
-	if (strcmp(m, "cosine") == 0)
-		return PGGPU_METRIC_COSINE;
-	if (strcmp(m, "inner_product") == 0)
-		return PGGPU_METRIC_INNER_PRODUCT;
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("unknown metric \"%s\"", m),
-			 errhint("Use 'euclidean', 'cosine' or 'inner_product'.")));
-}
-
 static Datum
 knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 {
@@ -353,7 +334,7 @@ knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("k must be between 1 and %d, not %d", KNN_MAX_K, k)));
-	metric = metric_arg(fcinfo);
+	metric = pg_gpu_metric_arg(fcinfo, AN_METRIC, true);
 	columns = PG_ARGISNULL(AN_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(AN_COLUMNS);
 	base_columns = PG_ARGISNULL(AN_BASE_COLUMNS) ? columns : PG_GETARG_ARRAYTYPE_P(AN_BASE_COLUMNS);
 	InitMaterializedSRF(fcinfo, 0);

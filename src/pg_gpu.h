@@ -639,8 +639,8 @@ typedef struct FitSettings
 extern void pg_gpu_require_arg(FunctionCallInfo fcinfo, int n, const char *name);
 /* a two-dimensional float8 array of rows x cols (-1: any), finite, row-major */
 extern double *pg_gpu_matrix_arg(ArrayType *a, const char *name, int rows, int cols, int *rows_out);
-/* metric => 'euclidean' or 'cosine' (argument n) */
-extern pggpu_metric pg_gpu_metric_arg(FunctionCallInfo fcinfo, int n);
+/* metric => 'euclidean' or 'cosine', or with inner_product 'inner_product' (argument n) */
+extern pggpu_metric pg_gpu_metric_arg(FunctionCallInfo fcinfo, int n, bool inner_product);
 /* ERROR where a row of m (k x d) is zero (cosine) */
 extern void pg_gpu_no_zero_rows(const double *m, int k, int d, const char *name);
 /* sample => m (argument n, where the function has it); 0 when NULL */
