@@ -123,6 +123,13 @@ SELECT * FROM gpu_knn('kq', 'kb', 3, columns => ARRAY['x', 'y'], base_columns =>
 CREATE TEMP TABLE knokey (x float8, y float8);
 SELECT * FROM gpu_knn('kq', 'knokey', 3, columns => ARRAY['x', 'y']);
 SELECT * FROM gpu_knn(NULL, 'kb', 3);
+SELECT * FROM gpu_knn('kq', NULL, 3);
+SELECT * FROM gpu_knn('kq', 'kb', NULL);
+SELECT * FROM gpu_knn('kq', 'kb', 3, columns => ARRAY['x', 'y'], metric => NULL);
+SELECT * FROM gpu_knn('kq', 'kb', 3, columns => ARRAY['x', NULL]);
+SELECT count(*) FROM gpu_knn('kq', 'kb', 3, columns => ARRAY['x', 'y'], metric => 'Inner_Product');
+SELECT * FROM gpu_knn('kq', 'kb', 3, columns => ARRAY['x', 'y'], query_id_column => 'nope');
+SELECT * FROM gpu_knn(0::oid::regclass, 'kb', 3);
 -- a role sees only the rows row security gives it, and needs SELECT
 CREATE ROLE knn_reader;
 GRANT SELECT ON kq, kb TO knn_reader;
