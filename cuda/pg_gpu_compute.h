@@ -686,29 +686,73 @@ void		pggpu_matmul_close(pggpu_matmul *mm);
 
 typedef struct pggpu_knn pggpu_knn;
 
+/* how a tile's pairs are measured (the tests force one; AUTO: as the backend chooses) */
+typedef enum pggpu_knn_route
+{
+	PGGPU_KNN_AUTO = 0,
+	PGGPU_KNN_PLAIN,			/* every pair by the plain loop */
+	PGGPU_KNN_PRODUCT			/* a float32 product proposes, the plain loop measures the uncertain */
+} pggpu_knn_route;
+
 /*
  * The nearest rows of a base, given a tile of rows at a time, for each of
  * nq queries (Q: row-major, nq x d doubles, copied: held until close).
  * Distances by metric: EUCLIDEAN and COSINE (the caller's rows of unit
  * length) the squared distance, INNER_PRODUCT the negative inner product,
  * each as the plain loop computes it: columns in order, each term rounded,
- * never fused, the same on every backend (exact: no product proposes).
+ * never fused, the same on every backend.  Exact whatever the route: where
+ * a float32 product proposes (|q - b|^2 = |q'|^2 + |b'|^2 - 2 q'.b' on
+ * copies centred on the queries' mean), a rigorous bound on its error
+ * picks the rows that could be among a query's nearest and the plain loop
+ * measures them.
  */
 pggpu_status pggpu_knn_open(pggpu_knn **out, pggpu_backend backend, int gpu_index, int d,
 							pggpu_metric metric, const double *Q, int64_t nq, int n,
 							pggpu_error *err);
 /* called between blocks of a tile's work (as pggpu_data_set_interrupts') */
 void		pggpu_knn_set_interrupts(pggpu_knn *kn, pggpu_interrupt_fn fn, void *arg);
+/* the CPU backend's threads for its products (OpenBLAS's; 1 by default) */
+void		pggpu_knn_set_threads(pggpu_knn *kn, int threads);
+/* a test's forcing of the route of the sets opened after (AUTO: none; a product the backend cannot take runs plain) */
+void		pggpu_knn_force_route(pggpu_knn_route route);
 /*
- * For every query, the n nearest of the nb rows of B (row-major doubles),
- * the least first, ties to the lower row of B: its row idx[i * n + r] (-1
- * past nb rows) and distance dist[i * n + r].
+ * Room for a tile of up to `rows` rows of B for the caller to fill, then
+ * pggpu_knn_start: by columns, column j of row r at buf[j * rows + r] (as
+ * the parts of a read hold them).  Two buffers that alternate, so that one
+ * fills while the other is compared (pinned host memory on the GPU
+ * backend: the device copies it while the caller goes on).  NULL: out of
+ * memory (err says so).
  */
-pggpu_status pggpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, int64_t *idx, double *dist,
-							pggpu_error *err);
+double	   *pggpu_knn_buffer(pggpu_knn *kn, int64_t rows, pggpu_error *err);
+/*
+ * Starts comparing the first nb rows of the last buffer with every query;
+ * on the GPU it returns once the work is queued.  rank: NULL, or each row's
+ * place in the caller's order (a permutation of 0..nb-1: ties go to the
+ * lower rank, and the results name rows by it).  bound: NULL, or for each
+ * query a distance (as above) that a row must not exceed to matter (the
+ * caller's n-th nearest so far): a row beyond it may be left out of that
+ * query's results.  A tile at a time: the one started is finished first.
+ */
+pggpu_status pggpu_knn_start(pggpu_knn *kn, int64_t nb, const int32_t *rank, const double *bound,
+							 pggpu_error *err);
+/* whether a tile is started and not yet finished */
+bool		pggpu_knn_busy(const pggpu_knn *kn);
+/*
+ * The started tile's results (waiting for the device, interrupts polled):
+ * for every query its n nearest of the tile's rows by (distance, rank), the
+ * least first: the row's rank idx[i * n + r] (-1 past the rows, or past the
+ * rows within the bound) and its distance dist[i * n + r].
+ */
+pggpu_status pggpu_knn_finish(pggpu_knn *kn, int64_t *idx, double *dist, pggpu_error *err);
+/* pggpu_knn_buffer, the nb rows of B (row-major) copied in, start and finish */
+pggpu_status pggpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, const int32_t *rank, const double *bound,
+							int64_t *idx, double *dist, pggpu_error *err);
+/* the route the tiles take, and the pairs compared and measured by the plain loop so far */
+pggpu_knn_route pggpu_knn_route_taken(const pggpu_knn *kn);
+void		pggpu_knn_counts(const pggpu_knn *kn, int64_t *pairs, int64_t *measured);
 /* "cpu", or the GPU's name */
 const char *pggpu_knn_device_name(const pggpu_knn *kn);
-/* frees everything (NULL ok) */
+/* waits for the device (a started tile stopped early), then frees everything (NULL ok) */
 void		pggpu_knn_close(pggpu_knn *kn);
 
 #ifdef __cplusplus

@@ -1,5 +1,6 @@
 /*
- * blas.cuh - cuBLAS for the k-means passes (gemm_assign.cu), loaded on first
+ * blas.cuh - cuBLAS for the k-means passes (gemm_assign.cu) and gpu_knn's
+ * product (knn.cu), loaded on first
  * use by matmul.cu, which owns the library's handle table.  CUDA C++ only.
  */
 #ifndef PG_GPU_BLAS_CUH
@@ -23,5 +24,13 @@ void		pggpu_blas_close(cublasHandle_t handle);
 pggpu_status pggpu_blas_row_products(cublasHandle_t h, bool f16, const void *C, int k, int d,
 									 const void *X, int ld, long long stride_x, int rows, void *S,
 									 long long stride_s, int batches, pggpu_error *err);
+
+/*
+ * C (m x n, by columns, ldc) = A B + beta C, A m x k and B k x n by
+ * columns (lda, ldb): float32 in every phase (gpu/knn.cu's product, whose
+ * bound counts on it)
+ */
+pggpu_status pggpu_blas_sgemm_nn(cublasHandle_t h, int m, int n, int k, const float *A, int lda,
+								 const float *B, int ldb, float beta, float *C, int ldc, pggpu_error *err);
 
 #endif							/* PG_GPU_BLAS_CUH */

@@ -1,36 +1,77 @@
 /*
- * gpu/knn.cu - nearest neighbours on the GPU.  A tile of the base against a
- * batch of queries: each pair's plain loop over the columns in order
+ * gpu/knn.cu - nearest neighbours on the GPU, a tile of the base against
+ * every query by either route (knn.c), queued on a stream at start and
+ * collected at finish, so that the caller fills the next tile meanwhile.
+ *
+ * Plain: each pair's plain loop over the columns in order
  * (__dsub_rn/__dmul_rn/__dadd_rn, never fused: cpu/knn.c's lanes sum
  * alike), a thread 4 x 4 pairs, both tiles of rows staged in shared memory
  * DJ columns at a time; then each query's n least by (distance, row): a
  * block a query where n <= SEL_K (one read of the distances), else CUB's
- * segmented stable sort of all of them (ties keep the lower row); the
- * first n copied out.  At most PAIRS_MAX pairs at once: queries in batches.
+ * segmented stable sort of all of them (ties keep the lower row).  At most
+ * PAIRS_MAX pairs at once: queries in batches.
+ *
+ * The tile comes by columns (nb apart on the device), with each row's key
+ * (the caller's rank, or the row): ties go to the lower key, and the
+ * results name rows by it.
+ *
+ * Product (n <= SEL_K): the tile's rows less mu rounded to float and their
+ * norms (convert_kernel, a thread a row), cuBLAS's float32 product with a
+ * batch of queries PGGPU_KNN_KC columns a slice (S, a query's row of
+ * products), then a block a query (cert_kernel): the m-th least upper bound
+ * A + margin over the tile, and every row whose lower bound A - margin is
+ * not above it (nor above the caller's bound) measured by the plain loop
+ * into the block's lists; the same answers as the plain route.
+ *
+ * A tile stopped by close (an interrupt) leaves early: the kernels read a
+ * flag at their start that close sets from another stream.
  */
+#include "blas.cuh"
 #include "common.cuh"
 
 #include <cub/device/device_segmented_sort.cuh>
 
 #include <cstdio>
 #include <cstdlib>
+#include <unistd.h>
 
 #define KT 16					/* a block's threads a side */
 #define RT 4					/* a thread's queries, and its rows of the tile */
 #define PT (KT * RT)			/* a block's queries, and its rows of the tile */
-#define PAIRS_MAX ((int64_t) 1 << 24)	/* (query, row) pairs a batch at most */
-#define SEL_THREADS 64			/* select_kernel's block (its lists: 24 kB of shared memory) */
+#define PAIRS_MAX ((int64_t) 1 << 24)	/* (query, row) pairs a batch at most (plain) */
+#define PRODUCTS_MAX ((int64_t) 1 << 26)	/* products a batch at most (the product's S) */
+#define SEL_THREADS 64			/* a block of the selections (its lists: 24 kB of shared memory) */
 #define SEL_K 32				/* and the most neighbours it selects (else a sort) */
 
 struct knn_gpu
 {
 	int			dev;
 	cudaStream_t s;
+	cudaStream_t ctl;			/* close's, to stop a tile */
 	bool		s_ok;
+	cublasHandle_t handle;
+	bool		handle_ok;
 	double	   *Q;				/* nq x d */
+	float	   *Qf;				/* the product's: nq x d, and norms */
+	double	   *qn,
+			   *qs,
+			   *mu;
 	double	   *B;				/* a tile's rows, bcap x d */
-	int64_t		bcap;
-	double	   *D;				/* a batch's distances, and sorted */
+	float	   *Bf;				/* and as centred floats, with their norms */
+	double	   *bn,
+			   *bs;
+	int64_t		bcap,
+				fcap,
+				ncap,
+				scap_rows;
+	float	   *S;				/* a batch's products */
+	int64_t		scap;
+	double	   *bound;			/* the caller's bound (nq) */
+	int32_t    *rank;			/* the caller's ranks (bcap rows), and pinned on their way */
+	int32_t    *hrank;
+	int64_t		rcap,
+				hrcap;
+	double	   *D;				/* a batch's distances, and sorted (plain) */
 	double	   *Ds;
 	int32_t    *I;				/* their rows, and sorted */
 	int32_t    *Is;
@@ -39,19 +80,30 @@ struct knn_gpu
 	int64_t		offcap;
 	void	   *tmp;			/* CUB's */
 	size_t		tmpcap;
-	int32_t    *hi;				/* the rows copied out, before widening */
-	int64_t		hicap;
+	double	   *od;				/* the tile's results (nq x m), on the device and pinned here */
+	int32_t    *oi;
+	double	   *hd;
+	int32_t    *hi;
+	double	   *hbound;			/* pinned: the bound on its way */
+	unsigned long long *measured;	/* the product's pairs measured, on the device and here */
+	unsigned long long *hmeasured;
+	int		   *stop;			/* the kernels' flag, and its pinned 1 */
+	int		   *hone;
+	int64_t		m;				/* the started tile's results a query (0: none) */
+	int64_t		plain_measured;
 };
 
 /*
  * A block's PT x PT pairs (queries q0.., rows b0..), each thread RT x RT
  * of them (queries ty + KT i, rows tx + KT j): both tiles of rows staged in
- * shared memory DJ columns at a time, each pair's sum over the columns in
- * order (as cpu/knn.c's lanes)
+ * shared memory DJ columns at a time (the queries by rows, the tile's rows
+ * by columns, nb apart), each pair's sum over the columns in order (as
+ * cpu/knn.c's lanes); each distance at its row's key (rank, or the row) of
+ * the query's nb
  */
 __global__ void __launch_bounds__(KT * KT)
 pair_kernel(const double *__restrict__ Q, int64_t nq, const double *__restrict__ B, int64_t nb, int d,
-			bool inner, double *__restrict__ D)
+			const int32_t *__restrict__ rank, bool inner, double *__restrict__ D, const int *stop)
 {
 	__shared__ double qs[PT][DJ + 1];
 	__shared__ double bs[PT][DJ + 1];
@@ -62,6 +114,8 @@ pair_kernel(const double *__restrict__ Q, int64_t nq, const double *__restrict__
 				b0 = (int64_t) blockIdx.x * PT;
 	double		s[RT][RT];
 
+	if (*(volatile const int *) stop)
+		return;
 	for (int i = 0; i < RT; i++)
 		for (int j = 0; j < RT; j++)
 			s[i][j] = 0;
@@ -69,14 +123,16 @@ pair_kernel(const double *__restrict__ Q, int64_t nq, const double *__restrict__
 	{
 		int			jn = min(DJ, d - j0);
 
-		/* PT rows of DJ columns each: a warp's loads along a row */
+		/* PT rows of DJ columns each: a warp's loads along a query's row, along a column of the tile */
 		for (int l = t; l < PT * DJ; l += KT * KT)
 		{
 			int			r = l / DJ,
-						c = l % DJ;
+						c = l % DJ,
+						br = l % PT,
+						bc = l / PT;
 
 			qs[r][c] = q0 + r < nq && c < jn ? Q[(q0 + r) * d + j0 + c] : 0;
-			bs[r][c] = b0 + r < nb && c < jn ? B[(b0 + r) * d + j0 + c] : 0;
+			bs[br][bc] = b0 + br < nb && bc < jn ? B[(int64_t) (j0 + bc) * nb + b0 + br] : 0;
 		}
 		__syncthreads();
 		for (int c = 0; c < jn; c++)
@@ -108,7 +164,7 @@ pair_kernel(const double *__restrict__ Q, int64_t nq, const double *__restrict__
 						r = b0 + tx + KT * j;
 
 			if (q < nq && r < nb)
-				D[q * nb + r] = inner ? -s[i][j] : s[i][j];
+				D[q * nb + (rank ? rank[r] : r)] = inner ? -s[i][j] : s[i][j];
 		}
 }
 
@@ -119,45 +175,60 @@ before(double av, int32_t ai, double bv, int32_t bi)
 	return av < bv || (av == bv && ai < bi);
 }
 
-/*
- * Each query's m <= SEL_K least of its nb distances by (distance, row), a
- * block a query: each thread keeps the least of its rows (every
- * SEL_THREADS-th) in order in shared memory, then m rounds take the least
- * of the threads' heads.  Reads the distances once, where a sort of all of
- * them moves each several times.
- */
-__global__ void __launch_bounds__(SEL_THREADS)
-select_kernel(const double *__restrict__ D, int64_t nb, int m, double *__restrict__ outd,
-			  int32_t *__restrict__ outi)
+
+/* one pair by the plain loop, the row's columns ld apart (a thread of pair_kernel, alone) */
+__device__ __forceinline__ double
+plain_pair(const double *__restrict__ q, const double *__restrict__ b, int64_t ld, int d, bool inner)
 {
-	__shared__ double sv[SEL_K][SEL_THREADS];
-	__shared__ int32_t si[SEL_K][SEL_THREADS];
-	__shared__ double wv[SEL_THREADS / 32];
-	__shared__ int32_t wi[SEL_THREADS / 32];
+	double		s = 0;
+
+	for (int j = 0; j < d; j++)
+	{
+		if (inner)
+			s = __dadd_rn(s, __dmul_rn(q[j], b[j * ld]));
+		else
+		{
+			double		u = __dsub_rn(q[j], b[j * ld]);
+
+			s = __dadd_rn(s, __dmul_rn(u, u));
+		}
+	}
+	return inner ? -s : s;
+}
+
+/* (v, i) into a thread's list of its cnt (< m: grows) least, in order */
+__device__ __forceinline__ void
+list_add(double (*sv)[SEL_THREADS], int32_t (*si)[SEL_THREADS], int t, int *cnt, int m, double v, int32_t i)
+{
+	int			p;
+
+	if (*cnt == m && !before(v, i, sv[m - 1][t], si[m - 1][t]))
+		return;
+	p = *cnt < m ? (*cnt)++ : m - 1;
+	for (; p > 0 && before(v, i, sv[p - 1][t], si[p - 1][t]); p--)
+	{
+		sv[p][t] = sv[p - 1][t];
+		si[p][t] = si[p - 1][t];
+	}
+	sv[p][t] = v;
+	si[p][t] = i;
+}
+
+/*
+ * The m least of the threads' lists, in m rounds of the least of their
+ * heads: into outd/outi (NULL: not kept; past every list: inf and
+ * INT32_MAX); returns the m-th value.  Every thread of the block calls it.
+ */
+__device__ double
+lists_merge(double (*sv)[SEL_THREADS], int32_t (*si)[SEL_THREADS], double *wv, int32_t *wi, int cnt, int m,
+			double *outd, int32_t *outi)
+{
 	int			t = threadIdx.x,
 				lane = t & 31,
-				warp = t >> 5;
-	const double *row = D + (int64_t) blockIdx.x * nb;
-	int			cnt = 0,
+				warp = t >> 5,
 				head = 0;
+	double		last = INFINITY;
 
-	for (int64_t r = t; r < nb; r += SEL_THREADS)
-	{
-		double		v = row[r];
-		int32_t		i = (int32_t) r;
-		int			p;
-
-		if (cnt == m && !before(v, i, sv[m - 1][t], si[m - 1][t]))
-			continue;
-		p = cnt < m ? cnt++ : m - 1;
-		for (; p > 0 && before(v, i, sv[p - 1][t], si[p - 1][t]); p--)
-		{
-			sv[p][t] = sv[p - 1][t];
-			si[p][t] = si[p - 1][t];
-		}
-		sv[p][t] = v;
-		si[p][t] = i;
-	}
 	for (int r = 0; r < m; r++)
 	{
 		double		v = head < cnt ? sv[head][t] : INFINITY;
@@ -181,13 +252,126 @@ select_kernel(const double *__restrict__ D, int64_t nb, int m, double *__restric
 		/* (rows are one thread's each: its head is the winner or not) */
 		if (head < cnt && si[head][t] == i)
 			head++;
-		if (t == 0)
+		if (t == 0 && outd)
 		{
-			outd[(int64_t) blockIdx.x * m + r] = v;
-			outi[(int64_t) blockIdx.x * m + r] = i;
+			outd[r] = v;
+			outi[r] = i;
 		}
+		last = v;
 		__syncthreads();
 	}
+	return last;
+}
+
+/*
+ * Each query's m <= SEL_K least of its nb distances by (distance, row), a
+ * block a query: each thread keeps the least of its rows (every
+ * SEL_THREADS-th) in order in shared memory, then lists_merge.  Reads the
+ * distances once, where a sort of all of them moves each several times.
+ */
+__global__ void __launch_bounds__(SEL_THREADS)
+select_kernel(const double *__restrict__ D, int64_t nb, int m, double *__restrict__ outd,
+			  int32_t *__restrict__ outi, const int *stop)
+{
+	__shared__ double sv[SEL_K][SEL_THREADS];
+	__shared__ int32_t si[SEL_K][SEL_THREADS];
+	__shared__ double wv[SEL_THREADS / 32];
+	__shared__ int32_t wi[SEL_THREADS / 32];
+	int			t = threadIdx.x,
+				cnt = 0;
+	const double *row = D + (int64_t) blockIdx.x * nb;
+
+	if (*(volatile const int *) stop)
+		return;
+	for (int64_t r = t; r < nb; r += SEL_THREADS)
+		list_add(sv, si, t, &cnt, m, row[r], (int32_t) r);
+	lists_merge(sv, si, wv, wi, cnt, m, outd + (int64_t) blockIdx.x * m, outi + (int64_t) blockIdx.x * m);
+}
+
+/*
+ * The tile's rows less mu rounded to float, and the norms of those floats
+ * (a thread a row, by columns nb apart as B): bs inf where too large for
+ * the product
+ */
+__global__ void
+convert_kernel(const double *__restrict__ B, int64_t nb, int d, const double *__restrict__ mu,
+			   float *__restrict__ Bf, double *__restrict__ bn, double *__restrict__ bs, const int *stop)
+{
+	int64_t		r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+	double		s = 0;
+
+	if (*(volatile const int *) stop || r >= nb)
+		return;
+	for (int j = 0; j < d; j++)
+	{
+		float		f = __double2float_rn(__dsub_rn(B[(int64_t) j * nb + r], mu[j]));
+
+		Bf[(int64_t) j * nb + r] = f;
+		s = __dadd_rn(s, __dmul_rn((double) f, (double) f));
+	}
+	bn[r] = s;
+	bs[r] = isfinite(s) && sqrt(s) <= PGGPU_KNN_MAX_NORM ? sqrt(s) : INFINITY;
+}
+
+/*
+ * A query's m least of the tile, certified (a block a query of a batch):
+ * the proposals A from its row of products S, the m-th least upper bound
+ * A + margin, then every row whose lower bound is not above that (nor
+ * above bound[q]) measured by the plain loop into the threads' lists (ties
+ * and results by the rows' keys: rank, or the row), and lists_merge.  Rows
+ * too large for the product are always measured.
+ */
+__global__ void __launch_bounds__(SEL_THREADS)
+cert_kernel(const float *__restrict__ S, int64_t nb, const double *__restrict__ qn, const double *__restrict__ qs,
+			const double *__restrict__ bn, const double *__restrict__ bs, const double *__restrict__ bound,
+			const double *__restrict__ Q, const double *__restrict__ B, const int32_t *__restrict__ rank, int d,
+			int m, bool inner, double h,
+			double *__restrict__ outd, int32_t *__restrict__ outi, unsigned long long *measured, const int *stop)
+{
+	__shared__ double sv[SEL_K][SEL_THREADS];
+	__shared__ int32_t si[SEL_K][SEL_THREADS];
+	__shared__ double wv[SEL_THREADS / 32];
+	__shared__ int32_t wi[SEL_THREADS / 32];
+	int			t = threadIdx.x,
+				cnt = 0;
+	int64_t		q = blockIdx.x;
+	const float *row = S + q * nb;
+	double		qnq = qn[q],
+				qsq = qs[q],
+				tau;
+	unsigned long long count = 0;
+
+	if (*(volatile const int *) stop)
+		return;
+	for (int64_t r = t; r < nb; r += SEL_THREADS)
+	{
+		double		up = INFINITY;
+
+		if (qsq <= PGGPU_KNN_MAX_NORM && bs[r] <= PGGPU_KNN_MAX_NORM)
+			up = (inner ? -(double) row[r] : qnq + bn[r] - 2 * (double) row[r]) +
+				pggpu_knn_margin(qsq, bs[r], h, d);
+		list_add(sv, si, t, &cnt, m, up, (int32_t) r);
+	}
+	tau = lists_merge(sv, si, wv, wi, cnt, m, NULL, NULL);
+	if (bound && bound[q] < tau)
+		tau = bound[q];
+	cnt = 0;
+	for (int64_t r = t; r < nb; r += SEL_THREADS)
+	{
+		double		lo = -INFINITY;
+
+		if (qsq <= PGGPU_KNN_MAX_NORM && bs[r] <= PGGPU_KNN_MAX_NORM)
+			lo = (inner ? -(double) row[r] : qnq + bn[r] - 2 * (double) row[r]) -
+				pggpu_knn_margin(qsq, bs[r], h, d);
+		if (lo <= tau)
+		{
+			list_add(sv, si, t, &cnt, m, plain_pair(Q + q * d, B + r, nb, d, inner), rank ? rank[r] : (int32_t) r);
+			count++;
+		}
+	}
+	if (count)
+		atomicAdd(measured, count);
+	lists_merge(sv, si, wv, wi, cnt, m, outd + q * m, outi + q * m);
 }
 
 /* the rows of every segment 0..nb-1, and the segments' offsets */
@@ -239,10 +423,14 @@ pairs_room(knn_gpu *g, int64_t want, pggpu_error *err)
 }
 
 extern "C" pggpu_status
-pggpu_gpu_knn_open(pggpu_knn *kn, int gpu_index, const double *Q, pggpu_error *err)
+pggpu_gpu_knn_open(pggpu_knn *kn, int gpu_index, pggpu_error *err)
 {
 	knn_gpu    *g = (knn_gpu *) calloc(1, sizeof(knn_gpu));
 	cudaDeviceProp prop;
+	int64_t		nq = kn->nq,
+				d = kn->d,
+				out = nq * kn->n;
+	pggpu_status st;
 
 	if (g == NULL)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
@@ -255,10 +443,38 @@ pggpu_gpu_knn_open(pggpu_knn *kn, int gpu_index, const double *Q, pggpu_error *e
 	CU(cudaSetDevice(g->dev));
 	CU(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
 	g->s_ok = true;
-	if (kn->nq > 0)
+	CU(cudaStreamCreateWithFlags(&g->ctl, cudaStreamNonBlocking));
+	CU(cudaMalloc((void **) &g->stop, sizeof(int)));
+	CU(cudaMemset(g->stop, 0, sizeof(int)));
+	CU(cudaMallocHost((void **) &g->hone, sizeof(int)));
+	*g->hone = 1;
+	CU(cudaMalloc((void **) &g->measured, sizeof(unsigned long long)));
+	CU(cudaMemset(g->measured, 0, sizeof(unsigned long long)));
+	CU(cudaMallocHost((void **) &g->hmeasured, sizeof(unsigned long long)));
+	*g->hmeasured = 0;
+	if (nq == 0)
+		return PGGPU_OK;
+	CU(cudaMalloc((void **) &g->Q, sizeof(double) * (size_t) (nq * d)));
+	CU(cudaMemcpy(g->Q, kn->Q, sizeof(double) * (size_t) (nq * d), cudaMemcpyHostToDevice));
+	CU(cudaMalloc((void **) &g->od, sizeof(double) * (size_t) out));
+	CU(cudaMalloc((void **) &g->oi, sizeof(int32_t) * (size_t) out));
+	CU(cudaMallocHost((void **) &g->hd, sizeof(double) * (size_t) out));
+	CU(cudaMallocHost((void **) &g->hi, sizeof(int32_t) * (size_t) out));
+	CU(cudaMalloc((void **) &g->bound, sizeof(double) * (size_t) nq));
+	CU(cudaMallocHost((void **) &g->hbound, sizeof(double) * (size_t) nq));
+	if (kn->route == PGGPU_KNN_PRODUCT)
 	{
-		CU(cudaMalloc((void **) &g->Q, sizeof(double) * (size_t) kn->nq * kn->d));
-		CU(cudaMemcpy(g->Q, Q, sizeof(double) * (size_t) kn->nq * kn->d, cudaMemcpyHostToDevice));
+		if ((st = pggpu_blas_open(g->s, &g->handle, err)) != PGGPU_OK)
+			return st;
+		g->handle_ok = true;
+		CU(cudaMalloc((void **) &g->Qf, sizeof(float) * (size_t) (nq * d)));
+		CU(cudaMalloc((void **) &g->qn, sizeof(double) * (size_t) nq));
+		CU(cudaMalloc((void **) &g->qs, sizeof(double) * (size_t) nq));
+		CU(cudaMalloc((void **) &g->mu, sizeof(double) * (size_t) d));
+		CU(cudaMemcpy(g->Qf, kn->Qf, sizeof(float) * (size_t) (nq * d), cudaMemcpyHostToDevice));
+		CU(cudaMemcpy(g->qn, kn->qn, sizeof(double) * (size_t) nq, cudaMemcpyHostToDevice));
+		CU(cudaMemcpy(g->qs, kn->qs, sizeof(double) * (size_t) nq, cudaMemcpyHostToDevice));
+		CU(cudaMemcpy(g->mu, kn->mu, sizeof(double) * (size_t) d, cudaMemcpyHostToDevice));
 	}
 	return PGGPU_OK;
 }
@@ -290,69 +506,169 @@ sort_batch(knn_gpu *g, int64_t nq, int64_t nb, pggpu_error *err)
 	return PGGPU_OK;
 }
 
-extern "C" pggpu_status
-pggpu_gpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, int64_t *idx, double *dist,
-				   pggpu_error *err)
+/* the plain route's batches: every pair, then each query's m least (od, oi: m apart) */
+static pggpu_status
+plain_tile(pggpu_knn *kn, knn_gpu *g, int64_t nb, int64_t m, bool rank, pggpu_error *err)
 {
-	knn_gpu    *g = (knn_gpu *) kn->impl;
-	int			d = kn->d,
-				n = kn->n;
-	int64_t		m = nb < n ? nb : n;	/* rows a query gets from this tile */
-	int64_t		qb;				/* queries a batch */
-	int64_t		ld;				/* a query's distances apart in Ds and Is */
+	int			d = kn->d;
+	int64_t		qb = PAIRS_MAX / nb;
 	bool		inner = kn->metric == PGGPU_METRIC_INNER_PRODUCT;
 	pggpu_status st;
 
-	for (int64_t i = 0; i < kn->nq * n; i++)
-		idx[i] = -1, dist[i] = INFINITY;
-	if (nb == 0)
-		return PGGPU_OK;
-	ld = m <= SEL_K ? m : nb;
-	if (nb > INT32_MAX)
-		return pggpu_fail(err, PGGPU_ERR_INVALID, "a tile of %lld rows", (long long) nb);
-	qb = PAIRS_MAX / nb;
 	qb = qb < 1 ? 1 : qb > kn->nq ? kn->nq : qb;
 	qb = qb > 65535 * PT ? 65535 * PT : qb;	/* (blocks in y) */
-	CU(cudaSetDevice(g->dev));
-	if ((st = room((void **) &g->B, &g->bcap, nb * d, sizeof(double), err)) != PGGPU_OK ||
-		(st = pairs_room(g, qb * nb, err)) != PGGPU_OK ||
+	if ((st = pairs_room(g, qb * nb, err)) != PGGPU_OK ||
 		(st = room((void **) &g->off, &g->offcap, qb + 1, sizeof(int64_t), err)) != PGGPU_OK)
 		return st;
-	if (g->hicap < qb * m)
-	{
-		free(g->hi);
-		g->hicap = 0;
-		g->hi = (int32_t *) malloc(sizeof(int32_t) * (size_t) (qb * m));
-		if (g->hi == NULL)
-			return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
-		g->hicap = qb * m;
-	}
-	CU(cudaMemcpyAsync(g->B, B, sizeof(double) * (size_t) nb * d, cudaMemcpyHostToDevice, g->s));
 	for (int64_t q0 = 0; q0 < kn->nq; q0 += qb)
 	{
 		int64_t		nq = kn->nq - q0 < qb ? kn->nq - q0 : qb;
 		dim3		block(KT, KT);
 		dim3		grid((unsigned) ((nb + PT - 1) / PT), (unsigned) ((nq + PT - 1) / PT));
 
-		pair_kernel<<<grid, block, 0, g->s>>>(g->Q + q0 * d, nq, g->B, nb, d, inner, g->D);
+		pair_kernel<<<grid, block, 0, g->s>>>(g->Q + q0 * d, nq, g->B, nb, d, rank ? g->rank : NULL, inner, g->D,
+											   g->stop);
 		LAUNCHED("pair_kernel");
 		if (m <= SEL_K)
-			select_kernel<<<(unsigned) nq, SEL_THREADS, 0, g->s>>>(g->D, nb, (int) m, g->Ds, g->Is);
-		else if ((st = sort_batch(g, nq, nb, err)) != PGGPU_OK)
-			return st;
+			select_kernel<<<(unsigned) nq, SEL_THREADS, 0, g->s>>>(g->D, nb, (int) m, g->od + q0 * m,
+																  g->oi + q0 * m, g->stop);
+		else
+		{
+			if ((st = sort_batch(g, nq, nb, err)) != PGGPU_OK)
+				return st;
+			CU(cudaMemcpy2DAsync(g->od + q0 * m, sizeof(double) * m, g->Ds, sizeof(double) * nb,
+								 sizeof(double) * m, nq, cudaMemcpyDeviceToDevice, g->s));
+			CU(cudaMemcpy2DAsync(g->oi + q0 * m, sizeof(int32_t) * m, g->Is, sizeof(int32_t) * nb,
+								 sizeof(int32_t) * m, nq, cudaMemcpyDeviceToDevice, g->s));
+		}
 		LAUNCHED("the selection");
-		/* each query's first m: distances straight into dist (n apart), rows through hi */
-		CU(cudaMemcpy2DAsync(dist + q0 * n, sizeof(double) * n, g->Ds, sizeof(double) * ld,
-							 sizeof(double) * m, nq, cudaMemcpyDeviceToHost, g->s));
-		CU(cudaMemcpy2DAsync(g->hi, sizeof(int32_t) * m, g->Is, sizeof(int32_t) * ld,
-							 sizeof(int32_t) * m, nq, cudaMemcpyDeviceToHost, g->s));
-		CU(cudaStreamSynchronize(g->s));
-		for (int64_t i = 0; i < nq; i++)
-			for (int64_t r = 0; r < m; r++)
-				idx[(q0 + i) * n + r] = g->hi[i * m + r];
+	}
+	g->plain_measured += kn->nq * nb;
+	return PGGPU_OK;
+}
+
+/* the product's: the tile's centred floats, then a batch of queries' products and certified selection */
+static pggpu_status
+product_tile(pggpu_knn *kn, knn_gpu *g, int64_t nb, int64_t m, bool rank, bool bound, pggpu_error *err)
+{
+	int			d = kn->d;
+	int64_t		qb = PRODUCTS_MAX / nb;
+	double		h = pggpu_knn_depth(d);
+	pggpu_status st;
+
+	qb = qb < 1 ? 1 : qb > kn->nq ? kn->nq : qb;
+	qb = qb > INT32_MAX ? INT32_MAX : qb;
+	if ((st = room((void **) &g->S, &g->scap, qb * nb, sizeof(float), err)) != PGGPU_OK)
+		return st;
+	convert_kernel<<<(unsigned) ((nb + BLOCK - 1) / BLOCK), BLOCK, 0, g->s>>>(g->B, nb, d, g->mu, g->Bf, g->bn, g->bs,
+																			  g->stop);
+	LAUNCHED("convert_kernel");
+	for (int64_t q0 = 0; q0 < kn->nq; q0 += qb)
+	{
+		int64_t		nq = kn->nq - q0 < qb ? kn->nq - q0 : qb;
+
+		for (int j0 = 0; j0 < d; j0 += PGGPU_KNN_KC)
+			if ((st = pggpu_blas_sgemm_nn(g->handle, (int) nb, (int) nq, d - j0 < PGGPU_KNN_KC ? d - j0 : PGGPU_KNN_KC,
+										  g->Bf + (int64_t) j0 * nb, (int) nb, g->Qf + q0 * d + j0, d,
+										  j0 ? 1.0f : 0.0f, g->S, (int) nb, err)) != PGGPU_OK)
+				return st;
+		cert_kernel<<<(unsigned) nq, SEL_THREADS, 0, g->s>>>(g->S, nb, g->qn + q0, g->qs + q0, g->bn, g->bs,
+															bound ? g->bound + q0 : NULL, g->Q + q0 * d, g->B,
+															rank ? g->rank : NULL, d,
+															(int) m, kn->metric == PGGPU_METRIC_INNER_PRODUCT, h,
+															g->od + q0 * m, g->oi + q0 * m, g->measured,
+															g->stop);
+		LAUNCHED("cert_kernel");
+	}
+	return PGGPU_OK;
+}
+
+extern "C" pggpu_status
+pggpu_gpu_knn_start(pggpu_knn *kn, const double *B, int64_t ld, int64_t nb, const int32_t *rank,
+					const double *bound, pggpu_error *err)
+{
+	knn_gpu    *g = (knn_gpu *) kn->impl;
+	int			d = kn->d;
+	int64_t		m = nb < kn->n ? nb : kn->n;	/* rows a query gets from this tile */
+	pggpu_status st;
+
+	g->m = 0;
+	if (nb == 0)
+		return PGGPU_OK;
+	CU(cudaSetDevice(g->dev));
+	if ((st = room((void **) &g->B, &g->bcap, nb * d, sizeof(double), err)) != PGGPU_OK)
+		return st;
+	if (kn->route == PGGPU_KNN_PRODUCT &&
+		((st = room((void **) &g->Bf, &g->fcap, nb * d, sizeof(float), err)) != PGGPU_OK ||
+		 (st = room((void **) &g->bn, &g->ncap, nb, sizeof(double), err)) != PGGPU_OK ||
+		 (st = room((void **) &g->bs, &g->scap_rows, nb, sizeof(double), err)) != PGGPU_OK))
+		return st;
+	/* the tile by columns, ld apart there, nb apart here */
+	CU(cudaMemcpy2DAsync(g->B, sizeof(double) * nb, B, sizeof(double) * ld, sizeof(double) * nb, d,
+						 cudaMemcpyHostToDevice, g->s));
+	if (rank)
+	{
+		if (g->hrcap < nb)
+		{
+			cudaFreeHost(g->hrank);
+			g->hrank = NULL;
+			g->hrcap = 0;
+			CU(cudaMallocHost((void **) &g->hrank, sizeof(int32_t) * (size_t) nb));
+			g->hrcap = nb;
+		}
+		if ((st = room((void **) &g->rank, &g->rcap, nb, sizeof(int32_t), err)) != PGGPU_OK)
+			return st;
+		memcpy(g->hrank, rank, sizeof(int32_t) * (size_t) nb);
+		CU(cudaMemcpyAsync(g->rank, g->hrank, sizeof(int32_t) * (size_t) nb, cudaMemcpyHostToDevice, g->s));
+	}
+	if (bound)
+	{
+		memcpy(g->hbound, bound, sizeof(double) * (size_t) kn->nq);
+		CU(cudaMemcpyAsync(g->bound, g->hbound, sizeof(double) * (size_t) kn->nq, cudaMemcpyHostToDevice, g->s));
+	}
+	st = kn->route == PGGPU_KNN_PRODUCT ? product_tile(kn, g, nb, m, rank != NULL, bound != NULL, err) :
+		plain_tile(kn, g, nb, m, rank != NULL, err);
+	if (st != PGGPU_OK)
+		return st;
+	CU(cudaMemcpyAsync(g->hd, g->od, sizeof(double) * (size_t) (kn->nq * m), cudaMemcpyDeviceToHost, g->s));
+	CU(cudaMemcpyAsync(g->hi, g->oi, sizeof(int32_t) * (size_t) (kn->nq * m), cudaMemcpyDeviceToHost, g->s));
+	CU(cudaMemcpyAsync(g->hmeasured, g->measured, sizeof(unsigned long long), cudaMemcpyDeviceToHost, g->s));
+	g->m = m;
+	return PGGPU_OK;
+}
+
+extern "C" pggpu_status
+pggpu_gpu_knn_finish(pggpu_knn *kn, int64_t *idx, double *dist, pggpu_error *err)
+{
+	knn_gpu    *g = (knn_gpu *) kn->impl;
+	int64_t		m = g->m,
+				n = kn->n;
+	cudaError_t e;
+
+	if (m == 0)
+		return PGGPU_OK;
+	CU(cudaSetDevice(g->dev));
+	/* the interrupt callback between looks (it may leave: close stops the tile) */
+	while ((e = cudaStreamQuery(g->s)) == cudaErrorNotReady)
+	{
 		if (kn->interrupt)
 			kn->interrupt(kn->interrupt_arg);
+		usleep(50);
 	}
+	CU(e);
+	g->m = 0;
+	for (int64_t i = 0; i < kn->nq; i++)
+		for (int64_t r = 0; r < m; r++)
+		{
+			int32_t		row = g->hi[i * m + r];
+
+			/* (past the rows within the bound: INT32_MAX) */
+			idx[i * n + r] = row >= 0 && row < INT32_MAX ? row : -1;
+			dist[i * n + r] = row >= 0 && row < INT32_MAX ? g->hd[i * m + r] : INFINITY;
+		}
+	kn->measured = g->plain_measured + (int64_t) *g->hmeasured;
+	if (kn->interrupt)
+		kn->interrupt(kn->interrupt_arg);
 	return PGGPU_OK;
 }
 
@@ -366,20 +682,49 @@ pggpu_gpu_knn_close(pggpu_knn *kn)
 	if (g->dev >= 0)
 	{
 		cudaSetDevice(g->dev);
+		/* a tile in flight: its kernels leave at their start */
+		if (g->s_ok && g->stop && g->hone && cudaStreamQuery(g->s) == cudaErrorNotReady)
+		{
+			cudaMemcpyAsync(g->stop, g->hone, sizeof(int), cudaMemcpyHostToDevice, g->ctl);
+			cudaStreamSynchronize(g->ctl);
+		}
 		if (g->s_ok)
 			cudaStreamSynchronize(g->s);
+		if (g->handle_ok)
+			pggpu_blas_close(g->handle);
 		cudaFree(g->Q);
+		cudaFree(g->Qf);
+		cudaFree(g->qn);
+		cudaFree(g->qs);
+		cudaFree(g->mu);
 		cudaFree(g->B);
+		cudaFree(g->Bf);
+		cudaFree(g->bn);
+		cudaFree(g->bs);
+		cudaFree(g->S);
+		cudaFree(g->bound);
+		cudaFree(g->rank);
+		cudaFreeHost(g->hrank);
 		cudaFree(g->D);
 		cudaFree(g->Ds);
 		cudaFree(g->I);
 		cudaFree(g->Is);
 		cudaFree(g->off);
 		cudaFree(g->tmp);
+		cudaFree(g->od);
+		cudaFree(g->oi);
+		cudaFree(g->measured);
+		cudaFree(g->stop);
+		cudaFreeHost(g->hd);
+		cudaFreeHost(g->hi);
+		cudaFreeHost(g->hbound);
+		cudaFreeHost(g->hmeasured);
+		cudaFreeHost(g->hone);
+		if (g->ctl)
+			cudaStreamDestroy(g->ctl);
 		if (g->s_ok)
 			cudaStreamDestroy(g->s);
 	}
-	free(g->hi);
 	free(g);
 	kn->impl = NULL;
 }

@@ -165,6 +165,22 @@ pggpu_blas_row_products(cublasHandle_t h, bool f16, const void *C, int k, int d,
 	return PGGPU_OK;
 }
 
+pggpu_status
+pggpu_blas_sgemm_nn(cublasHandle_t h, int m, int n, int k, const float *A, int lda, const float *B, int ldb,
+					float beta, float *C, int ldc, pggpu_error *err)
+{
+	const float one = 1.0f;
+	/* PEDANTIC: float32 in every phase (no TF32, no emulation): pggpu_knn_margin's arithmetic */
+	cublasStatus_t s = blas.gemm_batched_ex(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, A, CUDA_R_32F, lda, 0,
+											B, CUDA_R_32F, ldb, 0, &beta, C, CUDA_R_32F, ldc, 0, 1,
+											CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT);
+
+	if (s != CUBLAS_STATUS_SUCCESS)
+		return pggpu_fail(err, PGGPU_ERR_CUDA, "cuBLAS error in cublasGemmStridedBatchedEx: %s",
+						  blas.status_string(s));
+	return PGGPU_OK;
+}
+
 /* ---- the workspace's GPU state ------------------------------------------ */
 
 typedef struct mm_gpu

@@ -106,21 +106,30 @@ pggpu_gpu_start_impl(int gpu)
 }
 
 pggpu_status
-pggpu_gpu_knn_open(pggpu_knn *kn, int gpu_index, const double *Q, pggpu_error *err)
+pggpu_gpu_knn_open(pggpu_knn *kn, int gpu_index, pggpu_error *err)
 {
 	(void) kn;
 	(void) gpu_index;
-	(void) Q;
 	return pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
 }
 
 pggpu_status
-pggpu_gpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, int64_t *idx, double *dist,
-				   pggpu_error *err)
+pggpu_gpu_knn_start(pggpu_knn *kn, const double *B, int64_t ld, int64_t nb, const int32_t *rank,
+					const double *bound, pggpu_error *err)
 {
 	(void) kn;
 	(void) B;
+	(void) ld;
 	(void) nb;
+	(void) rank;
+	(void) bound;
+	return pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
+}
+
+pggpu_status
+pggpu_gpu_knn_finish(pggpu_knn *kn, int64_t *idx, double *dist, pggpu_error *err)
+{
+	(void) kn;
 	(void) idx;
 	(void) dist;
 	return pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");

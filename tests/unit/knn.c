@@ -1,10 +1,13 @@
 /*
- * knn.c - nearest neighbours (pggpu_knn): each backend against a reference
- * written here (every row's plain-loop distance, the n least by (distance,
- * row)), bit for bit: exact ties kept in row order, the negative inner
- * product, n beyond a tile's rows, a tile of no rows, queries in several
- * batches on the GPU, its two selections (a block a query up to 32, a
- * sort beyond), and the interrupt between blocks of work.
+ * knn.c - nearest neighbours (pggpu_knn): each backend by each route (the
+ * plain loop, the certified product) against a reference written here
+ * (every row's plain-loop distance, the n least by (distance, row)), bit
+ * for bit, and with a bound (the rows within it): exact ties kept in row
+ * order, the negative inner product, n beyond a tile's rows, a tile of no
+ * rows, queries in several batches on the GPU, its two selections (a
+ * block a query up to 32, a sort beyond), the product's pruning, its rows
+ * too large or too small for floats, duplicates, and the interrupt
+ * between blocks of work.
  */
 #include "unit.h"
 
@@ -31,10 +34,10 @@ ref_dist(const double *q, const double *b, int d, pggpu_metric metric)
 	return metric == PGGPU_METRIC_INNER_PRODUCT ? -s : s;
 }
 
-/* the n least by (distance, row), by insertion */
+/* the n least by (distance, key: rank[r], or r), by insertion: the keys into idx */
 static void
 reference(const double *Q, int64_t nq, const double *B, int64_t nb, int d, pggpu_metric metric, int n,
-		  int64_t *idx, double *dist)
+		  const int32_t *rank, int64_t *idx, double *dist)
 {
 	for (int64_t i = 0; i < nq; i++)
 	{
@@ -45,17 +48,17 @@ reference(const double *Q, int64_t nq, const double *B, int64_t nb, int d, pggpu
 		for (int64_t r = 0; r < nb; r++)
 		{
 			double		v = ref_dist(Q + i * d, B + r * d, d, metric);
+			int64_t		key = rank ? rank[r] : r;
 			int			p = m < n ? m++ : n;
 
-			/* (ties: a later row after the earlier) */
-			while (p > 0 && v < rd[p - 1])
+			while (p > 0 && (v < rd[p - 1] || (v == rd[p - 1] && key < ri[p - 1])))
 			{
 				if (p < n)
 					rd[p] = rd[p - 1], ri[p] = ri[p - 1];
 				p--;
 			}
 			if (p < n)
-				rd[p] = v, ri[p] = r;
+				rd[p] = v, ri[p] = key;
 		}
 		for (int r = m; r < n; r++)
 			rd[r] = INFINITY, ri[r] = -1;
@@ -71,54 +74,125 @@ count_interrupt(void *arg)
 	knn_interrupts++;
 }
 
+/*
+ * Results with a bound: the entries within bound[q] as the reference's
+ * (those beyond may be left out, or be other rows), every entry's distance
+ * that row's own, in order
+ */
+static int64_t
+bounded_bad(const double *Q, int64_t nq, const double *B, const int64_t *row_of, int d, pggpu_metric metric, int n,
+			const double *bound, const int64_t *ri, const double *rd, const int64_t *idx, const double *dist)
+{
+	int64_t		bad = 0;
+
+	for (int64_t i = 0; i < nq; i++)
+		for (int r = 0; r < n; r++)
+		{
+			int64_t		e = i * n + r;
+			bool		ref_in = ri[e] >= 0 && rd[e] <= bound[i];
+
+			if (ref_in)
+				bad += idx[e] != ri[e] || memcmp(&dist[e], &rd[e], sizeof(double)) != 0;
+			else if (idx[e] >= 0)
+				bad += dist[e] <= bound[i] || dist[e] != ref_dist(Q + i * d, B + row_of[idx[e]] * d, d, metric) ||
+					(r > 0 && dist[e] < dist[e - 1]);
+		}
+	return bad;
+}
+
+static const char *const route_names[] = {"auto", "plain loop", "product"};
+
+/*
+ * Each backend by each route against the reference, bit for bit; then with
+ * a bound (half the reference's n-th distance, and some queries' none):
+ * the rows within it the same; rank NULL or a permutation (ties by it).
+ * Returns the product's pairs measured on the CPU (over pairs: *frac), for
+ * the cases that check it prunes.
+ */
+static void
+knn_case_frac(const char *name, const double *Q, int64_t nq, const double *B, int64_t nb, int d,
+			  pggpu_metric metric, int n, const int32_t *rank, double *frac)
+{
+	int64_t    *ri = malloc(sizeof(int64_t) * (nq * n + 1));
+	double	   *rd = malloc(sizeof(double) * (nq * n + 1));
+	double	   *bound = malloc(sizeof(double) * (nq + 1));
+	int64_t    *row_of = malloc(sizeof(int64_t) * (nb + 1));
+
+	for (int64_t r = 0; r < nb; r++)
+		row_of[rank ? rank[r] : r] = r;
+	reference(Q, nq, B, nb, d, metric, n, rank, ri, rd);
+	for (int64_t i = 0; i < nq; i++)
+		bound[i] = i % 3 == 2 || ri[i * n + n - 1] < 0 ? INFINITY : rd[i * n + n - 1] / 2;
+	if (frac)
+		*frac = -1;
+	for (int be = 0; be < 2; be++)
+		for (int route = PGGPU_KNN_PLAIN; route <= PGGPU_KNN_PRODUCT; route++)
+			for (int bounded = 0; bounded < 2; bounded++)
+			{
+				pggpu_knn  *kn;
+				pggpu_error err = {0};
+				int64_t    *idx = malloc(sizeof(int64_t) * (nq * n + 1));
+				double	   *dist = malloc(sizeof(double) * (nq * n + 1));
+				int64_t		bad = 0;
+				pggpu_status st;
+
+				snprintf(case_name, sizeof(case_name), "knn %s on the %s, %s%s", name, be ? "GPU" : "CPU",
+						 route_names[route], bounded ? ", bounded" : "");
+				if (be == 1 && !have_gpu)
+				{
+					gpu_skipped++;
+					free(idx), free(dist);
+					continue;
+				}
+				knn_interrupts = 0;
+				pggpu_knn_force_route((pggpu_knn_route) route);
+				st = pggpu_knn_open(&kn, be ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU, -1, d, metric, Q, nq, n, &err);
+				pggpu_knn_force_route(PGGPU_KNN_AUTO);
+				if (st != PGGPU_OK)
+				{
+					CHECK(false, "open: %s", err.msg);
+					free(idx), free(dist);
+					continue;
+				}
+				pggpu_knn_set_interrupts(kn, count_interrupt, NULL);
+				/* the GPU's product selects up to 32 a query; the CPU's needs OpenBLAS */
+				if (route == PGGPU_KNN_PRODUCT && (be == 0 || n <= 32))
+					CHECK(pggpu_knn_route_taken(kn) == PGGPU_KNN_PRODUCT, "the product was not taken");
+				if (pggpu_knn_tile(kn, B, nb, rank, bounded ? bound : NULL, idx, dist, &err) != PGGPU_OK)
+					CHECK(false, "tile: %s", err.msg);
+				else
+				{
+					int64_t		pairs,
+								measured;
+
+					if (bounded)
+						bad = bounded_bad(Q, nq, B, row_of, d, metric, n, bound, ri, rd, idx, dist);
+					else
+						for (int64_t i = 0; i < nq * n; i++)
+							bad += idx[i] != ri[i] || memcmp(&dist[i], &rd[i], sizeof(double)) != 0;
+					CHECK(bad == 0, "%lld of %lld neighbours differ from the reference", (long long) bad,
+						  (long long) (nq * n));
+					/* a CPU tile of over 2^24 terms polls; the GPU polls a tile */
+					if ((double) nq * nb * d > 3.0 * (1 << 24) || (be == 1 && nb > 0))
+						CHECK(knn_interrupts > 0 || nq == 0, "never polled for interrupts");
+					pggpu_knn_counts(kn, &pairs, &measured);
+					CHECK(pairs == nq * nb && measured <= pairs &&
+						  (pggpu_knn_route_taken(kn) == PGGPU_KNN_PRODUCT || measured == pairs),
+						  "%lld pairs, %lld measured", (long long) pairs, (long long) measured);
+					if (frac && be == 0 && route == PGGPU_KNN_PRODUCT && !bounded && pairs > 0)
+						*frac = (double) measured / pairs;
+				}
+				pggpu_knn_close(kn);
+				free(idx), free(dist);
+			}
+	free(ri), free(rd), free(bound), free(row_of);
+}
+
 static void
 knn_case(const char *name, const double *Q, int64_t nq, const double *B, int64_t nb, int d,
 		 pggpu_metric metric, int n)
 {
-	int64_t    *ri = malloc(sizeof(int64_t) * (nq * n + 1));
-	double	   *rd = malloc(sizeof(double) * (nq * n + 1));
-
-	reference(Q, nq, B, nb, d, metric, n, ri, rd);
-	for (int be = 0; be < 2; be++)
-	{
-		pggpu_knn  *kn;
-		pggpu_error err = {0};
-		int64_t    *idx = malloc(sizeof(int64_t) * (nq * n + 1));
-		double	   *dist = malloc(sizeof(double) * (nq * n + 1));
-		int64_t		bad = 0;
-
-		snprintf(case_name, sizeof(case_name), "knn %s on the %s", name, be ? "GPU" : "CPU");
-		if (be == 1 && !have_gpu)
-		{
-			gpu_skipped++;
-			free(idx), free(dist);
-			continue;
-		}
-		knn_interrupts = 0;
-		if (pggpu_knn_open(&kn, be ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU, -1, d, metric, Q, nq, n, &err) !=
-			PGGPU_OK)
-		{
-			CHECK(false, "open: %s", err.msg);
-			free(idx), free(dist);
-			continue;
-		}
-		pggpu_knn_set_interrupts(kn, count_interrupt, NULL);
-		if (pggpu_knn_tile(kn, B, nb, idx, dist, &err) != PGGPU_OK)
-			CHECK(false, "tile: %s", err.msg);
-		else
-		{
-			for (int64_t i = 0; i < nq * n; i++)
-				bad += idx[i] != ri[i] || memcmp(&dist[i], &rd[i], sizeof(double)) != 0;
-			CHECK(bad == 0, "%lld of %lld neighbours differ from the reference", (long long) bad,
-				  (long long) (nq * n));
-			/* a CPU tile of over 2^24 terms polls; the GPU polls a batch (a tile of rows) */
-			if ((double) nq * nb * d > 3.0 * (1 << 24) || (be == 1 && nb > 0))
-				CHECK(knn_interrupts > 0 || nq == 0, "never polled for interrupts");
-		}
-		pggpu_knn_close(kn);
-		free(idx), free(dist);
-	}
-	free(ri), free(rd);
+	knn_case_frac(name, Q, nq, B, nb, d, metric, n, NULL, NULL);
 }
 
 /* values on a grid of quarters: many exact ties */
@@ -168,6 +242,59 @@ test_knn(void)
 				 cases[c].metric == PGGPU_METRIC_INNER_PRODUCT ? "inner product" : "euclidean",
 				 cases[c].grid ? ", ties" : "");
 		knn_case(name, Q, cases[c].nq, B, cases[c].nb, cases[c].d, cases[c].metric, cases[c].n);
+		free(Q);
+		free(B);
+	}
+	/* ties by a rank that is not the row order (the caller's ids), both routes, both selections */
+	{
+		int64_t		nb = 2500;
+		double	   *Q = rows(30, 20, 5, true);
+		double	   *B = rows(nb, 20, 6, true);
+		int32_t    *rank = malloc(sizeof(int32_t) * nb);
+
+		for (int64_t r = 0; r < nb; r++)
+			rank[r] = (int32_t) ((r * 997) % nb);	/* (997 and 2500 coprime: a permutation) */
+		for (int64_t r = 0; r < nb; r++)
+			memcpy(B + r * 20, B + (r % 300) * 20, sizeof(double) * 20);
+		knn_case_frac("ranked ties, 30 x 2500, d 20, n 9", Q, 30, B, nb, 20, PGGPU_METRIC_EUCLIDEAN, 9, rank, NULL);
+		knn_case_frac("ranked ties, n 40 (a sort)", Q, 30, B, nb, 20, PGGPU_METRIC_EUCLIDEAN, 40, rank, NULL);
+		free(Q), free(B), free(rank);
+	}
+	/*
+	 * The product's cases: wide random rows (it must leave most pairs
+	 * unmeasured), duplicated rows (exact ties the bound cannot split),
+	 * rows too large for floats and rows that underflow them (measured
+	 * always), the inner product, and a base far from the queries' mean
+	 */
+	{
+		int64_t		nq = 40,
+					nb = 3000;
+		int			d = 96;
+		double	   *Q = rows(nq, d, 7, false);
+		double	   *B = rows(nb, d, 8, false);
+		double		frac;
+
+		knn_case_frac("product, 40 x 3000, d 96, n 10", Q, nq, B, nb, d, PGGPU_METRIC_EUCLIDEAN, 10, NULL, &frac);
+		snprintf(case_name, sizeof(case_name), "knn product prunes");
+		CHECK(frac >= 0 && frac < 0.2, "the product measured %.3f of the pairs", frac);
+		knn_case("product, inner product", Q, nq, B, nb, d, PGGPU_METRIC_INNER_PRODUCT, 10);
+		/* duplicates: every row of B seven times over, queries among them */
+		for (int64_t r = 0; r < nb; r++)
+			memcpy(B + r * d, B + (r / 7) * d, sizeof(double) * d);
+		memcpy(Q, B + 70 * d, sizeof(double) * d);
+		knn_case("product, duplicated rows", Q, nq, B, nb, d, PGGPU_METRIC_EUCLIDEAN, 12);
+		/* magnitudes beyond the product (2^45), tiny values (2^-140), and an offset base */
+		for (int j = 0; j < d; j++)
+		{
+			B[5 * d + j] = ldexp(B[5 * d + j], 45);
+			B[9 * d + j] = ldexp(B[9 * d + j], -140);
+			Q[3 * d + j] = ldexp(Q[3 * d + j], -140);
+			Q[4 * d + j] = ldexp(Q[4 * d + j], 45);
+		}
+		knn_case("product, huge and tiny rows", Q, nq, B, nb, d, PGGPU_METRIC_EUCLIDEAN, 10);
+		for (int64_t i = 0; i < nb * d; i++)
+			B[i] += 1000;
+		knn_case("product, a base far off", Q, nq, B, nb, d, PGGPU_METRIC_EUCLIDEAN, 5);
 		free(Q);
 		free(B);
 	}
