@@ -85,6 +85,32 @@ ALTER TABLE kbig ADD PRIMARY KEY (id);
 SELECT k.rank, k.base_id, k.distance
 FROM gpu_knn('kq1', 'kbig', 4) k ORDER BY k.rank;
 SELECT min(id) FILTER (WHERE x = 1 AND y = 1) AS first_exact FROM kbig;
+-- wide rows (d = 24: a float32 product proposes, the plain loop measures the
+-- pairs its bound leaves uncertain, each tile's given every query's k-th so
+-- far) over a base of three tiles whose rows repeat every 5000 ids (exact
+-- ties the bound cannot split, across tiles): the same neighbours and
+-- distances as SQL's sums in column order, at k = 5 and k = 40
+CREATE TEMP TABLE wq AS SELECT g AS id, array(SELECT ((g * 7 + j * 13) % 29) * 0.125 - 1 FROM generate_series(1, 24) j)::real[] AS v
+FROM generate_series(1, 3) g;
+CREATE TEMP TABLE wb AS SELECT g AS id, array(SELECT (((g % 5000) * 3 + j * 11) % 31) * 0.125 - 1 FROM generate_series(1, 24) j WHERE g > 0)::real[] AS v
+FROM generate_series(1, 140000) g;
+ALTER TABLE wq ADD PRIMARY KEY (id);
+ALTER TABLE wb ADD PRIMARY KEY (id);
+CREATE TEMP TABLE wref AS
+SELECT q.id AS query_id, b.id AS base_id, r.s,
+       row_number() OVER (PARTITION BY q.id ORDER BY r.s, b.id) AS rank
+FROM wq q
+CROSS JOIN LATERAL (SELECT p.id % 5000 AS pattern,
+                           (SELECT sum((a::float8 - c::float8) * (a::float8 - c::float8) ORDER BY i)
+                            FROM unnest(q.v, p.v) WITH ORDINALITY AS u(a, c, i)) AS s
+                    FROM wb p WHERE p.id <= 5000) r
+JOIN wb b ON b.id % 5000 = r.pattern;
+SELECT ks.k, (SELECT count(*) FROM wref WHERE rank <= ks.k) AS expected,
+       (SELECT count(*) FROM gpu_knn('wq', 'wb', ks.k, columns => ARRAY['v'])) AS rows,
+       (SELECT count(*) FROM gpu_knn('wq', 'wb', ks.k, columns => ARRAY['v']) w
+        JOIN wref r ON r.query_id = w.query_id AND r.rank = w.rank AND r.base_id = w.base_id
+                       AND w.distance = sqrt(r.s)) AS same
+FROM (VALUES (5), (40)) AS ks(k);
 -- long text ids over two tiles: the ids kept are compacted after the first
 -- (their store past twice its live bytes); the same neighbours as by bigint ids
 CREATE TEMP TABLE kb2 AS SELECT id, x, y FROM kbig WHERE id <= 70000;

@@ -3,11 +3,14 @@
  * its k nearest usable rows of base, exactly, ties to the lower base id.
  *
  * The queries are read whole (as doubles, row-major: the compute layer
- * holds them on the device); the base streams past a tile of rows at a
- * time, never held: each tile's rows sorted by id, the compute layer's k
- * nearest of the tile for every query (pggpu_knn_tile: the plain loop, the
- * same arithmetic on the CPU and the GPU) merged into each query's k so
- * far by (distance, id).  The results go into a tuplestore.
+ * holds them on each device); the base streams past a tile of rows at a
+ * time, never held: each tile's rows sorted by id into a compute layer's
+ * buffer, its k nearest of the tile for every query (pggpu_knn_start:
+ * exact, the same on the CPU and the GPU) merged into each query's k so
+ * far by (distance, id) when it finishes.  The tiles go round the GPUs of
+ * pg_gpu.gpus, a tile in flight on each while the next fills, each with
+ * the k-th distance so far of every query (rows beyond it cannot enter).
+ * The results go into a tuplestore.
  */
 #include "postgres.h"
 
@@ -47,7 +50,7 @@ enum
  */
 #define KNN_MAX_ABS 0x1p500
 
-/* rows as the read hands them over: row-major doubles and their ids */
+/* the queries as the read hands them over: row-major doubles and their ids */
 typedef struct RowBuf
 {
 	const PgGpuSource *src;
@@ -55,26 +58,51 @@ typedef struct RowBuf
 	double	   *x;
 	int64	   *ids;			/* in keys */
 	PgGpuKeys	keys;
-	double		row_bytes;		/* what a row held costs (0: none is held: a tile) */
+	double		row_bytes;		/* what a row held costs */
 	int64		n;
 	int64		cap;
 	int64		skipped;		/* unusable rows */
 } RowBuf;
 
+/*
+ * The base's tile being filled: its rows by columns in the next device's
+ * buffer (tile_rows apart), their ids in the order they came
+ */
+typedef struct Tile
+{
+	double	   *buf;			/* NULL until the tile's first row */
+	int64		n;
+	int64	   *ids;			/* in keys (tile_rows) */
+	PgGpuKeys	keys;
+	int64		skipped;		/* unusable rows */
+} Tile;
+
+/* a tile in flight on a device: its ids (in keys) by rank, the place of each row's id in id order */
+typedef struct Flight
+{
+	int64	   *ids;			/* (tile_rows) */
+	int64		n;
+	PgGpuKeys	keys;
+} Flight;
+
 typedef struct KnnState
 {
-	pggpu_knn  *kn;
+	pggpu_knn  *kn[PGGPU_MAX_THREADS];	/* a device each (the CPU: one) */
+	Flight		flight[PGGPU_MAX_THREADS];
+	int			nkn;
+	int			next;			/* the device the next tile goes to */
 	MemoryContextCallback cb;
 	int			k;
 	pggpu_metric metric;
 	int64		nq;
-	RowBuf		tile;			/* the base's rows of the tile being filled */
+	const PgGpuSource *bsrc;
+	int			d;
+	Tile		tile;
 	int64		tile_rows;
-	double	   *sorted;			/* the tile's rows in id order */
-	int64	   *sorted_ids;
-	int64		sorted_cap;
-	int64	   *tidx;			/* a tile's nearest (nq x k), rows of the sorted tile */
+	int32	   *rank;			/* a tile's (tile_rows) */
+	int64	   *tidx;			/* a tile's nearest (nq x k), by rank */
 	double	   *tdist;
+	double	   *bound;			/* every query's k-th distance so far (nq; inf: fewer than k) */
 	double	   *best;			/* every query's k so far (nq x k), by (distance, id) */
 	int64	   *best_ids;		/* in bkeys */
 	int		   *best_n;			/* how many each has so far */
@@ -86,7 +114,7 @@ typedef struct KnnState
 	double	   *mdist;			/* a merge's scratch (k) */
 	int64	   *mids;
 	int64		base_rows;		/* base rows compared so far */
-	/* where the time went (DEBUG2): ordering tiles by id, comparing, merging */
+	/* where the leader's time went (DEBUG2): ordering tiles by id, waiting for devices, merging */
 	instr_time	ordering;
 	instr_time	comparing;
 	instr_time	merging;
@@ -97,19 +125,22 @@ knn_gone(void *arg)
 {
 	KnnState   *st = (KnnState *) arg;
 
-	pggpu_knn_close(st->kn);
-	st->kn = NULL;
+	for (int i = 0; i < st->nkn; i++)
+	{
+		pggpu_knn_close(st->kn[i]);
+		st->kn[i] = NULL;
+	}
 }
 
 /* ERROR: a value too large for the plain loop's squares (22003) */
 static void
-check_magnitude(const RowBuf *rb, const double *row)
+check_magnitude(const PgGpuSource *src, int64 n, const double *v)
 {
-	for (int j = 0; j < rb->d; j++)
-		if (fabs(row[j]) > KNN_MAX_ABS)
+	for (int64 j = 0; j < n; j++)
+		if (fabs(v[j]) > KNN_MAX_ABS)
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-					 errmsg("a value of \"%s\" is too large for gpu_knn: %g", rb->src->relname, row[j]),
+					 errmsg("a value of \"%s\" is too large for gpu_knn: %g", src->relname, v[j]),
 					 errhint("Values up to about 1e150 in magnitude are compared exactly; scale the rows down.")));
 }
 
@@ -134,13 +165,16 @@ rows_take(RowBuf *rb, const PgGpuPart *p)
 			MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * cap);
 		rb->cap = cap;
 	}
-	for (int64 i = 0; i < p->nrows; i++)
+	/* (by blocks of rows: a column's run of them, then the next column's) */
+	for (int64 i0 = 0; i0 < p->nrows; i0 += 32)
 	{
-		double	   *row = rb->x + (rb->n + i) * d;
+		int64		in = Min(32, p->nrows - i0);
 
 		for (int j = 0; j < d; j++)
-			row[j] = p->rowwise ? p->values[i * d + j] : p->values[(int64) j * p->cap + i];
-		check_magnitude(rb, row);
+			for (int64 i = i0; i < i0 + in; i++)
+				rb->x[(rb->n + i) * d + j] = p->rowwise ? p->values[i * d + j] : p->values[(int64) j * p->cap + i];
+		for (int64 i = i0; i < i0 + in; i++)
+			check_magnitude(rb->src, d, rb->x + (rb->n + i) * d);
 	}
 	pg_gpu_keys_take(&rb->keys, p, p->ids, p->nrows, rb->ids + rb->n);
 	rb->n += p->nrows;
@@ -169,7 +203,7 @@ static const KnnState *sort_state;
 static int
 by_id(const void *a, const void *b)
 {
-	const RowBuf *t = &sort_state->tile;
+	const Tile *t = &sort_state->tile;
 	int64		i = *(const int64 *) a,
 				j = *(const int64 *) b;
 	int			c = id_cmp(sort_state, pg_gpu_keys_datum(&t->keys, t->ids[i]),
@@ -206,47 +240,21 @@ compact_ids(KnnState *st)
 	st->bkeys_live = Max(fresh.used, (Size) 1 << 20);
 }
 
-/* the tile filled so far compared with every query and merged into best */
+/* the tile in flight on device i: finished, merged into best */
 static void
-tile_run(KnnState *st)
+tile_collect(KnnState *st, int i)
 {
-	RowBuf	   *t = &st->tile;
-	int			d = t->d,
-				k = st->k;
-	int64	   *order;
+	Flight	   *f = &st->flight[i];
+	int			k = st->k;
 	pggpu_error err = {0};
 	instr_time	t0,
 				t1,
-				t2,
-				t3;
+				t2;
 
-	if (t->n == 0)
-		return;
 	INSTR_TIME_SET_CURRENT(t0);
-	/* (a tile is its rows and the rest of the part that filled it) */
-	if (t->n > st->sorted_cap)
-	{
-		if (st->sorted)
-			pfree(st->sorted), pfree(st->sorted_ids);
-		st->sorted_cap = t->cap;
-		st->sorted = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * st->sorted_cap * d);
-		st->sorted_ids = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * st->sorted_cap);
-	}
-	order = palloc(sizeof(int64) * t->n);
-	for (int64 i = 0; i < t->n; i++)
-		order[i] = i;
-	sort_state = st;
-	qsort(order, t->n, sizeof(int64), by_id);
-	for (int64 i = 0; i < t->n; i++)
-	{
-		memcpy(st->sorted + i * d, t->x + order[i] * d, sizeof(double) * d);
-		st->sorted_ids[i] = t->ids[order[i]];
-	}
-	pfree(order);
-	INSTR_TIME_SET_CURRENT(t1);
-	if (pggpu_knn_tile(st->kn, st->sorted, t->n, st->tidx, st->tdist, &err) != PGGPU_OK)
+	if (pggpu_knn_finish(st->kn[i], st->tidx, st->tdist, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
-	INSTR_TIME_SET_CURRENT(t2);
+	INSTR_TIME_SET_CURRENT(t1);
 	for (int64 q = 0; q < st->nq; q++)
 	{
 		double	   *bd = st->best + q * k,
@@ -262,7 +270,7 @@ tile_run(KnnState *st)
 		{
 			bool		ha = a < st->best_n[q],
 						hb = b < k && ti[b] >= 0;
-			Datum		tkey = hb ? pg_gpu_keys_datum(&t->keys, st->sorted_ids[ti[b]]) : (Datum) 0;
+			Datum		tkey = hb ? pg_gpu_keys_datum(&f->keys, f->ids[ti[b]]) : (Datum) 0;
 
 			if (!ha && !hb)
 				break;
@@ -281,28 +289,113 @@ tile_run(KnnState *st)
 		memcpy(bd, st->mdist, sizeof(double) * r);
 		memcpy(bi, st->mids, sizeof(int64) * r);
 		st->best_n[q] = r;
+		st->bound[q] = r == k ? bd[k - 1] : INFINITY;
 	}
-	INSTR_TIME_SET_CURRENT(t3);
+	INSTR_TIME_SET_CURRENT(t2);
+	INSTR_TIME_ACCUM_DIFF(st->comparing, t1, t0);
+	INSTR_TIME_ACCUM_DIFF(st->merging, t2, t1);
+	f->keys.used = 0;			/* (a tile's ids: those kept are in bkeys) */
+	compact_ids(st);
+}
+
+/*
+ * The tile filled so far started on the next device (that device's tile
+ * before it collected first), each row ranked by its id: ties go to the
+ * lower id within a tile, as across tiles in the merge
+ */
+static void
+tile_run(KnnState *st)
+{
+	Tile	   *t = &st->tile;
+	int			i = st->next;
+	Flight	   *f = &st->flight[i];
+	int64	   *order;
+	PgGpuKeys	keys;
+	pggpu_error err = {0};
+	instr_time	t0,
+				t1;
+
+	if (t->n == 0)
+		return;
+	if (pggpu_knn_busy(st->kn[i]))
+		tile_collect(st, i);
+	INSTR_TIME_SET_CURRENT(t0);
+	order = palloc(sizeof(int64) * t->n);
+	for (int64 r = 0; r < t->n; r++)
+		order[r] = r;
+	sort_state = st;
+	qsort(order, t->n, sizeof(int64), by_id);
+	for (int64 r = 0; r < t->n; r++)
+	{
+		st->rank[order[r]] = (int32) r;
+		f->ids[r] = t->ids[order[r]];
+	}
+	pfree(order);
+	f->n = t->n;
+	/* the tile's ids go with it; the tile takes the flight's emptied store */
+	keys = f->keys;
+	f->keys = t->keys;
+	t->keys = keys;
+	t->keys.used = 0;
+	INSTR_TIME_SET_CURRENT(t1);
 	INSTR_TIME_ACCUM_DIFF(st->ordering, t1, t0);
-	INSTR_TIME_ACCUM_DIFF(st->comparing, t2, t1);
-	INSTR_TIME_ACCUM_DIFF(st->merging, t3, t2);
+	if (pggpu_knn_start(st->kn[i], t->n, st->rank, st->bound, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
+	st->next = (i + 1) % st->nkn;
 	st->base_rows += t->n;
 	t->n = 0;
-	t->keys.used = 0;			/* (a tile's ids: those kept are in bkeys) */
-	compact_ids(st);
+	t->buf = NULL;
 	pg_gpu_progress(false, "%lld rows of the base compared with %lld queries", (long long) st->base_rows,
 					(long long) st->nq);
+}
+
+/* rows off.. of a part (take of them) into the tile's buffer, column by column, checked */
+static void
+columns_take(KnnState *st, const PgGpuPart *p, int64 off, int64 take)
+{
+	Tile	   *t = &st->tile;
+	int			d = st->d;
+
+	for (int j = 0; j < d; j++)
+	{
+		double	   *dst = t->buf + (int64) j * st->tile_rows + t->n;
+		double		most = 0;
+
+		for (int64 r = 0; r < take; r++)
+		{
+			double		v = p->rowwise ? p->values[(off + r) * d + j] : p->values[(int64) j * p->cap + off + r];
+			double		a = fabs(v);
+
+			dst[r] = v;
+			most = a > most ? a : most;
+		}
+		if (most > KNN_MAX_ABS)
+			check_magnitude(st->bsrc, take, dst);
+	}
+	pg_gpu_keys_take(&t->keys, p, p->ids + off, take, t->ids + t->n);
+	t->n += take;
 }
 
 static void
 base_consume(void *arg, const PgGpuPart *p)
 {
 	KnnState   *st = (KnnState *) arg;
+	Tile	   *t = &st->tile;
+	pggpu_error err = {0};
 
 	CHECK_FOR_INTERRUPTS();
-	rows_take(&st->tile, p);
-	if (st->tile.n >= st->tile_rows)
-		tile_run(st);
+	for (int64 off = 0; off < p->nrows;)
+	{
+		int64		take = Min(p->nrows - off, st->tile_rows - t->n);
+
+		if (t->buf == NULL && (t->buf = pggpu_knn_buffer(st->kn[st->next], st->tile_rows, &err)) == NULL)
+			pg_gpu_raise(&err);
+		columns_take(st, p, off, take);
+		off += take;
+		if (t->n == st->tile_rows)
+			tile_run(st);
+	}
+	t->skipped += p->nbad;
 }
 
 static Datum
@@ -390,22 +483,35 @@ knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 		return (Datum) 0;
 	}
 	st->tile_rows = Max(1024, Min(65536, TILE_BYTES / ((int64) 8 * d)));
-	/* queries, two tiles of rows, a tile's nearest and every query's k so far */
-	pg_gpu_check_memory((double) st->nq * d * 8 + 2.0 * st->tile_rows * (d * 8 + 8) + 32.0 * st->nq * k,
-						qsrc.relname, "%lld queries of %d values, %d nearest each, and tiles of %lld rows of the base.",
-						(long long) st->nq, d, k, (long long) st->tile_rows);
 	backend = pg_gpu_choose_backend();
-	pg_gpu_shares(backend, gpus);
-	if (pggpu_knn_open(&st->kn, backend, backend == PGGPU_BACKEND_GPU ? gpus[0] : -1, d, metric, qrows.x,
-					   st->nq, k, &err) != PGGPU_OK)
-		pg_gpu_raise(&err);
+	st->nkn = backend == PGGPU_BACKEND_GPU ? pg_gpu_shares(backend, gpus) : 1;
+	/*
+	 * the queries (and the compute layer's copies: doubles, centred floats),
+	 * two tiles of rows a device and the one filling, a tile's nearest and
+	 * every query's k so far
+	 */
+	pg_gpu_check_memory((double) st->nq * d * 20 + 2.0 * st->nkn * st->tile_rows * (d * 8 + 8) +
+						40.0 * st->nq * k, qsrc.relname,
+						"%lld queries of %d values, %d nearest each, and tiles of %lld rows of the base.",
+						(long long) st->nq, d, k, (long long) st->tile_rows);
 	st->cb.func = knn_gone;
 	st->cb.arg = st;
 	MemoryContextRegisterResetCallback(CurrentMemoryContext, &st->cb);
-	pggpu_knn_set_interrupts(st->kn, pg_gpu_check_interrupts, NULL);
-	st->tile.src = &bsrc;
-	st->tile.d = d;
+	for (int i = 0; i < st->nkn; i++)
+	{
+		if (pggpu_knn_open(&st->kn[i], backend, backend == PGGPU_BACKEND_GPU ? gpus[i] : -1, d, metric, qrows.x,
+						   st->nq, k, &err) != PGGPU_OK)
+			pg_gpu_raise(&err);
+		pggpu_knn_set_interrupts(st->kn[i], pg_gpu_check_interrupts, NULL);
+		pggpu_knn_set_threads(st->kn[i], pg_gpu_threads());
+		pg_gpu_keys_init(&st->flight[i].keys, bsrc.keytype);
+		st->flight[i].ids = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * st->tile_rows);
+	}
+	st->bsrc = &bsrc;
+	st->d = d;
 	pg_gpu_keys_init(&st->tile.keys, bsrc.keytype);
+	st->tile.ids = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * st->tile_rows);
+	st->rank = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * st->tile_rows);
 	pg_gpu_keys_init(&st->bkeys, bsrc.keytype);
 	st->bkeys_live = (Size) 1 << 20;
 	st->tidx = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * st->nq * k);
@@ -416,21 +522,44 @@ knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 	st->mids = palloc(sizeof(int64) * k);
 	st->best_n = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int) * st->nq);
 	memset(st->best_n, 0, sizeof(int) * st->nq);
+	st->bound = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * st->nq);
+	for (int64 q = 0; q < st->nq; q++)
+		st->bound[q] = INFINITY;
 
 	/* the base, a tile at a time (the tile's room grows to a tile and a part) */
-	pg_gpu_progress(true, "comparing the base with %lld queries on %s", (long long) st->nq,
-					pggpu_knn_device_name(st->kn));
+	pg_gpu_progress(true, "comparing the base with %lld queries on %s%s", (long long) st->nq,
+					pggpu_knn_device_name(st->kn[0]), st->nkn > 1 ? " and more" : "");
 	INSTR_TIME_SET_CURRENT(read_b);
 	pg_gpu_read_parts(&bsrc, true, NULL, PGGPU_FLOAT64, base_consume, st);
 	tile_run(st);
+	for (int i = 0; i < st->nkn; i++)
+		if (pggpu_knn_busy(st->kn[i]))
+			tile_collect(st, i);
 	INSTR_TIME_SET_CURRENT(done);
 	INSTR_TIME_SUBTRACT(done, read_b);
 	INSTR_TIME_SUBTRACT(read_q, start);
-	elog(DEBUG2, "pg_gpu: gpu_knn of %lld queries against %lld rows on %s (ms): the queries read %.1f, the base "
-		 "read and compared %.1f, of which ordering its tiles by id %.1f, comparing %.1f, merging %.1f",
-		 (long long) st->nq, (long long) st->base_rows, pggpu_knn_device_name(st->kn),
-		 INSTR_TIME_GET_MILLISEC(read_q), INSTR_TIME_GET_MILLISEC(done), INSTR_TIME_GET_MILLISEC(st->ordering),
-		 INSTR_TIME_GET_MILLISEC(st->comparing), INSTR_TIME_GET_MILLISEC(st->merging));
+	{
+		int64		pairs = 0,
+					measured = 0;
+
+		for (int i = 0; i < st->nkn; i++)
+		{
+			int64_t		p,
+						m;
+
+			pggpu_knn_counts(st->kn[i], &p, &m);
+			pairs += p;
+			measured += m;
+		}
+		elog(DEBUG2, "pg_gpu: gpu_knn of %lld queries against %lld rows on %d %s (ms): the queries read %.1f, "
+			 "the base read and compared %.1f, of which ordering its tiles by id %.1f, waiting for the "
+			 "comparisons %.1f, merging %.1f; %s route, %lld of %lld pairs measured by the plain loop",
+			 (long long) st->nq, (long long) st->base_rows, st->nkn, pggpu_knn_device_name(st->kn[0]),
+			 INSTR_TIME_GET_MILLISEC(read_q), INSTR_TIME_GET_MILLISEC(done), INSTR_TIME_GET_MILLISEC(st->ordering),
+			 INSTR_TIME_GET_MILLISEC(st->comparing), INSTR_TIME_GET_MILLISEC(st->merging),
+			 pggpu_knn_route_taken(st->kn[0]) == PGGPU_KNN_PRODUCT ? "product" : "plain", (long long) measured,
+			 (long long) pairs);
+	}
 	if (st->tile.skipped > 0)
 		ereport(NOTICE,
 				(errmsg("%lld of %lld rows of \"%s\" have NULL, NaN or infinite values%s; they are no one's neighbours",
@@ -457,8 +586,7 @@ knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, v, nulls);
 		}
 	}
-	pggpu_knn_close(st->kn);
-	st->kn = NULL;
+	knn_gone(st);
 	pg_gpu_progress_end();
 	return (Datum) 0;
 }
