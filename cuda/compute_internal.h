@@ -419,8 +419,9 @@ struct pggpu_knn
 	double	   *qn;				/* nq: |q'|^2, in double */
 	double	   *qs;				/* nq: |q'| (inf: too large for the product) */
 	/* the tiles: two buffers (by columns), one being compared while the other fills */
-	double	   *buf[2];
-	int64_t		bufcap[2];		/* rows of room */
+	void	   *buf[2];
+	bool		f32[2];			/* its values are floats */
+	size_t		bufbytes[2];	/* its bytes (what the pinned cache gave) */
 	int64_t		ld[2];			/* rows a column, as last asked */
 	bool		pinned[2];
 	int			cur;			/* the buffer pggpu_knn_buffer gave last */
@@ -437,6 +438,8 @@ struct pggpu_knn
 	int			threads;		/* the CPU's OpenBLAS threads */
 	double	   *ws;				/* the CPU's workspace */
 	int64_t		ws_doubles;
+	double	   *wide;			/* the CPU's: a float tile widened */
+	int64_t		wide_doubles;
 	void	   *impl;			/* the GPU backend's state */
 	int			gpu;			/* the GPU it is on, -1: the CPU */
 	pggpu_interrupt_fn interrupt;
@@ -483,12 +486,12 @@ pggpu_knn_margin(double a, double b, double h, int d)
 	return (h + 6) * 0x1p-24 * (1 + 0x1p-10) * s * s + d * 0x1p-120 * (1 + s) * (1 + s);
 }
 
-/* a tile: B by columns, ld apart; rank and bound as pggpu_knn_start's */
-pggpu_status pggpu_cpu_knn_run(pggpu_knn *kn, const double *B, int64_t ld, int64_t nb, const int32_t *rank,
+/* a tile: B by columns, ld apart, doubles or (f32) floats; rank and bound as pggpu_knn_start's */
+pggpu_status pggpu_cpu_knn_run(pggpu_knn *kn, const void *B, bool f32, int64_t ld, int64_t nb, const int32_t *rank,
 							   const double *bound, int64_t *idx, double *dist, pggpu_error *err);
 pggpu_status pggpu_gpu_knn_open(pggpu_knn *kn, int gpu_index, pggpu_error *err);
-pggpu_status pggpu_gpu_knn_start(pggpu_knn *kn, const double *B, int64_t ld, int64_t nb, const int32_t *rank,
-								 const double *bound, pggpu_error *err);
+pggpu_status pggpu_gpu_knn_start(pggpu_knn *kn, const void *B, bool f32, int64_t ld, int64_t nb,
+								 const int32_t *rank, const double *bound, pggpu_error *err);
 pggpu_status pggpu_gpu_knn_finish(pggpu_knn *kn, int64_t *idx, double *dist, pggpu_error *err);
 void		pggpu_gpu_knn_close(pggpu_knn *kn);
 

@@ -171,37 +171,39 @@ static void
 buffer_free(pggpu_knn *kn, int b)
 {
 	if (kn->buf[b] && kn->pinned[b])
-		pggpu_gpu_host_free(kn->buf[b], sizeof(double) * (size_t) kn->bufcap[b] * kn->d);
+		pggpu_gpu_host_free(kn->buf[b], kn->bufbytes[b]);
 	else
 		free(kn->buf[b]);
 	kn->buf[b] = NULL;
-	kn->bufcap[b] = 0;
+	kn->bufbytes[b] = 0;
 	kn->pinned[b] = false;
 }
 
-double *
-pggpu_knn_buffer(pggpu_knn *kn, int64_t rows, pggpu_error *err)
+void *
+pggpu_knn_buffer(pggpu_knn *kn, int64_t rows, bool f32, pggpu_error *err)
 {
 	/* the one not being compared (both free: the other than last time) */
 	int			b = kn->busy ? 1 - kn->tile_buf : 1 - kn->cur;
-	size_t		bytes = sizeof(double) * (size_t) (rows > 0 ? rows : 1) * kn->d;
+	size_t		bytes = (f32 ? sizeof(float) : sizeof(double)) * (size_t) (rows > 0 ? rows : 1) * kn->d;
 
-	if (kn->bufcap[b] < rows || kn->buf[b] == NULL)
+	if (kn->bufbytes[b] < bytes || kn->buf[b] == NULL)
 	{
 		size_t		got = 0;
 
 		buffer_free(kn, b);
-		if (kn->backend == PGGPU_BACKEND_GPU && (kn->buf[b] = (double *) pggpu_gpu_host_alloc(bytes, &got)) != NULL)
+		/* (pinned: perhaps a larger buffer from the cache, freed as the size it has) */
+		if (kn->backend == PGGPU_BACKEND_GPU && (kn->buf[b] = pggpu_gpu_host_alloc(bytes, &got)) != NULL)
 			kn->pinned[b] = true;
 		else
-			kn->buf[b] = (double *) malloc(bytes);
+			kn->buf[b] = malloc(got = bytes);
 		if (kn->buf[b] == NULL)
 		{
 			pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory for a tile of %lld rows", (long long) rows);
 			return NULL;
 		}
-		kn->bufcap[b] = rows > 0 ? rows : 1;
+		kn->bufbytes[b] = got;
 	}
+	kn->f32[b] = f32;
 	kn->ld[b] = rows > 0 ? rows : 1;
 	kn->cur = b;
 	return kn->buf[b];
@@ -244,8 +246,8 @@ pggpu_knn_start(pggpu_knn *kn, int64_t nb, const int32_t *rank, const double *bo
 	kn->pairs += kn->nq * nb;
 	if (kn->backend == PGGPU_BACKEND_GPU && kn->nq > 0)
 	{
-		pggpu_status st = pggpu_gpu_knn_start(kn, kn->buf[kn->tile_buf], kn->ld[kn->tile_buf], nb, kn->rank,
-											  kn->bound, err);
+		pggpu_status st = pggpu_gpu_knn_start(kn, kn->buf[kn->tile_buf], kn->f32[kn->tile_buf],
+											  kn->ld[kn->tile_buf], nb, kn->rank, kn->bound, err);
 
 		if (st != PGGPU_OK)
 			kn->busy = false;
@@ -276,25 +278,30 @@ pggpu_knn_finish(pggpu_knn *kn, int64_t *idx, double *dist, pggpu_error *err)
 		st = pggpu_gpu_knn_finish(kn, idx, dist, err);
 	else
 		st = kn->nb == 0 ? PGGPU_OK :
-			pggpu_cpu_knn_run(kn, kn->buf[kn->tile_buf], kn->ld[kn->tile_buf], kn->nb, kn->rank, kn->bound, idx,
-							  dist, err);
+			pggpu_cpu_knn_run(kn, kn->buf[kn->tile_buf], kn->f32[kn->tile_buf], kn->ld[kn->tile_buf], kn->nb,
+							  kn->rank, kn->bound, idx, dist, err);
 	return st;
 }
 
 pggpu_status
-pggpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, const int32_t *rank, const double *bound, int64_t *idx,
-			   double *dist, pggpu_error *err)
+pggpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, bool f32, const int32_t *rank, const double *bound,
+			   int64_t *idx, double *dist, pggpu_error *err)
 {
-	double	   *buf;
+	void	   *buf;
 	pggpu_status st;
 
 	if (nb < 0)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "a tile of %lld rows", (long long) nb);
-	if ((buf = pggpu_knn_buffer(kn, nb, err)) == NULL)
+	if ((buf = pggpu_knn_buffer(kn, nb, f32, err)) == NULL)
 		return PGGPU_ERR_HOST_MEMORY;
 	for (int64_t r = 0; r < nb; r++)
 		for (int j = 0; j < kn->d; j++)
-			buf[(int64_t) j * nb + r] = B[r * kn->d + j];
+		{
+			if (f32)
+				((float *) buf)[(int64_t) j * nb + r] = (float) B[r * kn->d + j];
+			else
+				((double *) buf)[(int64_t) j * nb + r] = B[r * kn->d + j];
+		}
 	if ((st = pggpu_knn_start(kn, nb, rank, bound, err)) != PGGPU_OK)
 		return st;
 	return pggpu_knn_finish(kn, idx, dist, err);
@@ -323,5 +330,6 @@ pggpu_knn_close(pggpu_knn *kn)
 	free(kn->bound_copy);
 	free(kn->rank_copy);
 	free(kn->ws);
+	free(kn->wide);
 	free(kn);
 }

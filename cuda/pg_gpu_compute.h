@@ -718,12 +718,14 @@ void		pggpu_knn_force_route(pggpu_knn_route route);
 /*
  * Room for a tile of up to `rows` rows of B for the caller to fill, then
  * pggpu_knn_start: by columns, column j of row r at buf[j * rows + r] (as
- * the parts of a read hold them).  Two buffers that alternate, so that one
- * fills while the other is compared (pinned host memory on the GPU
+ * the parts of a read hold them), doubles or (f32) floats (the rows' own
+ * precision: half the bytes to fill and to copy; the distances are the
+ * same plain loop on their values).  Two buffers that alternate, so that
+ * one fills while the other is compared (pinned host memory on the GPU
  * backend: the device copies it while the caller goes on).  NULL: out of
  * memory (err says so).
  */
-double	   *pggpu_knn_buffer(pggpu_knn *kn, int64_t rows, pggpu_error *err);
+void	   *pggpu_knn_buffer(pggpu_knn *kn, int64_t rows, bool f32, pggpu_error *err);
 /*
  * Starts comparing the first nb rows of the last buffer with every query;
  * on the GPU it returns once the work is queued.  rank: NULL, or each row's
@@ -744,9 +746,9 @@ bool		pggpu_knn_busy(const pggpu_knn *kn);
  * rows within the bound) and its distance dist[i * n + r].
  */
 pggpu_status pggpu_knn_finish(pggpu_knn *kn, int64_t *idx, double *dist, pggpu_error *err);
-/* pggpu_knn_buffer, the nb rows of B (row-major) copied in, start and finish */
-pggpu_status pggpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, const int32_t *rank, const double *bound,
-							int64_t *idx, double *dist, pggpu_error *err);
+/* pggpu_knn_buffer, the nb rows of B (row-major doubles; f32: rounded to floats) copied in, start and finish */
+pggpu_status pggpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, bool f32, const int32_t *rank,
+							const double *bound, int64_t *idx, double *dist, pggpu_error *err);
 /* the route the tiles take, and the pairs compared and measured by the plain loop so far */
 pggpu_knn_route pggpu_knn_route_taken(const pggpu_knn *kn);
 void		pggpu_knn_counts(const pggpu_knn *kn, int64_t *pairs, int64_t *measured);

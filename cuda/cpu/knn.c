@@ -328,10 +328,33 @@ product_run(pggpu_knn *kn, const double *B, int64_t ld, int64_t nb, const int32_
 }
 
 pggpu_status
-pggpu_cpu_knn_run(pggpu_knn *kn, const double *B, int64_t ld, int64_t nb, const int32_t *rank, const double *bound,
-				  int64_t *idx, double *dist, pggpu_error *err)
+pggpu_cpu_knn_run(pggpu_knn *kn, const void *B, bool f32, int64_t ld, int64_t nb, const int32_t *rank,
+				  const double *bound, int64_t *idx, double *dist, pggpu_error *err)
 {
+	const double *Bd = (const double *) B;
+
+	/* floats widened first (exactly: the same values), into the workspace's end */
+	if (f32)
+	{
+		double	   *w;
+
+		if (kn->wide_doubles < nb * kn->d)
+		{
+			free(kn->wide);
+			kn->wide_doubles = 0;
+			if ((kn->wide = (double *) malloc(sizeof(double) * (size_t) (nb * kn->d))) == NULL)
+				return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory for a tile of %lld rows",
+								  (long long) nb);
+			kn->wide_doubles = nb * kn->d;
+		}
+		w = kn->wide;
+		for (int j = 0; j < kn->d; j++)
+			for (int64_t r = 0; r < nb; r++)
+				w[(int64_t) j * nb + r] = ((const float *) B)[j * ld + r];
+		Bd = w;
+		ld = nb;
+	}
 	if (kn->route == PGGPU_KNN_PRODUCT)
-		return product_run(kn, B, ld, nb, rank, bound, idx, dist, err);
-	return plain_run(kn, B, ld, nb, rank, idx, dist, err);
+		return product_run(kn, Bd, ld, nb, rank, bound, idx, dist, err);
+	return plain_run(kn, Bd, ld, nb, rank, idx, dist, err);
 }

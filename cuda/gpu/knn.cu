@@ -288,6 +288,16 @@ select_kernel(const double *__restrict__ D, int64_t nb, int m, double *__restric
 	lists_merge(sv, si, wv, wi, cnt, m, outd + (int64_t) blockIdx.x * m, outi + (int64_t) blockIdx.x * m);
 }
 
+/* a float tile widened (exactly), n values */
+__global__ void
+widen_kernel(const float *__restrict__ f, int64_t n, double *__restrict__ x)
+{
+	int64_t		i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < n)
+		x[i] = (double) f[i];
+}
+
 /*
  * The tile's rows less mu rounded to float, and the norms of those floats
  * (a thread a row, by columns nb apart as B): bs inf where too large for
@@ -584,7 +594,7 @@ product_tile(pggpu_knn *kn, knn_gpu *g, int64_t nb, int64_t m, bool rank, bool b
 }
 
 extern "C" pggpu_status
-pggpu_gpu_knn_start(pggpu_knn *kn, const double *B, int64_t ld, int64_t nb, const int32_t *rank,
+pggpu_gpu_knn_start(pggpu_knn *kn, const void *B, bool f32, int64_t ld, int64_t nb, const int32_t *rank,
 					const double *bound, pggpu_error *err)
 {
 	knn_gpu    *g = (knn_gpu *) kn->impl;
@@ -598,14 +608,24 @@ pggpu_gpu_knn_start(pggpu_knn *kn, const double *B, int64_t ld, int64_t nb, cons
 	CU(cudaSetDevice(g->dev));
 	if ((st = room((void **) &g->B, &g->bcap, nb * d, sizeof(double), err)) != PGGPU_OK)
 		return st;
+	if ((kn->route == PGGPU_KNN_PRODUCT || f32) &&
+		(st = room((void **) &g->Bf, &g->fcap, nb * d, sizeof(float), err)) != PGGPU_OK)
+		return st;
 	if (kn->route == PGGPU_KNN_PRODUCT &&
-		((st = room((void **) &g->Bf, &g->fcap, nb * d, sizeof(float), err)) != PGGPU_OK ||
-		 (st = room((void **) &g->bn, &g->ncap, nb, sizeof(double), err)) != PGGPU_OK ||
+		((st = room((void **) &g->bn, &g->ncap, nb, sizeof(double), err)) != PGGPU_OK ||
 		 (st = room((void **) &g->bs, &g->scap_rows, nb, sizeof(double), err)) != PGGPU_OK))
 		return st;
-	/* the tile by columns, ld apart there, nb apart here */
-	CU(cudaMemcpy2DAsync(g->B, sizeof(double) * nb, B, sizeof(double) * ld, sizeof(double) * nb, d,
-						 cudaMemcpyHostToDevice, g->s));
+	/* the tile by columns, ld apart there, nb apart here (floats through Bf, widened) */
+	if (f32)
+	{
+		CU(cudaMemcpy2DAsync(g->Bf, sizeof(float) * nb, B, sizeof(float) * ld, sizeof(float) * nb, d,
+							 cudaMemcpyHostToDevice, g->s));
+		widen_kernel<<<(unsigned) ((nb * d + BLOCK - 1) / BLOCK), BLOCK, 0, g->s>>>(g->Bf, nb * d, g->B);
+		LAUNCHED("widen_kernel");
+	}
+	else
+		CU(cudaMemcpy2DAsync(g->B, sizeof(double) * nb, B, sizeof(double) * ld, sizeof(double) * nb, d,
+							 cudaMemcpyHostToDevice, g->s));
 	if (rank)
 	{
 		if (g->hrcap < nb)

@@ -114,11 +114,12 @@ pggpu_gpu_knn_open(pggpu_knn *kn, int gpu_index, pggpu_error *err)
 }
 
 pggpu_status
-pggpu_gpu_knn_start(pggpu_knn *kn, const double *B, int64_t ld, int64_t nb, const int32_t *rank,
+pggpu_gpu_knn_start(pggpu_knn *kn, const void *B, bool f32, int64_t ld, int64_t nb, const int32_t *rank,
 					const double *bound, pggpu_error *err)
 {
 	(void) kn;
 	(void) B;
+	(void) f32;
 	(void) ld;
 	(void) nb;
 	(void) rank;

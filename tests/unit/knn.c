@@ -80,7 +80,7 @@ count_interrupt(void *arg)
  * that row's own, in order
  */
 static int64_t
-bounded_bad(const double *Q, int64_t nq, const double *B, const int64_t *row_of, int d, pggpu_metric metric, int n,
+bounded_bad(const double *Q, int64_t nq, const double *B, int64_t nb, const int64_t *row_of, int d, pggpu_metric metric, int n,
 			const double *bound, const int64_t *ri, const double *rd, const int64_t *idx, const double *dist)
 {
 	int64_t		bad = 0;
@@ -93,12 +93,16 @@ bounded_bad(const double *Q, int64_t nq, const double *B, const int64_t *row_of,
 
 			if (ref_in)
 				bad += idx[e] != ri[e] || memcmp(&dist[e], &rd[e], sizeof(double)) != 0;
+			else if (idx[e] >= nb || idx[e] < -1)
+				bad++;
 			else if (idx[e] >= 0)
 				bad += dist[e] <= bound[i] || dist[e] != ref_dist(Q + i * d, B + row_of[idx[e]] * d, d, metric) ||
 					(r > 0 && dist[e] < dist[e - 1]);
 		}
 	return bad;
 }
+
+static bool float_tiles;		/* knn_case_frac: tiles of floats, where the rows are */
 
 static const char *const route_names[] = {"auto", "plain loop", "product"};
 
@@ -117,7 +121,11 @@ knn_case_frac(const char *name, const double *Q, int64_t nq, const double *B, in
 	double	   *rd = malloc(sizeof(double) * (nq * n + 1));
 	double	   *bound = malloc(sizeof(double) * (nq + 1));
 	int64_t    *row_of = malloc(sizeof(int64_t) * (nb + 1));
+	/* rows that are floats go as floats (the buffer's other type) where the case asks */
+	bool		f32 = float_tiles;
 
+	for (int64_t i = 0; i < nb * d && f32; i++)
+		f32 = (double) (float) B[i] == B[i];
 	for (int64_t r = 0; r < nb; r++)
 		row_of[rank ? rank[r] : r] = r;
 	reference(Q, nq, B, nb, d, metric, n, rank, ri, rd);
@@ -136,14 +144,16 @@ knn_case_frac(const char *name, const double *Q, int64_t nq, const double *B, in
 				int64_t		bad = 0;
 				pggpu_status st;
 
-				snprintf(case_name, sizeof(case_name), "knn %s on the %s, %s%s", name, be ? "GPU" : "CPU",
-						 route_names[route], bounded ? ", bounded" : "");
+				snprintf(case_name, sizeof(case_name), "knn %s on the %s, %s%s%s", name, be ? "GPU" : "CPU",
+						 route_names[route], bounded ? ", bounded" : "", f32 ? ", float tiles" : "");
 				if (be == 1 && !have_gpu)
 				{
 					gpu_skipped++;
 					free(idx), free(dist);
 					continue;
 				}
+				if (getenv("UNIT_TRACE"))
+					fprintf(stderr, "%s\n", case_name);
 				knn_interrupts = 0;
 				pggpu_knn_force_route((pggpu_knn_route) route);
 				st = pggpu_knn_open(&kn, be ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU, -1, d, metric, Q, nq, n, &err);
@@ -158,7 +168,7 @@ knn_case_frac(const char *name, const double *Q, int64_t nq, const double *B, in
 				/* the GPU's product selects up to 32 a query; the CPU's needs OpenBLAS */
 				if (route == PGGPU_KNN_PRODUCT && (be == 0 || n <= 32))
 					CHECK(pggpu_knn_route_taken(kn) == PGGPU_KNN_PRODUCT, "the product was not taken");
-				if (pggpu_knn_tile(kn, B, nb, rank, bounded ? bound : NULL, idx, dist, &err) != PGGPU_OK)
+				if (pggpu_knn_tile(kn, B, nb, f32, rank, bounded ? bound : NULL, idx, dist, &err) != PGGPU_OK)
 					CHECK(false, "tile: %s", err.msg);
 				else
 				{
@@ -166,7 +176,7 @@ knn_case_frac(const char *name, const double *Q, int64_t nq, const double *B, in
 								measured;
 
 					if (bounded)
-						bad = bounded_bad(Q, nq, B, row_of, d, metric, n, bound, ri, rd, idx, dist);
+						bad = bounded_bad(Q, nq, B, nb, row_of, d, metric, n, bound, ri, rd, idx, dist);
 					else
 						for (int64_t i = 0; i < nq * n; i++)
 							bad += idx[i] != ri[i] || memcmp(&dist[i], &rd[i], sizeof(double)) != 0;
@@ -245,6 +255,20 @@ test_knn(void)
 		free(Q);
 		free(B);
 	}
+	/* tiles of floats: the grid's rows (quarters) and rows rounded to float */
+	float_tiles = true;
+	{
+		double	   *Q = rows(25, 40, 3, false);
+		double	   *B = rows(2000, 40, 4, false);
+
+		for (int64_t i = 0; i < 2000 * 40; i++)
+			B[i] = (float) B[i];
+		knn_case("float tiles, 25 x 2000, d 40, n 7", Q, 25, B, 2000, 40, PGGPU_METRIC_EUCLIDEAN, 7);
+		knn_case("float tiles, inner product", Q, 25, B, 2000, 40, PGGPU_METRIC_INNER_PRODUCT, 7);
+		knn_case("float tiles, n 50 (a sort)", Q, 25, B, 2000, 40, PGGPU_METRIC_EUCLIDEAN, 50);
+		free(Q), free(B);
+	}
+	float_tiles = false;
 	/* ties by a rank that is not the row order (the caller's ids), both routes, both selections */
 	{
 		int64_t		nb = 2500;
