@@ -82,6 +82,13 @@ CROSS JOIN LATERAL (SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS ra
                           FROM kv b ORDER BY 2, 1 LIMIT 5) t) p
 WHERE p.rank = k.rank
 GROUP BY m.metric ORDER BY m.metric;
+-- a halfvec base (its halves read as doubles) gives what the same values as real[] give (floats)
+CREATE TABLE kvh AS SELECT id, e::halfvec(4) AS h, e::halfvec(4)::vector(4)::real[] AS r FROM kv;
+ALTER TABLE kvh ADD PRIMARY KEY (id);
+SELECT count(*) AS rows, count(*) FILTER (WHERE a.base_id = b.base_id AND a.distance = b.distance) AS same
+FROM gpu_knn('kvq', 'kvh', 5, columns => ARRAY['e'], base_columns => ARRAY['h']) a
+JOIN gpu_knn('kvq', 'kvh', 5, columns => ARRAY['e'], base_columns => ARRAY['r']) b USING (query_id, rank);
+DROP TABLE kvh;
 DROP TABLE kv, kvq;
 DROP TABLE pv CASCADE;
 DROP EXTENSION vector;

@@ -70,7 +70,8 @@ typedef struct RowBuf
  */
 typedef struct Tile
 {
-	double	   *buf;			/* NULL until the tile's first row */
+	void	   *buf;			/* NULL until the tile's first row; floats where f32 */
+	bool		f32;			/* the base's rows are floats (vector, real[]: their own precision) */
 	int64		n;
 	int64	   *ids;			/* in keys (tile_rows) */
 	PgGpuKeys	keys;
@@ -349,7 +350,30 @@ tile_run(KnnState *st)
 					(long long) st->nq);
 }
 
-/* rows off.. of a part (take of them) into the tile's buffer, column by column, checked */
+/* the largest magnitude of n values (four lanes: no branch a value) */
+static double
+max_abs(const double *v, int64 n)
+{
+	double		m[4] = {0, 0, 0, 0};
+	int64		i = 0;
+
+	for (; i + 4 <= n; i += 4)
+		for (int l = 0; l < 4; l++)
+		{
+			double		a = fabs(v[i + l]);
+
+			m[l] = a > m[l] ? a : m[l];
+		}
+	for (; i < n; i++)
+		m[0] = fabs(v[i]) > m[0] ? fabs(v[i]) : m[0];
+	return Max(Max(m[0], m[1]), Max(m[2], m[3]));
+}
+
+/*
+ * Rows off.. of a part (take of them) into the tile's buffer, column by
+ * column (a copy a column of a columnar part), doubles checked for size
+ * (floats cannot be too large)
+ */
 static void
 columns_take(KnnState *st, const PgGpuPart *p, int64 off, int64 take)
 {
@@ -358,19 +382,30 @@ columns_take(KnnState *st, const PgGpuPart *p, int64 off, int64 take)
 
 	for (int j = 0; j < d; j++)
 	{
-		double	   *dst = t->buf + (int64) j * st->tile_rows + t->n;
-		double		most = 0;
+		int64		at = (int64) j * st->tile_rows + t->n;
 
-		for (int64 r = 0; r < take; r++)
+		if (t->f32)
 		{
-			double		v = p->rowwise ? p->values[(off + r) * d + j] : p->values[(int64) j * p->cap + off + r];
-			double		a = fabs(v);
+			float	   *dst = (float *) t->buf + at;
 
-			dst[r] = v;
-			most = a > most ? a : most;
+			if (p->rowwise)
+				for (int64 r = 0; r < take; r++)
+					dst[r] = p->values32[(off + r) * d + j];
+			else
+				memcpy(dst, p->values32 + (int64) j * p->cap + off, sizeof(float) * take);
 		}
-		if (most > KNN_MAX_ABS)
-			check_magnitude(st->bsrc, take, dst);
+		else
+		{
+			double	   *dst = (double *) t->buf + at;
+
+			if (p->rowwise)
+				for (int64 r = 0; r < take; r++)
+					dst[r] = p->values[(off + r) * d + j];
+			else
+				memcpy(dst, p->values + (int64) j * p->cap + off, sizeof(double) * take);
+			if (max_abs(dst, take) > KNN_MAX_ABS)
+				check_magnitude(st->bsrc, take, dst);
+		}
 	}
 	pg_gpu_keys_take(&t->keys, p, p->ids + off, take, t->ids + t->n);
 	t->n += take;
@@ -388,7 +423,7 @@ base_consume(void *arg, const PgGpuPart *p)
 	{
 		int64		take = Min(p->nrows - off, st->tile_rows - t->n);
 
-		if (t->buf == NULL && (t->buf = pggpu_knn_buffer(st->kn[st->next], st->tile_rows, &err)) == NULL)
+		if (t->buf == NULL && (t->buf = pggpu_knn_buffer(st->kn[st->next], st->tile_rows, t->f32, &err)) == NULL)
 			pg_gpu_raise(&err);
 		columns_take(st, p, off, take);
 		off += take;
@@ -509,6 +544,8 @@ knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 	}
 	st->bsrc = &bsrc;
 	st->d = d;
+	/* vector and real[] rows as floats; the others (halves too), and unit rows, as doubles */
+	st->tile.f32 = pg_gpu_source_dtype(&bsrc, false) == PGGPU_FLOAT32;
 	pg_gpu_keys_init(&st->tile.keys, bsrc.keytype);
 	st->tile.ids = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * st->tile_rows);
 	st->rank = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int32) * st->tile_rows);
@@ -530,7 +567,7 @@ knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 	pg_gpu_progress(true, "comparing the base with %lld queries on %s%s", (long long) st->nq,
 					pggpu_knn_device_name(st->kn[0]), st->nkn > 1 ? " and more" : "");
 	INSTR_TIME_SET_CURRENT(read_b);
-	pg_gpu_read_parts(&bsrc, true, NULL, PGGPU_FLOAT64, base_consume, st);
+	pg_gpu_read_parts(&bsrc, true, NULL, st->tile.f32 ? PGGPU_FLOAT32 : PGGPU_FLOAT64, base_consume, st);
 	tile_run(st);
 	for (int i = 0; i < st->nkn; i++)
 		if (pggpu_knn_busy(st->kn[i]))
