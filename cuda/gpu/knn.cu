@@ -40,6 +40,12 @@
 #define PT (KT * RT)			/* a block's queries, and its rows of the tile */
 #define PAIRS_MAX ((int64_t) 1 << 24)	/* (query, row) pairs a batch at most (plain) */
 #define PRODUCTS_MAX ((int64_t) 1 << 26)	/* products a batch at most (the product's S) */
+/*
+ * a tile's work queued at once at most, in pairs' terms (about 0.1 s of the
+ * plain loop on an H100): start queues that much, finish the rest as it
+ * goes, so that an interrupt leaves that much at most to finish
+ */
+#define QUEUED_TERMS ((int64_t) 1 << 37)
 #define SEL_THREADS 64			/* a block of the selections (its lists: 24 kB of shared memory) */
 #define SEL_K 32				/* and the most neighbours it selects (else a sort) */
 
@@ -89,7 +95,12 @@ struct knn_gpu
 	unsigned long long *hmeasured;
 	int		   *stop;			/* the kernels' flag, and its pinned 1 */
 	int		   *hone;
-	int64_t		m;				/* the started tile's results a query (0: none) */
+	/* the started tile: its rows, results a query (0: none), whether ranked and bounded, its next batch */
+	int64_t		nb;
+	int64_t		m;
+	bool		ranked;
+	bool		bounded;
+	int64_t		q_next;
 	int64_t		plain_measured;
 };
 
@@ -516,12 +527,19 @@ sort_batch(knn_gpu *g, int64_t nq, int64_t nb, pggpu_error *err)
 	return PGGPU_OK;
 }
 
-/* the plain route's batches: every pair, then each query's m least (od, oi: m apart) */
+/*
+ * The plain route's batches from query q0 while the work queued stays
+ * under the budget (one at least): every pair, then each query's m least
+ * (od, oi: m apart); returns the next batch's first query
+ */
 static pggpu_status
-plain_tile(pggpu_knn *kn, knn_gpu *g, int64_t nb, int64_t m, bool rank, pggpu_error *err)
+plain_batches(pggpu_knn *kn, knn_gpu *g, int64_t *q0p, pggpu_error *err)
 {
 	int			d = kn->d;
-	int64_t		qb = PAIRS_MAX / nb;
+	int64_t		nb = g->nb,
+				m = g->m,
+				qb = PAIRS_MAX / nb,
+				done = 0;
 	bool		inner = kn->metric == PGGPU_METRIC_INNER_PRODUCT;
 	pggpu_status st;
 
@@ -530,14 +548,17 @@ plain_tile(pggpu_knn *kn, knn_gpu *g, int64_t nb, int64_t m, bool rank, pggpu_er
 	if ((st = pairs_room(g, qb * nb, err)) != PGGPU_OK ||
 		(st = room((void **) &g->off, &g->offcap, qb + 1, sizeof(int64_t), err)) != PGGPU_OK)
 		return st;
-	for (int64_t q0 = 0; q0 < kn->nq; q0 += qb)
+	/* a pair's cost in terms: its d, and its share of the selection (a sort's, many) */
+	int64_t		cost = d + (m <= SEL_K ? 8 : 512);
+
+	for (int64_t q0 = *q0p; q0 < kn->nq && (done == 0 || done + qb * nb * cost <= QUEUED_TERMS); q0 += qb)
 	{
 		int64_t		nq = kn->nq - q0 < qb ? kn->nq - q0 : qb;
 		dim3		block(KT, KT);
 		dim3		grid((unsigned) ((nb + PT - 1) / PT), (unsigned) ((nq + PT - 1) / PT));
 
-		pair_kernel<<<grid, block, 0, g->s>>>(g->Q + q0 * d, nq, g->B, nb, d, rank ? g->rank : NULL, inner, g->D,
-											   g->stop);
+		pair_kernel<<<grid, block, 0, g->s>>>(g->Q + q0 * d, nq, g->B, nb, d, g->ranked ? g->rank : NULL, inner,
+											   g->D, g->stop);
 		LAUNCHED("pair_kernel");
 		if (m <= SEL_K)
 			select_kernel<<<(unsigned) nq, SEL_THREADS, 0, g->s>>>(g->D, nb, (int) m, g->od + q0 * m,
@@ -552,17 +573,22 @@ plain_tile(pggpu_knn *kn, knn_gpu *g, int64_t nb, int64_t m, bool rank, pggpu_er
 								 sizeof(int32_t) * m, nq, cudaMemcpyDeviceToDevice, g->s));
 		}
 		LAUNCHED("the selection");
+		g->plain_measured += nq * nb;
+		done += nq * nb * cost;
+		*q0p = q0 + nq;
 	}
-	g->plain_measured += kn->nq * nb;
 	return PGGPU_OK;
 }
 
-/* the product's: the tile's centred floats, then a batch of queries' products and certified selection */
+/* the product's: a batch of queries' products and certified selection at a time, as plain_batches */
 static pggpu_status
-product_tile(pggpu_knn *kn, knn_gpu *g, int64_t nb, int64_t m, bool rank, bool bound, pggpu_error *err)
+product_batches(pggpu_knn *kn, knn_gpu *g, int64_t *q0p, pggpu_error *err)
 {
 	int			d = kn->d;
-	int64_t		qb = PRODUCTS_MAX / nb;
+	int64_t		nb = g->nb,
+				m = g->m,
+				qb = PRODUCTS_MAX / nb,
+				done = 0;
 	double		h = pggpu_knn_depth(d);
 	pggpu_status st;
 
@@ -570,10 +596,10 @@ product_tile(pggpu_knn *kn, knn_gpu *g, int64_t nb, int64_t m, bool rank, bool b
 	qb = qb > INT32_MAX ? INT32_MAX : qb;
 	if ((st = room((void **) &g->S, &g->scap, qb * nb, sizeof(float), err)) != PGGPU_OK)
 		return st;
-	convert_kernel<<<(unsigned) ((nb + BLOCK - 1) / BLOCK), BLOCK, 0, g->s>>>(g->B, nb, d, g->mu, g->Bf, g->bn, g->bs,
-																			  g->stop);
-	LAUNCHED("convert_kernel");
-	for (int64_t q0 = 0; q0 < kn->nq; q0 += qb)
+	/* a pair's cost in the plain loop's terms (the float product: about d / 8) */
+	int64_t		cost = d / 8 + 8;
+
+	for (int64_t q0 = *q0p; q0 < kn->nq && (done == 0 || done + qb * nb * cost <= QUEUED_TERMS); q0 += qb)
 	{
 		int64_t		nq = kn->nq - q0 < qb ? kn->nq - q0 : qb;
 
@@ -583,13 +609,33 @@ product_tile(pggpu_knn *kn, knn_gpu *g, int64_t nb, int64_t m, bool rank, bool b
 										  j0 ? 1.0f : 0.0f, g->S, (int) nb, err)) != PGGPU_OK)
 				return st;
 		cert_kernel<<<(unsigned) nq, SEL_THREADS, 0, g->s>>>(g->S, nb, g->qn + q0, g->qs + q0, g->bn, g->bs,
-															bound ? g->bound + q0 : NULL, g->Q + q0 * d, g->B,
-															rank ? g->rank : NULL, d,
-															(int) m, kn->metric == PGGPU_METRIC_INNER_PRODUCT, h,
+															g->bounded ? g->bound + q0 : NULL, g->Q + q0 * d, g->B,
+															g->ranked ? g->rank : NULL, d, (int) m,
+															kn->metric == PGGPU_METRIC_INNER_PRODUCT, h,
 															g->od + q0 * m, g->oi + q0 * m, g->measured,
 															g->stop);
 		LAUNCHED("cert_kernel");
+		done += nq * nb * cost;
+		*q0p = q0 + nq;
 	}
+	return PGGPU_OK;
+}
+
+/*
+ * The started tile's next batches, up to the budget; after the last, its
+ * results on their way to the host
+ */
+static pggpu_status
+queue_batches(pggpu_knn *kn, knn_gpu *g, pggpu_error *err)
+{
+	pggpu_status st = kn->route == PGGPU_KNN_PRODUCT ? product_batches(kn, g, &g->q_next, err) :
+		plain_batches(kn, g, &g->q_next, err);
+
+	if (st != PGGPU_OK || g->q_next < kn->nq)
+		return st;
+	CU(cudaMemcpyAsync(g->hd, g->od, sizeof(double) * (size_t) (kn->nq * g->m), cudaMemcpyDeviceToHost, g->s));
+	CU(cudaMemcpyAsync(g->hi, g->oi, sizeof(int32_t) * (size_t) (kn->nq * g->m), cudaMemcpyDeviceToHost, g->s));
+	CU(cudaMemcpyAsync(g->hmeasured, g->measured, sizeof(unsigned long long), cudaMemcpyDeviceToHost, g->s));
 	return PGGPU_OK;
 }
 
@@ -646,15 +692,18 @@ pggpu_gpu_knn_start(pggpu_knn *kn, const void *B, bool f32, int64_t ld, int64_t 
 		memcpy(g->hbound, bound, sizeof(double) * (size_t) kn->nq);
 		CU(cudaMemcpyAsync(g->bound, g->hbound, sizeof(double) * (size_t) kn->nq, cudaMemcpyHostToDevice, g->s));
 	}
-	st = kn->route == PGGPU_KNN_PRODUCT ? product_tile(kn, g, nb, m, rank != NULL, bound != NULL, err) :
-		plain_tile(kn, g, nb, m, rank != NULL, err);
-	if (st != PGGPU_OK)
-		return st;
-	CU(cudaMemcpyAsync(g->hd, g->od, sizeof(double) * (size_t) (kn->nq * m), cudaMemcpyDeviceToHost, g->s));
-	CU(cudaMemcpyAsync(g->hi, g->oi, sizeof(int32_t) * (size_t) (kn->nq * m), cudaMemcpyDeviceToHost, g->s));
-	CU(cudaMemcpyAsync(g->hmeasured, g->measured, sizeof(unsigned long long), cudaMemcpyDeviceToHost, g->s));
+	if (kn->route == PGGPU_KNN_PRODUCT)
+	{
+		convert_kernel<<<(unsigned) ((nb + BLOCK - 1) / BLOCK), BLOCK, 0, g->s>>>(g->B, nb, d, g->mu, g->Bf, g->bn,
+																				  g->bs, g->stop);
+		LAUNCHED("convert_kernel");
+	}
+	g->nb = nb;
 	g->m = m;
-	return PGGPU_OK;
+	g->ranked = rank != NULL;
+	g->bounded = bound != NULL;
+	g->q_next = 0;
+	return queue_batches(kn, g, err);
 }
 
 extern "C" pggpu_status
@@ -668,14 +717,23 @@ pggpu_gpu_knn_finish(pggpu_knn *kn, int64_t *idx, double *dist, pggpu_error *err
 	if (m == 0)
 		return PGGPU_OK;
 	CU(cudaSetDevice(g->dev));
-	/* the interrupt callback between looks (it may leave: close stops the tile) */
-	while ((e = cudaStreamQuery(g->s)) == cudaErrorNotReady)
+	for (;;)
 	{
-		if (kn->interrupt)
-			kn->interrupt(kn->interrupt_arg);
-		usleep(50);
+		pggpu_status st;
+
+		/* the interrupt callback between looks (it may leave: close stops what is queued) */
+		while ((e = cudaStreamQuery(g->s)) == cudaErrorNotReady)
+		{
+			if (kn->interrupt)
+				kn->interrupt(kn->interrupt_arg);
+			usleep(50);
+		}
+		CU(e);
+		if (g->q_next >= kn->nq)
+			break;
+		if ((st = queue_batches(kn, g, err)) != PGGPU_OK)
+			return st;
 	}
-	CU(e);
 	g->m = 0;
 	for (int64_t i = 0; i < kn->nq; i++)
 		for (int64_t r = 0; r < m; r++)

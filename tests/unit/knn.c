@@ -322,6 +322,9 @@ test_knn(void)
 		free(Q);
 		free(B);
 	}
+	/* (the tiles' pinned buffers the cache keeps, given back: the sanitizer's leak check) */
+	pggpu_pinned_cache_limit(0);
+	pggpu_pinned_cache_limit((size_t) 512 << 20);
 	/* a bad call */
 	{
 		pggpu_knn  *kn;
