@@ -412,7 +412,8 @@ struct pggpu_knn
 	pggpu_metric metric;
 	int64_t		nq;
 	pggpu_knn_route route;		/* the tiles' (PLAIN or PRODUCT), chosen at open */
-	double	   *Q;				/* the queries, nq x d (freed once the GPU holds them) */
+	double	   *Q;				/* the queries, nq x d (freed once the GPU holds them, unless keep_queries) */
+	bool		keep_queries;	/* the GPU takes them a batch at a time from Q and Qf */
 	/* the product's: the queries less mu (EUCLIDEAN, COSINE; else mu 0) as floats, their norms */
 	double	   *mu;				/* d */
 	float	   *Qf;				/* nq x d */
@@ -445,6 +446,9 @@ struct pggpu_knn
 	pggpu_interrupt_fn interrupt;
 	void	   *interrupt_arg;
 };
+
+/* the tests' forcing: the GPU holds at most this many queries at once (0: as they fit) */
+extern int64_t pggpu_knn_resident_queries;
 
 /*
  * The product's rows: a row's norm beyond this (centred, as floats), or not

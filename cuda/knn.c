@@ -28,8 +28,9 @@
 /* and the GPU's at most this many neighbours a query (its block selection's lists) */
 #define GPU_PRODUCT_MAX_N 32
 
-/* the tests' forcing (pggpu_knn_force_route) */
+/* the tests' forcing (pggpu_knn_force_route, pggpu_knn_force_resident) */
 static pggpu_knn_route forced_route = PGGPU_KNN_AUTO;
+int64_t		pggpu_knn_resident_queries = 0;
 
 /* the queries' mean, their centred float copies and norms (the product's) */
 static pggpu_status
@@ -117,7 +118,8 @@ pggpu_knn_open(pggpu_knn **out, pggpu_backend backend, int gpu_index, int d, pgg
 			memcpy(kn->Q, Q, sizeof(double) * (size_t) nq * (size_t) d);
 		st = centre_queries(kn, Q, err);
 	}
-	if (st == PGGPU_OK && backend == PGGPU_BACKEND_GPU && (st = pggpu_gpu_knn_open(kn, gpu_index, err)) == PGGPU_OK)
+	if (st == PGGPU_OK && backend == PGGPU_BACKEND_GPU && (st = pggpu_gpu_knn_open(kn, gpu_index, err)) == PGGPU_OK &&
+		!kn->keep_queries)
 	{
 		/* (the device holds them now) */
 		free(kn->Q);
@@ -152,6 +154,12 @@ void
 pggpu_knn_force_route(pggpu_knn_route route)
 {
 	forced_route = route;
+}
+
+void
+pggpu_knn_force_resident(int64_t queries)
+{
+	pggpu_knn_resident_queries = queries;
 }
 
 pggpu_knn_route

@@ -715,6 +715,8 @@ void		pggpu_knn_set_interrupts(pggpu_knn *kn, pggpu_interrupt_fn fn, void *arg);
 void		pggpu_knn_set_threads(pggpu_knn *kn, int threads);
 /* a test's forcing of the route of the sets opened after (AUTO: none; a product the backend cannot take runs plain) */
 void		pggpu_knn_force_route(pggpu_knn_route route);
+/* a test's forcing: the GPU holds at most this many queries at once, the rest in the host's memory (0: none) */
+void		pggpu_knn_force_resident(int64_t queries);
 /*
  * Room for a tile of up to `rows` rows of B for the caller to fill, then
  * pggpu_knn_start: by columns, column j of row r at buf[j * rows + r] (as

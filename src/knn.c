@@ -4,10 +4,11 @@
  *
  * The queries are read whole (as doubles, row-major: the compute layer
  * holds them on each device); the base streams past a tile of rows at a
- * time, never held: each tile's rows sorted by id into a compute layer's
- * buffer, its k nearest of the tile for every query (pggpu_knn_start:
- * exact, the same on the CPU and the GPU) merged into each query's k so
- * far by (distance, id) when it finishes.  The tiles go round the GPUs of
+ * time, never held: the read's parts copied by columns straight into a
+ * compute layer's tile buffer (floats where the rows are), each row ranked
+ * by its id, the k nearest of the tile for every query (pggpu_knn_start:
+ * exact, the same on the CPU and the GPU, ties by rank) merged into each
+ * query's k so far by (distance, id) when it finishes.  The tiles go round the GPUs of
  * pg_gpu.gpus, a tile in flight on each while the next fills, each with
  * the k-th distance so far of every query (rows beyond it cannot enter).
  * The results go into a tuplestore.

@@ -23,6 +23,9 @@
  * not above it (nor above the caller's bound) measured by the plain loop
  * into the block's lists; the same answers as the plain route.
  *
+ * Queries that would take more than half the device's free memory stay in
+ * the host's (pinned), a batch of them copied over for each tile's batch.
+ *
  * A tile stopped by close (an interrupt) leaves early: the kernels read a
  * flag at their start that close sets from another stream.
  */
@@ -40,6 +43,7 @@
 #define PT (KT * RT)			/* a block's queries, and its rows of the tile */
 #define PAIRS_MAX ((int64_t) 1 << 24)	/* (query, row) pairs a batch at most (plain) */
 #define PRODUCTS_MAX ((int64_t) 1 << 26)	/* products a batch at most (the product's S) */
+#define STAGED_QUERIES ((int64_t) 1 << 16)	/* queries on the device at once where they cannot all be */
 /*
  * a tile's work queued at once at most, in pairs' terms (about 0.1 s of the
  * plain loop on an H100): start queues that much, finish the rest as it
@@ -57,7 +61,10 @@ struct knn_gpu
 	bool		s_ok;
 	cublasHandle_t handle;
 	bool		handle_ok;
-	double	   *Q;				/* nq x d */
+	double	   *Q;				/* nq x d, or qrows x d: a batch's, from the host's pinned copy */
+	int64_t		qrows;
+	bool		q_registered,
+				qf_registered;
 	float	   *Qf;				/* the product's: nq x d, and norms */
 	double	   *qn,
 			   *qs,
@@ -475,8 +482,37 @@ pggpu_gpu_knn_open(pggpu_knn *kn, int gpu_index, pggpu_error *err)
 	*g->hmeasured = 0;
 	if (nq == 0)
 		return PGGPU_OK;
-	CU(cudaMalloc((void **) &g->Q, sizeof(double) * (size_t) (nq * d)));
-	CU(cudaMemcpy(g->Q, kn->Q, sizeof(double) * (size_t) (nq * d), cudaMemcpyHostToDevice));
+	/*
+	 * The queries on the device whole where they take at most half of its
+	 * free memory; else (or as a test forces) they stay in the host's
+	 * memory, pinned, and go over a batch at a time for every tile
+	 */
+	{
+		size_t		free_b = 0,
+					total_b = 0;
+		double		need = (double) nq * d * (kn->route == PGGPU_KNN_PRODUCT ? 12 : 8) + (double) out * 12;
+
+		CU(cudaMemGetInfo(&free_b, &total_b));
+		g->qrows = nq;
+		if (pggpu_knn_resident_queries > 0 && pggpu_knn_resident_queries < nq)
+			g->qrows = pggpu_knn_resident_queries;
+		else if (need > free_b / 2.0)
+			g->qrows = STAGED_QUERIES < nq ? STAGED_QUERIES : nq;
+	}
+	if (g->qrows < nq)
+	{
+		CU(cudaHostRegister(kn->Q, sizeof(double) * (size_t) (nq * d), cudaHostRegisterPortable));
+		g->q_registered = true;
+		if (kn->route == PGGPU_KNN_PRODUCT)
+		{
+			CU(cudaHostRegister(kn->Qf, sizeof(float) * (size_t) (nq * d), cudaHostRegisterPortable));
+			g->qf_registered = true;
+		}
+		kn->keep_queries = true;
+	}
+	CU(cudaMalloc((void **) &g->Q, sizeof(double) * (size_t) (g->qrows * d)));
+	if (g->qrows == nq)
+		CU(cudaMemcpy(g->Q, kn->Q, sizeof(double) * (size_t) (nq * d), cudaMemcpyHostToDevice));
 	CU(cudaMalloc((void **) &g->od, sizeof(double) * (size_t) out));
 	CU(cudaMalloc((void **) &g->oi, sizeof(int32_t) * (size_t) out));
 	CU(cudaMallocHost((void **) &g->hd, sizeof(double) * (size_t) out));
@@ -488,11 +524,12 @@ pggpu_gpu_knn_open(pggpu_knn *kn, int gpu_index, pggpu_error *err)
 		if ((st = pggpu_blas_open(g->s, &g->handle, err)) != PGGPU_OK)
 			return st;
 		g->handle_ok = true;
-		CU(cudaMalloc((void **) &g->Qf, sizeof(float) * (size_t) (nq * d)));
+		CU(cudaMalloc((void **) &g->Qf, sizeof(float) * (size_t) (g->qrows * d)));
 		CU(cudaMalloc((void **) &g->qn, sizeof(double) * (size_t) nq));
 		CU(cudaMalloc((void **) &g->qs, sizeof(double) * (size_t) nq));
 		CU(cudaMalloc((void **) &g->mu, sizeof(double) * (size_t) d));
-		CU(cudaMemcpy(g->Qf, kn->Qf, sizeof(float) * (size_t) (nq * d), cudaMemcpyHostToDevice));
+		if (g->qrows == nq)
+			CU(cudaMemcpy(g->Qf, kn->Qf, sizeof(float) * (size_t) (nq * d), cudaMemcpyHostToDevice));
 		CU(cudaMemcpy(g->qn, kn->qn, sizeof(double) * (size_t) nq, cudaMemcpyHostToDevice));
 		CU(cudaMemcpy(g->qs, kn->qs, sizeof(double) * (size_t) nq, cudaMemcpyHostToDevice));
 		CU(cudaMemcpy(g->mu, kn->mu, sizeof(double) * (size_t) d, cudaMemcpyHostToDevice));
@@ -527,6 +564,33 @@ sort_batch(knn_gpu *g, int64_t nq, int64_t nb, pggpu_error *err)
 	return PGGPU_OK;
 }
 
+/* queries q0.. on the device: where they all are, or the batch staged there */
+static const double *
+queries(const pggpu_knn *kn, const knn_gpu *g, int64_t q0)
+{
+	return g->qrows == kn->nq ? g->Q + q0 * kn->d : g->Q;
+}
+
+static const float *
+queries_f(const pggpu_knn *kn, const knn_gpu *g, int64_t q0)
+{
+	return g->qrows == kn->nq ? g->Qf + q0 * kn->d : g->Qf;
+}
+
+/* where the queries stay on the host: nq of them from q0 copied over (f: their floats too) */
+static pggpu_status
+stage_queries(const pggpu_knn *kn, knn_gpu *g, int64_t q0, int64_t nq, bool f, pggpu_error *err)
+{
+	if (g->qrows == kn->nq)
+		return PGGPU_OK;
+	CU(cudaMemcpyAsync(g->Q, kn->Q + q0 * kn->d, sizeof(double) * (size_t) (nq * kn->d), cudaMemcpyHostToDevice,
+					   g->s));
+	if (f)
+		CU(cudaMemcpyAsync(g->Qf, kn->Qf + q0 * kn->d, sizeof(float) * (size_t) (nq * kn->d),
+						   cudaMemcpyHostToDevice, g->s));
+	return PGGPU_OK;
+}
+
 /*
  * The plain route's batches from query q0 while the work queued stays
  * under the budget (one at least): every pair, then each query's m least
@@ -543,7 +607,7 @@ plain_batches(pggpu_knn *kn, knn_gpu *g, int64_t *q0p, pggpu_error *err)
 	bool		inner = kn->metric == PGGPU_METRIC_INNER_PRODUCT;
 	pggpu_status st;
 
-	qb = qb < 1 ? 1 : qb > kn->nq ? kn->nq : qb;
+	qb = qb < 1 ? 1 : qb > g->qrows ? g->qrows : qb;
 	qb = qb > 65535 * PT ? 65535 * PT : qb;	/* (blocks in y) */
 	if ((st = pairs_room(g, qb * nb, err)) != PGGPU_OK ||
 		(st = room((void **) &g->off, &g->offcap, qb + 1, sizeof(int64_t), err)) != PGGPU_OK)
@@ -557,8 +621,10 @@ plain_batches(pggpu_knn *kn, knn_gpu *g, int64_t *q0p, pggpu_error *err)
 		dim3		block(KT, KT);
 		dim3		grid((unsigned) ((nb + PT - 1) / PT), (unsigned) ((nq + PT - 1) / PT));
 
-		pair_kernel<<<grid, block, 0, g->s>>>(g->Q + q0 * d, nq, g->B, nb, d, g->ranked ? g->rank : NULL, inner,
-											   g->D, g->stop);
+		if ((st = stage_queries(kn, g, q0, nq, false, err)) != PGGPU_OK)
+			return st;
+		pair_kernel<<<grid, block, 0, g->s>>>(queries(kn, g, q0), nq, g->B, nb, d, g->ranked ? g->rank : NULL,
+											   inner, g->D, g->stop);
 		LAUNCHED("pair_kernel");
 		if (m <= SEL_K)
 			select_kernel<<<(unsigned) nq, SEL_THREADS, 0, g->s>>>(g->D, nb, (int) m, g->od + q0 * m,
@@ -592,7 +658,7 @@ product_batches(pggpu_knn *kn, knn_gpu *g, int64_t *q0p, pggpu_error *err)
 	double		h = pggpu_knn_depth(d);
 	pggpu_status st;
 
-	qb = qb < 1 ? 1 : qb > kn->nq ? kn->nq : qb;
+	qb = qb < 1 ? 1 : qb > g->qrows ? g->qrows : qb;
 	qb = qb > INT32_MAX ? INT32_MAX : qb;
 	if ((st = room((void **) &g->S, &g->scap, qb * nb, sizeof(float), err)) != PGGPU_OK)
 		return st;
@@ -603,13 +669,15 @@ product_batches(pggpu_knn *kn, knn_gpu *g, int64_t *q0p, pggpu_error *err)
 	{
 		int64_t		nq = kn->nq - q0 < qb ? kn->nq - q0 : qb;
 
+		if ((st = stage_queries(kn, g, q0, nq, true, err)) != PGGPU_OK)
+			return st;
 		for (int j0 = 0; j0 < d; j0 += PGGPU_KNN_KC)
 			if ((st = pggpu_blas_sgemm_nn(g->handle, (int) nb, (int) nq, d - j0 < PGGPU_KNN_KC ? d - j0 : PGGPU_KNN_KC,
-										  g->Bf + (int64_t) j0 * nb, (int) nb, g->Qf + q0 * d + j0, d,
+										  g->Bf + (int64_t) j0 * nb, (int) nb, queries_f(kn, g, q0) + j0, d,
 										  j0 ? 1.0f : 0.0f, g->S, (int) nb, err)) != PGGPU_OK)
 				return st;
 		cert_kernel<<<(unsigned) nq, SEL_THREADS, 0, g->s>>>(g->S, nb, g->qn + q0, g->qs + q0, g->bn, g->bs,
-															g->bounded ? g->bound + q0 : NULL, g->Q + q0 * d, g->B,
+															g->bounded ? g->bound + q0 : NULL, queries(kn, g, q0), g->B,
 															g->ranked ? g->rank : NULL, d, (int) m,
 															kn->metric == PGGPU_METRIC_INNER_PRODUCT, h,
 															g->od + q0 * m, g->oi + q0 * m, g->measured,
@@ -770,6 +838,10 @@ pggpu_gpu_knn_close(pggpu_knn *kn)
 			cudaStreamSynchronize(g->s);
 		if (g->handle_ok)
 			pggpu_blas_close(g->handle);
+		if (g->q_registered)
+			cudaHostUnregister(kn->Q);
+		if (g->qf_registered)
+			cudaHostUnregister(kn->Qf);
 		cudaFree(g->Q);
 		cudaFree(g->Qf);
 		cudaFree(g->qn);

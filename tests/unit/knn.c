@@ -5,7 +5,8 @@
  * for bit, and with a bound (the rows within it): exact ties kept in row
  * order, the negative inner product, n beyond a tile's rows, a tile of no
  * rows, queries in several batches on the GPU, its two selections (a
- * block a query up to 32, a sort beyond), the product's pruning, its rows
+ * block a query up to 32, a sort beyond), queries taken from the host's
+ * memory a batch at a time, the product's pruning, its rows
  * too large or too small for floats, duplicates, and the interrupt
  * between blocks of work.
  */
@@ -152,6 +153,7 @@ knn_case_frac(const char *name, const double *Q, int64_t nq, const double *B, in
 					free(idx), free(dist);
 					continue;
 				}
+				/* (UNIT_TRACE: each case named as it starts, for a crash on a host without a debugger) */
 				if (getenv("UNIT_TRACE"))
 					fprintf(stderr, "%s\n", case_name);
 				knn_interrupts = 0;
@@ -321,6 +323,19 @@ test_knn(void)
 		knn_case("product, a base far off", Q, nq, B, nb, d, PGGPU_METRIC_EUCLIDEAN, 5);
 		free(Q);
 		free(B);
+	}
+	/* queries the GPU takes from the host's memory, 7 at a time (both routes, ties, a sort) */
+	{
+		double	   *Q = rows(40, 24, 21, true);
+		double	   *B = rows(3000, 24, 22, true);
+
+		pggpu_knn_force_resident(7);
+		knn_case("queries 7 at a time from the host, n 10", Q, 40, B, 3000, 24, PGGPU_METRIC_EUCLIDEAN, 10);
+		knn_case("queries 7 at a time from the host, n 40", Q, 40, B, 3000, 24, PGGPU_METRIC_EUCLIDEAN, 40);
+		knn_case("queries 7 at a time from the host, inner product", Q, 40, B, 3000, 24,
+				 PGGPU_METRIC_INNER_PRODUCT, 10);
+		pggpu_knn_force_resident(0);
+		free(Q), free(B);
 	}
 	/* (the tiles' pinned buffers the cache keeps, given back: the sanitizer's leak check) */
 	pggpu_pinned_cache_limit(0);
