@@ -6,10 +6,11 @@
  * Plain: each pair's plain loop over the columns in order
  * (__dsub_rn/__dmul_rn/__dadd_rn, never fused: cpu/knn.c's lanes sum
  * alike), a thread 4 x 4 pairs, both tiles of rows staged in shared memory
- * DJ columns at a time; then each query's n least by (distance, row): a
- * block a query where n <= SEL_K (one read of the distances), else CUB's
- * segmented stable sort of all of them (ties keep the lower row).  At most
- * PAIRS_MAX pairs at once: queries in batches.
+ * DJ columns at a time, each distance at its row's key (below); then each
+ * query's n least by (distance, key): a block a query where n <= SEL_K (one
+ * read of the distances), else CUB's segmented stable sort of all of them
+ * (ties keep the lower key).  Queries in batches (PAIRS_MAX pairs at most),
+ * queued up to QUEUED_TERMS of work at start, the rest from finish.
  *
  * The tile comes by columns (nb apart on the device), with each row's key
  * (the caller's rank, or the row): ties go to the lower key, and the
