@@ -118,14 +118,16 @@ pggpu_knn_open(pggpu_knn **out, pggpu_backend backend, int gpu_index, int d, pgg
 			memcpy(kn->Q, Q, sizeof(double) * (size_t) nq * (size_t) d);
 		st = centre_queries(kn, Q, err);
 	}
-	if (st == PGGPU_OK && backend == PGGPU_BACKEND_GPU && (st = pggpu_gpu_knn_open(kn, gpu_index, err)) == PGGPU_OK &&
-		!kn->keep_queries)
+	if (st == PGGPU_OK && backend == PGGPU_BACKEND_GPU)
 	{
-		/* (the device holds them now) */
-		free(kn->Q);
-		free(kn->Qf);
-		kn->Q = NULL;
-		kn->Qf = NULL;
+		/* (the device holds them now, unless it takes them a batch at a time) */
+		if ((st = pggpu_gpu_knn_open(kn, gpu_index, err)) == PGGPU_OK && !kn->keep_queries)
+		{
+			free(kn->Q);
+			free(kn->Qf);
+			kn->Q = NULL;
+			kn->Qf = NULL;
+		}
 	}
 	else if (st == PGGPU_OK)
 		snprintf(kn->device_name, sizeof(kn->device_name), "cpu");
