@@ -11,7 +11,7 @@
  * (both backends'), the route, the two tile buffers, and the start/finish
  * of a tile (the GPU's returns at once, the CPU's works in finish).
  */
-#include "compute_internal.h"
+#include "knn.h"
 
 #include <math.h>
 #include <stdio.h>

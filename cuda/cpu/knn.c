@@ -11,7 +11,7 @@
  * the plain loop (one row at a time: the same sums as a lane's) into the
  * same heap.  The same answers, bit for bit.
  */
-#include "compute_internal.h"
+#include "knn.h"
 #include "cpu/blocks.h"
 
 #include <math.h>

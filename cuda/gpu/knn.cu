@@ -32,6 +32,7 @@
  */
 #include "blas.cuh"
 #include "common.cuh"
+#include "knn.h"
 
 #include <cub/device/device_segmented_sort.cuh>
 
@@ -592,6 +593,16 @@ stage_queries(const pggpu_knn *kn, knn_gpu *g, int64_t q0, int64_t nq, bool f, p
 	return PGGPU_OK;
 }
 
+/* queries a batch of the started tile: pairs at most (one query at least), within the device's and most */
+static int64_t
+batch_queries(const knn_gpu *g, int64_t pairs, int64_t most)
+{
+	int64_t		qb = pairs / g->nb;
+
+	qb = qb < 1 ? 1 : qb > g->qrows ? g->qrows : qb;
+	return qb > most ? most : qb;
+}
+
 /*
  * The plain route's batches from query q0 while the work queued stays
  * under the budget (one at least): every pair, then each query's m least
@@ -603,13 +614,11 @@ plain_batches(pggpu_knn *kn, knn_gpu *g, int64_t *q0p, pggpu_error *err)
 	int			d = kn->d;
 	int64_t		nb = g->nb,
 				m = g->m,
-				qb = PAIRS_MAX / nb,
+				qb = batch_queries(g, PAIRS_MAX, 65535 * PT),	/* (blocks in y) */
 				done = 0;
 	bool		inner = kn->metric == PGGPU_METRIC_INNER_PRODUCT;
 	pggpu_status st;
 
-	qb = qb < 1 ? 1 : qb > g->qrows ? g->qrows : qb;
-	qb = qb > 65535 * PT ? 65535 * PT : qb;	/* (blocks in y) */
 	if ((st = pairs_room(g, qb * nb, err)) != PGGPU_OK ||
 		(st = room((void **) &g->off, &g->offcap, qb + 1, sizeof(int64_t), err)) != PGGPU_OK)
 		return st;
@@ -654,13 +663,11 @@ product_batches(pggpu_knn *kn, knn_gpu *g, int64_t *q0p, pggpu_error *err)
 	int			d = kn->d;
 	int64_t		nb = g->nb,
 				m = g->m,
-				qb = PRODUCTS_MAX / nb,
+				qb = batch_queries(g, PRODUCTS_MAX, INT32_MAX),
 				done = 0;
 	double		h = pggpu_knn_depth(d);
 	pggpu_status st;
 
-	qb = qb < 1 ? 1 : qb > g->qrows ? g->qrows : qb;
-	qb = qb > INT32_MAX ? INT32_MAX : qb;
 	if ((st = room((void **) &g->S, &g->scap, qb * nb, sizeof(float), err)) != PGGPU_OK)
 		return st;
 	/* a pair's cost in the plain loop's terms (the float product: about d / 8) */

@@ -3,6 +3,7 @@
  * nvcc: the same SQL interface, CPU only.
  */
 #include "compute_internal.h"
+#include "knn.h"
 
 #include <stddef.h>
 
