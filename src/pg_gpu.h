@@ -9,6 +9,7 @@
 
 #include "access/htup_details.h"
 #include "executor/tuptable.h"
+#include "portability/instr_time.h"
 #include "tcop/dest.h"
 #include "utils/array.h"
 #include "utils/guc.h"
@@ -205,6 +206,9 @@ typedef struct PgGpuSource
 	Oid			keytype;		/* the ids' type in results (PgGpuKeys.type) */
 	Oid			idcoll;			/* the id column's collation (ties by id: gpu_knn) */
 	double		expected_rows;	/* planner-style estimate, 0 if unknown */
+	/* how its consumer takes a read's parts (PgGpuRowSpec's) */
+	bool		pinned;
+	bool		rowwise;
 } PgGpuSource;
 
 /*
@@ -408,6 +412,17 @@ typedef struct PgGpuRowSpec
 	 * FLOAT64 with normalize or sampled
 	 */
 	pggpu_dtype dtype;
+	/*
+	 * the consumer copies the parts to a GPU: a parallel read's slots are
+	 * pinned for the GPUs (pggpu_host_register), and a device copies a
+	 * part out of its slot itself (PgGpuPart.pinned)
+	 */
+	bool		pinned;
+	/*
+	 * VECTOR: the parts row-major (PgGpuPart.rowwise), for a consumer that
+	 * turns them itself (a GPU: the workers write a row as they read it)
+	 */
+	bool		rowwise;
 	int16		pos[MaxHeapAttributeNumber];	/* the columns' positions */
 	Oid			types[MaxHeapAttributeNumber];	/* and base types (DENSE: the
 												 * element type) */
@@ -449,6 +464,7 @@ typedef struct PgGpuPart
 	const uint64 *prio;			/* a sample's read: its rows' priorities where a worker
 								 * computed them, else NULL */
 	bool		rowwise;		/* and then row-major: row i at values[i * len] */
+	bool		pinned;			/* buf is pinned for the GPUs' copies (PgGpuRowSpec.pinned) */
 	/*
 	 * A vector row is converted into pend (the process's own buffer,
 	 * row-major), and every PG_GPU_PART_PEND rows (and before the part is
@@ -470,12 +486,15 @@ typedef void (*PgGpuPartConsumer) (void *arg, const PgGpuPart *part);
 
 /* an empty part over buf (len -1: not known yet), of values of dtype */
 extern void pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len,
-							 bool growable, pggpu_dtype dtype, int16 keylen);
+							 bool growable, pggpu_dtype dtype, int16 keylen, bool rowwise);
 static inline bool
 pg_gpu_part_full(const PgGpuPart *part)
 {
 	return part->len >= 0 && part->nrows + part->nbad >= part->cap;
 }
+
+/* the rows of len values (at least 1) that a part of bytes holds */
+extern int64 pg_gpu_part_rows(Size bytes, int64 len, pggpu_dtype dtype, int16 keylen, bool rowwise);
 
 /* the part's room for pending rows, taken now (part->pends) */
 extern char *pg_gpu_part_pend(PgGpuPart *part);
@@ -490,6 +509,8 @@ extern void pg_gpu_part_flush(PgGpuPart *part);
  */
 extern bool pg_gpu_row_to_part(const PgGpuRowSpec *spec, TupleTableSlot *slot,
 							   PgGpuPart *part);
+/* the process's time detoasting vectors there (a parallel read's DEBUG2 line) */
+extern PGDLLIMPORT instr_time pg_gpu_detoast_time;
 /* the DENSE row of pg_gpu_row_to_part */
 extern void pg_gpu_dense_row(const PgGpuRowSpec *spec, TupleTableSlot *slot,
 							 PgGpuPart *part);

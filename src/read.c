@@ -401,7 +401,7 @@ receiver_next_part(PgGpuPartReceiver *r)
 	r->consume(r->arg, &r->part);
 	MemoryContextReset(r->rowcxt);
 	pg_gpu_part_init(&r->part, r->part.buf, r->part.bytes, r->part.len, true, r->spec->dtype,
-					 r->spec->keylen);
+					 r->spec->keylen, r->spec->rowwise);
 }
 
 static bool
@@ -438,7 +438,7 @@ pg_gpu_part_receiver_init(PgGpuPartReceiver *r, const PgGpuRowSpec *spec,
 	r->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu rows",
 									  ALLOCSET_DEFAULT_SIZES);
 	pg_gpu_part_init(&r->part, palloc(PG_GPU_PART_BYTES), PG_GPU_PART_BYTES,
-					 PG_GPU_SPEC_LEN(spec), true, spec->dtype, spec->keylen);
+					 PG_GPU_SPEC_LEN(spec), true, spec->dtype, spec->keylen, spec->rowwise);
 }
 
 void
@@ -695,6 +695,8 @@ source_spec(const PgGpuSource *src, bool want_ids, bool table, PgGpuRowSpec *spe
 	spec->veckind = src->veckind;
 	spec->veclen = src->ncols;
 	spec->normalize = src->normalize;
+	spec->pinned = src->pinned;
+	spec->rowwise = src->rowwise && spec->kind == PG_GPU_ROWS_VECTOR;
 	namestrcpy(&spec->colname, src->colnames[0]);
 	spec->idpos = !want_ids ? -1 : table ? src->idatt : 0;
 	spec->idtype = src->idtype;
@@ -783,6 +785,8 @@ pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, const uint64 *sample_se
 	spec->dtype = dtype;
 	if (sample_seed)
 	{
+		if (spec->rowwise)
+			elog(ERROR, "pg_gpu: a sample read by rows");
 		spec->sampled = true;
 		spec->sample_seed = *sample_seed;
 	}

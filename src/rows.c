@@ -74,9 +74,43 @@ pending_rows(Size bytes)
  */
 #define KEY_GUESS(keylen) ((keylen) > 0 ? MAXALIGN(keylen) : 40)
 
+/*
+ * The rows of len values a part of bytes holds (the values, then the ids
+ * 8-byte aligned, then the ids' bytes; an odd count of floats rounds up),
+ * and whether it keeps pending rows (below)
+ */
+static int64
+part_cap(Size bytes, int64 len, Size vb, Size kb, bool rowwise, bool *pends)
+{
+	int64		cap = bytes / (vb * len + sizeof(int64) + kb);
+
+	if (kb > 0)
+		cap = Min(cap, (bytes - bytes / 8) / (vb * len + sizeof(int64)));
+	while (cap > 0 && TYPEALIGN(sizeof(int64), vb * len * cap) + sizeof(int64) * cap > bytes)
+		cap--;
+	/*
+	 * Long rows in a part of many, by columns: pending rows where they are
+	 * a vector's, and columns of whole cache lines (flushed whole: 32
+	 * halves are one)
+	 */
+	*pends = !rowwise && len >= 8 && cap >= 4 * PG_GPU_PART_PEND;
+	if (*pends)
+		cap &= ~(int64) 31;
+	return cap;
+}
+
+int64
+pg_gpu_part_rows(Size bytes, int64 len, pggpu_dtype dtype, int16 keylen, bool rowwise)
+{
+	bool		pends;
+
+	return part_cap(bytes, Max(len, 1), pggpu_dtype_bytes(dtype), keylen != 0 ? KEY_GUESS(keylen) : 0, rowwise,
+					&pends);
+}
+
 void
 pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growable, pggpu_dtype dtype,
-				 int16 keylen)
+				 int16 keylen, bool rowwise)
 {
 	Size		vb = pggpu_dtype_bytes(dtype);
 	Size		kb = keylen != 0 ? KEY_GUESS(keylen) : 0;
@@ -96,7 +130,8 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 	part->keys = NULL;
 	part->keybytes = part->keyused = 0;
 	part->prio = NULL;
-	part->rowwise = false;
+	part->rowwise = rowwise;
+	part->pinned = false;
 	part->pends = false;
 	part->pend = NULL;
 	part->npend = 0;
@@ -115,22 +150,7 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 		part->bytes = vb * len + sizeof(int64);
 		part->buf = repalloc_huge(buf, part->bytes);
 	}
-	/* the ids after the values, 8-byte aligned (an odd count of floats rounds up) */
-	part->cap = part->bytes / (vb * len + sizeof(int64) + kb);
-	if (kb > 0)
-		part->cap = Min(part->cap, (part->bytes - part->bytes / 8) / (vb * len + sizeof(int64)));
-	while (part->cap > 0 &&
-		   TYPEALIGN(sizeof(int64), vb * len * part->cap) + sizeof(int64) * part->cap > part->bytes)
-		part->cap--;
-	/*
-	 * Long rows in a part of many: pending rows where they are a vector's,
-	 * and columns of whole cache lines (flushed whole: 32 halves are one)
-	 */
-	if (len >= 8 && part->cap >= 4 * PG_GPU_PART_PEND)
-	{
-		part->pends = true;
-		part->cap &= ~(int64) 31;
-	}
+	part->cap = part_cap(part->bytes, len, vb, kb, rowwise, &part->pends);
 	if (dtype == PGGPU_FLOAT16)
 		part->values16 = (uint16 *) part->buf;
 	else if (dtype == PGGPU_FLOAT32)
@@ -301,7 +321,8 @@ numeric_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
 
 	if (spec->idpos >= 0 && !pg_gpu_slot_key(spec, slot, part, &id))
 		return false;
-
+	if (part->rowwise)
+		elog(ERROR, "pg_gpu: numeric rows read by rows");
 	for (int j = 0; j < spec->ncols; j++)
 	{
 		int			a = spec->pos[j];
@@ -422,7 +443,7 @@ pg_gpu_dense_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part
 	if (spec->first_len >= 0 && len != spec->first_len)
 		pg_gpu_differ_in_length(spec, id, len, spec->first_id, spec->first_len);
 	if (part->nrows == 0 && part->len != len)
-		pg_gpu_part_init(part, part->buf, part->bytes, len, part->growable, PGGPU_FLOAT64, 0);
+		pg_gpu_part_init(part, part->buf, part->bytes, len, part->growable, PGGPU_FLOAT64, 0, false);
 	else if (len != part->len)
 		pg_gpu_differ_in_length(spec, id, len, part->ids[0], part->len);
 	dst = part->values + part->nrows * len;

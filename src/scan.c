@@ -27,6 +27,8 @@
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
 #include "access/genam.h"
 #include "access/heapam.h"
 #include "access/parallel.h"
@@ -47,6 +49,7 @@
 #include "postmaster/bgworker.h"
 #include "storage/bufmgr.h"
 #include "storage/condition_variable.h"
+#include "storage/dsm.h"
 #include "storage/predicate.h"
 #include "storage/spin.h"
 #include "utils/fmgroids.h"
@@ -89,6 +92,8 @@ typedef struct ScanWorker
 {
 	int64		claimed;		/* its chunk, -1: none */
 	double		busy_ms;		/* scanning and converting */
+	double		convert_ms;		/* of which converting rows (pg_gpu_row_to_part) */
+	double		detoast_ms;		/* and of that, detoasting values (pg_gpu_detoast_time) */
 	double		wait_ms;		/* waiting for a free slot */
 } ScanWorker;
 
@@ -102,7 +107,8 @@ typedef struct ScanShared
 	BlockNumber per_chunk;		/* blocks a chunk */
 	Size		slot_bytes;		/* a part's room */
 	Size		prio_bytes;		/* a sample's read: room for its rows' priorities, else 0 */
-	Size		slot_stride;	/* a ScanSlot, slot_bytes, prio_bytes */
+	Size		slot_stride;	/* a ScanSlot, slot_bytes, prio_bytes (whole pages: pinned) */
+	Size		ring_off;		/* the first slot's offset (a page's start: pinned) */
 	pg_atomic_uint64 next_chunk;	/* the next chunk nobody has taken */
 	PgGpuRowSpec spec;
 	ScanWorker	workers[FLEXIBLE_ARRAY_MEMBER];
@@ -118,8 +124,7 @@ shared_header(int nworkers)
 static ScanSlot *
 scan_slot(ScanShared *sh, int64 chunk)
 {
-	return (ScanSlot *) ((char *) sh + shared_header(sh->nworkers) +
-						 sh->slot_stride * (chunk % sh->nslots));
+	return (ScanSlot *) ((char *) sh + sh->ring_off + sh->slot_stride * (chunk % sh->nslots));
 }
 
 static char *
@@ -147,6 +152,8 @@ typedef struct Scanner
 	double	   *turned;			/* a sample's read: a worker's part turned row-major */
 	/* the leader's own parts go straight to its consumer */
 	bool		leader;
+	bool		pinned;			/* the ring is pinned for the GPUs (PgGpuRowSpec.pinned) */
+	double		pin_ms;			/* pinning it took */
 	char	   *own;
 	Size		own_bytes;
 	/*
@@ -163,6 +170,7 @@ typedef struct Scanner
 	int64		len;			/* DENSE: the row length met first, -1: none yet */
 	/* where the time went: a worker's waits for a slot; the leader's */
 	instr_time	waited;
+	instr_time	converted;		/* in pg_gpu_row_to_part */
 	instr_time	consumed;		/* in its consumer */
 	instr_time	scanned;		/* in chunks it scanned itself, but its consumer */
 } Scanner;
@@ -181,9 +189,10 @@ part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
 	{
 		if (s->deferring)
 			pg_gpu_part_init(part, MemoryContextAllocHuge(CurrentMemoryContext, PG_GPU_PART_BYTES),
-							 PG_GPU_PART_BYTES, len, true, s->spec->dtype, s->spec->keylen);
+							 PG_GPU_PART_BYTES, len, true, s->spec->dtype, s->spec->keylen, s->spec->rowwise);
 		else
-			pg_gpu_part_init(part, s->own, s->own_bytes, len, true, s->spec->dtype, s->spec->keylen);
+			pg_gpu_part_init(part, s->own, s->own_bytes, len, true, s->spec->dtype, s->spec->keylen,
+							 s->spec->rowwise);
 		return;
 	}
 	slot = scan_slot(s->sh, chunk);
@@ -204,7 +213,7 @@ part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
 	INSTR_TIME_SET_CURRENT(t1);
 	INSTR_TIME_ACCUM_DIFF(s->waited, t1, t0);
 	pg_gpu_part_init(part, slot_buf(slot), s->sh->slot_bytes, len, false, s->spec->dtype,
-					 s->spec->keylen);
+					 s->spec->keylen, s->spec->rowwise);
 }
 
 /*
@@ -298,6 +307,8 @@ scan_chunk(Scanner *s, int64 chunk, BlockNumber nblocks, BlockNumber per_chunk)
 	while (heap_getnextslot(s->scan, ForwardScanDirection, s->tslot))
 	{
 		MemoryContext old;
+		instr_time	t0,
+					t1;
 
 		CHECK_FOR_INTERRUPTS();
 		if (pg_gpu_part_full(&part))
@@ -305,6 +316,7 @@ scan_chunk(Scanner *s, int64 chunk, BlockNumber nblocks, BlockNumber per_chunk)
 			part_end(s, chunk, &part, false);
 			part_begin(s, chunk, &part);
 		}
+		INSTR_TIME_SET_CURRENT(t0);
 		old = MemoryContextSwitchTo(s->rowcxt);
 		if (!pg_gpu_row_to_part(s->spec, s->tslot, &part))
 		{
@@ -317,6 +329,8 @@ scan_chunk(Scanner *s, int64 chunk, BlockNumber nblocks, BlockNumber per_chunk)
 				elog(ERROR, "pg_gpu: a row does not fit an empty part");
 		}
 		MemoryContextSwitchTo(old);
+		INSTR_TIME_SET_CURRENT(t1);
+		INSTR_TIME_ACCUM_DIFF(s->converted, t1, t0);
 	}
 	part_end(s, chunk, &part, true);
 }
@@ -370,6 +384,8 @@ pg_gpu_scan_worker(dsm_segment *seg, shm_toc *toc)
 	INSTR_TIME_SET_CURRENT(end);
 	INSTR_TIME_SUBTRACT(end, start);
 	sh->workers[ParallelWorkerNumber].wait_ms = INSTR_TIME_GET_MILLISEC(s.waited);
+	sh->workers[ParallelWorkerNumber].convert_ms = INSTR_TIME_GET_MILLISEC(s.converted);
+	sh->workers[ParallelWorkerNumber].detoast_ms = INSTR_TIME_GET_MILLISEC(pg_gpu_detoast_time);
 	sh->workers[ParallelWorkerNumber].busy_ms =
 		INSTR_TIME_GET_MILLISEC(end) - INSTR_TIME_GET_MILLISEC(s.waited);
 	sh->workers[ParallelWorkerNumber].claimed = -1;
@@ -432,21 +448,24 @@ planned_workers(Relation rel, BlockNumber nblocks)
 
 /*
  * Blocks per chunk: CHUNK_BLOCKS, fewer when the table is small for the
- * workers, and so few that a chunk's rows (block_bytes a block, as parts)
- * fit about one slot.  The leader takes the chunks in order and a chunk's
- * parts through its one slot, so a chunk of many parts would have its
- * worker and the leader take turns, part by part, while the other workers
- * wait with their slots full: rows of 768 values out of line (TOAST) are
- * about 130 a heap block, 800 kB as parts.
+ * workers, and so few that a chunk's rows (block_rows a block on average)
+ * fit one slot (slot_rows), with a tenth to spare for blocks fuller than
+ * the average.  The leader takes the chunks in order and a chunk's parts
+ * through its one slot, so a chunk of two parts has its worker wait for the
+ * leader to take the first, while the other workers wait with their slots
+ * full: rows of 768 floats out of line (TOAST) are about 136 a heap block,
+ * and a slot of 4 MB holds 1344 of them; chunks of 10 blocks, taken as 4 MB
+ * of parts where the ids' and the pending rows' share was not counted, were
+ * nearly all two parts (the workers waited a third of the read for slots).
  */
 static BlockNumber
-chunk_blocks(BlockNumber nblocks, int nworkers, double block_bytes, Size slot_bytes)
+chunk_blocks(BlockNumber nblocks, int nworkers, double block_rows, int64 slot_rows)
 {
 	BlockNumber per = nblocks / (4 * (BlockNumber) Max(nworkers, 1));
 
 	per = Min(per, CHUNK_BLOCKS);
-	if (block_bytes * per > slot_bytes)
-		per = (BlockNumber) (slot_bytes / Max(block_bytes, 1.0));
+	if (block_rows * 1.1 * per > slot_rows)
+		per = (BlockNumber) (slot_rows / Max(block_rows * 1.1, 1.0));
 	return Max(per, 1);
 }
 
@@ -557,10 +576,11 @@ consume_chunk(Scanner *s, ParallelContext *pcxt, int64 chunk, BlockNumber per_ch
 			PgGpuPart	part;
 
 			pg_gpu_part_init(&part, slot_buf(slot), sh->slot_bytes, slot->len, false, sh->spec.dtype,
-							 sh->spec.keylen);
+							 sh->spec.keylen, sh->spec.rowwise);
 			part.nrows = slot->nrows;
 			part.nbad = slot->nbad;
 			part.keyused = slot->keyused;
+			part.pinned = s->pinned;
 			if (sh->spec.sampled)
 			{
 				part.prio = slot_prio(sh, slot);
@@ -658,8 +678,8 @@ peek_dense(Scanner *s, BlockNumber nblocks, PgGpuRowSpec *wspec)
 
 /*
  * Where a parallel read's time went (DEBUG2): the leader's, and the
- * workers' busy and waiting for the leader to free their slots, at most and
- * on average
+ * workers' busy (converting rows, detoasting) and waiting for the leader
+ * to free their slots, at most and on average
  */
 static void
 report_times(Scanner *s, ParallelContext *pcxt, double total_ms)
@@ -668,7 +688,9 @@ report_times(Scanner *s, ParallelContext *pcxt, double total_ms)
 	int			n = pcxt->nworkers_launched;
 	double		busy = 0,
 				wait = 0,
-				busy_max = 0;
+				busy_max = 0,
+				convert = 0,
+				detoast = 0;
 	double		consumed = INSTR_TIME_GET_MILLISEC(s->consumed);
 	double		scanned = INSTR_TIME_GET_MILLISEC(s->scanned);
 
@@ -677,14 +699,52 @@ report_times(Scanner *s, ParallelContext *pcxt, double total_ms)
 		for (int i = 0; i < n; i++)
 		{
 			busy += sh->workers[i].busy_ms;
+			convert += sh->workers[i].convert_ms;
+			detoast += sh->workers[i].detoast_ms;
 			wait += sh->workers[i].wait_ms;
 			busy_max = Max(busy_max, sh->workers[i].busy_ms);
 		}
-		elog(DEBUG2, "pg_gpu: read of \"%s\" (ms): %.1f in all, %lld chunks of %u blocks; leader: consuming %.1f, scanning %.1f (%lld chunks ahead of its turn), waiting %.1f; %d workers: busy %.1f on average (at most %.1f), waiting for a slot %.1f on average",
+		elog(DEBUG2, "pg_gpu: read of \"%s\" (ms): %.1f in all, %lld chunks of %u blocks; leader: consuming %.1f, scanning %.1f (%lld chunks ahead of its turn), waiting %.1f%s; %d workers: busy %.1f on average (at most %.1f; converting rows %.1f, of which detoasting %.1f), waiting for a slot %.1f on average",
 			 NameStr(sh->spec.relname), total_ms, (long long) sh->nchunks, sh->per_chunk,
-			 consumed, scanned, (long long) s->aheads, total_ms - scanned - consumed, n,
-			 n > 0 ? busy / n : 0, busy_max, n > 0 ? wait / n : 0);
+			 consumed, scanned, (long long) s->aheads, total_ms - scanned - consumed,
+			 s->pinned ? psprintf(", %.1f before it pinning the slots for the GPUs", s->pin_ms) : "", n,
+			 n > 0 ? busy / n : 0, busy_max, n > 0 ? convert / n : 0, n > 0 ? detoast / n : 0,
+			 n > 0 ? wait / n : 0);
 	}
+}
+
+/* on the segment's detach (the end of the read, or an error): the ring unpinned before it is unmapped */
+static void
+ring_unpin(dsm_segment *seg, Datum arg)
+{
+	pggpu_host_unregister(DatumGetPointer(arg));
+}
+
+/*
+ * A read whose consumer copies its parts to a GPU: the ring pinned for the
+ * GPUs, so that a device copies a part straight out of its slot (no copy by
+ * the leader: on the GPU machine, copying 3 GB of parts into pinned buffers
+ * by columns took the leader 1.2 s, more than the workers' scanning)
+ */
+static void
+ring_pin(Scanner *s, ParallelContext *pcxt, ScanShared *sh)
+{
+	char	   *ring = (char *) sh + sh->ring_off;
+	instr_time	t0,
+				t1;
+
+	if (pcxt->seg == NULL)
+		return;
+	INSTR_TIME_SET_CURRENT(t0);
+	s->pinned = pggpu_host_register(ring, sh->slot_stride * sh->nslots);
+	INSTR_TIME_SET_CURRENT(t1);
+	INSTR_TIME_SUBTRACT(t1, t0);
+	s->pin_ms = INSTR_TIME_GET_MILLISEC(t1);
+	if (s->pinned)
+		on_dsm_detach(pcxt->seg, ring_unpin, PointerGetDatum(ring));
+	else
+		elog(DEBUG1, "pg_gpu: the slots of the read of \"%s\" could not be pinned for the GPUs; the leader copies their parts",
+			 NameStr(sh->spec.relname));
 }
 
 /* the leader's part of a read with workers: launches them, consumes in order */
@@ -693,13 +753,21 @@ read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *ws
 			  Size slot_bytes, Size prio_bytes, int workers, int nslots, BlockNumber per_chunk)
 {
 	ParallelContext *pcxt;
-	/* (slots of whole cache lines: pg_gpu_part_flush streams lines) */
+	/*
+	 * (slots of whole cache lines, pg_gpu_part_flush streams lines; of whole
+	 * pages where they are pinned)
+	 */
+	Size		page = wspec->pinned ? (Size) sysconf(_SC_PAGESIZE) : 0;
 	Size		stride = CACHELINEALIGN(sizeof(ScanSlot)) + CACHELINEALIGN(slot_bytes) +
 		CACHELINEALIGN(prio_bytes);
-	Size		bytes = shared_header(workers) + stride * nslots;
+	Size		bytes;
 	ScanShared *sh;
 	instr_time	start,
 				end;
+
+	if (page > 0)
+		stride = TYPEALIGN(page, stride);
+	bytes = shared_header(workers) + page + stride * nslots;
 
 	EnterParallelMode();
 	pcxt = CreateParallelContext("pg_gpu", "pg_gpu_scan_worker", workers);
@@ -716,12 +784,16 @@ read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *ws
 	sh->slot_bytes = slot_bytes;
 	sh->prio_bytes = prio_bytes;
 	sh->slot_stride = stride;
+	sh->ring_off = shared_header(workers);
+	if (page > 0)
+		sh->ring_off = TYPEALIGN(page, (uintptr_t) sh + sh->ring_off) - (uintptr_t) sh;
 	pg_atomic_init_u64(&sh->next_chunk, 0);
 	memcpy(&sh->spec, wspec, sizeof(PgGpuRowSpec));
 	for (int i = 0; i < workers; i++)
 	{
 		sh->workers[i].claimed = -1;
 		sh->workers[i].busy_ms = sh->workers[i].wait_ms = 0;
+		sh->workers[i].convert_ms = sh->workers[i].detoast_ms = 0;
 	}
 	for (int i = 0; i < nslots; i++)
 	{
@@ -733,6 +805,8 @@ read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *ws
 		slot->full = false;
 	}
 	shm_toc_insert(pcxt->toc, SCAN_KEY, sh);
+	if (wspec->pinned)
+		ring_pin(s, pcxt, sh);
 	s->sh = sh;
 	s->spec = &sh->spec;
 	LaunchParallelWorkers(pcxt);
@@ -756,6 +830,7 @@ read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *ws
 	DestroyParallelContext(pcxt);
 	ExitParallelMode();
 	s->sh = NULL;
+	s->pinned = false;
 }
 
 /* reads one table (a leaf of a partitioned one) in the pushed snapshot */
@@ -820,12 +895,11 @@ read_table(Relation rel, const PgGpuRowSpec *spec, PgGpuPartConsumer consume, vo
 		}
 		else
 		{
-			/* a block's rows as parts: 8 bytes a value and an id */
-			double		block_bytes = pg_gpu_estimate_rows(rel) / nblocks *
-				((double) pggpu_dtype_bytes(spec->dtype) * Max(len, 1) + 8.0);
+			double		block_rows = pg_gpu_estimate_rows(rel) / nblocks;
+			int64		slot_rows = pg_gpu_part_rows(slot_bytes, len, spec->dtype, spec->keylen, spec->rowwise);
 
 			read_parallel(&s, RelationGetRelid(rel), nblocks, wspec, slot_bytes, prio_bytes, workers,
-						  nslots, chunk_blocks(nblocks, workers, block_bytes, slot_bytes));
+						  nslots, chunk_blocks(nblocks, workers, block_rows, slot_rows));
 		}
 	}
 	if (workers == 0 && nblocks > 0)

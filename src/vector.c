@@ -426,7 +426,14 @@ put_doubles(PgGpuVecKind kind, const char *data, int64 d, double *dst, int64 str
 }
 
 /*
- * VECTOR: the row's vector as values j * cap + i of the part, or the row
+ * the process's time detoasting vectors in pg_gpu_vector_row: a parallel
+ * worker's (from 0: a worker reads once) for its read's DEBUG2 line
+ */
+instr_time	pg_gpu_detoast_time;
+
+/*
+ * VECTOR: the row's vector as values j * cap + i of the part (i * d + j
+ * where it is rowwise), or the row
  * skipped (NULL vector, NULL element, NaN or an infinity; with normalize, a
  * zero vector); another length than the first row's is an ERROR (22000).
  */
@@ -437,15 +444,16 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 	int64		i = part->nrows;
 	int64		id = 0;
 	int64		d = spec->veclen;
-	/* the row's values go to pend (row-major), else to the part's columns */
+	/*
+	 * the row's values go to pend (row-major), else to the part's columns,
+	 * or its rows (rowwise): at its value 0, stride apart
+	 */
 	char	   *pend = pg_gpu_part_pend(part);
-	int64		stride = pend ? 1 : part->cap;
-	double	   *dst = part->dtype != PGGPU_FLOAT64 ? NULL : pend ? (double *) pend + part->npend * d :
-		part->values + i;
-	float	   *dst32 = part->dtype != PGGPU_FLOAT32 ? NULL : pend ? (float *) pend + part->npend * d :
-		part->values32 + i;
-	uint16	   *dst16 = part->dtype != PGGPU_FLOAT16 ? NULL : pend ? (uint16 *) pend + part->npend * d :
-		part->values16 + i;
+	int64		stride = pend || part->rowwise ? 1 : part->cap;
+	int64		at = pend ? part->npend * d : part->rowwise ? i * d : i;
+	double	   *dst = part->dtype != PGGPU_FLOAT64 ? NULL : (pend ? (double *) pend : part->values) + at;
+	float	   *dst32 = part->dtype != PGGPU_FLOAT32 ? NULL : (pend ? (float *) pend : part->values32) + at;
+	uint16	   *dst16 = part->dtype != PGGPU_FLOAT16 ? NULL : (pend ? (uint16 *) pend : part->values16) + at;
 	struct varlena *raw,
 			   *v;
 	const char *data;
@@ -457,7 +465,18 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 	if (slot->tts_isnull[a])
 		goto skip;
 	raw = (struct varlena *) DatumGetPointer(slot->tts_values[a]);
-	v = PG_DETOAST_DATUM(slot->tts_values[a]);
+	if (VARATT_IS_EXTENDED(raw))
+	{
+		instr_time	t0,
+					t1;
+
+		INSTR_TIME_SET_CURRENT(t0);
+		v = PG_DETOAST_DATUM(slot->tts_values[a]);
+		INSTR_TIME_SET_CURRENT(t1);
+		INSTR_TIME_ACCUM_DIFF(pg_gpu_detoast_time, t1, t0);
+	}
+	else
+		v = raw;
 	len = vector_parts(spec->veckind, v, &data, &nulls, spec, slot, NULL);
 	if (len == 0 && spec->veckind == PG_GPU_VEC_GEOMETRY)
 		goto skip_free;			/* an empty point: unusable, as a NULL */

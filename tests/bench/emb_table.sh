@@ -29,7 +29,7 @@ timed_run() {
   t1=$(date +%s.%N)
   if psql -X -q -v ON_ERROR_STOP=1 -d "$db" -c "SET client_min_messages = debug2" "${args[@]}" >"$log" 2>&1; then
     t2=$(date +%s.%N)
-    note=$(grep -E "$pat" "$log" | grep -v 'DEBUG:  .*parallel' | tr '\n' ' ' | tr '\t' ' ' | cut -c1-1200)
+    note=$(grep -E "$pat" "$log" | grep -v 'DEBUG:  .*parallel' | tr '\n' ' ' | tr '\t' ' ' | cut -c1-2400)
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s %s\n' "$section" "$label" "$N" "$D" "$K" \
       "$(awk -v a="$t2" -v b="$t1" 'BEGIN{printf "%.3f", a - b}')" "$(grep -v DEBUG "$log" | tr '\n' ' ' | cut -c1-200)" "$note" >>"$out"
   else
