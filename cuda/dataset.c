@@ -7,7 +7,10 @@
  */
 #include "compute_internal.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +84,35 @@ pggpu_gpus_start(const int *gpus, int n)
 
 	if (pggpu_gpu_ops != NULL && n > 1)
 		pggpu_run_together(start_job, (void *) gpus, n, NULL, &stop);
+}
+
+static void *
+warm_main(void *arg)
+{
+	pggpu_gpu_start_impl((int) (intptr_t) arg);
+	return NULL;
+}
+
+void
+pggpu_gpus_warm(const int *gpus, int n)
+{
+	sigset_t	all,
+				old;
+	pthread_attr_t attr;
+
+	if (pggpu_gpu_ops == NULL || n < 1 || pthread_attr_init(&attr) != 0)
+		return;
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (int i = 0; i < n; i++)
+	{
+		pthread_t	tid;
+
+		(void) pthread_create(&tid, &attr, warm_main, (void *) (intptr_t) gpus[i]);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
 }
 
 pggpu_status

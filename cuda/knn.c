@@ -180,43 +180,83 @@ pggpu_knn_counts(const pggpu_knn *kn, int64_t *pairs, int64_t *measured)
 static void
 buffer_free(pggpu_knn *kn, int b)
 {
-	if (kn->buf[b] && kn->pinned[b])
-		pggpu_gpu_host_free(kn->buf[b], kn->bufbytes[b]);
-	else
-		free(kn->buf[b]);
+	free(kn->buf[b]);
 	kn->buf[b] = NULL;
 	kn->bufbytes[b] = 0;
-	kn->pinned[b] = false;
 }
 
-void *
-pggpu_knn_buffer(pggpu_knn *kn, int64_t rows, bool f32, pggpu_error *err)
+pggpu_status
+pggpu_knn_fill(pggpu_knn *kn, int64_t rows, bool f32, pggpu_error *err)
 {
 	/* the one not being compared (both free: the other than last time) */
 	int			b = kn->busy ? 1 - kn->tile_buf : 1 - kn->cur;
-	size_t		bytes = (f32 ? sizeof(float) : sizeof(double)) * (size_t) (rows > 0 ? rows : 1) * kn->d;
+	size_t		bytes;
 
-	if (kn->bufbytes[b] < bytes || kn->buf[b] == NULL)
-	{
-		size_t		got = 0;
-
-		buffer_free(kn, b);
-		/* (pinned: perhaps a larger buffer from the cache, freed as the size it has) */
-		if (kn->backend == PGGPU_BACKEND_GPU && (kn->buf[b] = pggpu_gpu_host_alloc(bytes, &got)) != NULL)
-			kn->pinned[b] = true;
-		else
-			kn->buf[b] = malloc(got = bytes);
-		if (kn->buf[b] == NULL)
-		{
-			pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory for a tile of %lld rows", (long long) rows);
-			return NULL;
-		}
-		kn->bufbytes[b] = got;
-	}
+	if (rows < 0 || rows > INT32_MAX)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "a tile of %lld rows", (long long) rows);
+	rows = rows > 0 ? rows : 1;
 	kn->f32[b] = f32;
-	kn->ld[b] = rows > 0 ? rows : 1;
+	kn->ld[b] = rows;
 	kn->cur = b;
-	return kn->buf[b];
+	kn->filling = true;
+	if (kn->backend == PGGPU_BACKEND_GPU)
+	{
+		pggpu_status st = pggpu_gpu_knn_fill(kn, b, err);
+
+		if (st != PGGPU_OK)
+			kn->filling = false;
+		return st;
+	}
+	bytes = (f32 ? sizeof(float) : sizeof(double)) * (size_t) rows * kn->d;
+	if (kn->bufbytes[b] < bytes)
+	{
+		buffer_free(kn, b);
+		if ((kn->buf[b] = malloc(bytes)) == NULL)
+		{
+			kn->filling = false;
+			return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory for a tile of %lld rows",
+							  (long long) rows);
+		}
+		kn->bufbytes[b] = bytes;
+	}
+	return PGGPU_OK;
+}
+
+pggpu_status
+pggpu_knn_put(pggpu_knn *kn, int64_t at, const void *v, int64_t pitch, int64_t n, bool by_rows, bool pinned,
+			  pggpu_error *err)
+{
+	int			b = kn->cur;
+	bool		f32 = kn->f32[b];
+	int64_t		ld = kn->ld[b];
+	int			d = kn->d;
+
+	if (!kn->filling)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "rows put where no tile is being filled");
+	if (at < 0 || n < 0 || at + n > ld || pitch < (by_rows ? d : n) || (n > 0 && v == NULL))
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "%lld rows (%lld apart) put at row %lld of a tile of %lld",
+						  (long long) n, (long long) pitch, (long long) at, (long long) ld);
+	if (n == 0)
+		return PGGPU_OK;
+	if (kn->backend == PGGPU_BACKEND_GPU)
+		return pggpu_gpu_knn_put(kn, b, at, v, pitch, n, by_rows, pinned, err);
+	if (!by_rows)
+	{
+		size_t		vb = f32 ? sizeof(float) : sizeof(double);
+
+		for (int j = 0; j < d; j++)
+			memcpy((char *) kn->buf[b] + vb * ((size_t) j * ld + at), (const char *) v + vb * (size_t) j * pitch,
+				   vb * (size_t) n);
+	}
+	else if (f32)
+		for (int64_t r = 0; r < n; r++)
+			for (int j = 0; j < d; j++)
+				((float *) kn->buf[b])[(int64_t) j * ld + at + r] = ((const float *) v)[r * pitch + j];
+	else
+		for (int64_t r = 0; r < n; r++)
+			for (int j = 0; j < d; j++)
+				((double *) kn->buf[b])[(int64_t) j * ld + at + r] = ((const double *) v)[r * pitch + j];
+	return PGGPU_OK;
 }
 
 pggpu_status
@@ -224,8 +264,9 @@ pggpu_knn_start(pggpu_knn *kn, int64_t nb, const int32_t *rank, const double *bo
 {
 	if (kn->busy)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "a tile started before the last was finished");
-	if (nb < 0 || nb > kn->ld[kn->cur] || nb > INT32_MAX || (nb > 0 && kn->buf[kn->cur] == NULL))
+	if (!kn->filling || nb < 0 || nb > kn->ld[kn->cur])
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "a tile of %lld rows", (long long) nb);
+	kn->filling = false;
 	kn->busy = true;
 	kn->nb = nb;
 	kn->tile_buf = kn->cur;
@@ -256,8 +297,7 @@ pggpu_knn_start(pggpu_knn *kn, int64_t nb, const int32_t *rank, const double *bo
 	kn->pairs += kn->nq * nb;
 	if (kn->backend == PGGPU_BACKEND_GPU && kn->nq > 0)
 	{
-		pggpu_status st = pggpu_gpu_knn_start(kn, kn->buf[kn->tile_buf], kn->f32[kn->tile_buf],
-											  kn->ld[kn->tile_buf], nb, kn->rank, kn->bound, err);
+		pggpu_status st = pggpu_gpu_knn_start(kn, kn->tile_buf, nb, kn->rank, kn->bound, err);
 
 		if (st != PGGPU_OK)
 			kn->busy = false;
@@ -297,22 +337,27 @@ pggpu_status
 pggpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, bool f32, const int32_t *rank, const double *bound,
 			   int64_t *idx, double *dist, pggpu_error *err)
 {
-	void	   *buf;
+	void	   *cols;
 	pggpu_status st;
 
+	/* (by columns, as a read's parts; the tests put by rows too) */
 	if (nb < 0)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "a tile of %lld rows", (long long) nb);
-	if ((buf = pggpu_knn_buffer(kn, nb, f32, err)) == NULL)
-		return PGGPU_ERR_HOST_MEMORY;
+	if ((st = pggpu_knn_fill(kn, nb, f32, err)) != PGGPU_OK)
+		return st;
+	if ((cols = malloc((f32 ? sizeof(float) : sizeof(double)) * (size_t) (nb > 0 ? nb : 1) * kn->d)) == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory for a tile of %lld rows", (long long) nb);
 	for (int64_t r = 0; r < nb; r++)
 		for (int j = 0; j < kn->d; j++)
 		{
 			if (f32)
-				((float *) buf)[(int64_t) j * nb + r] = (float) B[r * kn->d + j];
+				((float *) cols)[(int64_t) j * nb + r] = (float) B[r * kn->d + j];
 			else
-				((double *) buf)[(int64_t) j * nb + r] = B[r * kn->d + j];
+				((double *) cols)[(int64_t) j * nb + r] = B[r * kn->d + j];
 		}
-	if ((st = pggpu_knn_start(kn, nb, rank, bound, err)) != PGGPU_OK)
+	st = pggpu_knn_put(kn, 0, cols, nb, nb, false, false, err);
+	free(cols);
+	if (st != PGGPU_OK || (st = pggpu_knn_start(kn, nb, rank, bound, err)) != PGGPU_OK)
 		return st;
 	return pggpu_knn_finish(kn, idx, dist, err);
 }

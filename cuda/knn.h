@@ -29,13 +29,16 @@ struct pggpu_knn
 	float	   *Qf;				/* nq x d */
 	double	   *qn;				/* nq: |q'|^2, in double */
 	double	   *qs;				/* nq: |q'| (inf: too large for the product) */
-	/* the tiles: two buffers (by columns), one being compared while the other fills */
+	/*
+	 * the tiles: two (by columns, ld apart), one being compared while the
+	 * other fills; the CPU's in buf, the GPU's in the device's memory
+	 */
 	void	   *buf[2];
+	size_t		bufbytes[2];
 	bool		f32[2];			/* its values are floats */
-	size_t		bufbytes[2];	/* its bytes (what the pinned cache gave) */
 	int64_t		ld[2];			/* rows a column, as last asked */
-	bool		pinned[2];
-	int			cur;			/* the buffer pggpu_knn_buffer gave last */
+	int			cur;			/* the tile pggpu_knn_fill began last */
+	bool		filling;		/* and it is not started yet */
 	bool		busy;			/* a tile started, not finished */
 	int64_t		nb;				/* its rows, in buf[tile_buf] */
 	int			tile_buf;
@@ -104,8 +107,12 @@ pggpu_knn_margin(double a, double b, double h, int d)
 pggpu_status pggpu_cpu_knn_run(pggpu_knn *kn, const void *B, bool f32, int64_t ld, int64_t nb, const int32_t *rank,
 							   const double *bound, int64_t *idx, double *dist, pggpu_error *err);
 pggpu_status pggpu_gpu_knn_open(pggpu_knn *kn, int gpu_index, pggpu_error *err);
-pggpu_status pggpu_gpu_knn_start(pggpu_knn *kn, const void *B, bool f32, int64_t ld, int64_t nb,
-								 const int32_t *rank, const double *bound, pggpu_error *err);
+/* the GPU's tile b: room for rows, rows put into it, and started (as pggpu_knn_fill, put and start) */
+pggpu_status pggpu_gpu_knn_fill(pggpu_knn *kn, int b, pggpu_error *err);
+pggpu_status pggpu_gpu_knn_put(pggpu_knn *kn, int b, int64_t at, const void *v, int64_t pitch, int64_t n,
+							   bool by_rows, bool pinned, pggpu_error *err);
+pggpu_status pggpu_gpu_knn_start(pggpu_knn *kn, int b, int64_t nb, const int32_t *rank, const double *bound,
+								 pggpu_error *err);
 pggpu_status pggpu_gpu_knn_finish(pggpu_knn *kn, int64_t *idx, double *dist, pggpu_error *err);
 void		pggpu_gpu_knn_close(pggpu_knn *kn);
 

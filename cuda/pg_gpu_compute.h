@@ -95,6 +95,13 @@ int			pggpu_gpu_list(int *usable, int max, int *total, pggpu_error *err);
  * GPUs' first real use to report.  Nothing without CUDA.
  */
 void		pggpu_gpus_start(const int *gpus, int n);
+/*
+ * The same begun in the background, a detached thread a GPU (its signals
+ * blocked), for a caller with other work first (gpu_knn reads its
+ * queries): its first use of a GPU waits for a context still being made.
+ * Nothing without CUDA, or where a thread cannot be started.
+ */
+void		pggpu_gpus_warm(const int *gpus, int n);
 
 /* ---- data sets ---------------------------------------------------------- */
 
@@ -670,6 +677,15 @@ pggpu_status pggpu_matmul_run_split(pggpu_matmul *const *mms, int n, const pggpu
 void		pggpu_pinned_cache_limit(size_t bytes);
 size_t		pggpu_pinned_cache_bytes(void);
 
+/*
+ * Pins [p, p + bytes) (whole pages) for the GPUs' copies, so that a device
+ * copies out of it directly (the slots of a parallel read that the workers
+ * fill, in shared memory): false where there is no GPU or the driver
+ * refuses, the memory then used as it is.  Unpinned before it is unmapped.
+ */
+bool		pggpu_host_register(void *p, size_t bytes);
+void		pggpu_host_unregister(void *p);
+
 pggpu_backend pggpu_matmul_backend(const pggpu_matmul *mm);
 const char *pggpu_matmul_device_name(const pggpu_matmul *mm);
 
@@ -718,18 +734,25 @@ void		pggpu_knn_force_route(pggpu_knn_route route);
 /* a test's forcing: the GPU holds at most this many queries at once, the rest in the host's memory (0: none) */
 void		pggpu_knn_force_resident(int64_t queries);
 /*
- * Room for a tile of up to `rows` rows of B for the caller to fill, then
- * pggpu_knn_start: by columns, column j of row r at buf[j * rows + r] (as
- * the parts of a read hold them), doubles or (f32) floats (the rows' own
- * precision: half the bytes to fill and to copy; the distances are the
- * same plain loop on their values).  Two buffers that alternate, so that
- * one fills while the other is compared (pinned host memory on the GPU
- * backend: the device copies it while the caller goes on).  NULL: out of
- * memory (err says so).
+ * Begins a tile of up to `rows` rows of B, doubles or (f32) floats (the
+ * rows' own precision: half the bytes to copy; the distances are the same
+ * plain loop on their values), filled by pggpu_knn_put, then
+ * pggpu_knn_start.  Two tiles alternate, so that one fills while the other
+ * is compared; on the GPU the rows go straight to the device's memory.
  */
-void	   *pggpu_knn_buffer(pggpu_knn *kn, int64_t rows, bool f32, pggpu_error *err);
+pggpu_status pggpu_knn_fill(pggpu_knn *kn, int64_t rows, bool f32, pggpu_error *err);
 /*
- * Starts comparing the first nb rows of the last buffer with every query;
+ * n rows into the tile being filled, from its row `at`, of the tile's type:
+ * by columns, value j of row r at v[j * pitch + r] (as the parts of a read
+ * hold them), or (by_rows) at v[r * pitch + j].  pinned: v lies in memory
+ * pinned for the GPUs (pggpu_host_register), which a device copies
+ * directly; else the rows pass through a pinned buffer of the handle's.
+ * Rows put by rows are turned on the device.  Returns once v may be reused.
+ */
+pggpu_status pggpu_knn_put(pggpu_knn *kn, int64_t at, const void *v, int64_t pitch, int64_t n, bool by_rows,
+						   bool pinned, pggpu_error *err);
+/*
+ * Starts comparing the first nb rows of the tile filled with every query;
  * on the GPU it returns once the work is queued.  rank: NULL, or each row's
  * place in the caller's order (a permutation of 0..nb-1: ties go to the
  * lower rank, and the results name rows by it).  bound: NULL, or for each
@@ -748,7 +771,7 @@ bool		pggpu_knn_busy(const pggpu_knn *kn);
  * rows within the bound) and its distance dist[i * n + r].
  */
 pggpu_status pggpu_knn_finish(pggpu_knn *kn, int64_t *idx, double *dist, pggpu_error *err);
-/* pggpu_knn_buffer, the nb rows of B (row-major doubles; f32: rounded to floats) copied in, start and finish */
+/* pggpu_knn_fill, the nb rows of B (row-major doubles; f32: rounded to floats) put, start and finish */
 pggpu_status pggpu_knn_tile(pggpu_knn *kn, const double *B, int64_t nb, bool f32, const int32_t *rank,
 							const double *bound, int64_t *idx, double *dist, pggpu_error *err);
 /* the route the tiles take, and the pairs compared and measured by the plain loop so far */

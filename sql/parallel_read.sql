@@ -168,6 +168,32 @@ SET ROLE regress_pr_reader;
 SELECT iterations FROM gpu_kmeans_fit('pr_pts', 2, columns => ARRAY['x']) LIMIT 0;
 SELECT iterations FROM gpu_kmeans_fit('pr_pts', 2, columns => ARRAY['x', 'y']);
 RESET ROLE;
+-- gpu_knn reads its base in parallel too (on a GPU, from slots pinned for it,
+-- the rows by rows, copied and turned by the device): the same neighbours
+-- as a serial read, over two tiles: rows repeat every 41 ids, so a query's
+-- neighbours are at distance 0, the lowest ids of its class (ties across
+-- tiles to the lower id), NULL and NaN rows left out
+CREATE TABLE pr_knn AS
+SELECT g AS id,
+       CASE WHEN g = 777 THEN NULL WHEN g = 778 THEN array_fill('NaN'::real, ARRAY[40])
+            ELSE array(SELECT ((g * 7 + j * 13) % 41) * 0.25 FROM generate_series(1, 40) j WHERE g > 0)::real[]
+       END AS e
+FROM generate_series(1, 70000) g;
+ALTER TABLE pr_knn ADD PRIMARY KEY (id);
+CREATE TEMP TABLE pr_knn_q AS SELECT id, e FROM pr_knn WHERE id % 1400 = 3;
+SET max_parallel_workers_per_gather = 0;
+CREATE TEMP TABLE pr_knn0 AS SELECT * FROM gpu_knn('pr_knn_q', 'pr_knn', 5, query_id_column => 'id');
+SET max_parallel_workers_per_gather = 3;
+SET client_min_messages = debug1;
+CREATE TEMP TABLE pr_knn3 AS SELECT * FROM gpu_knn('pr_knn_q', 'pr_knn', 5, query_id_column => 'id');
+RESET client_min_messages;
+SELECT count(*) AS neighbours, count(DISTINCT a.query_id) AS queries,
+       count(*) FILTER (WHERE (a.base_id, a.distance) IS DISTINCT FROM (b.base_id, b.distance)) AS differ,
+       count(*) FILTER (WHERE a.distance <> 0 OR a.base_id <>
+                              (SELECT p.id FROM pr_knn p WHERE p.id % 41 = a.query_id % 41 AND p.id NOT IN (777, 778)
+                               ORDER BY p.id OFFSET a.rank - 1 LIMIT 1)) AS wrong
+FROM pr_knn0 a FULL JOIN pr_knn3 b USING (query_id, rank);
+DROP TABLE pr_knn;
 DROP TABLE pr_pts, pr_m, pr_n;
 DROP ROLE regress_pr_reader;
 RESET max_parallel_workers_per_gather;

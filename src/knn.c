@@ -71,7 +71,7 @@ typedef struct RowBuf
  */
 typedef struct Tile
 {
-	void	   *buf;			/* NULL until the tile's first row; floats where f32 */
+	bool		filling;		/* begun on the next device (pggpu_knn_fill): false until its first row */
 	bool		f32;			/* the base's rows are floats (vector, real[]: their own precision) */
 	int64		n;
 	int64	   *ids;			/* in keys (tile_rows) */
@@ -116,7 +116,11 @@ typedef struct KnnState
 	double	   *mdist;			/* a merge's scratch (k) */
 	int64	   *mids;
 	int64		base_rows;		/* base rows compared so far */
-	/* where the leader's time went (DEBUG2): ordering tiles by id, waiting for devices, merging */
+	/*
+	 * where the leader's time went (DEBUG2): putting rows into the tiles,
+	 * ordering tiles by id, waiting for devices, merging
+	 */
+	instr_time	putting;
 	instr_time	ordering;
 	instr_time	comparing;
 	instr_time	merging;
@@ -198,6 +202,21 @@ id_cmp(const KnnState *st, Datum a, Datum b)
 		return (int64) a < (int64) b ? -1 : (int64) a > (int64) b;
 	return DatumGetInt32(FunctionCall2Coll(st->cmp, st->coll, a, b));
 }
+
+/* integer ids and their rows, sorted by both (sort_template: the comparison inlined) */
+typedef struct IdAt
+{
+	int64		id;
+	int64		at;
+} IdAt;
+
+#define ST_SORT sort_id_at
+#define ST_ELEMENT_TYPE IdAt
+#define ST_COMPARE(a, b) ((a)->id != (b)->id ? ((a)->id > (b)->id) - ((a)->id < (b)->id) : \
+						  ((a)->at > (b)->at) - ((a)->at < (b)->at))
+#define ST_SCOPE static
+#define ST_DEFINE
+#include "lib/sort_template.h"
 
 /* the tile's rows by id: ties in a tile go to the lower id, as across tiles */
 static const KnnState *sort_state;
@@ -323,10 +342,27 @@ tile_run(KnnState *st)
 		tile_collect(st, i);
 	INSTR_TIME_SET_CURRENT(t0);
 	order = palloc(sizeof(int64) * t->n);
-	for (int64 r = 0; r < t->n; r++)
-		order[r] = r;
-	sort_state = st;
-	qsort(order, t->n, sizeof(int64), by_id);
+	if (st->int_ids)
+	{
+		IdAt	   *p = palloc(sizeof(IdAt) * t->n);
+
+		for (int64 r = 0; r < t->n; r++)
+		{
+			p[r].id = (int64) pg_gpu_keys_datum(&t->keys, t->ids[r]);
+			p[r].at = r;
+		}
+		sort_id_at(p, t->n);
+		for (int64 r = 0; r < t->n; r++)
+			order[r] = p[r].at;
+		pfree(p);
+	}
+	else
+	{
+		for (int64 r = 0; r < t->n; r++)
+			order[r] = r;
+		sort_state = st;
+		qsort(order, t->n, sizeof(int64), by_id);
+	}
 	for (int64 r = 0; r < t->n; r++)
 	{
 		st->rank[order[r]] = (int32) r;
@@ -346,7 +382,7 @@ tile_run(KnnState *st)
 	st->next = (i + 1) % st->nkn;
 	st->base_rows += t->n;
 	t->n = 0;
-	t->buf = NULL;
+	t->filling = false;
 	pg_gpu_progress(false, "%lld rows of the base compared with %lld queries", (long long) st->base_rows,
 					(long long) st->nq);
 }
@@ -371,43 +407,43 @@ max_abs(const double *v, int64 n)
 }
 
 /*
- * Rows off.. of a part (take of them) into the tile's buffer, column by
- * column (a copy a column of a columnar part), doubles checked for size
- * (floats cannot be too large)
+ * Rows off.. of a part (take of them) into the tile (pggpu_knn_put: on the
+ * GPU, copied by the device out of the read's pinned slot): floats by rows
+ * where the GPU turns them (bsrc.rowwise), else by columns; doubles checked
+ * for size first (floats cannot be too large)
  */
 static void
 columns_take(KnnState *st, const PgGpuPart *p, int64 off, int64 take)
 {
 	Tile	   *t = &st->tile;
 	int			d = st->d;
+	pggpu_error err = {0};
+	pggpu_status ps;
+	instr_time	t0,
+				t1;
 
-	for (int j = 0; j < d; j++)
+	INSTR_TIME_SET_CURRENT(t0);
+	if (t->f32)
+		ps = p->rowwise ?
+			pggpu_knn_put(st->kn[st->next], t->n, p->values32 + off * d, d, take, true, p->pinned, &err) :
+			pggpu_knn_put(st->kn[st->next], t->n, p->values32 + off, p->cap, take, false, p->pinned, &err);
+	else
 	{
-		int64		at = (int64) j * st->tile_rows + t->n;
-
-		if (t->f32)
+		if (p->rowwise)
+			elog(ERROR, "pg_gpu: gpu_knn was given doubles by rows");
+		for (int j = 0; j < d; j++)
 		{
-			float	   *dst = (float *) t->buf + at;
+			const double *col = p->values + (int64) j * p->cap + off;
 
-			if (p->rowwise)
-				for (int64 r = 0; r < take; r++)
-					dst[r] = p->values32[(off + r) * d + j];
-			else
-				memcpy(dst, p->values32 + (int64) j * p->cap + off, sizeof(float) * take);
+			if (max_abs(col, take) > KNN_MAX_ABS)
+				check_magnitude(st->bsrc, take, col);
 		}
-		else
-		{
-			double	   *dst = (double *) t->buf + at;
-
-			if (p->rowwise)
-				for (int64 r = 0; r < take; r++)
-					dst[r] = p->values[(off + r) * d + j];
-			else
-				memcpy(dst, p->values + (int64) j * p->cap + off, sizeof(double) * take);
-			if (max_abs(dst, take) > KNN_MAX_ABS)
-				check_magnitude(st->bsrc, take, dst);
-		}
+		ps = pggpu_knn_put(st->kn[st->next], t->n, p->values + off, p->cap, take, false, p->pinned, &err);
 	}
+	if (ps != PGGPU_OK)
+		pg_gpu_raise(&err);
+	INSTR_TIME_SET_CURRENT(t1);
+	INSTR_TIME_ACCUM_DIFF(st->putting, t1, t0);
 	pg_gpu_keys_take(&t->keys, p, p->ids + off, take, t->ids + t->n);
 	t->n += take;
 }
@@ -424,8 +460,12 @@ base_consume(void *arg, const PgGpuPart *p)
 	{
 		int64		take = Min(p->nrows - off, st->tile_rows - t->n);
 
-		if (t->buf == NULL && (t->buf = pggpu_knn_buffer(st->kn[st->next], st->tile_rows, t->f32, &err)) == NULL)
-			pg_gpu_raise(&err);
+		if (!t->filling)
+		{
+			if (pggpu_knn_fill(st->kn[st->next], st->tile_rows, t->f32, &err) != PGGPU_OK)
+				pg_gpu_raise(&err);
+			t->filling = true;
+		}
 		columns_take(st, p, off, take);
 		off += take;
 		if (t->n == st->tile_rows)
@@ -502,6 +542,11 @@ knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 	qrows.d = d;
 	qrows.row_bytes = 8.0 * d + pg_gpu_key_bytes(&qsrc) + 16.0 * k;
 	pg_gpu_keys_init(&qrows.keys, qsrc.keytype);
+	/* the GPUs' contexts made while the queries are read (a few hundred ms each, first in a session) */
+	backend = pg_gpu_choose_backend();
+	st->nkn = backend == PGGPU_BACKEND_GPU ? pg_gpu_shares(backend, gpus) : 1;
+	if (backend == PGGPU_BACKEND_GPU)
+		pggpu_gpus_warm(gpus, st->nkn);
 	INSTR_TIME_SET_CURRENT(start);
 	pg_gpu_read_parts(&qsrc, true, NULL, PGGPU_FLOAT64, queries_consume, &qrows);
 	INSTR_TIME_SET_CURRENT(read_q);
@@ -519,8 +564,6 @@ knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 		return (Datum) 0;
 	}
 	st->tile_rows = Max(1024, Min(65536, TILE_BYTES / ((int64) 8 * d)));
-	backend = pg_gpu_choose_backend();
-	st->nkn = backend == PGGPU_BACKEND_GPU ? pg_gpu_shares(backend, gpus) : 1;
 	/*
 	 * the queries (and the compute layer's copies: doubles, centred floats),
 	 * two tiles of rows a device and the one filling, a tile's nearest and
@@ -568,6 +611,9 @@ knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 	pg_gpu_progress(true, "comparing the base with %lld queries on %s%s", (long long) st->nq,
 					pggpu_knn_device_name(st->kn[0]), st->nkn > 1 ? " and more" : "");
 	INSTR_TIME_SET_CURRENT(read_b);
+	/* on a GPU: the read's slots pinned, floats by rows (the device copies and turns them) */
+	bsrc.pinned = backend == PGGPU_BACKEND_GPU;
+	bsrc.rowwise = backend == PGGPU_BACKEND_GPU && st->tile.f32;
 	pg_gpu_read_parts(&bsrc, true, NULL, st->tile.f32 ? PGGPU_FLOAT32 : PGGPU_FLOAT64, base_consume, st);
 	tile_run(st);
 	for (int i = 0; i < st->nkn; i++)
@@ -575,6 +621,7 @@ knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 			tile_collect(st, i);
 	INSTR_TIME_SET_CURRENT(done);
 	INSTR_TIME_SUBTRACT(done, read_b);
+	INSTR_TIME_SUBTRACT(read_b, read_q);
 	INSTR_TIME_SUBTRACT(read_q, start);
 	{
 		int64		pairs = 0,
@@ -590,10 +637,12 @@ knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 			measured += m;
 		}
 		elog(DEBUG2, "pg_gpu: gpu_knn of %lld queries against %lld rows on %d %s (ms): the queries read %.1f, "
-			 "the base read and compared %.1f, of which ordering its tiles by id %.1f, waiting for the "
+			 "given to the devices %.1f, the base read and compared %.1f, of which putting its rows into the tiles "
+			 "%.1f, ordering its tiles by id %.1f, waiting for the "
 			 "comparisons %.1f, merging %.1f; %s route, %lld of %lld pairs measured by the plain loop",
 			 (long long) st->nq, (long long) st->base_rows, st->nkn, pggpu_knn_device_name(st->kn[0]),
-			 INSTR_TIME_GET_MILLISEC(read_q), INSTR_TIME_GET_MILLISEC(done), INSTR_TIME_GET_MILLISEC(st->ordering),
+			 INSTR_TIME_GET_MILLISEC(read_q), INSTR_TIME_GET_MILLISEC(read_b), INSTR_TIME_GET_MILLISEC(done),
+			 INSTR_TIME_GET_MILLISEC(st->putting), INSTR_TIME_GET_MILLISEC(st->ordering),
 			 INSTR_TIME_GET_MILLISEC(st->comparing), INSTR_TIME_GET_MILLISEC(st->merging),
 			 pggpu_knn_route_taken(st->kn[0]) == PGGPU_KNN_PRODUCT ? "product" : "plain", (long long) measured,
 			 (long long) pairs);

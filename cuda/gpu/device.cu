@@ -109,6 +109,31 @@ pggpu_gpu_start_impl(int gpu)
 	(void) cudaGetLastError();
 }
 
+/*
+ * (portable: every GPU's copies read it; the caller's range whole, its
+ * pages' edges within the mapping it lies in)
+ */
+extern "C" bool
+pggpu_host_register(void *p, size_t bytes)
+{
+	int			n = 0;
+
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0 ||
+		cudaHostRegister(p, bytes, cudaHostRegisterPortable) != cudaSuccess)
+	{
+		(void) cudaGetLastError();
+		return false;
+	}
+	return true;
+}
+
+extern "C" void
+pggpu_host_unregister(void *p)
+{
+	if (cudaHostUnregister(p) != cudaSuccess)
+		(void) cudaGetLastError();
+}
+
 extern "C" pggpu_status
 pggpu_gpu_info_impl(int index, pggpu_device_info *out, pggpu_error *err)
 {

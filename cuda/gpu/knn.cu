@@ -12,7 +12,10 @@
  * (ties keep the lower key).  Queries in batches (PAIRS_MAX pairs at most),
  * queued up to QUEUED_TERMS of work at start, the rest from finish.
  *
- * The tile comes by columns (nb apart on the device), with each row's key
+ * The tile's rows are put straight into the device's memory (copied from
+ * the read's pinned slots, or through a pinned bounce buffer; rows put by
+ * rows turned there) by columns ld apart, then widened or copied nb apart,
+ * with each row's key
  * (the caller's rank, or the row): ties go to the lower key, and the
  * results name rows by it.
  *
@@ -60,6 +63,7 @@ struct knn_gpu
 	int			dev;
 	cudaStream_t s;
 	cudaStream_t ctl;			/* close's, to stop a tile */
+	cudaStream_t put;			/* the tiles' rows on their way in */
 	bool		s_ok;
 	cublasHandle_t handle;
 	bool		handle_ok;
@@ -71,6 +75,12 @@ struct knn_gpu
 	double	   *qn,
 			   *qs,
 			   *mu;
+	void	   *in[2];			/* the two tiles as put (knn.h), incap bytes each */
+	int64_t		incap[2];
+	void	   *bounce;			/* pinned: rows put from unpinned memory on their way */
+	size_t		bounce_bytes;
+	void	   *rows;			/* rows put by rows, before they are turned (rowscap bytes) */
+	int64_t		rowscap;
 	double	   *B;				/* a tile's rows, bcap x d */
 	float	   *Bf;				/* and as centred floats, with their norms */
 	double	   *bn,
@@ -308,14 +318,15 @@ select_kernel(const double *__restrict__ D, int64_t nb, int m, double *__restric
 	lists_merge(sv, si, wv, wi, cnt, m, outd + (int64_t) blockIdx.x * m, outi + (int64_t) blockIdx.x * m);
 }
 
-/* a float tile widened (exactly), n values */
+/* a float tile's nb rows (columns ld apart) widened, exactly, into x (nb apart) */
 __global__ void
-widen_kernel(const float *__restrict__ f, int64_t n, double *__restrict__ x)
+widen_kernel(const float *__restrict__ f, int64_t ld, int64_t nb, int d, double *__restrict__ x)
 {
-	int64_t		i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+	int64_t		r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
 
-	if (i < n)
-		x[i] = (double) f[i];
+	if (r < nb)
+		for (int j = blockIdx.y; j < d; j += gridDim.y)
+			x[(int64_t) j * nb + r] = (double) f[(int64_t) j * ld + r];
 }
 
 /*
@@ -474,6 +485,7 @@ pggpu_gpu_knn_open(pggpu_knn *kn, int gpu_index, pggpu_error *err)
 	CU(cudaStreamCreateWithFlags(&g->s, cudaStreamNonBlocking));
 	g->s_ok = true;
 	CU(cudaStreamCreateWithFlags(&g->ctl, cudaStreamNonBlocking));
+	CU(cudaStreamCreateWithFlags(&g->put, cudaStreamNonBlocking));
 	CU(cudaMalloc((void **) &g->stop, sizeof(int)));
 	CU(cudaMemset(g->stop, 0, sizeof(int)));
 	CU(cudaMallocHost((void **) &g->hone, sizeof(int)));
@@ -715,12 +727,119 @@ queue_batches(pggpu_knn *kn, knn_gpu *g, pggpu_error *err)
 	return PGGPU_OK;
 }
 
+/* the rows put through the bounce buffer at most at once */
+#define BOUNCE_BYTES ((size_t) 8 << 20)
+
 extern "C" pggpu_status
-pggpu_gpu_knn_start(pggpu_knn *kn, const void *B, bool f32, int64_t ld, int64_t nb, const int32_t *rank,
-					const double *bound, pggpu_error *err)
+pggpu_gpu_knn_fill(pggpu_knn *kn, int b, pggpu_error *err)
+{
+	knn_gpu    *g = (knn_gpu *) kn->impl;
+
+	CU(cudaSetDevice(g->dev));
+	return room(&g->in[b], &g->incap[b], kn->ld[b] * kn->d * (kn->f32[b] ? sizeof(float) : sizeof(double)), 1, err);
+}
+
+/* rows put by rows (n of d values, row-major) turned into the tile's columns (ld apart), 32 x 32 at a time */
+template <typename T>
+__global__ void
+turn_kernel(const T *__restrict__ rows, int64_t n, int d, T *__restrict__ cols, int64_t ld)
+{
+	__shared__ T t[32][33];
+	int64_t		r0 = (int64_t) blockIdx.x * 32;
+	int			j0 = blockIdx.y * 32;
+
+	for (int k = threadIdx.y; k < 32; k += blockDim.y)
+		if (r0 + k < n && j0 + threadIdx.x < d)
+			t[k][threadIdx.x] = rows[(r0 + k) * d + j0 + threadIdx.x];
+	__syncthreads();
+	for (int k = threadIdx.y; k < 32; k += blockDim.y)
+		if (r0 + threadIdx.x < n && j0 + k < d)
+			cols[(int64_t) (j0 + k) * ld + r0 + threadIdx.x] = t[threadIdx.x][k];
+}
+
+/*
+ * n rows from src (host memory: pinned, or the bounce buffer) into tile b
+ * at row at: by columns (pitch apart) straight, by rows (pitch apart)
+ * through g->rows and turned; on the put stream, waited for
+ */
+static pggpu_status
+put_rows(pggpu_knn *kn, knn_gpu *g, int b, int64_t at, const void *src, int64_t pitch, int64_t n, bool by_rows,
+		 pggpu_error *err)
+{
+	bool		f32 = kn->f32[b];
+	size_t		vb = f32 ? sizeof(float) : sizeof(double);
+	int64_t		ld = kn->ld[b];
+	int			d = kn->d;
+	char	   *dst = (char *) g->in[b] + vb * (size_t) at;
+
+	if (!by_rows)
+		CU(cudaMemcpy2DAsync(dst, vb * ld, src, vb * pitch, vb * n, d, cudaMemcpyHostToDevice, g->put));
+	else
+	{
+		pggpu_status st;
+		dim3		grid((unsigned) ((n + 31) / 32), (unsigned) ((d + 31) / 32)),
+					block(32, 8);
+
+		if ((st = room(&g->rows, &g->rowscap, n * d * (int64_t) vb, 1, err)) != PGGPU_OK)
+			return st;
+		CU(cudaMemcpy2DAsync(g->rows, vb * d, src, vb * pitch, vb * d, n, cudaMemcpyHostToDevice, g->put));
+		if (f32)
+			turn_kernel<float><<<grid, block, 0, g->put>>>((const float *) g->rows, n, d, (float *) dst, ld);
+		else
+			turn_kernel<double><<<grid, block, 0, g->put>>>((const double *) g->rows, n, d, (double *) dst, ld);
+		LAUNCHED("turn_kernel");
+	}
+	CU(cudaStreamSynchronize(g->put));
+	return PGGPU_OK;
+}
+
+/*
+ * Rows put: copied by the device straight from pinned memory, else
+ * through the bounce buffer a slice of rows at a time (as they are laid)
+ */
+extern "C" pggpu_status
+pggpu_gpu_knn_put(pggpu_knn *kn, int b, int64_t at, const void *v, int64_t pitch, int64_t n, bool by_rows,
+				  bool pinned, pggpu_error *err)
+{
+	knn_gpu    *g = (knn_gpu *) kn->impl;
+	size_t		vb = kn->f32[b] ? sizeof(float) : sizeof(double);
+	int			d = kn->d;
+
+	CU(cudaSetDevice(g->dev));
+	if (pinned)
+		return put_rows(kn, g, b, at, v, pitch, n, by_rows, err);
+	if (g->bounce == NULL)
+	{
+		g->bounce_bytes = BOUNCE_BYTES > vb * d ? BOUNCE_BYTES : vb * d;
+		CU(cudaMallocHost(&g->bounce, g->bounce_bytes));
+	}
+	for (int64_t r0 = 0; r0 < n;)
+	{
+		int64_t		c = (int64_t) (g->bounce_bytes / (vb * d));
+		pggpu_status st;
+
+		c = c < n - r0 ? c : n - r0;
+		if (by_rows)
+			for (int64_t r = 0; r < c; r++)
+				memcpy((char *) g->bounce + vb * (size_t) (r * d), (const char *) v + vb * (size_t) ((r0 + r) * pitch),
+					   vb * d);
+		else
+			for (int j = 0; j < d; j++)
+				memcpy((char *) g->bounce + vb * (size_t) j * c, (const char *) v + vb * ((size_t) j * pitch + r0),
+					   vb * c);
+		if ((st = put_rows(kn, g, b, at + r0, g->bounce, by_rows ? d : c, c, by_rows, err)) != PGGPU_OK)
+			return st;
+		r0 += c;
+	}
+	return PGGPU_OK;
+}
+
+extern "C" pggpu_status
+pggpu_gpu_knn_start(pggpu_knn *kn, int b, int64_t nb, const int32_t *rank, const double *bound, pggpu_error *err)
 {
 	knn_gpu    *g = (knn_gpu *) kn->impl;
 	int			d = kn->d;
+	int64_t		ld = kn->ld[b];
 	int64_t		m = nb < kn->n ? nb : kn->n;	/* rows a query gets from this tile */
 	pggpu_status st;
 
@@ -730,24 +849,22 @@ pggpu_gpu_knn_start(pggpu_knn *kn, const void *B, bool f32, int64_t ld, int64_t 
 	CU(cudaSetDevice(g->dev));
 	if ((st = room((void **) &g->B, &g->bcap, nb * d, sizeof(double), err)) != PGGPU_OK)
 		return st;
-	if ((kn->route == PGGPU_KNN_PRODUCT || f32) &&
-		(st = room((void **) &g->Bf, &g->fcap, nb * d, sizeof(float), err)) != PGGPU_OK)
-		return st;
 	if (kn->route == PGGPU_KNN_PRODUCT &&
-		((st = room((void **) &g->bn, &g->ncap, nb, sizeof(double), err)) != PGGPU_OK ||
+		((st = room((void **) &g->Bf, &g->fcap, nb * d, sizeof(float), err)) != PGGPU_OK ||
+		 (st = room((void **) &g->bn, &g->ncap, nb, sizeof(double), err)) != PGGPU_OK ||
 		 (st = room((void **) &g->bs, &g->scap_rows, nb, sizeof(double), err)) != PGGPU_OK))
 		return st;
-	/* the tile by columns, ld apart there, nb apart here (floats through Bf, widened) */
-	if (f32)
+	/* the tile as put (columns ld apart, every put waited for) to B, nb apart, floats widened */
+	if (kn->f32[b])
 	{
-		CU(cudaMemcpy2DAsync(g->Bf, sizeof(float) * nb, B, sizeof(float) * ld, sizeof(float) * nb, d,
-							 cudaMemcpyHostToDevice, g->s));
-		widen_kernel<<<(unsigned) ((nb * d + BLOCK - 1) / BLOCK), BLOCK, 0, g->s>>>(g->Bf, nb * d, g->B);
+		dim3		grid((unsigned) ((nb + BLOCK - 1) / BLOCK), (unsigned) (d < 65535 ? d : 65535));
+
+		widen_kernel<<<grid, BLOCK, 0, g->s>>>((const float *) g->in[b], ld, nb, d, g->B);
 		LAUNCHED("widen_kernel");
 	}
 	else
-		CU(cudaMemcpy2DAsync(g->B, sizeof(double) * nb, B, sizeof(double) * ld, sizeof(double) * nb, d,
-							 cudaMemcpyHostToDevice, g->s));
+		CU(cudaMemcpy2DAsync(g->B, sizeof(double) * nb, g->in[b], sizeof(double) * ld, sizeof(double) * nb, d,
+							 cudaMemcpyDeviceToDevice, g->s));
 	if (rank)
 	{
 		if (g->hrcap < nb)
@@ -855,6 +972,10 @@ pggpu_gpu_knn_close(pggpu_knn *kn)
 		cudaFree(g->qn);
 		cudaFree(g->qs);
 		cudaFree(g->mu);
+		cudaFree(g->in[0]);
+		cudaFree(g->in[1]);
+		cudaFreeHost(g->bounce);
+		cudaFree(g->rows);
 		cudaFree(g->B);
 		cudaFree(g->Bf);
 		cudaFree(g->bn);
@@ -880,6 +1001,8 @@ pggpu_gpu_knn_close(pggpu_knn *kn)
 		cudaFreeHost(g->hone);
 		if (g->ctl)
 			cudaStreamDestroy(g->ctl);
+		if (g->put)
+			cudaStreamDestroy(g->put);
 		if (g->s_ok)
 			cudaStreamDestroy(g->s);
 	}

@@ -57,6 +57,19 @@ pggpu_gpu_host_free(void *p, size_t size)
 	(void) size;
 }
 
+bool
+pggpu_host_register(void *p, size_t bytes)
+{
+	(void) p, (void) bytes;
+	return false;
+}
+
+void
+pggpu_host_unregister(void *p)
+{
+	(void) p;
+}
+
 void
 pggpu_pinned_cache_limit(size_t bytes)
 {
@@ -115,16 +128,24 @@ pggpu_gpu_knn_open(pggpu_knn *kn, int gpu_index, pggpu_error *err)
 }
 
 pggpu_status
-pggpu_gpu_knn_start(pggpu_knn *kn, const void *B, bool f32, int64_t ld, int64_t nb, const int32_t *rank,
-					const double *bound, pggpu_error *err)
+pggpu_gpu_knn_fill(pggpu_knn *kn, int b, pggpu_error *err)
 {
-	(void) kn;
-	(void) B;
-	(void) f32;
-	(void) ld;
-	(void) nb;
-	(void) rank;
-	(void) bound;
+	(void) kn, (void) b;
+	return pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
+}
+
+pggpu_status
+pggpu_gpu_knn_put(pggpu_knn *kn, int b, int64_t at, const void *v, int64_t pitch, int64_t n, bool by_rows,
+				  bool pinned, pggpu_error *err)
+{
+	(void) kn, (void) b, (void) at, (void) v, (void) pitch, (void) n, (void) by_rows, (void) pinned;
+	return pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
+}
+
+pggpu_status
+pggpu_gpu_knn_start(pggpu_knn *kn, int b, int64_t nb, const int32_t *rank, const double *bound, pggpu_error *err)
+{
+	(void) kn, (void) b, (void) nb, (void) rank, (void) bound;
 	return pggpu_fail(err, PGGPU_ERR_NO_GPU, "pg_gpu was built without CUDA");
 }
 

@@ -7,8 +7,9 @@
  * rows, queries in several batches on the GPU, its two selections (a
  * block a query up to 32, a sort beyond), queries taken from the host's
  * memory a batch at a time, the product's pruning, its rows
- * too large or too small for floats, duplicates, and the interrupt
- * between blocks of work.
+ * too large or too small for floats, duplicates, the interrupt
+ * between blocks of work, and tiles put a part at a time (parts pinned for
+ * the GPU and not, one tile filling while the other is compared).
  */
 #include "unit.h"
 
@@ -207,6 +208,143 @@ knn_case(const char *name, const double *Q, int64_t nq, const double *B, int64_t
 	knn_case_frac(name, Q, nq, B, nb, d, metric, n, NULL, NULL);
 }
 
+/*
+ * A part of rows r0..r0+n of B by columns (pitch apart: value j of row r
+ * at j * pitch + r) or by rows (r * pitch + j), in memory pinned for the
+ * GPUs (pggpu_host_register, whole pages) or not
+ */
+static void *
+part_of(const double *B, int64_t r0, int64_t n, int64_t pitch, int d, bool f32, bool by_rows, bool pin,
+		size_t *bytes)
+{
+	size_t		vb = f32 ? sizeof(float) : sizeof(double);
+	char	   *p;
+
+	*bytes = (vb * (size_t) pitch * (by_rows ? n : d) + 4095) & ~(size_t) 4095;
+	p = aligned_alloc(4096, *bytes);
+	for (int j = 0; j < d; j++)
+		for (int64_t r = 0; r < n; r++)
+		{
+			int64_t		e = by_rows ? r * pitch + j : j * pitch + r;
+
+			if (f32)
+				((float *) p)[e] = (float) B[(r0 + r) * d + j];
+			else
+				((double *) p)[e] = B[(r0 + r) * d + j];
+		}
+	if (pin)
+		CHECK(pggpu_host_register(p, *bytes), "a part could not be pinned");
+	return p;
+}
+
+/* a tile's results against the reference over its rows alone */
+static void
+tile_check(pggpu_knn *kn, const double *Q, int64_t nq, const double *B, int64_t nb, int d, pggpu_metric metric,
+		   int n, const char *what)
+{
+	int64_t    *ri = malloc(sizeof(int64_t) * nq * n),
+			   *idx = malloc(sizeof(int64_t) * nq * n);
+	double	   *rd = malloc(sizeof(double) * nq * n),
+			   *dist = malloc(sizeof(double) * nq * n);
+	pggpu_error err = {0};
+	int64_t		bad = 0;
+
+	reference(Q, nq, B, nb, d, metric, n, NULL, ri, rd);
+	if (pggpu_knn_finish(kn, idx, dist, &err) != PGGPU_OK)
+		CHECK(false, "finish: %s", err.msg);
+	else
+	{
+		for (int64_t i = 0; i < nq * n; i++)
+			bad += idx[i] != ri[i] || memcmp(&dist[i], &rd[i], sizeof(double)) != 0;
+		CHECK(bad == 0, "%s: %lld of %lld neighbours differ from the reference", what, (long long) bad,
+			  (long long) (nq * n));
+	}
+	free(ri), free(idx), free(rd), free(dist);
+}
+
+/*
+ * Two tiles put a part at a time (parts of 1 row, a few hundred and the
+ * rest, by columns further apart than their rows or by rows further apart
+ * than their values, two of three by rows (flip: by columns), every other
+ * one pinned on the GPU, the tile's room
+ * larger than its rows), the second filled while the first is compared;
+ * each tile's results against the reference
+ */
+static void
+put_case(const char *name, const double *Q, int64_t nq, const double *B0, int64_t nb, int d, pggpu_metric metric,
+		 int n, bool f32, bool flip)
+{
+	int64_t		half = nb / 2;
+	/* (floats: the reference on the rows rounded as the tiles hold them) */
+	double	   *B = malloc(sizeof(double) * (nb * d + 1));
+
+	for (int64_t i = 0; i < nb * d; i++)
+		B[i] = f32 ? (double) (float) B0[i] : B0[i];
+
+	for (int be = 0; be < 2; be++)
+	{
+		pggpu_knn  *kn;
+		pggpu_error err = {0};
+		int			part = 0;
+
+		snprintf(case_name, sizeof(case_name), "knn put: %s on the %s%s%s", name, be ? "GPU" : "CPU",
+				 f32 ? ", floats" : "", flip ? ", flipped" : "");
+		if (be == 1 && !have_gpu)
+		{
+			gpu_skipped++;
+			continue;
+		}
+		if (getenv("UNIT_TRACE"))
+			fprintf(stderr, "%s\n", case_name);
+		if (pggpu_knn_open(&kn, be ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU, -1, d, metric, Q, nq, n, &err) != PGGPU_OK)
+		{
+			CHECK(false, "open: %s", err.msg);
+			continue;
+		}
+		CHECK(pggpu_knn_put(kn, 0, B, 1, 1, false, false, &err) == PGGPU_ERR_INVALID, "a put before a fill accepted");
+		for (int t = 0; t < 2; t++)
+		{
+			int64_t		lo = t == 0 ? 0 : half,
+						hi = t == 0 ? half : nb;
+
+			if (pggpu_knn_fill(kn, hi - lo + 5, f32, &err) != PGGPU_OK)
+			{
+				CHECK(false, "fill: %s", err.msg);
+				break;
+			}
+			CHECK(pggpu_knn_put(kn, hi - lo, B, 6, 6, false, false, &err) == PGGPU_ERR_INVALID,
+				  "a put past the tile's room accepted");
+			CHECK(pggpu_knn_put(kn, 0, B, d - 1, 1, true, false, &err) == PGGPU_ERR_INVALID,
+				  "rows closer than their values accepted");
+			for (int64_t r = lo; r < hi; part++)
+			{
+				int64_t		take = r == lo ? 1 : part % 3 == 1 ? 300 : hi - r;
+				size_t		bytes;
+				bool		pin = be == 1 && part % 2 == 1;
+				bool		by_rows = (part % 3 != 0) != flip;
+				int64_t		pitch = by_rows ? d + 2 : take + 3;
+				void	   *p;
+
+				take = take < hi - r ? take : hi - r;
+				p = part_of(B, r, take, pitch, d, f32, by_rows, pin, &bytes);
+				if (pggpu_knn_put(kn, r - lo, p, pitch, take, by_rows, pin, &err) != PGGPU_OK)
+					CHECK(false, "put: %s", err.msg);
+				if (pin)
+					pggpu_host_unregister(p);
+				free(p);
+				r += take;
+			}
+			if (t == 1)
+				tile_check(kn, Q, nq, B, half, d, metric, n, "the first tile");
+			if (pggpu_knn_start(kn, hi - lo, NULL, NULL, &err) != PGGPU_OK)
+				CHECK(false, "start: %s", err.msg);
+		}
+		tile_check(kn, Q, nq, B + half * d, nb - half, d, metric, n, "the second tile");
+		pggpu_knn_close(kn);
+	}
+	free(B);
+}
+
 /* values on a grid of quarters: many exact ties */
 static double *
 rows(int64_t m, int d, unsigned seed, bool grid)
@@ -337,9 +475,23 @@ test_knn(void)
 		pggpu_knn_force_resident(0);
 		free(Q), free(B);
 	}
-	/* (the tiles' pinned buffers the cache keeps, given back: the sanitizer's leak check) */
-	pggpu_pinned_cache_limit(0);
-	pggpu_pinned_cache_limit((size_t) 512 << 20);
+	/* tiles put a part at a time: doubles and floats, both routes' shapes, a part beyond the bounce buffer */
+	{
+		double	   *Q = rows(12, 40, 31, false);
+		double	   *B = rows(9000, 40, 32, true);
+		double	   *W = rows(7000, 400, 33, false);
+
+		put_case("9000 rows, d 40, n 8", Q, 12, B, 9000, 40, PGGPU_METRIC_EUCLIDEAN, 8, false, false);
+		put_case("9000 rows, d 40, n 8", Q, 12, B, 9000, 40, PGGPU_METRIC_EUCLIDEAN, 8, true, true);
+		put_case("9000 rows, d 40, n 40, inner product", Q, 12, B, 9000, 40, PGGPU_METRIC_INNER_PRODUCT, 40, true,
+				 false);
+		free(Q);
+		Q = rows(5, 400, 34, false);
+		for (int flip = 0; flip < 2; flip++)
+			put_case("7000 rows, d 400, a part beyond the bounce buffer", Q, 5, W, 7000, 400, PGGPU_METRIC_EUCLIDEAN,
+					 5, flip, flip);
+		free(Q), free(B), free(W);
+	}
 	/* a bad call */
 	{
 		pggpu_knn  *kn;
