@@ -386,6 +386,8 @@ pggpu_status pggpu_gpu_info_impl(int index, pggpu_device_info *out,
 								 pggpu_error *err);
 int			pggpu_gpu_list_impl(int *usable, int max, int *total, pggpu_error *err);
 void		pggpu_gpu_start_impl(int gpu);
+/* cuBLAS loaded (dlopen) ahead of its first use: pggpu_gpus_warm's, from its thread */
+void		pggpu_blas_load(void);
 
 /* ---- matrix products (cpu/matmul.c, gpu/matmul.cu) ----------------------- */
 

@@ -90,6 +90,7 @@ static void *
 warm_main(void *arg)
 {
 	pggpu_gpu_start_impl((int) (intptr_t) arg);
+	pggpu_blas_load();
 	return NULL;
 }
 

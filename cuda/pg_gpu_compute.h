@@ -97,9 +97,10 @@ int			pggpu_gpu_list(int *usable, int max, int *total, pggpu_error *err);
 void		pggpu_gpus_start(const int *gpus, int n);
 /*
  * The same begun in the background, a detached thread a GPU (its signals
- * blocked), for a caller with other work first (gpu_knn reads its
- * queries): its first use of a GPU waits for a context still being made.
- * Nothing without CUDA, or where a thread cannot be started.
+ * blocked), cuBLAS loaded too, for a caller with other work first
+ * (gpu_knn reads its queries): its first use of a GPU or of cuBLAS waits
+ * for what is still being made.  Nothing without CUDA, or where a thread
+ * cannot be started.
  */
 void		pggpu_gpus_warm(const int *gpus, int n);
 

@@ -21,6 +21,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include <climits>
 #include <cmath>
@@ -57,7 +58,6 @@ typedef cublasStatus_t (*gemm_batched_ex_fn) (cublasHandle_t, cublasOperation_t,
 
 static struct
 {
-	bool		tried;
 	bool		ok;
 	char		why[256];
 	create_fn	create;
@@ -73,8 +73,8 @@ static struct
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-static bool
-load_cublas(void)
+static void
+try_cublas(void)
 {
 	static const char *const names[] = {
 		"libcublas.so." STR(CUBLAS_VER_MAJOR), "libcublas.so",
@@ -82,15 +82,12 @@ load_cublas(void)
 	};
 	void	   *h = NULL;
 
-	if (blas.tried)
-		return blas.ok;
-	blas.tried = true;
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && h == NULL; i++)
 		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
 	if (h == NULL)
 	{
 		snprintf(blas.why, sizeof(blas.why), "cuBLAS could not be loaded (%s)", dlerror());
-		return false;
+		return;
 	}
 	blas.create = (create_fn) dlsym(h, "cublasCreate_v2");
 	blas.destroy = (destroy_fn) dlsym(h, "cublasDestroy_v2");
@@ -104,10 +101,25 @@ load_cublas(void)
 		!blas.status_string || !blas.dgemm || !blas.sgemm || !blas.gemm_batched_ex)
 	{
 		snprintf(blas.why, sizeof(blas.why), "the cuBLAS library found lacks a needed function");
-		return false;
+		return;
 	}
 	blas.ok = true;
-	return true;
+}
+
+/* once a process (pggpu_gpus_warm may load it from another thread) */
+static bool
+load_cublas(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, try_cublas);
+	return blas.ok;
+}
+
+extern "C" void
+pggpu_blas_load(void)
+{
+	(void) load_cublas();
 }
 
 /* ---- for k-means (blas.cuh) ---------------------------------------------- */

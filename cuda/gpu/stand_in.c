@@ -114,6 +114,11 @@ pggpu_gpu_mm_gather_b(pggpu_matmul *const *mms, int n, int i, const int64_t *cut
 }
 
 void
+pggpu_blas_load(void)
+{
+}
+
+void
 pggpu_gpu_start_impl(int gpu)
 {
 	(void) gpu;
