@@ -67,7 +67,7 @@ cuda/dataset.o cuda/matmul.o cuda/compute.o cuda/fit.o cuda/seed.o cuda/columns.
 cuda/cpu/kmeans.o cuda/cpu/rows.o cuda/cpu/gemm.o: cuda/cpu/gemm.h
 cuda/cpu/kmeans.o cuda/cpu/rows.o: cuda/cpu/state.h
 cuda/cpu/kmeans.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/blocks.o cuda/cpu/knn.o: cuda/cpu/blocks.h
-cuda/knn.o cuda/cpu/knn.o cuda/gpu/knn.o cuda/gpu/stand_in.o: cuda/knn.h
+cuda/knn.o cuda/cpu/knn.o cuda/gpu/knn.o cuda/gpu/knn_tiles.o cuda/gpu/stand_in.o: cuda/knn.h
 cuda/route.o: cuda/gpu/tc_shapes.h
 # every object of src/ (taken from OBJS, so a new file cannot be left out)
 $(filter src/%.o,$(OBJS)): src/pg_gpu.h src/compat.h cuda/pg_gpu_compute.h

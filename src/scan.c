@@ -452,11 +452,10 @@ planned_workers(Relation rel, BlockNumber nblocks)
  * fit one slot (slot_rows), with a tenth to spare for blocks fuller than
  * the average.  The leader takes the chunks in order and a chunk's parts
  * through its one slot, so a chunk of two parts has its worker wait for the
- * leader to take the first, while the other workers wait with their slots
- * full: rows of 768 floats out of line (TOAST) are about 136 a heap block,
- * and a slot of 4 MB holds 1344 of them; chunks of 10 blocks, taken as 4 MB
- * of parts where the ids' and the pending rows' share was not counted, were
- * nearly all two parts (the workers waited a third of the read for slots).
+ * leader to take the first, and the other workers wait with their slots
+ * full: at 136 rows of 768 floats a block (in TOAST) and 1344 a slot,
+ * chunks of 10 blocks were nearly all two parts (the ids' room had not been
+ * counted), and the workers waited a third of the read for slots.
  */
 static BlockNumber
 chunk_blocks(BlockNumber nblocks, int nworkers, double block_rows, int64 slot_rows)

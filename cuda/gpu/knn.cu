@@ -35,7 +35,7 @@
  */
 #include "blas.cuh"
 #include "common.cuh"
-#include "knn.h"
+#include "knn.cuh"
 
 #include <cub/device/device_segmented_sort.cuh>
 
@@ -58,70 +58,6 @@
 #define SEL_THREADS 64			/* a block of the selections (its lists: 24 kB of shared memory) */
 #define SEL_K 32				/* and the most neighbours it selects (else a sort) */
 
-struct knn_gpu
-{
-	int			dev;
-	cudaStream_t s;
-	cudaStream_t ctl;			/* close's, to stop a tile */
-	cudaStream_t put;			/* the tiles' rows on their way in */
-	bool		s_ok;
-	cublasHandle_t handle;
-	bool		handle_ok;
-	double	   *Q;				/* nq x d, or qrows x d: a batch's, from the host's pinned copy */
-	int64_t		qrows;
-	bool		q_registered,
-				qf_registered;
-	float	   *Qf;				/* the product's: nq x d, and norms */
-	double	   *qn,
-			   *qs,
-			   *mu;
-	void	   *in[2];			/* the two tiles as put (knn.h), incap bytes each */
-	int64_t		incap[2];
-	void	   *bounce;			/* pinned: rows put from unpinned memory on their way */
-	size_t		bounce_bytes;
-	void	   *rows;			/* rows put by rows, before they are turned (rowscap bytes) */
-	int64_t		rowscap;
-	double	   *B;				/* a tile's rows, bcap x d */
-	float	   *Bf;				/* and as centred floats, with their norms */
-	double	   *bn,
-			   *bs;
-	int64_t		bcap,
-				fcap,
-				ncap,
-				scap_rows;
-	float	   *S;				/* a batch's products */
-	int64_t		scap;
-	double	   *bound;			/* the caller's bound (nq) */
-	int32_t    *rank;			/* the caller's ranks (bcap rows), and pinned on their way */
-	int32_t    *hrank;
-	int64_t		rcap,
-				hrcap;
-	double	   *D;				/* a batch's distances, and sorted (plain) */
-	double	   *Ds;
-	int32_t    *I;				/* their rows, and sorted */
-	int32_t    *Is;
-	int64_t		pcap;
-	int64_t    *off;			/* the batch's segments (queries + 1) */
-	int64_t		offcap;
-	void	   *tmp;			/* CUB's */
-	size_t		tmpcap;
-	double	   *od;				/* the tile's results (nq x m), on the device and pinned here */
-	int32_t    *oi;
-	double	   *hd;
-	int32_t    *hi;
-	double	   *hbound;			/* pinned: the bound on its way */
-	unsigned long long *measured;	/* the product's pairs measured, on the device and here */
-	unsigned long long *hmeasured;
-	int		   *stop;			/* the kernels' flag, and its pinned 1 */
-	int		   *hone;
-	/* the started tile: its rows, results a query (0: none), whether ranked and bounded, its next batch */
-	int64_t		nb;
-	int64_t		m;
-	bool		ranked;
-	bool		bounded;
-	int64_t		q_next;
-	int64_t		plain_measured;
-};
 
 /*
  * A block's PT x PT pairs (queries q0.., rows b0..), each thread RT x RT
@@ -427,21 +363,6 @@ rows_kernel(int32_t *I, int64_t nq, int64_t nb, int64_t *off)
 		off[i] = i * nb;
 }
 
-/* (re)allocates *p for want elements of size bytes, where it holds fewer */
-static pggpu_status
-room(void **p, int64_t *cap, int64_t want, size_t size, pggpu_error *err)
-{
-	if (*cap >= want)
-		return PGGPU_OK;
-	if (*p)
-		cudaFree(*p);
-	*p = NULL;
-	*cap = 0;
-	CU(cudaMalloc(p, (size_t) want * size));
-	*cap = want;
-	return PGGPU_OK;
-}
-
 /* room for want pairs: distances and rows, as computed and as sorted */
 static pggpu_status
 pairs_room(knn_gpu *g, int64_t want, pggpu_error *err)
@@ -724,113 +645,6 @@ queue_batches(pggpu_knn *kn, knn_gpu *g, pggpu_error *err)
 	CU(cudaMemcpyAsync(g->hd, g->od, sizeof(double) * (size_t) (kn->nq * g->m), cudaMemcpyDeviceToHost, g->s));
 	CU(cudaMemcpyAsync(g->hi, g->oi, sizeof(int32_t) * (size_t) (kn->nq * g->m), cudaMemcpyDeviceToHost, g->s));
 	CU(cudaMemcpyAsync(g->hmeasured, g->measured, sizeof(unsigned long long), cudaMemcpyDeviceToHost, g->s));
-	return PGGPU_OK;
-}
-
-/* the rows put through the bounce buffer at most at once */
-#define BOUNCE_BYTES ((size_t) 8 << 20)
-
-extern "C" pggpu_status
-pggpu_gpu_knn_fill(pggpu_knn *kn, int b, pggpu_error *err)
-{
-	knn_gpu    *g = (knn_gpu *) kn->impl;
-
-	CU(cudaSetDevice(g->dev));
-	return room(&g->in[b], &g->incap[b], kn->ld[b] * kn->d * (kn->f32[b] ? sizeof(float) : sizeof(double)), 1, err);
-}
-
-/* rows put by rows (n of d values, row-major) turned into the tile's columns (ld apart), 32 x 32 at a time */
-template <typename T>
-__global__ void
-turn_kernel(const T *__restrict__ rows, int64_t n, int d, T *__restrict__ cols, int64_t ld)
-{
-	__shared__ T t[32][33];
-	int64_t		r0 = (int64_t) blockIdx.x * 32;
-	int			j0 = blockIdx.y * 32;
-
-	for (int k = threadIdx.y; k < 32; k += blockDim.y)
-		if (r0 + k < n && j0 + threadIdx.x < d)
-			t[k][threadIdx.x] = rows[(r0 + k) * d + j0 + threadIdx.x];
-	__syncthreads();
-	for (int k = threadIdx.y; k < 32; k += blockDim.y)
-		if (r0 + threadIdx.x < n && j0 + k < d)
-			cols[(int64_t) (j0 + k) * ld + r0 + threadIdx.x] = t[threadIdx.x][k];
-}
-
-/*
- * n rows from src (host memory: pinned, or the bounce buffer) into tile b
- * at row at: by columns (pitch apart) straight, by rows (pitch apart)
- * through g->rows and turned; on the put stream, waited for
- */
-static pggpu_status
-put_rows(pggpu_knn *kn, knn_gpu *g, int b, int64_t at, const void *src, int64_t pitch, int64_t n, bool by_rows,
-		 pggpu_error *err)
-{
-	bool		f32 = kn->f32[b];
-	size_t		vb = f32 ? sizeof(float) : sizeof(double);
-	int64_t		ld = kn->ld[b];
-	int			d = kn->d;
-	char	   *dst = (char *) g->in[b] + vb * (size_t) at;
-
-	if (!by_rows)
-		CU(cudaMemcpy2DAsync(dst, vb * ld, src, vb * pitch, vb * n, d, cudaMemcpyHostToDevice, g->put));
-	else
-	{
-		pggpu_status st;
-		dim3		grid((unsigned) ((n + 31) / 32), (unsigned) ((d + 31) / 32)),
-					block(32, 8);
-
-		if ((st = room(&g->rows, &g->rowscap, n * d * (int64_t) vb, 1, err)) != PGGPU_OK)
-			return st;
-		CU(cudaMemcpy2DAsync(g->rows, vb * d, src, vb * pitch, vb * d, n, cudaMemcpyHostToDevice, g->put));
-		if (f32)
-			turn_kernel<float><<<grid, block, 0, g->put>>>((const float *) g->rows, n, d, (float *) dst, ld);
-		else
-			turn_kernel<double><<<grid, block, 0, g->put>>>((const double *) g->rows, n, d, (double *) dst, ld);
-		LAUNCHED("turn_kernel");
-	}
-	CU(cudaStreamSynchronize(g->put));
-	return PGGPU_OK;
-}
-
-/*
- * Rows put: copied by the device straight from pinned memory, else
- * through the bounce buffer a slice of rows at a time (as they are laid)
- */
-extern "C" pggpu_status
-pggpu_gpu_knn_put(pggpu_knn *kn, int b, int64_t at, const void *v, int64_t pitch, int64_t n, bool by_rows,
-				  bool pinned, pggpu_error *err)
-{
-	knn_gpu    *g = (knn_gpu *) kn->impl;
-	size_t		vb = kn->f32[b] ? sizeof(float) : sizeof(double);
-	int			d = kn->d;
-
-	CU(cudaSetDevice(g->dev));
-	if (pinned)
-		return put_rows(kn, g, b, at, v, pitch, n, by_rows, err);
-	if (g->bounce == NULL)
-	{
-		g->bounce_bytes = BOUNCE_BYTES > vb * d ? BOUNCE_BYTES : vb * d;
-		CU(cudaMallocHost(&g->bounce, g->bounce_bytes));
-	}
-	for (int64_t r0 = 0; r0 < n;)
-	{
-		int64_t		c = (int64_t) (g->bounce_bytes / (vb * d));
-		pggpu_status st;
-
-		c = c < n - r0 ? c : n - r0;
-		if (by_rows)
-			for (int64_t r = 0; r < c; r++)
-				memcpy((char *) g->bounce + vb * (size_t) (r * d), (const char *) v + vb * (size_t) ((r0 + r) * pitch),
-					   vb * d);
-		else
-			for (int j = 0; j < d; j++)
-				memcpy((char *) g->bounce + vb * (size_t) j * c, (const char *) v + vb * ((size_t) j * pitch + r0),
-					   vb * c);
-		if ((st = put_rows(kn, g, b, at + r0, g->bounce, by_rows ? d : c, c, by_rows, err)) != PGGPU_OK)
-			return st;
-		r0 += c;
-	}
 	return PGGPU_OK;
 }
 
