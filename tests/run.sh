@@ -10,8 +10,8 @@
 #      the pg_regress suite with pg_gpu.device=cpu (and =gpu where a GPU exists),
 #      then 16 concurrent backends against one backend's answers (CPU path),
 #      the isolation tests (sessions changing a table while others cluster it),
-#      pg_dump/restore of a database that uses the extension, the README's
-#      analyst session, Citus
+#      pg_dump/restore of a database that uses the extension, the analyst's
+#      session of docs/models.md, Citus
 #      distributed tables (tests/citus.sh: Citus built once from
 #      ../shared/vendor), and a smoke run of the benchmark suite
 #      (tests/bench/run.sh --smoke);
@@ -83,7 +83,7 @@ analyst_session() {
     psql -X -q -v ON_ERROR_STOP=1 -d pg_gpu_analyst -c "SET pg_gpu.device = cpu" -f tests/demo/analyst.sql >/dev/null &&
     psql -X -q -d postgres -c "DROP DATABASE pg_gpu_analyst"
 }
-step "the README's analyst session runs (tests/demo/analyst.sql)" analyst_session
+step "the analyst's session of docs/models.md runs (tests/demo/analyst.sql)" analyst_session
 step "every SQL example of README.md runs as written (tests/readme.sh)" bash tests/readme.sh
 step "Citus distributed tables (tests/citus.sh)" bash tests/citus.sh
 step "benchmark suite, smoke run (tests/bench/run.sh --smoke)" bash tests/bench/run.sh --smoke

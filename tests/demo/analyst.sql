@@ -1,4 +1,4 @@
--- tests/demo/analyst.sql - an analyst's session (the README's): fit with
+-- tests/demo/analyst.sql - an analyst's session (docs/models.md's): fit with
 -- scaling and several starts, store the model, apply it to new rows by
 -- column name, one row at a time in a trigger, and pick k.  Creates what it
 -- uses; psql -f tests/demo/analyst.sql in a database with pg_gpu.
