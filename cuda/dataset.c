@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,11 +87,15 @@ pggpu_gpus_start(const int *gpus, int n)
 		pggpu_run_together(start_job, (void *) gpus, n, NULL, &stop);
 }
 
+/* pggpu_gpus_warm's threads not yet done */
+static atomic_int warming;
+
 static void *
 warm_main(void *arg)
 {
 	pggpu_gpu_start_impl((int) (intptr_t) arg);
 	pggpu_blas_load();
+	atomic_fetch_sub(&warming, 1);
 	return NULL;
 }
 
@@ -110,10 +115,21 @@ pggpu_gpus_warm(const int *gpus, int n)
 	{
 		pthread_t	tid;
 
-		(void) pthread_create(&tid, &attr, warm_main, (void *) (intptr_t) gpus[i]);
+		atomic_fetch_add(&warming, 1);
+		if (pthread_create(&tid, &attr, warm_main, (void *) (intptr_t) gpus[i]) != 0)
+			atomic_fetch_sub(&warming, 1);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
+}
+
+void
+pggpu_gpus_warmed(void)
+{
+	struct timespec ms = {0, 1000000};
+
+	while (atomic_load(&warming) > 0)
+		nanosleep(&ms, NULL);
 }
 
 pggpu_status

@@ -103,6 +103,12 @@ void		pggpu_gpus_start(const int *gpus, int n);
  * cannot be started.
  */
 void		pggpu_gpus_warm(const int *gpus, int n);
+/*
+ * Waits for pggpu_gpus_warm's threads to end: a process leaving calls it
+ * first, so that CUDA is not torn down (exit's handlers) under a thread
+ * still making a context.
+ */
+void		pggpu_gpus_warmed(void);
 
 /* ---- data sets ---------------------------------------------------------- */
 

@@ -22,6 +22,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "portability/instr_time.h"
+#include "storage/ipc.h"
 #include "utils/builtins.h"
 #include "catalog/pg_collation.h"
 #include "utils/lsyscache.h"
@@ -474,6 +475,13 @@ base_consume(void *arg, const PgGpuPart *p)
 	t->skipped += p->nbad;
 }
 
+/* on_proc_exit: the GPUs' contexts still being made in their threads, waited for */
+static void
+knn_warmed(int code, Datum arg)
+{
+	pggpu_gpus_warmed();
+}
+
 static Datum
 knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 {
@@ -546,7 +554,15 @@ knn_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 	backend = pg_gpu_choose_backend();
 	st->nkn = backend == PGGPU_BACKEND_GPU ? pg_gpu_shares(backend, gpus) : 1;
 	if (backend == PGGPU_BACKEND_GPU)
+	{
+		static bool wait_at_exit = false;
+
+		/* (a backend that leaves while they run waits for them first: knn_warmed) */
+		if (!wait_at_exit)
+			on_proc_exit(knn_warmed, 0);
+		wait_at_exit = true;
 		pggpu_gpus_warm(gpus, st->nkn);
+	}
 	INSTR_TIME_SET_CURRENT(start);
 	pg_gpu_read_parts(&qsrc, true, NULL, PGGPU_FLOAT64, queries_consume, &qrows);
 	INSTR_TIME_SET_CURRENT(read_q);
