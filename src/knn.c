@@ -414,7 +414,7 @@ max_abs(const double *v, int64 n)
  * for size first (floats cannot be too large)
  */
 static void
-columns_take(KnnState *st, const PgGpuPart *p, int64 off, int64 take)
+rows_put(KnnState *st, const PgGpuPart *p, int64 off, int64 take)
 {
 	Tile	   *t = &st->tile;
 	int			d = st->d;
@@ -467,7 +467,7 @@ base_consume(void *arg, const PgGpuPart *p)
 				pg_gpu_raise(&err);
 			t->filling = true;
 		}
-		columns_take(st, p, off, take);
+		rows_put(st, p, off, take);
 		off += take;
 		if (t->n == st->tile_rows)
 			tile_run(st);

@@ -511,6 +511,7 @@ extern bool pg_gpu_row_to_part(const PgGpuRowSpec *spec, TupleTableSlot *slot,
 							   PgGpuPart *part);
 /* the process's time detoasting vectors there (a parallel read's DEBUG2 line) */
 extern PGDLLIMPORT instr_time pg_gpu_detoast_time;
+extern PGDLLIMPORT bool pg_gpu_detoast_timed;	/* timed at all (a worker of a read logged at DEBUG2) */
 /* the DENSE row of pg_gpu_row_to_part */
 extern void pg_gpu_dense_row(const PgGpuRowSpec *spec, TupleTableSlot *slot,
 							 PgGpuPart *part);

@@ -110,6 +110,7 @@ typedef struct ScanShared
 	Size		slot_stride;	/* a ScanSlot, slot_bytes, prio_bytes (whole pages: pinned) */
 	Size		ring_off;		/* the first slot's offset (a page's start: pinned) */
 	pg_atomic_uint64 next_chunk;	/* the next chunk nobody has taken */
+	bool		timed;			/* the leader logs DEBUG2: the workers time their rows */
 	PgGpuRowSpec spec;
 	ScanWorker	workers[FLEXIBLE_ARRAY_MEMBER];
 	/* then the slots */
@@ -307,6 +308,7 @@ scan_chunk(Scanner *s, int64 chunk, BlockNumber nblocks, BlockNumber per_chunk)
 	while (heap_getnextslot(s->scan, ForwardScanDirection, s->tslot))
 	{
 		MemoryContext old;
+		bool		timed = s->sh && s->sh->timed;	/* (two clock reads a row otherwise saved) */
 		instr_time	t0,
 					t1;
 
@@ -316,7 +318,8 @@ scan_chunk(Scanner *s, int64 chunk, BlockNumber nblocks, BlockNumber per_chunk)
 			part_end(s, chunk, &part, false);
 			part_begin(s, chunk, &part);
 		}
-		INSTR_TIME_SET_CURRENT(t0);
+		if (timed)
+			INSTR_TIME_SET_CURRENT(t0);
 		old = MemoryContextSwitchTo(s->rowcxt);
 		if (!pg_gpu_row_to_part(s->spec, s->tslot, &part))
 		{
@@ -329,8 +332,11 @@ scan_chunk(Scanner *s, int64 chunk, BlockNumber nblocks, BlockNumber per_chunk)
 				elog(ERROR, "pg_gpu: a row does not fit an empty part");
 		}
 		MemoryContextSwitchTo(old);
-		INSTR_TIME_SET_CURRENT(t1);
-		INSTR_TIME_ACCUM_DIFF(s->converted, t1, t0);
+		if (timed)
+		{
+			INSTR_TIME_SET_CURRENT(t1);
+			INSTR_TIME_ACCUM_DIFF(s->converted, t1, t0);
+		}
 	}
 	part_end(s, chunk, &part, true);
 }
@@ -369,6 +375,7 @@ pg_gpu_scan_worker(dsm_segment *seg, shm_toc *toc)
 	memset(&s, 0, sizeof(s));
 	s.sh = sh;
 	s.spec = &sh->spec;
+	pg_gpu_detoast_timed = sh->timed;
 	scanner_begin(&s, rel);
 	for (;;)
 	{
@@ -452,10 +459,9 @@ planned_workers(Relation rel, BlockNumber nblocks)
  * fit one slot (slot_rows), with a tenth to spare for blocks fuller than
  * the average.  The leader takes the chunks in order and a chunk's parts
  * through its one slot, so a chunk of two parts has its worker wait for the
- * leader to take the first, and the other workers wait with their slots
- * full: at 136 rows of 768 floats a block (in TOAST) and 1344 a slot,
- * chunks of 10 blocks were nearly all two parts (the ids' room had not been
- * counted), and the workers waited a third of the read for slots.
+ * leader to take the first while the others wait with their slots full (at
+ * 136 rows of 768 floats a block and 1344 a slot, chunks of 10 blocks were:
+ * the workers waited a third of the read for slots).
  */
 static BlockNumber
 chunk_blocks(BlockNumber nblocks, int nworkers, double block_rows, int64 slot_rows)
@@ -712,19 +718,14 @@ report_times(Scanner *s, ParallelContext *pcxt, double total_ms)
 	}
 }
 
-/* on the segment's detach (the end of the read, or an error): the ring unpinned before it is unmapped */
+/* on the segment's detach (the read's end, an error): unpinned before it is unmapped */
 static void
 ring_unpin(dsm_segment *seg, Datum arg)
 {
 	pggpu_host_unregister(DatumGetPointer(arg));
 }
 
-/*
- * A read whose consumer copies its parts to a GPU: the ring pinned for the
- * GPUs, so that a device copies a part straight out of its slot (no copy by
- * the leader: on the GPU machine, copying 3 GB of parts into pinned buffers
- * by columns took the leader 1.2 s, more than the workers' scanning)
- */
+/* the ring pinned for the GPUs, which copy parts out of their slots (the leader copying 3 GB took 1.2 s) */
 static void
 ring_pin(Scanner *s, ParallelContext *pcxt, ScanShared *sh)
 {
@@ -752,10 +753,7 @@ read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *ws
 			  Size slot_bytes, Size prio_bytes, int workers, int nslots, BlockNumber per_chunk)
 {
 	ParallelContext *pcxt;
-	/*
-	 * (slots of whole cache lines, pg_gpu_part_flush streams lines; of whole
-	 * pages where they are pinned)
-	 */
+	/* (slots of whole cache lines, pg_gpu_part_flush streams lines; pinned, of whole pages) */
 	Size		page = wspec->pinned ? (Size) sysconf(_SC_PAGESIZE) : 0;
 	Size		stride = CACHELINEALIGN(sizeof(ScanSlot)) + CACHELINEALIGN(slot_bytes) +
 		CACHELINEALIGN(prio_bytes);
@@ -787,6 +785,7 @@ read_parallel(Scanner *s, Oid relid, BlockNumber nblocks, const PgGpuRowSpec *ws
 	if (page > 0)
 		sh->ring_off = TYPEALIGN(page, (uintptr_t) sh + sh->ring_off) - (uintptr_t) sh;
 	pg_atomic_init_u64(&sh->next_chunk, 0);
+	sh->timed = message_level_is_interesting(DEBUG2);
 	memcpy(&sh->spec, wspec, sizeof(PgGpuRowSpec));
 	for (int i = 0; i < workers; i++)
 	{

@@ -430,6 +430,7 @@ put_doubles(PgGpuVecKind kind, const char *data, int64 d, double *dst, int64 str
  * worker's (from 0: a worker reads once) for its read's DEBUG2 line
  */
 instr_time	pg_gpu_detoast_time;
+bool		pg_gpu_detoast_timed;
 
 /*
  * VECTOR: the row's vector as values j * cap + i of the part (i * d + j
@@ -465,7 +466,7 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 	if (slot->tts_isnull[a])
 		goto skip;
 	raw = (struct varlena *) DatumGetPointer(slot->tts_values[a]);
-	if (VARATT_IS_EXTENDED(raw))
+	if (pg_gpu_detoast_timed && VARATT_IS_EXTENDED(raw))
 	{
 		instr_time	t0,
 					t1;
@@ -476,7 +477,7 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 		INSTR_TIME_ACCUM_DIFF(pg_gpu_detoast_time, t1, t0);
 	}
 	else
-		v = raw;
+		v = PG_DETOAST_DATUM(slot->tts_values[a]);
 	len = vector_parts(spec->veckind, v, &data, &nulls, spec, slot, NULL);
 	if (len == 0 && spec->veckind == PG_GPU_VEC_GEOMETRY)
 		goto skip_free;			/* an empty point: unusable, as a NULL */
