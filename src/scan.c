@@ -535,8 +535,6 @@ check_workers(ParallelContext *pcxt, ScanShared *sh)
 	}
 }
 
-/* the most workers beside which the leader scans ahead (consume_chunk) */
-#define AHEAD_MAX_WORKERS 2
 
 /* hands chunk's parts to the consumer, scanning the chunk if nobody took it */
 static void
@@ -630,15 +628,16 @@ consume_chunk(Scanner *s, ParallelContext *pcxt, int64 chunk, BlockNumber per_ch
 		 * ahead, its parts kept in the leader's memory for their turn (a
 		 * leader that only waited left one process of the plan's idle: with
 		 * one worker, half the scanning).  One such chunk at a time, so that
-		 * the workers' slots are not left full for long; and only beside one
-		 * or two workers: with more, the slots fill while the leader scans
-		 * (7 workers on the GPU machine, 10^6 vectors of 768 values in
-		 * TOAST: the workers waited 0.75 s for slots while the leader spent
-		 * 1.06 s scanning 91 chunks ahead, and the read took 1.83 s, where
-		 * it had taken 1.4-1.6 s without; on the CI machine's 2 cores, with
-		 * one worker, 0.72-0.80 s against 0.89-1.09 s).
+		 * the workers' slots are not left full for long.  (On the CI
+		 * machine's 2 cores, with one worker, 0.72-0.80 s against 0.89-1.09
+		 * s.  Beside 7 workers on the GPU machine, 10^6 vectors of 768
+		 * values in TOAST, the leader scanned 61-88 chunks of 820 ahead and
+		 * the workers were busy 1.06-1.19 s each where they were 1.11-1.29
+		 * s without; before a chunk fitted a slot, a worker waited for the
+		 * leader at every chunk, and scanning ahead beside more than two
+		 * workers lost.)
 		 */
-		if (pcxt->nworkers_launched <= AHEAD_MAX_WORKERS && s->ahead < 0 && next > (uint64) chunk &&
+		if (s->ahead < 0 && next > (uint64) chunk &&
 			next < (uint64) sh->nchunks &&
 			pg_atomic_compare_exchange_u64(&sh->next_chunk, &next, next + 1))
 		{
