@@ -2,9 +2,10 @@
  * columns.c - what a stored model needs beside the fit: standard scaling of
  * a data set's columns (the same on both backends: the backends sum each
  * tile's column in the order of pggpu_col_sum, the tiles are added here in
- * order), rows copied out (a sample for the silhouette), and the nearest
- * centroid of one row on the host (a scalar assignment), and the silhouette
- * of a clustering on a sample of its rows (choosing k).
+ * order), its rows scaled to norm 1 (cosine), rows copied out (a sample
+ * for the silhouette), and the nearest centroid of one row on the host (a
+ * scalar assignment), and the silhouette of a clustering on a sample of its
+ * rows (choosing k).
  */
 #include <float.h>
 #include <math.h>
@@ -148,6 +149,28 @@ pggpu_status
 pggpu_data_standardize(pggpu_data *ds, double *mean, double *std, pggpu_error *err)
 {
 	return pggpu_data_standardize_parts(&ds, 1, mean, std, err);
+}
+
+pggpu_status
+pggpu_data_unit_rows(pggpu_data *ds, pggpu_error *err)
+{
+	bool		was = ds->parked;
+	pggpu_status st;
+
+	if (ds->scale_e != 0)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "rows are scaled to norm 1 before any other scaling");
+	if (ds->n == 0)
+		return PGGPU_OK;
+	if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK)
+		return st;
+	ds->range_known = false;
+	return pggpu_repark(ds, was, ds->ops->unit_rows(ds, err), err);
+}
+
+bool
+pggpu_unit_row(double *x, int64_t stride, int d)
+{
+	return pggpu_normalize_at(x, stride, d, 1.0);
 }
 
 pggpu_status

@@ -81,6 +81,7 @@ struct pggpu_data
 	 */
 	bool		f32;
 	bool		f16;
+	bool		wide_fed;		/* held as doubles from the first row, fed narrow (pggpu_data_hold_wide) */
 	bool		narrow_held;
 	bool		f16_held;
 };
@@ -109,8 +110,11 @@ typedef struct pggpu_ops
 						  pggpu_error *err);
 	/* the staging buffer: doubles, or floats when ds->f32, or halves when ds->f16 */
 	void	   *(*batch) (pggpu_data *ds);
-	/* takes rows [0, nrows) of the batch; rows past nrows must read as 0 */
-	pggpu_status (*push) (pggpu_data *ds, int64_t nrows, pggpu_error *err);
+	/*
+	 * takes rows [0, nrows) of the batch, by columns or (by_rows) by rows;
+	 * rows past nrows must read as 0
+	 */
+	pggpu_status (*push) (pggpu_data *ds, int64_t nrows, bool by_rows, pggpu_error *err);
 	void		(*close) (pggpu_data *ds);
 	/* the least and largest non-zero |value| (INFINITY and 0 when none) */
 	pggpu_status (*range) (pggpu_data *ds, double *lo, double *hi, pggpu_error *err);
@@ -183,6 +187,11 @@ typedef struct pggpu_ops
 	/* every row's x_ij := (x_ij - sub[j]) / div[j]; the rows past n stay 0 */
 	pggpu_status (*col_affine) (pggpu_data *ds, const double *sub, const double *div,
 								pggpu_error *err);
+	/*
+	 * every row scaled to Euclidean norm 1 (pggpu_normalize_at; a zero row
+	 * stays zero), the rows held as doubles (widened first)
+	 */
+	pggpu_status (*unit_rows) (pggpu_data *ds, pggpu_error *err);
 
 	/*
 	 * Optional (NULL: the rows never leave; the CPU's are in host memory):
@@ -359,11 +368,12 @@ pggpu_cpu_value(const double *X, const float *Xf, const uint16_t *Xh, int64_t at
 	return X ? X[at] : Xf ? (double) Xf[at] : (double) pggpu_cpu_half(Xh[at]);
 }
 
-/* the CPU backend's col_sums and col_affine (cpu/columns.c), over its rows */
+/* the CPU backend's col_sums, col_affine and unit_rows (cpu/columns.c), over its rows */
 pggpu_status pggpu_cpu_col_sums(pggpu_data *ds, const double *center, double *sums,
 								pggpu_error *err);
 pggpu_status pggpu_cpu_col_affine(pggpu_data *ds, const double *sub, const double *div,
 								  pggpu_error *err);
+pggpu_status pggpu_cpu_unit_rows(pggpu_data *ds, pggpu_error *err);
 /* the CPU backend's range and scale (cpu/columns.c) */
 pggpu_status pggpu_cpu_range(pggpu_data *ds, double *lo, double *hi, pggpu_error *err);
 pggpu_status pggpu_cpu_scale(pggpu_data *ds, double factor, pggpu_error *err);
@@ -680,15 +690,16 @@ pggpu_draw_weight(const double *dist2, const double *rw, int64_t i0, int64_t n)
 }
 
 /*
- * c (d values) scaled to Euclidean norm `norm` (spherical k-means: the
- * centroids after each update, given centroids); a zero vector stays zero.
+ * c (d values, stride apart) scaled to Euclidean norm `norm` (spherical
+ * k-means: the centroids after each update, given centroids; norm 1: the
+ * rows, pggpu_unit_row); a zero vector stays zero (false).
  * The same roundings on the host and the GPU: |c| = m sqrt(sum (c_j / m)^2)
  * over j in order (m = max |c_j|: no square overflows), each operation
  * rounded on its own (no fused multiply-add); for c below double's normal
  * range (m < DBL_MIN), c_j / m times norm / sqrt(sum (c_j / m)^2).
  */
-PGGPU_HD void
-pggpu_normalize(double *c, int d, double norm)
+PGGPU_HD bool
+pggpu_normalize_at(double *c, int64_t stride, int d, double norm)
 {
 	double		m = 0,
 				ss = 0,
@@ -696,12 +707,12 @@ pggpu_normalize(double *c, int d, double norm)
 				f;
 
 	for (int j = 0; j < d; j++)
-		m = fmax(m, fabs(c[j]));
+		m = fmax(m, fabs(c[j * stride]));
 	if (!(m > 0))
-		return;
+		return false;
 	for (int j = 0; j < d; j++)
 	{
-		double		q = c[j] / m;
+		double		q = c[j * stride] / m;
 
 		ss = PGGPU_ADD(ss, PGGPU_MUL(q, q));
 	}
@@ -709,7 +720,7 @@ pggpu_normalize(double *c, int d, double norm)
 	f = norm / den;
 	if (den >= PGGPU_DBL_MIN && isfinite(f))
 		for (int j = 0; j < d; j++)
-			c[j] = PGGPU_MUL(c[j], f);
+			c[j * stride] = PGGPU_MUL(c[j * stride], f);
 	else
 	{
 		/*
@@ -724,8 +735,16 @@ pggpu_normalize(double *c, int d, double norm)
 		double		g = norm / sqrt(ss);
 
 		for (int j = 0; j < d; j++)
-			c[j] = PGGPU_MUL(c[j] / m, g);
+			c[j * stride] = PGGPU_MUL(c[j * stride] / m, g);
 	}
+	return true;
+}
+
+/* as pggpu_normalize_at, the values side by side */
+PGGPU_HD void
+pggpu_normalize(double *c, int d, double norm)
+{
+	(void) pggpu_normalize_at(c, 1, d, norm);
 }
 
 /* each of the k rows of C (k x d, row-major) scaled to norm `norm` */

@@ -261,6 +261,7 @@ pggpu_data_set_dtype(pggpu_data *ds, pggpu_dtype dtype, pggpu_error *err)
 		return PGGPU_OK;
 	ds->f32 = dtype == PGGPU_FLOAT32;
 	ds->f16 = dtype == PGGPU_FLOAT16;
+	ds->wide_fed = false;
 	/* (narrow_held is the backend's: what its memory holds now, which the op compares with f32) */
 	return ds->ops->dtype ? ds->ops->dtype(ds, err) : PGGPU_OK;
 }
@@ -310,8 +311,8 @@ pggpu_data_batch_rows(const pggpu_data *ds)
 	return (int64_t) 1 << ds->log_b;
 }
 
-pggpu_status
-pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
+static pggpu_status
+push(pggpu_data *ds, int64_t nrows, bool by_rows, pggpu_error *err)
 {
 	double		t0;
 	pggpu_status st;
@@ -321,15 +322,45 @@ pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
 						  (long long) nrows);
 	if (ds->parked)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no rows may be pushed to a parked data set");
-	/* (the staging batch holds floats or halves, the set doubles now: they would be taken as doubles) */
-	if ((ds->f32 || ds->f16) != ds->narrow_held)
-		return pggpu_fail(err, PGGPU_ERR_INVALID,
+	/*
+	 * (the staging batch holds floats or halves, the set doubles now: they
+	 * would be taken as doubles; but a set held wide from its first row
+	 * widens the rows it takes by rows)
+	 */
+	if ((ds->f32 || ds->f16) != ds->narrow_held && !(ds->wide_fed && by_rows))
+		return pggpu_fail(err, PGGPU_ERR_INVALID, ds->wide_fed ?
+						  "a float32 or float16 data set held as doubles from its first row takes its rows by rows" :
 						  "no rows may be pushed to a float32 or float16 data set once its rows are held as doubles");
 	t0 = pggpu_seconds();
 	ds->range_known = false;
-	st = ds->ops->push(ds, nrows, err);
+	st = ds->ops->push(ds, nrows, by_rows, err);
 	ds->push_seconds += pggpu_seconds() - t0;
 	return st;
+}
+
+pggpu_status
+pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
+{
+	return push(ds, nrows, false, err);
+}
+
+pggpu_status
+pggpu_data_push_by_rows(pggpu_data *ds, int64_t nrows, pggpu_error *err)
+{
+	return push(ds, nrows, true, err);
+}
+
+pggpu_status
+pggpu_data_hold_wide(pggpu_data *ds, pggpu_error *err)
+{
+	pggpu_status st;
+
+	if (!(ds->f32 || ds->f16) || ds->n != 0 || ds->parked)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "only a float32 or float16 data set with no rows is held wide");
+	if (ds->narrow_held && (st = ds->ops->widen(ds, err)) != PGGPU_OK)
+		return st;
+	ds->wide_fed = true;
+	return PGGPU_OK;
 }
 
 double

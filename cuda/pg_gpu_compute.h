@@ -176,6 +176,40 @@ int64_t		pggpu_data_batch_rows(const pggpu_data *ds);
 pggpu_status pggpu_data_push(pggpu_data *ds, int64_t nrows, pggpu_error *err);
 
 /*
+ * As pggpu_data_push, the staging buffer holding its nrows rows by rows
+ * instead: value j of row r at buf[r * d + j], as a parallel read's
+ * workers write them.  The backend turns them into its columns: the GPU
+ * on the device after the copy, the CPU in the calling thread (a
+ * caller pushing to the CPU fills columns, which its workers can).
+ */
+pggpu_status pggpu_data_push_by_rows(pggpu_data *ds, int64_t nrows, pggpu_error *err);
+
+/*
+ * A FLOAT32 or FLOAT16 set with no rows yet held as doubles from its first
+ * row: its rows still pushed in their type, by rows only
+ * (pggpu_data_push_by_rows), each value widened exactly as it arrives.  For
+ * a caller about to rewrite every value (cosine: pggpu_data_unit_rows), so
+ * that the set never holds both copies.
+ */
+pggpu_status pggpu_data_hold_wide(pggpu_data *ds, pggpu_error *err);
+
+/*
+ * Every row of ds scaled to Euclidean norm 1, as pggpu_unit_row scales one
+ * (a cosine fit's rows read as they are stored, their norms taken once on
+ * the device; a zero row stays zero: the caller leaves those out), held
+ * as doubles from then on.  Before any scaling (PGGPU_ERR_INVALID after).
+ */
+pggpu_status pggpu_data_unit_rows(pggpu_data *ds, pggpu_error *err);
+
+/*
+ * x (d values, stride apart) scaled to Euclidean norm 1, with the roundings
+ * of pggpu_data_unit_rows and of the cosine centroids: |x| = m sqrt(sum
+ * (x_j / m)^2) (m = max |x_j|), then x_j (1 / |x|); false, x untouched,
+ * when it is zero.
+ */
+bool		pggpu_unit_row(double *x, int64_t stride, int d);
+
+/*
  * m rows (row-major, m x d) pushed into ds, a batch at a time: row order[t]
  * of rows the t-th (order NULL: in order).  Into a FLOAT32 set each value
  * is rounded to float, into a FLOAT16 one to a half (exact for the values

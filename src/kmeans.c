@@ -99,17 +99,38 @@ notice_skipped(const PgGpuSource *src, const PgGpuRows *rows, const char *skippe
 						src->relname, src->normalize ? ", or are zero in all of them" : "", skipped)));
 }
 
-/* reads the relation (for a fit into k clusters at most; 0: a labelling); notes skipped rows */
+/*
+ * reads the relation (for a fit into k clusters at most; 0: a labelling);
+ * notes skipped rows.  Cosine on a GPU, of floats or halves: the rows read
+ * as they are stored (the workers write them by rows, skipping zero ones),
+ * held as doubles from the first, and scaled to norm 1 on the device once
+ * read, the same values as the workers' scaling gives (pggpu_unit_row):
+ * the read moves half the bytes and spends no pass of its own on them.
+ */
 static PgGpuData *
 load(const PgGpuSource *src, const FitSettings *fs, bool want_ids, PgGpuRows *rows,
 	 const char *skipped, int k)
 {
-	PgGpuData  *data = pg_gpu_data_open(pg_gpu_choose_backend(), src->ncols,
-										(int64) src->expected_rows, k);
+	pggpu_backend backend = pg_gpu_choose_backend();
+	PgGpuData  *data = pg_gpu_data_open(backend, src->ncols, (int64) src->expected_rows, k);
+	PgGpuSource stored = *src;
 
+	stored.normalize = false;
+	stored.skip_zero = true;
 	pg_gpu_data_set_kmeans(data, fs->metric, pg_gpu_kmeans_precision == PG_GPU_PRECISION_DOUBLE);
-	pg_gpu_data_set_dtype(data, pg_gpu_source_dtype(src, fs->standard));
-	pg_gpu_read_source(src, data, want_ids, rows);
+	if (src->normalize && !fs->standard && backend == PGGPU_BACKEND_GPU &&
+		src->veckind != PG_GPU_VEC_NONE && pg_gpu_source_dtype(&stored, false) != PGGPU_FLOAT64)
+	{
+		pg_gpu_data_set_dtype(data, pg_gpu_source_dtype(&stored, false));
+		pg_gpu_data_hold_wide(data);
+		pg_gpu_read_source(&stored, data, want_ids, rows);
+		pg_gpu_data_unit_rows(data);
+	}
+	else
+	{
+		pg_gpu_data_set_dtype(data, pg_gpu_source_dtype(src, fs->standard));
+		pg_gpu_read_source(src, data, want_ids, rows);
+	}
 	if (data->nshares > 1)
 		elog(DEBUG1, "pg_gpu: %lld rows of \"%s\" dealt to %d shares on %s",
 			 (long long) rows->nvalid, src->relname, data->nshares, pg_gpu_data_device(data));

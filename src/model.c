@@ -970,7 +970,7 @@ gpu_kmeans_predict(PG_FUNCTION_ARGS)
 	for (int j = 0; ok && j < m->d; j++)
 		ok = isfinite(pc->x[j]);
 	if (ok && m->metric == PGGPU_METRIC_COSINE)
-		ok = pg_gpu_unit_row(pc->x, 1, m->d);
+		ok = pggpu_unit_row(pc->x, 1, m->d);
 	if (!ok)
 		PG_RETURN_NULL();
 	if (m->standard)

@@ -333,7 +333,8 @@ open_part(PgGpuData *data, int gpu, int64 expected_rows)
 	pggpu_data_set_interrupts(ds, pg_gpu_check_interrupts, NULL);
 	pggpu_data_set_metric(ds, data->metric);
 	pggpu_data_set_double_only(ds, data->double_only);
-	if (pggpu_data_set_dtype(ds, data->dtype, &err) != PGGPU_OK)
+	if (pggpu_data_set_dtype(ds, data->dtype, &err) != PGGPU_OK ||
+		(data->wide && pggpu_data_hold_wide(ds, &err) != PGGPU_OK))
 		pg_gpu_raise(&err);
 	return ds;
 }
@@ -455,6 +456,36 @@ pg_gpu_data_set_dtype(PgGpuData *data, pggpu_dtype dtype)
 	for (int i = 0; i < data->nparts; i++)
 		if (pggpu_data_set_dtype(data->parts[i], dtype, &err) != PGGPU_OK)
 			pg_gpu_raise(&err);
+}
+
+void
+pg_gpu_data_hold_wide(PgGpuData *data)
+{
+	pggpu_error err = {0};
+
+	if (pg_gpu_data_rows(data) != 0 || data->dtype == PGGPU_FLOAT64)
+		elog(ERROR, "pg_gpu: only floats or halves, before the first row, are held wide");
+	/* a part's rows at 8 bytes a value again (pg_gpu_data_set_dtype made them more) */
+	if (data->part_rows > 0)
+		data->part_rows = Max(data->part_rows * pggpu_dtype_held_bytes(data->dtype, data->d) /
+							  pggpu_dtype_held_bytes(PGGPU_FLOAT64, data->d), 1);
+	data->wide = true;
+	for (int i = 0; i < data->nparts; i++)
+		if (pggpu_data_hold_wide(data->parts[i], &err) != PGGPU_OK)
+			pg_gpu_raise(&err);
+}
+
+void
+pg_gpu_data_unit_rows(PgGpuData *data)
+{
+	pggpu_error err = {0};
+
+	for (int i = 0; i < data->nparts; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (pggpu_data_unit_rows(data->parts[i], &err) != PGGPU_OK)
+			pg_gpu_raise(&err);
+	}
 }
 
 pggpu_data *

@@ -115,6 +115,7 @@ typedef struct PgGpuData
 	pggpu_metric metric;
 	bool		double_only;
 	pggpu_dtype dtype;			/* the type the rows are pushed in (every part's) */
+	bool		wide;			/* but held as doubles from the first (pg_gpu_data_hold_wide) */
 	int			nshares;
 	int			share_gpu[PGGPU_MAX_THREADS];	/* a share's GPU (-1: the CPU) */
 	int			share_part[PGGPU_MAX_THREADS];	/* the part of it being filled */
@@ -130,6 +131,14 @@ extern void pg_gpu_data_close(PgGpuData *data);
 extern void pg_gpu_data_set_kmeans(PgGpuData *data, pggpu_metric metric, bool double_only);
 /* the type its rows are pushed in (pg_gpu_source_dtype), before the first */
 extern void pg_gpu_data_set_dtype(PgGpuData *data, pggpu_dtype dtype);
+/*
+ * floats or halves (the type set) held as doubles from the first row, for
+ * pg_gpu_data_unit_rows after the read (pggpu_data_hold_wide; the rows
+ * come by rows: a GPU's read)
+ */
+extern void pg_gpu_data_hold_wide(PgGpuData *data);
+/* every row of every part scaled to norm 1 (cosine: pggpu_data_unit_rows) */
+extern void pg_gpu_data_unit_rows(PgGpuData *data);
 /* the part the next batch goes to (the next share's) */
 extern pggpu_data *pg_gpu_data_filling(PgGpuData *data);
 /* the next share's part full: parked, and a new one opened for the share; returns it */
@@ -196,6 +205,7 @@ typedef struct PgGpuSource
 	int			natts;			/* columns read: ncols, or 1 for a vector column */
 	PgGpuVecKind veckind;		/* the one vector column's type, or NONE */
 	bool		normalize;		/* rows scaled to unit length (metric cosine) */
+	bool		skip_zero;		/* a zero vector skipped as unusable (cosine's rows scaled after the read) */
 	char	  **colnames;		/* natts of them */
 	bool		defaulted;		/* columns => NULL: every numeric column */
 	Oid		   *coltypes;		/* base types */
@@ -284,8 +294,12 @@ extern void pg_gpu_read_source(const PgGpuSource *src, PgGpuData *data,
 							   bool want_ids, PgGpuRows *rows);
 extern void pg_gpu_read_sources(const PgGpuSource *srcs, int nsrcs, PgGpuData *data,
 								bool want_ids, PgGpuRows *rows);
-/* ERROR: no row of src is usable (the detail names the columns at fault) */
+/* ERROR: no row of src is usable (the detail names the columns at fault: unusable.c) */
 pg_noreturn extern void pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGpuRows *rows);
+/* "a, b": names quoted as identifiers, as in a query; literals: "'a', 'b'" (read.c) */
+extern char *pg_gpu_column_list(char **names, int n, bool literals);
+/* "SELECT [id, ]c1, ..., cd FROM rel" (read.c) */
+extern char *pg_gpu_source_select(const PgGpuSource *src, bool want_ids);
 
 /* ---- progress, in pg_stat_activity.query (progress.c) ---- */
 
@@ -401,6 +415,7 @@ typedef struct PgGpuRowSpec
 	int64		veclen;
 	NameData	colname;
 	bool		normalize;
+	bool		skip_zero;		/* VECTOR: a zero vector skipped, as normalize skips it */
 	/* a sample's read: the parts' priorities (pggpu_sample_priorities) by this seed */
 	bool		sampled;
 	uint64		sample_seed;
@@ -484,6 +499,14 @@ typedef struct PgGpuPart
 
 typedef void (*PgGpuPartConsumer) (void *arg, const PgGpuPart *part);
 
+/* the part's values, of its dtype */
+static inline const void *
+pg_gpu_part_values(const PgGpuPart *part)
+{
+	return part->dtype == PGGPU_FLOAT16 ? (const void *) part->values16 :
+		part->dtype == PGGPU_FLOAT32 ? (const void *) part->values32 : (const void *) part->values;
+}
+
 /* an empty part over buf (len -1: not known yet), of values of dtype */
 extern void pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len,
 							 bool growable, pggpu_dtype dtype, int16 keylen, bool rowwise);
@@ -533,8 +556,6 @@ extern bool pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, Pg
 /* one vector value as d doubles (ERROR on another length; -1: a NULL element) */
 extern int64 pg_gpu_vector_values(PgGpuVecKind kind, Datum value, int64 d, double *out,
 								  const char *what);
-/* scales a row (d values stride apart) to unit length; false for a zero row */
-extern bool pg_gpu_unit_row(double *x, int64 stride, int64 d);
 
 /* the row's id (spec->idpos) as a part keeps it; ERROR when it is NULL; false: no room */
 extern bool pg_gpu_slot_key(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part,
@@ -580,6 +601,11 @@ extern void pg_gpu_sink_end(PgGpuSink *sink, PgGpuRows *rows);
  */
 extern void pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, const uint64 *sample_seed,
 							  pggpu_dtype dtype, PgGpuPartConsumer consume, void *arg);
+/*
+ * src as a read into a data set on backend takes it: a GPU's vectors by
+ * rows (the device turns them into columns), else by columns
+ */
+extern PgGpuSource pg_gpu_source_for(const PgGpuSource *src, pggpu_backend backend);
 /*
  * m rows (row-major, src->ncols each, doubles or, into a FLOAT32 set,
  * floats as dtype says; row order[t] the t-th, order NULL: in turn) into data

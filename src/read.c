@@ -116,8 +116,8 @@ pg_gpu_check_label_memory(const PgGpuSource *src, double rows, const char *pre, 
  * "a, b": names quoted as identifiers, as in a query; literals: "'a', 'b'",
  * as in an ARRAY[...] of text
  */
-static char *
-column_list(char **names, int n, bool literals)
+char *
+pg_gpu_column_list(char **names, int n, bool literals)
 {
 	StringInfoData s;
 
@@ -164,9 +164,9 @@ defaults_ambiguous(const PgGpuSource *src, TupleDesc td, int idcol)
 			(errcode(ERRCODE_AMBIGUOUS_COLUMN),
 			 errmsg("relation \"%s\" has both numeric and vector columns: pass columns => to say which to use",
 					src->relname),
-			 errdetail("Numeric: %s. Vector: %s.", column_list(src->colnames, src->ncols, false), vecs.data),
+			 errdetail("Numeric: %s. Vector: %s.", pg_gpu_column_list(src->colnames, src->ncols, false), vecs.data),
 			 errhint("Pass %sor columns => ARRAY[%s] for the numeric columns.", choices.data,
-					 column_list(src->colnames, src->ncols, true))));
+					 pg_gpu_column_list(src->colnames, src->ncols, true))));
 }
 
 /* ERROR: a vector column beside other columns (or a second one) */
@@ -361,12 +361,12 @@ pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column, Oid keytyp
 		ereport(NOTICE,
 				(src->veckind != PG_GPU_VEC_NONE ?
 				 errmsg("pg_gpu: using the vector column %s of \"%s\"",
-						column_list(src->colnames, 1, false), src->relname) :
+						pg_gpu_column_list(src->colnames, 1, false), src->relname) :
 				 errmsg_plural("pg_gpu: using the numeric column %s of \"%s\"",
 							   "pg_gpu: using the numeric columns %s of \"%s\"", src->ncols,
-							   column_list(src->colnames, src->ncols, false), src->relname),
+							   pg_gpu_column_list(src->colnames, src->ncols, false), src->relname),
 				 errhint("Pass columns => ARRAY[%s] to choose the columns yourself.",
-						 column_list(src->colnames, src->ncols, true))));
+						 pg_gpu_column_list(src->colnames, src->ncols, true))));
 	}
 	src->natts = src->ncols;
 	src->normalize = normalize;
@@ -473,6 +473,7 @@ typedef struct SoaSink
 	uint16	   *batch16;		/* or halves (a FLOAT16 set's), the others NULL */
 	int64		batch_rows;
 	int64		fill;
+	bool		by_rows;		/* the batches filled by rows, as the parts come (src->rowwise) */
 	MemoryContext cxt;			/* where the id arrays live */
 	PgGpuKeys  *keys;			/* and what they stand for */
 	int64	   *ids;
@@ -542,6 +543,13 @@ sink_column(SoaSink *s, int j, int64 at, const double *x, int64 n)
 		memcpy(s->batch + j * s->batch_rows + at, x, sizeof(double) * n);
 }
 
+/* the batch's rows to the data set, as they were filled */
+static pggpu_status
+push(SoaSink *s, pggpu_error *err)
+{
+	return s->by_rows ? pggpu_data_push_by_rows(s->ds, s->fill, err) : pggpu_data_push(s->ds, s->fill, err);
+}
+
 static void
 flush_batch(SoaSink *s)
 {
@@ -552,7 +560,8 @@ flush_batch(SoaSink *s)
 
 	CHECK_FOR_INTERRUPTS();
 	/* before the push allocates room for these rows */
-	check_rows_memory(s->src, pggpu_data_dtype(s->ds), (double) (pg_gpu_data_rows(s->data) + s->fill),
+	check_rows_memory(s->src, s->data->wide ? PGGPU_FLOAT64 : pggpu_data_dtype(s->ds),
+					  (double) (pg_gpu_data_rows(s->data) + s->fill),
 					  s->want_ids, "", " read so far");
 	/*
 	 * A full part (pg_gpu.kmeans_gpu_memory), or a GPU whose memory the part
@@ -561,7 +570,7 @@ flush_batch(SoaSink *s)
 	 * rows after a partial batch)
 	 */
 	st = s->data->part_rows > 0 && have > 0 && have + s->fill > s->data->part_rows ?
-		PGGPU_ERR_GPU_MEMORY : pggpu_data_push(s->ds, s->fill, &err);
+		PGGPU_ERR_GPU_MEMORY : push(s, &err);
 	if (st == PGGPU_ERR_GPU_MEMORY && have > 0)
 	{
 		char	   *old = sink_values(s);
@@ -573,10 +582,13 @@ flush_batch(SoaSink *s)
 		if (s->batch_rows != old_rows)
 			elog(ERROR, "pg_gpu: a part of batches of %lld rows after one of %lld",
 				 (long long) s->batch_rows, (long long) old_rows);
-		for (int j = 0; j < s->src->ncols; j++)
-			memcpy(sink_values(s) + j * s->batch_rows * size, old + j * old_rows * size, size * s->fill);
+		if (s->by_rows)
+			memcpy(sink_values(s), old, size * s->fill * s->src->ncols);
+		else
+			for (int j = 0; j < s->src->ncols; j++)
+				memcpy(sink_values(s) + j * s->batch_rows * size, old + j * old_rows * size, size * s->fill);
 		have = 0;
-		st = pggpu_data_push(s->ds, s->fill, &err);
+		st = push(s, &err);
 	}
 	if (st != PGGPU_OK)
 		pg_gpu_raise(&err);
@@ -647,13 +659,22 @@ soa_consume(void *arg, const PgGpuPart *p)
 {
 	SoaSink    *s = (SoaSink *) arg;
 	int			d = s->src->ncols;
+	size_t		size = pggpu_dtype_bytes(p->dtype);
 
+	if (p->rowwise != s->by_rows || (s->by_rows && p->dtype != pggpu_data_dtype(s->ds)))
+		elog(ERROR, "pg_gpu: a part by %s of type %d into batches by %s of type %d",
+			 p->rowwise ? "rows" : "columns", (int) p->dtype, s->by_rows ? "rows" : "columns",
+			 (int) pggpu_data_dtype(s->ds));
 	for (int64 done = 0; done < p->nrows;)
 	{
 		int64		n = Min(p->nrows - done, s->batch_rows - s->fill);
 
+		/* by rows: the part's rows as they are (the device turns them) */
+		if (s->by_rows)
+			memcpy(sink_values(s) + size * s->fill * d,
+				   (const char *) pg_gpu_part_values(p) + size * done * d, size * n * d);
 		/* (float and half parts go to a set of their type's batch: pg_gpu_read_sources) */
-		for (int j = 0; j < d; j++)
+		for (int j = 0; j < d && !s->by_rows; j++)
 			if (p->dtype == PGGPU_FLOAT16)
 				memcpy(s->batch16 + j * s->batch_rows + s->fill, p->values16 + j * p->cap + done,
 					   sizeof(uint16) * n);
@@ -682,7 +703,6 @@ soa_consume(void *arg, const PgGpuPart *p)
 	s->ninvalid += p->nbad;
 }
 
-static char *source_select(const PgGpuSource *src, bool want_ids);
 
 /* the row spec of src: positions in the relation (table) or in "SELECT [id,] cols" */
 static void
@@ -695,6 +715,7 @@ source_spec(const PgGpuSource *src, bool want_ids, bool table, PgGpuRowSpec *spe
 	spec->veckind = src->veckind;
 	spec->veclen = src->ncols;
 	spec->normalize = src->normalize;
+	spec->skip_zero = src->skip_zero;
 	spec->pinned = src->pinned;
 	spec->rowwise = src->rowwise && spec->kind == PG_GPU_ROWS_VECTOR;
 	namestrcpy(&spec->colname, src->colnames[0]);
@@ -727,6 +748,7 @@ pg_gpu_sink_begin(const PgGpuSource *src, PgGpuData *data, bool want_ids)
 	s->data = data;
 	s->ds = pg_gpu_data_filling(data);
 	s->want_ids = want_ids;
+	s->by_rows = src->rowwise && src->veckind != PG_GPU_VEC_NONE;
 	sink_batch(s);
 	s->cxt = CurrentMemoryContext;
 	if (want_ids)
@@ -773,6 +795,20 @@ pg_gpu_sink_end(PgGpuSink *sink, PgGpuRows *rows)
 	pfree(s);
 }
 
+/*
+ * src as a read into a data set on backend takes it: a GPU's by rows (its
+ * workers write a vector's values as they are; the device turns them into
+ * its columns), the CPU's by columns (the workers turn them, in parallel)
+ */
+PgGpuSource
+pg_gpu_source_for(const PgGpuSource *src, pggpu_backend backend)
+{
+	PgGpuSource by = *src;
+
+	by.rowwise = backend == PGGPU_BACKEND_GPU && src->veckind != PG_GPU_VEC_NONE;
+	return by;
+}
+
 void
 pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, const uint64 *sample_seed,
 				  pggpu_dtype dtype, PgGpuPartConsumer consume, void *arg)
@@ -794,7 +830,7 @@ pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, const uint64 *sample_se
 	{
 		PgGpuPartReceiver r;
 
-		char	   *sql = source_select(src, want_ids);
+		char	   *sql = pg_gpu_source_select(src, want_ids);
 
 		source_spec(src, want_ids, false, spec);
 		spec->dtype = dtype;
@@ -810,15 +846,20 @@ void
 pg_gpu_read_sources(const PgGpuSource *srcs, int nsrcs, PgGpuData *data, bool want_ids,
 					PgGpuRows *rows)
 {
-	SoaSink    *s = (SoaSink *) pg_gpu_sink_begin(&srcs[0], data, want_ids);
+	PgGpuSource *by = palloc(sizeof(PgGpuSource) * nsrcs);
+	SoaSink    *s;
 
+	for (int i = 0; i < nsrcs; i++)
+		by[i] = pg_gpu_source_for(&srcs[i], data->backend);
+	s = (SoaSink *) pg_gpu_sink_begin(&by[0], data, want_ids);
 	/* one sink for all: only the last batch of them all may be partial */
 	for (int i = 0; i < nsrcs; i++)
 	{
-		s->src = &srcs[i];
-		pg_gpu_read_parts(&srcs[i], want_ids, NULL, data->dtype, soa_consume, s);
+		s->src = &by[i];
+		pg_gpu_read_parts(&by[i], want_ids, NULL, data->dtype, soa_consume, s);
 	}
 	pg_gpu_sink_end((PgGpuSink *) s, rows);
+	pfree(by);
 }
 
 void
@@ -830,6 +871,7 @@ pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const void *x, pggpu_d
 	int			d = src->ncols;
 	const float *x32 = dtype == PGGPU_FLOAT32 ? (const float *) x : NULL;
 
+	s->by_rows = false;			/* (these rows are filled by columns below) */
 	/* (floats go to a FLOAT32 set: they could not be widened back into a FLOAT64 one's place) */
 	if (x32 && s->batch32 == NULL)
 		elog(ERROR, "pg_gpu: float rows pushed into a float64 or float16 data set");
@@ -877,11 +919,9 @@ pg_gpu_read_source(const PgGpuSource *src, PgGpuData *data, bool want_ids, PgGpu
 	pg_gpu_read_sources(src, 1, data, want_ids, rows);
 }
 
-/* ---- no usable rows: which columns are at fault ------------------------------ */
-
 /* "SELECT [id, ]c1, ..., cd FROM rel" */
-static char *
-source_select(const PgGpuSource *src, bool want_ids)
+char *
+pg_gpu_source_select(const PgGpuSource *src, bool want_ids)
 {
 	StringInfoData sql;
 
@@ -893,88 +933,4 @@ source_select(const PgGpuSource *src, bool want_ids)
 		appendStringInfo(&sql, "%s%s", j ? ", " : "", quote_identifier(src->colnames[j]));
 	appendStringInfo(&sql, " FROM %s", src->qualname);
 	return sql.data;
-}
-
-/*
- * The ERROR for a read that found no usable row.  Its detail names the
- * columns at fault: those NULL, NaN or infinite in every row, else those
- * that are so in some row.  They are found by reading the columns once more
- * (only on this path), the values converted as the read converts them.
- */
-void
-pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGpuRows *rows)
-{
-	int64	   *bad = palloc0(sizeof(int64) * src->ncols);
-	int64		total = 0;
-	char	  **all = palloc(sizeof(char *) * src->ncols);
-	char	  **some = palloc(sizeof(char *) * src->ncols);
-	int			nall = 0,
-				nsome = 0;
-	Portal		portal;
-	char	   *cols;
-
-	if (rows->ninvalid == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("relation \"%s\" has no usable rows", src->relname),
-				 errdetail("It has no rows.")));
-	if (src->veckind != PG_GPU_VEC_NONE)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("relation \"%s\" has no usable rows", src->relname),
-				 errdetail("Every vector of column \"%s\" is NULL or has a NULL, NaN or infinite element%s.",
-						   src->colnames[0], src->normalize ? ", or is zero (no direction for metric cosine)" : ""),
-				 errhint("Rows with such vectors are skipped; filter or fill them in a view.")));
-	if (src->normalize)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("relation \"%s\" has no usable rows", src->relname),
-				 errdetail("Every row has a NULL, NaN or infinite value in the columns %s, or is zero in all of them (no direction for metric cosine).",
-						   column_list(src->colnames, src->natts, false)),
-				 errhint("Rows with NULL, NaN or infinite values, and with metric cosine zero rows, are skipped.")));
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	portal = SPI_cursor_open_with_args(NULL, source_select(src, false), 0, NULL, NULL, NULL,
-									   true, 0);
-	for (;;)
-	{
-		CHECK_FOR_INTERRUPTS();
-		SPI_cursor_fetch(portal, true, 10000);
-		if (SPI_processed == 0)
-			break;
-		for (uint64 r = 0; r < SPI_processed; r++)
-			for (int j = 0; j < src->ncols; j++)
-			{
-				bool		isnull;
-				Datum		v = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc,
-											  j + 1, &isnull);
-
-				if (isnull || !isfinite(pg_gpu_datum_to_double(v, src->coltypes[j])))
-					bad[j]++;
-			}
-		total += SPI_processed;
-		SPI_freetuptable(SPI_tuptable);
-	}
-	SPI_cursor_close(portal);
-	SPI_finish();
-
-	for (int j = 0; j < src->ncols; j++)
-	{
-		if (bad[j] == total)
-			all[nall++] = src->colnames[j];
-		if (bad[j] > 0)
-			some[nsome++] = src->colnames[j];
-	}
-	cols = nall > 0 ? column_list(all, nall, false) : column_list(some, nsome, false);
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("relation \"%s\" has no usable rows", src->relname),
-			 nall > 0 ?
-			 errdetail_plural("Column %s is NULL, NaN or infinite in every row.",
-							  "Columns %s are NULL, NaN or infinite in every row.", nall, cols) :
-			 errdetail("Every row has a NULL, NaN or infinite value in one of the columns %s.", cols),
-			 src->defaulted ?
-			 errhint("The columns were chosen by default (every numeric column); pass columns => ARRAY['...'] naming those to use.") :
-			 errhint("Rows with NULL, NaN or infinite values in the used columns are skipped; filter or fill them in a view.")));
 }

@@ -340,7 +340,7 @@ numeric_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
 		else
 			part->values[j * part->cap + i] = v;
 	}
-	if (spec->normalize && !pg_gpu_unit_row(part->values + i, part->cap, spec->ncols))
+	if (spec->normalize && !pggpu_unit_row(part->values + i, part->cap, spec->ncols))
 		goto skip;				/* cosine: a zero row has no direction */
 	part->ids[i] = id;
 	part->nrows++;

@@ -211,10 +211,12 @@ pg_gpu_label_rows(const PgGpuSource *src, pggpu_metric metric, const double *mea
 				  void *arg, double *inertia)
 {
 	LabelStream ls;
+	PgGpuSource by;
 
 	memset(&ls, 0, sizeof(ls));
-	ls.src = src;
 	ls.backend = pg_gpu_choose_backend();
+	by = pg_gpu_source_for(src, ls.backend);
+	ls.src = &by;
 	ls.metric = metric;
 	ls.mean = mean;
 	ls.std = std;
@@ -231,7 +233,7 @@ pg_gpu_label_rows(const PgGpuSource *src, pggpu_metric metric, const double *mea
 	ls.chunk_rows = Max((int64) 1 << 14, Min((int64) 1 << 20, ((int64) 256 << 20) / (8 * src->ncols)));
 	ls.cxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu labelling", ALLOCSET_DEFAULT_SIZES);
 	pg_gpu_progress(true, "labelling every row");
-	pg_gpu_read_parts(src, true, NULL, ls.dtype, label_consume, &ls);
+	pg_gpu_read_parts(&by, true, NULL, ls.dtype, label_consume, &ls);
 	if (ls.data)
 		label_chunk(&ls);
 	MemoryContextDelete(ls.cxt);

@@ -235,48 +235,6 @@ vector_parts(PgGpuVecKind kind, struct varlena *v, const char **data, bool *has_
 	}
 }
 
-bool
-pg_gpu_unit_row(double *x, int64 stride, int64 d)
-{
-	/* |x| = m sqrt(sum (x_j / m)^2): no square overflows or underflows to 0 */
-	double		m = 0,
-				ss = 0,
-				den,
-				f;
-
-	for (int64 j = 0; j < d; j++)
-		m = fmax(m, fabs(x[j * stride]));
-	if (m == 0)
-		return false;
-	for (int64 j = 0; j < d; j++)
-	{
-		double		q = x[j * stride] / m;
-
-		ss += q * q;
-	}
-	den = m * sqrt(ss);
-	f = 1.0 / den;
-	if (den >= DBL_MIN && isfinite(f))
-		for (int64 j = 0; j < d; j++)
-			x[j * stride] *= f;
-	else
-	{
-		/*
-		 * |x| below double's normal range (a subnormal row, say {5e-324,
-		 * 0}): 1 / |x| overflows (x would turn to NaN) or is rounded in the
-		 * subnormal product.  Divide by m first, then by the norm of x / m
-		 * (sqrt(ss) >= 1): neither step overflows.  As pggpu_normalize does;
-		 * only here, so that rows in the normal range keep their one
-		 * rounding and their results, bit for bit.
-		 */
-		double		g = 1.0 / sqrt(ss);
-
-		for (int64 j = 0; j < d; j++)
-			x[j * stride] = x[j * stride] / m * g;
-	}
-	return true;
-}
-
 /* the length of the first usable vector of src's column (-1: none; 0: an empty array) */
 static int64
 first_vector_len(const PgGpuSource *src, const char *limit)
@@ -425,6 +383,16 @@ put_doubles(PgGpuVecKind kind, const char *data, int64 d, double *dst, int64 str
 	return least != 0;
 }
 
+/* the row just put (whichever of the three is not NULL) is zero: no direction */
+static bool
+zero_row(const double *dst, const float *dst32, const uint16 *dst16, int64 stride, int64 d)
+{
+	for (int64 j = 0; j < d; j++)
+		if (dst16 ? (dst16[j * stride] & 0x7fff) != 0 : dst32 ? dst32[j * stride] != 0 : dst[j * stride] != 0)
+			return false;
+	return true;
+}
+
 /*
  * the process's time detoasting vectors in pg_gpu_vector_row: a parallel
  * worker's (from 0: a worker reads once) for its read's DEBUG2 line
@@ -508,7 +476,9 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 		!put_doubles(spec->veckind, data, d, dst, stride))
 		goto skip_free;
 	Assert(dst || !spec->normalize);	/* (a cosine read is of doubles) */
-	if (spec->normalize && !pg_gpu_unit_row(dst, stride, d))
+	if (spec->normalize && !pggpu_unit_row(dst, stride, (int) d))
+		goto skip_free;
+	if (spec->skip_zero && zero_row(dst, dst32, dst16, stride, d))
 		goto skip_free;
 	if (v != raw)
 		pfree(v);

@@ -1,9 +1,9 @@
 /*
  * columns.c - the CPU backend's maps of all the rows' values: their range
  * and power-of-two scale (../compute.c), their column statistics and affine
- * map (standard scaling: see pggpu_data_standardize in ../columns.c), in
- * the roundings the GPU's make (compute_internal.h: pggpu_col_sum,
- * pggpu_affine).
+ * map (standard scaling: see pggpu_data_standardize in ../columns.c), the
+ * rows scaled to norm 1 (cosine), in the roundings the GPU's make
+ * (compute_internal.h: pggpu_col_sum, pggpu_affine, pggpu_normalize_at).
  */
 #include "compute_internal.h"
 
@@ -74,6 +74,24 @@ pggpu_cpu_col_affine(pggpu_data *ds, const double *sub, const double *div, pggpu
 			for (int64_t r = 0; r < rows; r++)
 				col[r] = pggpu_affine(col[r], sub[j], div[j]);
 		}
+	}
+	return PGGPU_OK;
+}
+
+pggpu_status
+pggpu_cpu_unit_rows(pggpu_data *ds, pggpu_error *err)
+{
+	pggpu_status st = widen(ds, err);
+	double	   *x = pggpu_cpu_rows(ds);
+	int64_t		b = (int64_t) 1 << ds->log_b;
+
+	if (st != PGGPU_OK)
+		return st;
+	for (int64_t i = 0; i < ds->n; i++)
+	{
+		if ((i & (b - 1)) == 0)
+			poll_tiles(ds, i >> ds->log_b);
+		(void) pggpu_normalize_at(x + pggpu_at(i, 0, ds->d, ds->log_b), b, ds->d, 1.0);
 	}
 	return PGGPU_OK;
 }

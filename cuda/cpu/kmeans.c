@@ -944,6 +944,7 @@ const pggpu_ops pggpu_cpu_ops = {
 	.km_gather = cpu_km_gather,
 	.col_sums = pggpu_cpu_col_sums,
 	.col_affine = pggpu_cpu_col_affine,
+	.unit_rows = pggpu_cpu_unit_rows,
 	.keys = pggpu_cpu_keys,
 	.get_rows = pggpu_cpu_get_rows,
 	.km_trials = pggpu_cpu_km_trials,

@@ -164,16 +164,63 @@ pggpu_cpu_batch(pggpu_data *ds)
 	return ds->f16_held ? (void *) (s->Xh + at) : ds->narrow_held ? (void *) (s->Xf + at) : (void *) (s->X + at);
 }
 
+/*
+ * The tile's first nrows rows, written by rows (values of in bytes: 8, 4,
+ * or 2 for halves), turned into its columns (values as held) in place,
+ * through a copy of them, 32 rows at a time: a row's cache lines serve its
+ * columns, a column's store runs 32 values.  A set held wide from its
+ * first row (pggpu_data_hold_wide) widens floats and halves so.
+ */
+static pggpu_status
+turn_rows(pggpu_data *ds, char *t, int64_t nrows, size_t in, pggpu_error *err)
+{
+	const int	d = ds->d;
+	const int64_t b = TILE(ds);
+	char	   *rows = (char *) malloc(in * nrows * d);
+
+	if (rows == NULL)
+		return oom(err, in * nrows * d);
+	memcpy(rows, t, in * nrows * d);
+#define TURN(Tin, Tout, value) \
+	for (int64_t r0 = 0; r0 < nrows; r0 += 32) \
+	{ \
+		int64_t		r1 = r0 + 32 < nrows ? r0 + 32 : nrows; \
+		for (int j = 0; j < d; j++) \
+			for (int64_t r = r0; r < r1; r++) \
+			{ \
+				Tin			v = ((const Tin *) rows)[r * d + j]; \
+				((Tout *) t)[j * b + r] = (value); \
+			} \
+	}
+	if (!ds->narrow_held && in == sizeof(float))
+		TURN(float, double, (double) v)
+	else if (!ds->narrow_held && in == sizeof(uint16_t))
+		TURN(uint16_t, double, (double) pggpu_cpu_half(v))
+	else if (in == sizeof(double))
+		TURN(double, double, v)
+	else if (in == sizeof(float))
+		TURN(float, float, v)
+	else
+		TURN(uint16_t, uint16_t, v)
+#undef TURN
+	free(rows);
+	return PGGPU_OK;
+}
+
 pggpu_status
-pggpu_cpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
+pggpu_cpu_push(pggpu_data *ds, int64_t nrows, bool by_rows, pggpu_error *err)
 {
 	cpu_state  *s = ST(ds);
 	char	   *t = (char *) pggpu_cpu_batch(ds);
 	int64_t		b = TILE(ds);
 	size_t		size = held_size(ds);
+	pggpu_status st;
 
 	if (s->finished)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no batch may follow a partial batch");
+	if (by_rows && (st = turn_rows(ds, t, nrows, ds->f16 ? sizeof(uint16_t) : ds->f32 ? sizeof(float) : sizeof(double),
+								   err)) != PGGPU_OK)
+		return st;
 	for (int j = 0; j < ds->d && nrows < b; j++)
 		memset(t + (j * b + nrows) * size, 0, size * (b - nrows));
 	ds->n += nrows;

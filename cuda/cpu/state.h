@@ -70,6 +70,6 @@ pggpu_status pggpu_cpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows
 pggpu_status pggpu_cpu_dtype(pggpu_data *ds, pggpu_error *err);
 pggpu_status pggpu_cpu_widen(pggpu_data *ds, pggpu_error *err);
 void	   *pggpu_cpu_batch(pggpu_data *ds);
-pggpu_status pggpu_cpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err);
+pggpu_status pggpu_cpu_push(pggpu_data *ds, int64_t nrows, bool by_rows, pggpu_error *err);
 
 #endif							/* PG_GPU_CPU_STATE_H */

@@ -1,7 +1,8 @@
 /*
  * columns.cu - the GPU's column statistics and affine map of the rows
  * (standard scaling: pggpu_data_standardize in ../columns.c), rounded as the
- * CPU's (cpu/columns.c): pggpu_col_sum's lanes are a warp's lanes.
+ * CPU's (cpu/columns.c): pggpu_col_sum's lanes are a warp's lanes; and the
+ * rows scaled to norm 1 (cosine: pggpu_data_unit_rows).
  */
 #include <cuda_runtime.h>
 
@@ -58,6 +59,17 @@ col_affine_kernel(double *X, int64_t n, int d, int log_b, const double *__restri
 	}
 }
 
+/* a thread a row: scaled to norm 1 in place, down its tile's column (pggpu_normalize_at) */
+__global__ void
+unit_rows_kernel(double *X, int64_t n, int d, int log_b)
+{
+	int64_t		i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x;
+
+	if (i < n)
+		(void) pggpu_normalize_at(X + (i >> log_b) * ((int64_t) d << log_b) + (i & (((int64_t) 1 << log_b) - 1)),
+								  (int64_t) 1 << log_b, d, 1.0);
+}
+
 /* see pggpu_ops: col_sums */
 pggpu_status
 gpu_col_sums(pggpu_data *ds, const double *center, double *sums, pggpu_error *err)
@@ -109,4 +121,22 @@ gpu_col_affine(pggpu_data *ds, const double *sub, const double *div, pggpu_error
 		PGGPU_OK : pggpu_cuda_fail(err, cudaGetLastError(), "col_affine_kernel");
 	cudaFree(dev);
 	return st;
+}
+
+/* see pggpu_ops: unit_rows */
+pggpu_status
+gpu_unit_rows(pggpu_data *ds, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	pggpu_status st;
+
+	if ((st = x_layout(ds, false, err)) != PGGPU_OK || (st = gpu_widen(ds, err)) != PGGPU_OK)
+		return st;
+	if (ds->n == 0)
+		return PGGPU_OK;
+	unit_rows_kernel<<<(unsigned) ((ds->n + BLOCK - 1) / BLOCK), BLOCK, 0, s->stream>>>((double *) s->X, ds->n,
+																					   ds->d, ds->log_b);
+	s->xh_valid = false;
+	return cudaStreamSynchronize(s->stream) == cudaSuccess && cudaPeekAtLastError() == cudaSuccess ?
+		PGGPU_OK : pggpu_cuda_fail(err, cudaGetLastError(), "unit_rows_kernel");
 }

@@ -79,6 +79,7 @@ struct gpu_state
 	double	   *stage[2];		/* pinned staging buffers (floats in a FLOAT32 set's, halves in a FLOAT16 one's) */
 	uint16_t   *halves;			/* a FLOAT16 set held as floats (d <= TC_MAX_D): a batch of halves on
 								 * the device, widened into X */
+	void	   *turn_room;		/* a batch pushed by rows, on the device, before its turn into X */
 	cudaEvent_t copied[2];
 	bool		event_ok[2];
 	int			cur;
@@ -321,6 +322,10 @@ pggpu_status gpu_unpark(pggpu_data *ds, pggpu_error *err);
 
 /* columns.cu */
 pggpu_status gpu_col_sums(pggpu_data *ds, const double *center, double *sums, pggpu_error *err);
+/* push.cu: the staging buffer to fill, and a batch of it pushed (see pggpu_ops) */
+void	   *gpu_batch(pggpu_data *ds);
+pggpu_status gpu_push(pggpu_data *ds, int64_t nrows, bool by_rows, pggpu_error *err);
 pggpu_status gpu_col_affine(pggpu_data *ds, const double *sub, const double *div, pggpu_error *err);
+pggpu_status gpu_unit_rows(pggpu_data *ds, pggpu_error *err);
 
 #endif							/* PG_GPU_GPU_COMMON_CUH */

@@ -1,10 +1,8 @@
 /*
- * dataset.cu - a data set on the GPU: the rows' staging (the caller fills
- * one of two pinned buffers while the other is copied on a stream; each batch
- * lands as one tile of the tiled structure-of-arrays layout of
- * compute_internal.h), their range and scaling, the k-means state (centroids,
- * labels, partial sums, the tensor cores' workspace), and the backend's ops
- * table.
+ * dataset.cu - a data set on the GPU: its memory (the rows' room, grown,
+ * widened, parked; their staging is push.cu's), their range and scaling,
+ * the k-means state (centroids, labels, partial sums, the tensor cores'
+ * workspace), and the backend's ops table.
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -70,15 +68,6 @@ widen_halves_kernel(const __half *__restrict__ src, double *__restrict__ dst, in
 	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < len;
 		 e += (int64_t) gridDim.x * blockDim.x)
 		dst[e] = (double) __half2float(src[e]);
-}
-
-/* a batch of halves into a FLOAT16 set's tile of floats (exact; d <= TC_MAX_D) */
-__global__ void
-halves_to_floats_kernel(const __half *__restrict__ src, float *__restrict__ dst, int64_t len)
-{
-	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < len;
-		 e += (int64_t) gridDim.x * blockDim.x)
-		dst[e] = __half2float(src[e]);
 }
 
 __global__ void
@@ -203,13 +192,6 @@ gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
 	return PGGPU_OK;
 }
 
-/* (a float batch takes half of a staging buffer) */
-static void *
-gpu_batch(pggpu_data *ds)
-{
-	return ST(ds)->stage[ST(ds)->cur];
-}
-
 static_assert(PGGPU_GPU_FLOAT_HALVES_D == TC_MAX_D, "compute_internal.h's columns of halves held as floats");
 
 /*
@@ -277,19 +259,30 @@ gpu_widen(pggpu_data *ds, pggpu_error *err)
 		return PGGPU_OK;
 	if (s->X == NULL)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "a parked data set cannot be widened");
+	/* no rows yet (pggpu_data_hold_wide): nothing to keep, the room made again */
+	if (ds->n == 0)
+	{
+		CU(cudaStreamSynchronize(s->stream));
+		CU(cudaFree(s->X));
+		s->X = NULL;
+	}
 	if (cudaMalloc((void **) &x, sizeof(double) * len) != cudaSuccess)
 	{
 		size_t		fr = 0,
 					tot = 0;
 
 		(void) cudaGetLastError();
+		if (s->X == NULL)
+			s->cap_tiles = 0;	/* (its room given back above: the set is to be closed) */
 		cudaMemGetInfo(&fr, &tot);
 		return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY,
 						  "could not allocate %.1f MB of GPU memory to hold %lld %s rows of %d columns as doubles (%.1f MB free)",
 						  sizeof(double) * len / 1048576.0, (long long) ds->n, ds->f16_held ? "float16" : "float32",
 						  ds->d, fr / 1048576.0);
 	}
-	if (ds->f16_held)
+	if (s->X == NULL)
+		CU(cudaMemsetAsync(x, 0, sizeof(double) * len, s->stream));
+	else if (ds->f16_held)
 	{
 		widen_halves_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>((const __half *) s->X, x, len);
 		LAUNCHED(widen_halves_kernel);
@@ -365,47 +358,6 @@ x_layout(pggpu_data *ds, bool rows, pggpu_error *err)
 	return PGGPU_OK;
 }
 
-static pggpu_status
-gpu_push(pggpu_data *ds, int64_t nrows, pggpu_error *err)
-{
-	gpu_state  *s = ST(ds);
-	int64_t		b = TILE(ds);
-	int64_t		tile = ds->n >> ds->log_b;
-	char	   *buf = (char *) s->stage[s->cur];
-	size_t		size = ds->f16 ? sizeof(uint16_t) : X_SIZE(ds);	/* a staged value's */
-	pggpu_status st;
-
-	if (s->finished)
-		return pggpu_fail(err, PGGPU_ERR_INVALID, "no batch may follow a partial batch");
-	if ((st = x_layout(ds, false, err)) != PGGPU_OK)
-		return st;
-	for (int j = 0; j < ds->d && nrows < b; j++)
-		memset(buf + (j * b + nrows) * size, 0, size * (b - nrows));
-	if (tile >= s->cap_tiles && (st = gpu_grow(ds, tile + 1, err)) != PGGPU_OK)
-		return st;
-	/* (a FLOAT32 set's floats, a FLOAT16 set's halves, as they are: the device holds them so) */
-	if (ds->f16 && !ds->f16_held)
-	{
-		const int64_t len = b * ds->d;
-
-		CU(cudaMemcpyAsync(s->halves, buf, sizeof(uint16_t) * len, cudaMemcpyHostToDevice, s->stream));
-		halves_to_floats_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>(
-			(const __half *) s->halves, (float *) s->X + tile * len, len);
-		LAUNCHED(halves_to_floats_kernel);
-	}
-	else
-		CU(cudaMemcpyAsync((char *) s->X + tile * TILE_BYTES(ds), buf, TILE_BYTES(ds), cudaMemcpyHostToDevice,
-						   s->stream));
-	CU(cudaEventRecord(s->copied[s->cur], s->stream));
-	ds->n += nrows;
-	s->xh_valid = false;
-	s->finished = nrows < b;
-	/* the other buffer is refilled next: its copy must be done */
-	s->cur ^= 1;
-	CU(cudaEventSynchronize(s->copied[s->cur]));
-	return PGGPU_OK;
-}
-
 static void
 free_km(gpu_state *s)
 {
@@ -453,6 +405,7 @@ gpu_close(pggpu_data *ds)
 	free_km(s);
 	cudaFree(s->X);
 	cudaFree(s->halves);
+	cudaFree(s->turn_room);
 	cudaFreeHost(s->Xh);
 	row_cache_free();
 	cudaFree(s->rw);
@@ -583,6 +536,9 @@ gpu_park(pggpu_data *ds, pggpu_error *err)
 	row_cache_put(s->dev, s->X, (size_t) s->cap_tiles * TILE_BYTES(ds));
 	s->X = NULL;
 	s->cap_tiles = 0;
+	/* (a parked set takes no more rows) */
+	CU(cudaFree(s->turn_room));
+	s->turn_room = NULL;
 	return PGGPU_OK;
 }
 
@@ -936,6 +892,7 @@ static const pggpu_ops gpu_ops = {
 	ON_GPU(gpu_km_gather),
 	ON_GPU(gpu_col_sums),
 	ON_GPU(gpu_col_affine),
+	ON_GPU(gpu_unit_rows),
 	ON_GPU(gpu_park),
 	ON_GPU(gpu_unpark),
 	ON_GPU(gpu_keys),

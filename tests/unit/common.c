@@ -932,19 +932,20 @@ fit_set(pggpu_data *ds, const pggpu_kmeans_params *p, km_out *o, pggpu_error *er
 }
 
 /*
- * D loaded as dtype on be: FLOAT64 by load(), FLOAT32 through the float
- * staging batch (by_rows: through pggpu_data_push_rows instead)
+ * D loaded as dtype on be: by its staging batches, by columns (FLOAT64:
+ * load()) or by rows (pggpu_data_push_by_rows), or by
+ * pggpu_data_push_rows
  */
 pggpu_data *
-load_typed(pggpu_backend be, const dataset *D, pggpu_dtype dtype, bool by_rows)
+load_typed(pggpu_backend be, const dataset *D, pggpu_dtype dtype, load_how how)
 {
 	pggpu_error err = {0};
 	pggpu_data *ds = NULL;
 	int64_t		B;
 
-	const char *name = dtype == PGGPU_FLOAT16 ? "float16" : "float32";
+	const char *name = dtype == PGGPU_FLOAT16 ? "float16" : dtype == PGGPU_FLOAT32 ? "float32" : "float64";
 
-	if (dtype == PGGPU_FLOAT64)
+	if (dtype == PGGPU_FLOAT64 && how == LOAD_COLUMNS)
 		return load(be, D, D->n);
 	if (pggpu_data_open(&ds, be, -1, D->d, D->n, &err) != PGGPU_OK ||
 		pggpu_data_set_dtype(ds, dtype, &err) != PGGPU_OK)
@@ -953,11 +954,11 @@ load_typed(pggpu_backend be, const dataset *D, pggpu_dtype dtype, bool by_rows)
 		pggpu_data_close(ds);
 		return NULL;
 	}
-	CHECK(pggpu_data_dtype(ds) == dtype && pggpu_data_batch(ds) == NULL &&
+	CHECK(pggpu_data_dtype(ds) == dtype && (pggpu_data_batch(ds) != NULL) == (dtype == PGGPU_FLOAT64) &&
 		  (pggpu_data_batch_f32(ds) != NULL) == (dtype == PGGPU_FLOAT32) &&
 		  (pggpu_data_batch_f16(ds) != NULL) == (dtype == PGGPU_FLOAT16),
 		  "a %s set stages its own type only", name);
-	if (by_rows)
+	if (how == LOAD_PUSH_ROWS)
 	{
 		if (pggpu_data_push_rows(ds, D->X, NULL, D->n, &err) != PGGPU_OK)
 		{
@@ -971,16 +972,24 @@ load_typed(pggpu_backend be, const dataset *D, pggpu_dtype dtype, bool by_rows)
 	for (int64_t r0 = 0; r0 < D->n; r0 += B)
 	{
 		int64_t		m = D->n - r0 < B ? D->n - r0 : B;
+		double	   *buf64 = pggpu_data_batch(ds);
 		float	   *buf = pggpu_data_batch_f32(ds);
 		uint16_t   *buf16 = pggpu_data_batch_f16(ds);
 
 		for (int j = 0; j < D->d; j++)
 			for (int64_t r = 0; r < m; r++)
+			{
+				int64_t		at = how == LOAD_BY_ROWS ? r * D->d + j : j * B + r;
+				double		v = D->X[(r0 + r) * D->d + j];
+
 				if (buf16)
-					buf16[j * B + r] = pggpu_half_from_double(D->X[(r0 + r) * D->d + j]);
+					buf16[at] = pggpu_half_from_double(v);
+				else if (buf)
+					buf[at] = (float) v;
 				else
-					buf[j * B + r] = (float) D->X[(r0 + r) * D->d + j];
-		if (pggpu_data_push(ds, m, &err) != PGGPU_OK)
+					buf64[at] = v;
+			}
+		if ((how == LOAD_BY_ROWS ? pggpu_data_push_by_rows(ds, m, &err) : pggpu_data_push(ds, m, &err)) != PGGPU_OK)
 		{
 			CHECK(false, "push into a %s set: %s", name, err.msg);
 			pggpu_data_close(ds);

@@ -20,7 +20,7 @@ static bool
 fit_forced(const dataset *D, const pggpu_kmeans_params *p, int label, int threads,
 		   double poll_work, km_out *o)
 {
-	pggpu_data *ds = load_typed(PGGPU_BACKEND_CPU, D, gemm_dtype, false);
+	pggpu_data *ds = load_typed(PGGPU_BACKEND_CPU, D, gemm_dtype, LOAD_COLUMNS);
 	pggpu_error err = {0};
 
 	if (ds == NULL)
@@ -38,7 +38,7 @@ fit_forced(const dataset *D, const pggpu_kmeans_params *p, int label, int thread
 static bool
 assign_forced(const dataset *D, const double *C, int k, int label, int32_t *lab, double *dist)
 {
-	pggpu_data *ds = load_typed(PGGPU_BACKEND_CPU, D, gemm_dtype, false);
+	pggpu_data *ds = load_typed(PGGPU_BACKEND_CPU, D, gemm_dtype, LOAD_COLUMNS);
 	pggpu_error err = {0};
 	bool		ok;
 

@@ -10,7 +10,7 @@
  * the last bit: fits (each seeding, n_init, the CPU's GEMM route and the
  * GPU's routes, threads), assignments, standard scaling and a power-of-two
  * scale (both widen the rows to doubles first), through the staging batch
- * and pggpu_data_push_rows, parked and unparked (streaming).  Both backends
+ * (by columns, and by rows) and pggpu_data_push_rows, parked and unparked (streaming).  Both backends
  * hold float32 rows as floats, 4 bytes a value, and halves as halves, 2
  * bytes a value, until an op rewrites them (the GPU's halves past 32
  * columns: its tensor-core scans take them widened to floats as they are
@@ -38,7 +38,7 @@ typedef struct dtype_case
 	int			route;			/* pggpu_data_force_route's label, 0: the planner's */
 	bool		standardize;
 	bool		far_init;		/* given centroids far out: a power-of-two scale */
-	bool		by_rows;
+	load_how	how;			/* the set of type dt's (the float64 one's by columns) */
 	bool		park;			/* parked and unparked before the fit */
 } dtype_case;
 
@@ -69,7 +69,7 @@ dtype_fit(pggpu_backend be, const dtype_case *tc, pggpu_dtype dt)
 	for (int t = 0; t < 2; t++)
 	{
 		pggpu_dtype dtype = t == 0 ? PGGPU_FLOAT64 : dt;
-		pggpu_data *ds = load_typed(be, &D, dtype, tc->by_rows);
+		pggpu_data *ds = load_typed(be, &D, dtype, t == 0 ? LOAD_COLUMNS : tc->how);
 		pggpu_kmeans_params p = {0};
 		pggpu_error err = {0};
 
@@ -151,11 +151,14 @@ test_dtype(void)
 		{"gemm", 3000, 96, 40, PGGPU_INIT_KMEANSPP, 1, 1, 4},
 		{"gemm, chunks of whole tiles", 20000, 96, 40, PGGPU_INIT_KMEANSPP, 1, 1, 4},
 		{"gemm_f16", 20000, 96, 40, PGGPU_INIT_KMEANSPP, 1, 1, 5},
-		{"parked and unparked", 5000, 40, 16, PGGPU_INIT_KMEANSPP, 1, 1, 0, false, false, false, true},
-		{"parked, then standardized", 3000, 10, 8, PGGPU_INIT_KMEANSPP, 1, 1, 0, true, false, false, true},
+		{"parked and unparked", 5000, 40, 16, PGGPU_INIT_KMEANSPP, 1, 1, 0, false, false, LOAD_COLUMNS, true},
+		{"parked, then standardized", 3000, 10, 8, PGGPU_INIT_KMEANSPP, 1, 1, 0, true, false, LOAD_COLUMNS, true},
 		{"standardized", 3000, 6, 8, PGGPU_INIT_KMEANSPP, 1, 1, 0, true},
 		{"given far centroids (scaled)", 2000, 4, 5, PGGPU_INIT_GIVEN, 1, 1, 0, false, true},
-		{"push_rows", 2500, 7, 6, PGGPU_INIT_KMEANSPP, 1, 1, 0, false, false, true},
+		{"push_rows", 2500, 7, 6, PGGPU_INIT_KMEANSPP, 1, 1, 0, false, false, LOAD_PUSH_ROWS},
+		{"batches by rows", 2500, 7, 6, PGGPU_INIT_KMEANSPP, 1, 1, 0, false, false, LOAD_BY_ROWS},
+		{"batches by rows, wide", 3000, 300, 40, PGGPU_INIT_KMEANSPP, 1, 2, 0, false, false, LOAD_BY_ROWS},
+		{"batches by rows, parked", 5000, 40, 16, PGGPU_INIT_KMEANSPP, 1, 1, 0, false, false, LOAD_BY_ROWS, true},
 	};
 
 	for (int b = 0; b < 2; b++)
@@ -267,6 +270,176 @@ test_dtype(void)
 		CHECK(!ds->narrow_held, "standardized rows are held as doubles");
 		CHECK(pggpu_data_push(ds, B, &err) == PGGPU_ERR_INVALID, "a push after widening was taken");
 		pggpu_data_close(ds);
+	}
+
+	/*
+	 * Batches by rows (pggpu_data_push_by_rows: a parallel read's parts as
+	 * its workers wrote them) give the set the rows that the same batches
+	 * by columns give, bit for bit: every type, columns fewer and more than
+	 * a block of the GPU's turn (32) and not a multiple of it, halves
+	 * widened on the device (d <= 32) and held, a partial last batch
+	 */
+	for (int b = 0; b < 2; b++)
+	{
+		static const int ds_[] = {1, 5, 32, 33, 100, 300, 768};
+		pggpu_backend be = b == 0 ? PGGPU_BACKEND_CPU : PGGPU_BACKEND_GPU;
+
+		if (be == PGGPU_BACKEND_GPU && !have_gpu)
+			continue;
+		for (int t = 0; t < 3; t++)
+			for (size_t di = 0; di < sizeof(ds_) / sizeof(ds_[0]); di++)
+			{
+				pggpu_dtype dt = t == 0 ? PGGPU_FLOAT64 : t == 1 ? PGGPU_FLOAT32 : PGGPU_FLOAT16;
+				dataset		D = {0};
+				pggpu_data *by[2];
+				pggpu_error err = {0};
+
+				set_case("dtype %s: batches by rows, type %d, d %d", be_name(be), (int) dt, ds_[di]);
+				gen_blobs(&D, 5077, ds_[di], 3, 6.0, 31 + di);
+				round_to(&D, dt == PGGPU_FLOAT64 ? PGGPU_FLOAT32 : dt);
+				by[0] = load_typed(be, &D, dt, LOAD_COLUMNS);
+				by[1] = load_typed(be, &D, dt, LOAD_BY_ROWS);
+				if (by[0] && by[1])
+				{
+					int64_t    *all = xmalloc(sizeof(int64_t) * D.n);
+					double	   *x[2];
+
+					for (int64_t r = 0; r < D.n; r++)
+						all[r] = D.n - 1 - r;
+					for (int w = 0; w < 2; w++)
+					{
+						x[w] = xmalloc(sizeof(double) * D.n * D.d);
+						CHECK(pggpu_data_get_rows(by[w], all, (int) D.n, x[w], &err) == PGGPU_OK,
+							  "get_rows: %s", err.msg);
+					}
+					CHECK(pggpu_data_rows(by[1]) == D.n, "%lld rows by rows of %lld",
+						  (long long) pggpu_data_rows(by[1]), (long long) D.n);
+					CHECK(memcmp(x[0], x[1], sizeof(double) * D.n * D.d) == 0,
+						  "the rows by rows differ from those by columns");
+					CHECK(memcmp(x[0], D.X + (D.n - 1) * D.d, sizeof(double) * D.d) == 0,
+						  "the last row is not the one pushed");
+					free(x[0]);
+					free(x[1]);
+					free(all);
+				}
+				pggpu_data_close(by[0]);
+				pggpu_data_close(by[1]);
+				data_free(&D);
+			}
+	}
+
+	/*
+	 * Cosine's rows read as stored (pggpu_data_hold_wide, pushed by rows,
+	 * then pggpu_data_unit_rows): the same doubles as the rows scaled by
+	 * pggpu_unit_row before a push into a FLOAT64 set, bit for bit (a
+	 * subnormal row and rows of the largest floats among them; parked
+	 * before the scaling, too), and a cosine fit of each the same fit; a
+	 * set held wide takes no batch by columns
+	 */
+	for (int b = 0; b < 2; b++)
+	{
+		pggpu_backend be = b == 0 ? PGGPU_BACKEND_CPU : PGGPU_BACKEND_GPU;
+
+		if (be == PGGPU_BACKEND_GPU && !have_gpu)
+			continue;
+		for (int t = 0; t < 2; t++)
+			for (int di = 0; di < 3; di++)
+				for (int park = 0; park < 2; park++)
+				{
+					static const int dd[] = {3, 33, 300};
+					pggpu_dtype dt = t == 0 ? PGGPU_FLOAT32 : PGGPU_FLOAT16;
+					dataset		D = {0},
+								U = {0};
+					pggpu_data *ds[2] = {NULL, NULL};
+					pggpu_error err = {0};
+					int64_t		B;
+					km_out		o[2];
+					pggpu_kmeans_params p = {0};
+
+					set_case("dtype %s: unit rows of %s, d %d%s", be_name(be), t ? "halves" : "floats", dd[di],
+							 park ? ", parked" : "");
+					gen_blobs(&D, 2600, dd[di], 5, 6.0, 90 + di);
+					for (int j = 0; j < D.d; j++)
+					{
+						D.X[7 * D.d + j] = j == 0 ? (t ? ldexp(1.0, -24) : ldexp(1.0, -149)) : 0;	/* subnormal */
+						D.X[8 * D.d + j] = t ? 65504.0 : 3.4028234663852886e38;
+					}
+					round_to(&D, dt);
+					gen_blobs(&U, D.n, D.d, 5, 6.0, 90 + di);
+					memcpy(U.X, D.X, sizeof(double) * D.n * D.d);
+					{
+						int64_t		zero = 0;
+
+						for (int64_t i = 0; i < U.n; i++)
+							zero += !pggpu_unit_row(U.X + i * U.d, 1, U.d);
+						CHECK(zero == 0, "%lld rows are zero", (long long) zero);
+					}
+					ds[0] = load(be, &U, U.n);
+					if (pggpu_data_open(&ds[1], be, -1, D.d, D.n, &err) != PGGPU_OK ||
+						pggpu_data_set_dtype(ds[1], dt, &err) != PGGPU_OK ||
+						pggpu_data_hold_wide(ds[1], &err) != PGGPU_OK)
+					{
+						CHECK(false, "open and hold wide: %s", err.msg);
+						pggpu_data_close(ds[0]);
+						pggpu_data_close(ds[1]);
+						data_free(&D);
+						data_free(&U);
+						continue;
+					}
+					B = pggpu_data_batch_rows(ds[1]);
+					CHECK(pggpu_data_push(ds[1], 1, &err) == PGGPU_ERR_INVALID, "a set held wide took a batch by columns");
+					for (int64_t r0 = 0; r0 < D.n; r0 += B)
+					{
+						int64_t		m = D.n - r0 < B ? D.n - r0 : B;
+
+						for (int64_t e = 0; e < m * D.d; e++)
+							if (dt == PGGPU_FLOAT16)
+								pggpu_data_batch_f16(ds[1])[e] = pggpu_half_from_double(D.X[r0 * D.d + e]);
+							else
+								pggpu_data_batch_f32(ds[1])[e] = (float) D.X[r0 * D.d + e];
+						CHECK(pggpu_data_push_by_rows(ds[1], m, &err) == PGGPU_OK, "push by rows: %s", err.msg);
+					}
+					if (park)
+						CHECK(pggpu_data_park(ds[1], &err) == PGGPU_OK, "park: %s", err.msg);
+					CHECK(pggpu_data_unit_rows(ds[1], &err) == PGGPU_OK, "unit rows: %s", err.msg);
+					CHECK(!ds[1]->narrow_held, "unit rows held as doubles");
+					if (ds[0])
+					{
+						int64_t    *all = xmalloc(sizeof(int64_t) * D.n);
+						double	   *x = xmalloc(sizeof(double) * D.n * D.d);
+						int64_t		bad = 0;
+
+						for (int64_t r = 0; r < D.n; r++)
+							all[r] = r;
+						CHECK(pggpu_data_get_rows(ds[1], all, (int) D.n, x, &err) == PGGPU_OK, "get_rows: %s", err.msg);
+						for (int64_t e = 0; e < D.n * D.d; e++)
+							bad += memcmp(&x[e], &U.X[e], sizeof(double)) != 0;
+						CHECK(bad == 0, "%lld values differ from pggpu_unit_row's", (long long) bad);
+						free(x);
+						free(all);
+						for (int w = 0; w < 2; w++)
+						{
+							km_alloc(&o[w], D.n, 5, D.d);
+							pggpu_data_set_metric(ds[w], PGGPU_METRIC_COSINE);
+							p.k = 5;
+							p.max_iter = 10;
+							p.tol = 0;
+							p.init = PGGPU_INIT_KMEANSPP;
+							p.seed = 3;
+							p.n_init = 1;
+							fit_set(ds[w], &p, &o[w], &err);
+							CHECK(o[w].st == PGGPU_OK, "cosine fit: %s", err.msg);
+						}
+						if (o[0].st == PGGPU_OK && o[1].st == PGGPU_OK)
+							cmp_km("unit rows against rows scaled before the push", &o[1], &o[0], D.n, 5, D.d, 0.0);
+						km_free(&o[0]);
+						km_free(&o[1]);
+					}
+					pggpu_data_close(ds[0]);
+					pggpu_data_close(ds[1]);
+					data_free(&D);
+					data_free(&U);
+				}
 	}
 
 	/*

@@ -147,8 +147,16 @@ void gen_same(dataset *D, int64_t n, int d, double value);
 void gen_few(dataset *D, int64_t n, int d, int m, uint64_t seed);
 pggpu_data *load_quiet(pggpu_backend be, const dataset *D, int64_t hint, char *why, size_t whylen);
 pggpu_data *load(pggpu_backend be, const dataset *D, int64_t hint);
-/* D (float32 values) on be as dtype: FLOAT32 through the float staging batch, or (by_rows) pggpu_data_push_rows */
-pggpu_data *load_typed(pggpu_backend be, const dataset *D, pggpu_dtype dtype, bool by_rows);
+/* how load_typed pushes D: its staging batches by columns or by rows, or pggpu_data_push_rows */
+typedef enum load_how
+{
+	LOAD_COLUMNS,
+	LOAD_BY_ROWS,
+	LOAD_PUSH_ROWS
+} load_how;
+
+/* D (values of dtype) on be as dtype, pushed as how says */
+pggpu_data *load_typed(pggpu_backend be, const dataset *D, pggpu_dtype dtype, load_how how);
 pggpu_data *load_quiet_on(pggpu_backend be, int gpu, const dataset *D, int64_t hint, char *why, size_t whylen);
 pggpu_data *load_on(pggpu_backend be, int gpu, const dataset *D, int64_t hint);
 void km_alloc(km_out *o, int64_t n, int k, int d);
