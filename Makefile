@@ -29,7 +29,7 @@ BLAS_LIBS   ?= $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
 # the compute layer: the driver and the route planner, the CPU backend, and
 # the CUDA backend (one file a concern: cuda/gpu/common.cuh lists them) or
 # its stand-in
-COMPUTE_OBJS = cuda/dataset.o cuda/matmul.o cuda/compute.o cuda/fit.o cuda/seed.o cuda/columns.o cuda/parts.o cuda/farthest.o cuda/sample.o cuda/together.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/columns.o cuda/cpu/blocks.o cuda/cpu/gemm.o cuda/cpu/matmul.o cuda/knn.o cuda/cpu/knn.o
+COMPUTE_OBJS = cuda/dataset.o cuda/matmul.o cuda/compute.o cuda/fit.o cuda/seed.o cuda/columns.o cuda/parts.o cuda/farthest.o cuda/sample.o cuda/together.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/pass.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/columns.o cuda/cpu/blocks.o cuda/cpu/gemm.o cuda/cpu/matmul.o cuda/knn.o cuda/cpu/knn.o
 GPU_OBJS = $(patsubst %.cu,%.o,$(sort $(wildcard cuda/gpu/*.cu)))
 ifeq ($(WITH_CUDA),1)
 COMPUTE_OBJS += $(GPU_OBJS)
@@ -63,10 +63,11 @@ cuda/gpu/%.o: cuda/gpu/%.cu $(wildcard cuda/gpu/*.cuh) cuda/gpu/tc_shapes.h $(CO
 # slower than tc_scan): ptxas fails the build on a spill
 cuda/gpu/tc_resident.o: NVCC_FLAGS += -Xptxas -warn-spills,-Werror
 
-cuda/dataset.o cuda/matmul.o cuda/compute.o cuda/fit.o cuda/seed.o cuda/columns.o cuda/parts.o cuda/farthest.o cuda/sample.o cuda/together.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/columns.o cuda/cpu/blocks.o cuda/cpu/gemm.o cuda/cpu/matmul.o cuda/knn.o cuda/cpu/knn.o cuda/gpu/stand_in.o: $(COMPUTE_H)
+cuda/dataset.o cuda/matmul.o cuda/compute.o cuda/fit.o cuda/seed.o cuda/columns.o cuda/parts.o cuda/farthest.o cuda/sample.o cuda/together.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/pass.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/columns.o cuda/cpu/blocks.o cuda/cpu/gemm.o cuda/cpu/matmul.o cuda/knn.o cuda/cpu/knn.o cuda/gpu/stand_in.o: $(COMPUTE_H)
 cuda/cpu/kmeans.o cuda/cpu/rows.o cuda/cpu/gemm.o: cuda/cpu/gemm.h
-cuda/cpu/kmeans.o cuda/cpu/rows.o: cuda/cpu/state.h
-cuda/cpu/kmeans.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/blocks.o cuda/cpu/knn.o: cuda/cpu/blocks.h
+cuda/cpu/kmeans.o cuda/cpu/pass.o cuda/cpu/rows.o: cuda/cpu/state.h
+cuda/cpu/kmeans.o cuda/cpu/pass.o: cuda/cpu/pass.h
+cuda/cpu/kmeans.o cuda/cpu/pass.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/blocks.o cuda/cpu/knn.o: cuda/cpu/blocks.h
 cuda/knn.o cuda/cpu/knn.o cuda/gpu/knn.o cuda/gpu/knn_tiles.o cuda/gpu/stand_in.o: cuda/knn.h
 cuda/route.o: cuda/gpu/tc_shapes.h
 # every object of src/ (taken from OBJS, so a new file cannot be left out)
@@ -114,7 +115,7 @@ gpu-check:
 	tests/gpu/gpu-check.sh
 
 # libFuzzer target over the compute layer (CPU backend), with ASan and UBSan
-FUZZ_SRCS = cuda/dataset.c cuda/matmul.c cuda/compute.c cuda/fit.c cuda/seed.c cuda/columns.c cuda/parts.c cuda/farthest.c cuda/together.c cuda/route.c cuda/cpu/kmeans.c cuda/cpu/rows.c cuda/cpu/trials.c cuda/cpu/columns.c cuda/cpu/blocks.c cuda/cpu/gemm.c cuda/cpu/matmul.c cuda/gpu/stand_in.c
+FUZZ_SRCS = cuda/dataset.c cuda/matmul.c cuda/compute.c cuda/fit.c cuda/seed.c cuda/columns.c cuda/parts.c cuda/farthest.c cuda/together.c cuda/route.c cuda/cpu/kmeans.c cuda/cpu/pass.c cuda/cpu/rows.c cuda/cpu/trials.c cuda/cpu/columns.c cuda/cpu/blocks.c cuda/cpu/gemm.c cuda/cpu/matmul.c cuda/gpu/stand_in.c
 tests/fuzz/fuzz_compute: tests/fuzz/fuzz_compute.c $(FUZZ_SRCS) cuda/compute_internal.h cuda/pg_gpu_compute.h
 	clang -g -O1 -std=gnu11 -ffp-contract=off -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  -Icuda $(BLAS_CFLAGS) -o $@ tests/fuzz/fuzz_compute.c $(FUZZ_SRCS) $(BLAS_LIBS) -lm

@@ -252,7 +252,7 @@ pggpu_assign(pggpu_data *ds, const double *centroids, int k, int32_t *labels,
 	CHECK(ds->ops->km_begin(ds, k, err));
 	ds->k = k;
 	CHECK(ds->ops->km_put_centroids(ds, scaled, err));
-	CHECK(ds->ops->km_step(ds, false, &sst, err));
+	CHECK(ds->ops->km_step(ds, false, true, &sst, err));
 	CHECK(ds->ops->km_fetch(ds, labels, distances, err));
 	if (distances && ds->metric == PGGPU_METRIC_COSINE)
 		for (int64_t i = 0; i < ds->n; i++)

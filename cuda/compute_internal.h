@@ -132,8 +132,14 @@ typedef struct pggpu_ops
 	 * on ties), keep its squared distance, count changed labels and sum the
 	 * distances.  With update, also replace each centroid by the mean of its
 	 * new rows; a centroid with no rows stays and is counted in st->empty.
+	 * Without dists (the caller wants no inertia) a backend may leave the
+	 * rows' distances to their centroids (those of this pass) to be measured
+	 * when next read (km_point, km_pick, km_fetch, km_farthest), and
+	 * st->inertia is then NaN: a Lloyd iteration needs only the labels
+	 * (the CPU's GEMM route measures each winner's distance apart, 18 % of
+	 * its iteration at d = 768, k = 256).
 	 */
-	pggpu_status (*km_step) (pggpu_data *ds, bool update, pggpu_step_stats *st,
+	pggpu_status (*km_step) (pggpu_data *ds, bool update, bool dists, pggpu_step_stats *st,
 							 pggpu_error *err);
 	pggpu_status (*km_counts) (pggpu_data *ds, int64_t *counts,
 							   pggpu_error *err);

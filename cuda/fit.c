@@ -439,10 +439,10 @@ lloyd(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int start, i
 	{
 		int64_t		changed,
 					empty;
-		double		inertia;
 
 		pggpu_interrupts(p);
-		if ((st = src->step(src->arg, put, k, e, r->iterations == 0, true, &empty, NULL, &inertia,
+		/* (no inertia: a backend may then leave the rows' distances until a repair reads them) */
+		if ((st = src->step(src->arg, put, k, e, r->iterations == 0, true, &empty, NULL, NULL,
 							&changed, NULL, err)) != PGGPU_OK)
 			return st;
 		put = NULL;

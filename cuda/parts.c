@@ -31,7 +31,8 @@ pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin, 
 	if (k < 1)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "k must be at least 1");
 	memset(counts, 0, sizeof(int64_t) * k);
-	*inertia = 0;
+	if (inertia)
+		*inertia = 0;
 	*changed = 0;
 	if (sums)
 		memset(sums, 0, sizeof(double) * k * ds->d);
@@ -50,10 +51,11 @@ pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin, 
 	}
 	/* labels by C, and with sums each cluster's sum of its rows, as the step added them */
 	if ((st = ops->km_put_centroids(ds, C, err)) != PGGPU_OK ||
-		(st = ops->km_step(ds, sums != NULL, &sst, err)) != PGGPU_OK ||
+		(st = ops->km_step(ds, sums != NULL, inertia != NULL, &sst, err)) != PGGPU_OK ||
 		(st = sums ? ops->km_sums(ds, sums, counts, err) : ops->km_counts(ds, counts, err)) != PGGPU_OK)
 		return st;
-	*inertia = sst.inertia;
+	if (inertia)
+		*inertia = sst.inertia;
 	*changed = sst.changed;
 	return PGGPU_OK;
 }
@@ -167,6 +169,7 @@ typedef struct step_work
 	int			e;
 	bool		begin;
 	bool		update;			/* sums wanted */
+	bool		dists;			/* the inertia wanted */
 	int32_t    *labels;
 	const int64_t *offs;		/* each part's first row in the union */
 	const int  *group;			/* each part's group */
@@ -201,7 +204,7 @@ step_group(step_work *w, int g, pggpu_stop *stop)
 	{
 		int			nx = next_of(w, g, pi);
 		bool		next_was = nx < w->nparts && parts[nx]->parked;
-		double		pin;
+		double		pin = 0;
 		int64_t		pch;
 		pggpu_status st = PGGPU_OK;
 
@@ -211,7 +214,8 @@ step_group(step_work *w, int g, pggpu_stop *stop)
 		if (st == PGGPU_OK)
 			st = pggpu_kmeans_partial(parts[pi], w->C, k, w->e, w->begin,
 									  w->update ? (sh->some ? sh->psums : sh->sums) : NULL,
-									  sh->some ? sh->pcounts : sh->counts, &pin, &pch, &sh->err);
+									  sh->some ? sh->pcounts : sh->counts, w->dists ? &pin : NULL,
+									  &pch, &sh->err);
 		if (st == PGGPU_OK && w->labels && parts[pi]->n > 0)
 			st = parts[pi]->ops->km_fetch(parts[pi], w->labels + w->offs[pi], NULL, &sh->err);
 		if ((sh->st = pggpu_repark(parts[pi], was, st, &sh->err)) != PGGPU_OK)
@@ -327,7 +331,7 @@ pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, i
 				 int32_t *labels, pggpu_error *err)
 {
 	int			d = parts[0]->d;
-	step_work	w = {parts, nparts, C, k, e, begin, sums != NULL, labels};
+	step_work	w = {parts, nparts, C, k, e, begin, sums != NULL, inertia != NULL, labels};
 	/* (two of the home set's few scratch slots: the fit holds some too) */
 	char	   *book = (char *) pggpu_scratch_alloc(parts[0], (sizeof(int) + sizeof(int64_t) +
 															  sizeof(pggpu_interrupt_fn)) * nparts);
@@ -342,7 +346,8 @@ pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, i
 	if (sums)
 		memset(sums, 0, sizeof(double) * k * d);
 	memset(counts, 0, sizeof(int64_t) * k);
-	*inertia = 0;
+	if (inertia)
+		*inertia = 0;
 	*changed = 0;
 	if (book == NULL)
 	{
@@ -443,7 +448,8 @@ pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, i
 			continue;			/* (a group of empty parts only: nothing) */
 		for (int c = 0; c < k; c++)
 			counts[c] += w.shares[g].counts[c];
-		*inertia += w.shares[g].inertia;
+		if (inertia)
+			*inertia += w.shares[g].inertia;
 		*changed += w.shares[g].changed;
 	}
 done:
@@ -510,7 +516,7 @@ one_step(pggpu_data *ds, const double *C, int k, int e, bool begin, bool update,
 	if (st == PGGPU_OK && C)
 		st = ops->km_put_centroids(ds, C, err);
 	if (st == PGGPU_OK)
-		st = ops->km_step(ds, update, &sst, err);
+		st = ops->km_step(ds, update, inertia != NULL, &sst, err);
 	if (st == PGGPU_OK && update && ds->metric == PGGPU_METRIC_COSINE)
 		st = ops->km_normalize(ds, ldexp(1.0, e), err);
 	/* (the counts are a pass of their own: the update counts empty clusters in its) */
@@ -528,7 +534,8 @@ one_step(pggpu_data *ds, const double *C, int k, int e, bool begin, bool update,
 	if (st == PGGPU_OK && labels)
 		st = ops->km_fetch(ds, labels, NULL, err);
 	*empty = sst.empty;
-	*inertia = sst.inertia;
+	if (inertia)
+		*inertia = sst.inertia;
 	*changed = sst.changed;
 	return pggpu_repark(ds, was, st, err);
 }

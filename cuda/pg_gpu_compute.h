@@ -472,9 +472,10 @@ void		pggpu_scratch_free_all(pggpu_data *ds);
  * step: every row labelled by the k centroids, C (fit units) where given,
  * else those the source holds (its last update's or its last C): the
  * labelling's clusters without rows (*empty), counts (NULL: not wanted),
- * inertia (cosine: 2 (1 - cos)) and the rows whose label changed since the
- * last step (begin: a new fit, all of them); labels (NULL: not wanted) in
- * row order.  With update, the source then holds
+ * inertia (cosine: 2 (1 - cos); NULL: not wanted, and the rows' distances
+ * may then be measured only when farthest reads them) and the rows whose
+ * label changed since the last step (begin: a new fit, all of them); labels
+ * (NULL: not wanted) in row order.  With update, the source then holds
  * each cluster's mean of its rows (the old centroid where it has none;
  * cosine: scaled to norm 2^e, pggpu_centroids_update), so an iteration
  * moves no centroids between the driver and one holder.
@@ -543,7 +544,8 @@ pggpu_status pggpu_kmeans_parts(pggpu_data *const *parts, int nparts,
 /*
  * A source's calls on local parts (a cluster's node answers with them for
  * its rows): a step over every part at 2^e times the rows as pushed, with
- * sums (NULL: labels only) added in part order (a part found parked is
+ * sums (NULL: labels only) added in part order, inertia as a source's step
+ * has it (NULL: not wanted) (a part found parked is
  * parked again after its share); the sample; the farthest rows (at the
  * parts' last step's scale); the range.
  */
@@ -570,8 +572,9 @@ int			pggpu_farthest_slot(double *d2, uint64_t *keys, void *extra, size_t size, 
  * One part's share of a Lloyd iteration: its rows (held at 2^e times as
  * pushed) labelled by the k centroids C (fit units), with sums (else NULL)
  * each cluster's sum of its rows (fit units, 0 where none), their counts;
- * the labelling's inertia and the rows whose label changed since the last
- * call (begin: a new state, every row counts as changed).
+ * the labelling's inertia (NULL: not wanted) and the rows whose label
+ * changed since the last call (begin: a new state, every row counts as
+ * changed).
  */
 pggpu_status pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin,
 								  double *sums, int64_t *counts, double *inertia,

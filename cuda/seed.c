@@ -362,7 +362,7 @@ ll_measure(pggpu_data *ds, cand_set *cs, int64_t m0, double *D2, int32_t *lab,
 	ds->k = mn;
 	if ((st = ops->km_gather(ds, cs->rows + m0, mn, err)) != PGGPU_OK ||
 		(st = ops->km_get_centroids(ds, cs->coords + m0 * ds->d, err)) != PGGPU_OK ||
-		(st = ops->km_step(ds, false, &sst, err)) != PGGPU_OK ||
+		(st = ops->km_step(ds, false, true, &sst, err)) != PGGPU_OK ||
 		(st = ops->km_fetch(ds, lab2, d2, err)) != PGGPU_OK)
 		return st;
 	for (int64_t i = 0; i < ds->n; i++)

@@ -168,8 +168,12 @@ cluster_step(void *arg, const double *C, int k, int e, bool begin, bool update, 
 	char	   *sql = psprintf("SELECT sums, counts, inertia, changed FROM %s.pg_gpu_node_kmeans_step($1, $2)",
 							   cl->nsp);
 	int64	   *counts;
+	double		unwanted;
 
 	Assert(labels == NULL);
+	/* (the nodes measure it all the same: their step's answer has it) */
+	if (inertia == NULL)
+		inertia = &unwanted;
 	if (cl->held == NULL || cl->k != k)
 	{
 		cl->held = MemoryContextAllocHuge(GetMemoryChunkContext(cl), sizeof(double) * k * d);

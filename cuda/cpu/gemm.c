@@ -10,8 +10,9 @@
  * settles the row when the runner-up is more than 2E above the least;
  * else every centroid within 2E of the least is measured by the plain loop
  * (lowest index on ties).  The winner's distance is always the plain
- * loop's.  So labels and distances are those of nearest_block, bit for bit,
- * and the sums and counts that follow are the same.
+ * loop's (where wanted: a Lloyd step leaves it to cpu_gemm_dists, when a
+ * repair reads it).  So labels and distances are those of nearest_block,
+ * bit for bit, and the sums and counts that follow are the same.
  *
  * The bound.  With u = 2^-53, for rows and centroids less mu held as x', c'
  * (each element rounded once, relative u): the product, the norms and the
@@ -28,9 +29,11 @@
  * the same certification with u_f = 2^-24: the rounding of x' and c' moves
  * the distance by at most 2 u_f s^2 (1 + u_f), the float product by h u_f
  * |x'| |c'| <= h u_f s^2 / 4 a term (2 x.c: h u_f s^2 / 2), the norms (in
- * double, of float values) by (d + 2) 2^-53 s^2; so |A_c - D_c| <= (h / 2
- * + 3) u_f s^2 (1 + O(u_f)), and E takes (h + 6) u_f s^2 plus d 2^-120 for
- * products that underflow.  h is the depth of the product's sums: the
+ * double, of float values) by (d + 2) 2^-53 s^2, and A_c itself is taken
+ * in floats, fl(fl(|c'|^2) - 2 x.c), two roundings of values at most s^2
+ * and 1.5 s^2 (|x'| |c'| <= s^2 / 4): 2.5 u_f s^2 more; so |A_c - D_c| <=
+ * (h / 2 + 5.5) u_f s^2 (1 + O(u_f)), and E takes (h + 11) u_f s^2 plus
+ * d 2^-120 for products that underflow.  h is the depth of the product's sums: the
  * product is taken SGEMM_KC columns at a time, each slice added into the
  * float result (beta 1), so that a term is rounded at most h = SGEMM_KC +
  * (slices - 1) times, whatever order the BLAS sums a slice in (d taken at
@@ -113,18 +116,21 @@ cpu_gemm_panel_rows(int d, int k, double poll_budget)
 
 /* (row, centroid) pairs of near-tied rows measured at once, at most */
 #define PAIRS (8 * GEMM_PANEL)
+/* and their rows, at most (gathered into rows of doubles first: PAIR_ROWS x d) */
+#define PAIR_ROWS 32
 
 /*
  * A thread's workspace: xc (panel x d) and G (panel x k), column-major with
  * leading dimension panel; xn, m1, m2 (panel each); c1 (panel ints), then
- * cand (k ints); the pairs' distances, rows and centroids (PAIRS + 8
- * each), as doubles' room.
+ * cand (k ints); the pairs' rows gathered (PAIR_ROWS x d); the pairs'
+ * distances, rows, centroids and rows' places among those gathered
+ * (PAIRS + 8 each), as doubles' room.
  */
 static int64_t
 ws_doubles(int d, int k, int panel)
 {
 	return (int64_t) panel * d + (int64_t) panel * k + 4 * panel + (panel + k + 1) / 2 + 8 +
-		2 * (PAIRS + 8);
+		(int64_t) PAIR_ROWS * d + 3 * (PAIRS + 8);
 }
 
 bool
@@ -149,7 +155,8 @@ cpu_gemm_open(cpu_gemm *g, pggpu_data *ds, int k, int threads, int panel)
 	g->ws_doubles = ws_doubles(d, k, panel);
 	g->mu = (double *) calloc(d, sizeof(double));
 	g->Cc = (double *) malloc(sizeof(double) * k * d);
-	g->cn = (double *) malloc(sizeof(double) * k);
+	g->cn = (double *) malloc((sizeof(double) + sizeof(float)) * k);
+	g->cnf = g->cn ? (float *) (g->cn + k) : NULL;
 	g->ws = (double *) malloc(sizeof(double) * g->ws_doubles * threads);
 	if (!g->mu || !g->Cc || !g->cn || !g->ws)
 	{
@@ -209,6 +216,7 @@ cpu_gemm_centroids(cpu_gemm *g, const double *C, int k, int d)
 			s += v * v;
 		}
 		g->cn[c] = s;
+		g->cnf[c] = (float) s;
 		g->cmax = fmax(g->cmax, sqrt(s));
 	}
 	g->C = C;
@@ -279,7 +287,7 @@ winner_dists(const double *x, const float *xf, int64_t b, int rows8, const int32
 
 /*
  * The two least a_c = |c|^2 - 2 x.c of rows 0 .. rows8 - 1 (products of
- * centroid c at G + c P, or Gf; rows8 a multiple of 8) and the least's
+ * centroid c at G + c P; rows8 a multiple of 8) and the least's
  * centroid, the lowest on ties (NaN never less): 8 rows at a time over
  * every centroid, their minima in registers (a centroid at a time for all
  * the rows kept them in memory, the loop scalar: 7 % of a float32
@@ -291,7 +299,7 @@ typedef int64_t vl __attribute__((vector_size(8 * sizeof(int64_t))));
 #define SEL(m, a, b) ((vd) (((m) & (vl) (a)) | (~(m) & (vl) (b))))
 
 CLONES static void
-two_least(const double *G, const float *Gf, int64_t P, int rows8, int k, const double *cn,
+two_least(const double *G, int64_t P, int rows8, int k, const double *cn,
 		  double *m1, double *m2, int *c1)
 {
 	for (int q = 0; q < rows8; q += 8)
@@ -308,7 +316,7 @@ two_least(const double *G, const float *Gf, int64_t P, int rows8, int k, const d
 			vl			lt1,
 						lt2;
 
-			LOAD_ROWS(a, G, Gf, (int64_t) c * P + q);
+			LOAD_VD(a, G + (int64_t) c * P + q);
 			a = cn[c] - 2 * a;
 			lt1 = a < b1;
 			lt2 = a < b2;
@@ -324,22 +332,88 @@ two_least(const double *G, const float *Gf, int64_t P, int rows8, int k, const d
 }
 
 /*
+ * The same from a float product, in floats: a_c = fl(fl(|c|^2) - 2 x.c),
+ * 8 rows a vector of floats (half the vectors of doubles: two_least on
+ * doubles took 10 % of a float32 iteration at d = 768, k = 256 on the CI
+ * machine's EPYC, without AVX-512); the minima widened into m1 and m2.
+ * The two roundings are within the bound (see the head of this file).
+ */
+typedef int32_t vi __attribute__((vector_size(8 * sizeof(int32_t))));
+
+#define SELF(m, a, b) ((vf) (((m) & (vi) (a)) | (~(m) & (vi) (b))))
+
+CLONES static void
+two_least_f32(const float *Gf, int64_t P, int rows8, int k, const float *cnf, double *m1,
+			  double *m2, int *c1)
+{
+	for (int q = 0; q < rows8; q += 8)
+	{
+		vf			b1,
+					b2;
+		vi			i1 = {0};
+
+		for (int l = 0; l < 8; l++)
+			b1[l] = b2[l] = INFINITY;
+		for (int c = 0; c < k; c++)
+		{
+			vf			a;
+			vi			lt1,
+						lt2;
+
+			LOAD_VF(a, Gf + (int64_t) c * P + q);
+			a = cnf[c] - 2 * a;
+			lt1 = a < b1;
+			lt2 = a < b2;
+			b2 = SELF(lt1, b1, SELF(lt2, a, b2));
+			i1 = (lt1 & (vi) {c, c, c, c, c, c, c, c}) | (~lt1 & i1);
+			b1 = SELF(lt1, a, b1);
+		}
+		for (int l = 0; l < 8; l++)
+		{
+			m1[q + l] = b1[l];
+			m2[q + l] = b2[l];
+			c1[q + l] = i1[l];
+		}
+	}
+}
+
+/*
+ * xr (row-major, nr x d) := rows rq[0 .. nr - 1] of a tile (column j at
+ * x + j b, or xf) as doubles: a column at a time, the rows' values of one
+ * column a few cache lines (read a pair at a time, each value of a row
+ * was a line of its own: pair_dists took 14 % of a float32 iteration at d
+ * = 768, k = 256 on the CI machine's EPYC)
+ */
+static void
+gather_rows(const double *x, const float *xf, int64_t b, int d, const int32_t *rq, int nr,
+			double *xr)
+{
+	for (int j = 0; j < d; j++)
+		for (int i = 0; i < nr; i++)
+			xr[(int64_t) i * d + j] = x ? x[j * b + rq[i]] : (double) xf[j * b + rq[i]];
+}
+
+/*
  * The same distances of np8 (row, centroid) pairs (a multiple of 8): pair
- * p's row pq[p] (column j at x + j b, or xf), centroid pc[p] of C; 8 pairs
- * a vector, as winner_dists: 8 chains of additions at once, where a
- * near-tied row measured alone is one
+ * p's row xr + pr[p] d, centroid pc[p] of C; 8 pairs a vector, as
+ * winner_dists: 8 chains of additions at once, where a near-tied row
+ * measured alone is one
  */
 CLONES static void
-pair_dists(const double *x, const float *xf, int64_t b, int np8, const int32_t *pq,
-		   const int32_t *pc, const double *C, int d, double *out)
+pair_dists(const double *xr, int np8, const int32_t *pr, const int32_t *pc, const double *C, int d,
+		   double *out)
 {
 	for (int p = 0; p < np8; p += 8)
 	{
-		const double *c8[8];
+		const double *c8[8],
+				   *x8[8];
 		vd			acc = {0};
 
 		for (int l = 0; l < 8; l++)
+		{
 			c8[l] = C + (int64_t) pc[p + l] * d;
+			x8[l] = xr + (int64_t) pr[p + l] * d;
+		}
 		for (int j = 0; j < d; j++)
 		{
 			vd			t,
@@ -347,7 +421,7 @@ pair_dists(const double *x, const float *xf, int64_t b, int np8, const int32_t *
 
 			for (int l = 0; l < 8; l++)
 			{
-				t[l] = x ? x[j * b + pq[p + l]] : (double) xf[j * b + pq[p + l]];
+				t[l] = x8[l][j];
 				c[l] = c8[l][j];
 			}
 			t -= c;
@@ -357,30 +431,50 @@ pair_dists(const double *x, const float *xf, int64_t b, int np8, const int32_t *
 	}
 }
 
+/* a thread's room for the pairs (see ws_doubles) */
+typedef struct pairs_room
+{
+	double	   *xr;				/* PAIR_ROWS x d */
+	double	   *pv;				/* PAIRS + 8 each */
+	int32_t    *pq;
+	int32_t    *pc;
+	int32_t    *pr;
+} pairs_room;
+
 /*
- * The near-tied rows of np pairs (each row's candidates in order, together)
- * labelled by the least of their distances, lowest centroid on ties
+ * The near-tied rows of np pairs (each row's candidates in order, together;
+ * PAIR_ROWS rows at most) labelled by the least of their distances, lowest
+ * centroid on ties
  */
 static void
-resolve_pairs(const double *x, const float *xf, int64_t b, int np, int32_t *pq, int32_t *pc,
-			  double *pv, const double *C, int d, int32_t *lab)
+resolve_pairs(const double *x, const float *xf, int64_t b, int np, const pairs_room *pr,
+			  const double *C, int d, int32_t *lab)
 {
 	int			np8 = (np + 7) & ~7;
+	int32_t		rq[PAIR_ROWS];
+	int			nr = 0;
 
+	for (int p = 0; p < np; p++)
+	{
+		if (p == 0 || pr->pq[p] != pr->pq[p - 1])
+			rq[nr++] = pr->pq[p];
+		pr->pr[p] = nr - 1;
+	}
 	for (int p = np; p < np8; p++)
-		pq[p] = pq[0], pc[p] = pc[0];
-	pair_dists(x, xf, b, np8, pq, pc, C, d, pv);
+		pr->pr[p] = pr->pr[0], pr->pc[p] = pr->pc[0];
+	gather_rows(x, xf, b, d, rq, nr, pr->xr);
+	pair_dists(pr->xr, np8, pr->pr, pr->pc, C, d, pr->pv);
 	for (int p = 0; p < np;)
 	{
-		int			q = pq[p];
+		int			q = pr->pq[p];
 		double		bv = INFINITY;
 
 		lab[q] = 0;
-		for (; p < np && pq[p] == q; p++)
-			if (pv[p] < bv)
+		for (; p < np && pr->pq[p] == q; p++)
+			if (pr->pv[p] < bv)
 			{
-				bv = pv[p];
-				lab[q] = pc[p];
+				bv = pr->pv[p];
+				lab[q] = pr->pc[p];
 			}
 	}
 }
@@ -463,14 +557,17 @@ cpu_gemm_label(const cpu_gemm *g, int t, const double *src, const float *src32, 
 	double	   *m2 = m1 + P;
 	int		   *c1 = (int *) (m2 + P);
 	int		   *cand = c1 + P;
-	double	   *pv = ws + g->ws_doubles - 2 * (PAIRS + 8);
+	double	   *xr = ws + g->ws_doubles - 3 * (PAIRS + 8) - (int64_t) PAIR_ROWS * d;
+	double	   *pv = ws + g->ws_doubles - 3 * (PAIRS + 8);
 	int32_t    *pq = (int32_t *) (pv + PAIRS + 8);
-	int32_t    *pc = pq + PAIRS + 8;
-	int			np = 0;
+	pairs_room	room = {xr, pv, pq, pq + PAIRS + 8, pq + 2 * (PAIRS + 8)};
+	int32_t    *pc = room.pc;
+	int			np = 0,
+				nr = 0;
 	/* the float product's depth, and 2E (see the head of this file) */
 	const int	slices = (d + SGEMM_KC - 1) / SGEMM_KC,
 				depth = (d < SGEMM_KC ? d : SGEMM_KC) + slices - 1;
-	double		ef = src32 ? 2 * (depth + 6) * 0x1p-24 : 2 * (d + 4) * 0x1p-51,
+	double		ef = src32 ? 2 * (depth + 11) * 0x1p-24 : 2 * (d + 4) * 0x1p-51,
 				e0 = src32 ? 2 * d * 0x1p-120 : 0;
 
 	/*
@@ -493,7 +590,10 @@ cpu_gemm_label(const cpu_gemm *g, int t, const double *src, const float *src32, 
 		g->ob->dgemm(PGGPU_CBLAS_COL_MAJOR, PGGPU_CBLAS_NO_TRANS, PGGPU_CBLAS_NO_TRANS, rows, k, d,
 					 1.0, xc, P, g->Cc, d, 0.0, G, P);
 	}
-	two_least(G, Gf, P, rows8, k, g->cn, m1, m2, c1);
+	if (Gf)
+		two_least_f32(Gf, P, rows8, k, g->cnf, m1, m2, c1);
+	else
+		two_least(G, P, rows8, k, g->cn, m1, m2, c1);
 	for (int q = 0; q < rows; q++)
 	{
 		double		s = sqrt(xn[q]) + g->cmax,
@@ -511,27 +611,29 @@ cpu_gemm_label(const cpu_gemm *g, int t, const double *src, const float *src32, 
 		/* as pairs, with other rows' (the usual case), or alone (more than PAIRS) */
 		if (nc <= PAIRS)
 		{
-			if (np + nc > PAIRS)
+			if (np + nc > PAIRS || nr == PAIR_ROWS)
 			{
-				resolve_pairs(src, src32, b, np, pq, pc, pv, g->C, d, lab);
-				np = 0;
+				resolve_pairs(src, src32, b, np, &room, g->C, d, lab);
+				np = nr = 0;
 			}
 			for (int i = 0; i < nc; i++)
 				pq[np] = q, pc[np++] = cand[i];
+			nr++;
 			continue;
 		}
 		/* (the pairs waiting first: the room is taken a buffer at a time) */
 		if (np > 0)
-			resolve_pairs(src, src32, b, np, pq, pc, pv, g->C, d, lab);
-		np = 0;
+			resolve_pairs(src, src32, b, np, &room, g->C, d, lab);
+		np = nr = 0;
 		lab[q] = 0;
+		gather_rows(src, src32, b, d, &q, 1, xr);
 		for (int i0 = 0; i0 < nc; i0 += PAIRS)
 		{
 			int			n1 = nc - i0 < PAIRS ? nc - i0 : PAIRS;
 
 			for (int i = 0; i < ((n1 + 7) & ~7); i++)
-				pq[i] = q, pc[i] = cand[i0 + (i < n1 ? i : 0)];
-			pair_dists(src, src32, b, (n1 + 7) & ~7, pq, pc, g->C, d, pv);
+				room.pr[i] = 0, pc[i] = cand[i0 + (i < n1 ? i : 0)];
+			pair_dists(xr, (n1 + 7) & ~7, room.pr, pc, g->C, d, pv);
 			for (int i = 0; i < n1; i++)
 				if (pv[i] < bv)
 				{
@@ -541,16 +643,21 @@ cpu_gemm_label(const cpu_gemm *g, int t, const double *src, const float *src32, 
 		}
 	}
 	if (np > 0)
-		resolve_pairs(src, src32, b, np, pq, pc, pv, g->C, d, lab);
-	/* the winners' distances, the plain loop's (past rows: centroid 0, unused) */
-	{
-		int32_t    *own = (int32_t *) c1;
-		double	   *out = m1;
+		resolve_pairs(src, src32, b, np, &room, g->C, d, lab);
+	if (best)
+		cpu_gemm_dists(src, src32, b, d, rows, lab, g->C, best, (int32_t *) c1, m1);
+}
 
-		for (int q = 0; q < rows8; q++)
-			own[q] = q < rows ? lab[q] : 0;
-		winner_dists(src, src32, b, rows8, own, g->C, d, out);
-		for (int q = 0; q < rows; q++)
-			best[q] = out[q];
-	}
+void
+cpu_gemm_dists(const double *src, const float *src32, int64_t b, int d, int rows,
+			   const int32_t *lab, const double *C, double *best, int32_t *own, double *out)
+{
+	int			rows8 = (rows + 7) & ~7;
+
+	/* (past rows: centroid 0, unused) */
+	for (int q = 0; q < rows8; q++)
+		own[q] = q < rows ? lab[q] : 0;
+	winner_dists(src, src32, b, rows8, own, C, d, out);
+	for (int q = 0; q < rows; q++)
+		best[q] = out[q];
 }

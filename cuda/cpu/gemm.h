@@ -19,6 +19,7 @@ typedef struct cpu_gemm
 	double	   *mu;				/* d: the rows' column means */
 	double	   *Cc;				/* k x d: the centroids less mu (f32: floats) */
 	double	   *cn;				/* k: |Cc|^2 */
+	float	   *cnf;			/* k: the same rounded to floats (f32), in cn's room */
 	const double *C;			/* k x d: the caller's centroids, kept through the pass (exact distances) */
 	double		cmax;			/* max |Cc| */
 	double	   *ws;				/* per thread, ws_doubles each: see gemm.c */
@@ -50,9 +51,19 @@ void		cpu_gemm_centroids(cpu_gemm *g, const double *C, int k, int d);
  * Labels `rows` rows (rows <= panel; column j at src + j * b, or src32 +
  * j * b where the rows are floats, the other NULL; whole vectors of 8 rows
  * readable) by the k centroids of the last cpu_gemm_centroids, on thread
- * t's workspace: best[q] and lab[q] as nearest_block gives them.
+ * t's workspace: best[q] (best NULL: not measured) and lab[q] as
+ * nearest_block gives them.
  */
 void		cpu_gemm_label(const cpu_gemm *g, int t, const double *src, const float *src32, int64_t b,
 						   int d, int rows, int k, double *best, int32_t *lab);
+
+/*
+ * best[q] := the plain loop's |x_q - C[lab[q]]|^2, q < rows (rows as
+ * cpu_gemm_label takes them): what cpu_gemm_label gives in best, apart
+ * (best NULL there: a Lloyd step that wants no distances leaves them to
+ * this when they are read).  own and out: room for rows rounded up to 8.
+ */
+void		cpu_gemm_dists(const double *src, const float *src32, int64_t b, int d, int rows,
+						   const int32_t *lab, const double *C, double *best, int32_t *own, double *out);
 
 #endif							/* PG_GPU_CPU_GEMM_H */

@@ -18,13 +18,10 @@
 #include "compute_internal.h"
 #include "blocks.h"
 #include "gemm.h"
+#include "pass.h"
 #include "state.h"
 
 #include <math.h>
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,12 +44,13 @@
 static void
 cpu_km_free(cpu_state *s)
 {
-	free(s->C), free(s->labels), free(s->dist2), free(s->sums), free(s->cnt);
+	free(s->C), free(s->labels), free(s->dist2), free(s->sums), free(s->cnt), free(s->C_lab);
 	free(s->xb), free(s->xw), free(s->parts), free(s->part_sums), free(s->part_cnt);
 	cpu_gemm_close(&s->gemm);
 	s->gemm_tried = false;
 	s->part_cnt = NULL;
-	s->C = s->dist2 = s->sums = s->xb = s->part_sums = NULL;
+	s->C = s->dist2 = s->sums = s->xb = s->part_sums = s->C_lab = NULL;
+	s->stale = false;
 	s->xw = NULL;
 	s->parts = NULL;
 	s->labels = NULL;
@@ -123,6 +121,7 @@ cpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 		threads = nparts;
 	cpu_km_free(s);
 	s->C = (double *) malloc(sizeof(double) * kd);
+	s->C_lab = (double *) malloc(sizeof(double) * kd);
 	s->sums = (double *) malloc(sizeof(double) * kd);
 	s->cnt = (int64_t *) malloc(sizeof(int64_t) * k);
 	s->labels = (int32_t *) malloc(sizeof(int32_t) * n);
@@ -138,11 +137,11 @@ cpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 		s->part_sums = (double *) cache_lines(sizeof(double) * pad8(kd) * nparts);
 		s->part_cnt = (int64_t *) cache_lines(sizeof(int64_t) * pad8(k) * nparts);
 	}
-	if (!s->C || !s->sums || !s->cnt || !s->labels || !s->dist2 || !s->xb || (s->Xh && !s->xw) ||
+	if (!s->C || !s->C_lab || !s->sums || !s->cnt || !s->labels || !s->dist2 || !s->xb || (s->Xh && !s->xw) ||
 		!s->parts || (nparts > 1 && (!s->part_sums || !s->part_cnt)))
 	{
 		cpu_km_free(s);
-		return oom(err, (2 * kd + k + 3 * n + RB * ds->d * threads) * 8 +
+		return oom(err, (3 * kd + k + 3 * n + RB * ds->d * threads) * 8 +
 				   (s->Xh ? GEMM_PANEL * ds->d * threads * 4 : 0) +
 				   (nparts > 1 ? (kd + k) * nparts * 8 : 0));
 	}
@@ -202,14 +201,6 @@ cpu_km_normalize(pggpu_data *ds, double norm, pggpu_error *err)
 /* ---- blocks of rows --------------------------------------------------------- */
 
 
-/*
- * Interrupts are polled every POLL_ROWS rows of a pass at most, and at least
- * every POLL_WORK squared differences (x_j - c_j)^2, a few milliseconds:
- * fewer rows between polls when k d is large, and within a block of rows,
- * between runs of centroids, when one block is more than that.
- */
-#define POLL_ROWS 4096
-#define POLL_WORK ((int64_t) 1 << 22)
 
 /*
  * Column j of the block PREFETCH_BLOCKS ahead, fetched as column j of this
@@ -273,72 +264,7 @@ race_rows(const double *dist2, const double *rw, int64_t blk, int64_t n, uint64_
 	return row;
 }
 
-/* ---- passes over the rows, in parts, on one or more threads -------------- */
-
-enum
-{
-	PASS_STEP,					/* a Lloyd pass */
-	PASS_POINT					/* km_point's pass */
-};
-
-typedef struct pass
-{
-	pggpu_data *ds;
-	int			kind;
-	bool		update;			/* PASS_STEP: sum the rows by label too */
-	const double *cc;			/* PASS_POINT: the new centroid */
-	bool		set;			/* PASS_POINT: dist2 := d (else the min) */
-	const uint64_t *key;		/* PASS_POINT: the draw to make, or NULL */
-	int64_t		poll_mask;		/* poll where (row & poll_mask) == 0 */
-	int			kchunk;			/* PASS_STEP: centroids between polls */
-	bool		threaded;		/* other threads may run: poll, don't call */
-	bool		no_poll;		/* the callback returned with one pending */
-	atomic_int	next;			/* the next part to take */
-	atomic_bool stop;			/* an interrupt is pending: leave the parts */
-	atomic_int	active;			/* other threads still running */
-} pass;
-
-/* the calling thread, while others run: stop them all on a pending interrupt */
-static void
-poll_pending(pass *ps)
-{
-	pggpu_data *ds = ps->ds;
-
-	if (ds->interrupt && !ps->no_poll && ds->pending())
-		atomic_store(&ps->stop, true);
-}
-
-/*
- * Every POLL_ROWS rows: false when the thread must leave its part here.  On
- * one thread that is the caller's callback itself (it may longjmp).  With
- * others running it may not be called: the calling thread polls
- * ds->pending (here, at the start of the pass and while it waits for the
- * others), and on a pending interrupt every thread stops; pass_run then
- * calls the callback with no other thread running.
- */
-static bool
-poll_pass(pass *ps, bool caller)
-{
-	pggpu_data *ds = ps->ds;
-
-	if (ds->interrupt == NULL)
-		return true;
-	if (!ps->threaded)
-	{
-		ds->interrupt(ds->interrupt_arg);
-		return true;
-	}
-	if (caller)
-		poll_pending(ps);
-	return !atomic_load_explicit(&ps->stop, memory_order_relaxed);
-}
-
-/* poll_pass at the rows where a poll is due */
-static bool
-keep_going(pass *ps, int64_t i0, bool caller)
-{
-	return (i0 & ps->poll_mask) != 0 || poll_pass(ps, caller);
-}
+/* ---- the k-means passes (cpu/pass.h runs them) ---------------------------- */
 
 /*
  * nearest_block over the centroids in runs of ps->kchunk, polling between
@@ -355,7 +281,7 @@ nearest_block_polled(pass *ps, bool caller, const double *x, int d, const double
 	nearest_block(x, RB, d, C, ps->kchunk < k ? ps->kchunk : k, best, lab);
 	for (int c0 = ps->kchunk; c0 < k; c0 += ps->kchunk)
 	{
-		if (!poll_pass(ps, caller))
+		if (!cpu_poll_pass(ps, caller))
 			return false;
 		nearest_block(x, RB, d, C + (int64_t) c0 * d, k - c0 < ps->kchunk ? k - c0 : ps->kchunk,
 					  b2, l2);
@@ -396,8 +322,74 @@ add_row(double *sum, const double *row, int d)
 }
 
 /*
- * Rows i0 .. i0 + rows - 1 labelled (lab, best): into labels and dist2,
- * counted, and with update summed by label in row order (element j of row
+ * sums[lab[l]] += row l of 8 float rows, l < m (column j's 8 rows a vector
+ * at xf + j xj, readable whole): 8 columns at a time turned into 8 rows in
+ * registers (an 8 x 8 transpose), each row's 8 values widened and added to
+ * its cluster's, rows in order (the same sums as add_row's).  Turning the
+ * rows a value at a time into a buffer, then add_row, took 17 % of a
+ * float32 iteration at d = 768, k = 256 on the CI machine's EPYC.
+ */
+typedef float vf8 __attribute__((vector_size(8 * sizeof(float))));
+
+#define UNPACK_LO(a, b) __builtin_shufflevector(a, b, 0, 8, 1, 9, 4, 12, 5, 13)
+#define UNPACK_HI(a, b) __builtin_shufflevector(a, b, 2, 10, 3, 11, 6, 14, 7, 15)
+#define PAIRS_LO(a, b) __builtin_shufflevector(a, b, 0, 1, 8, 9, 4, 5, 12, 13)
+#define PAIRS_HI(a, b) __builtin_shufflevector(a, b, 2, 3, 10, 11, 6, 7, 14, 15)
+#define HALVES_LO(a, b) __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11)
+#define HALVES_HI(a, b) __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15)
+
+CLONES static void
+add_rows_f32(double *sums, const int32_t *lab, int m, const float *xf, int64_t xj, int d)
+{
+	int			j0 = 0;
+
+	for (; j0 + 8 <= d; j0 += 8)
+	{
+		vf8			v[8],
+					a[8],
+					c[8],
+					r[8];
+
+		for (int j = 0; j < 8; j++)
+			memcpy(&v[j], xf + (int64_t) (j0 + j) * xj, sizeof(vf8));
+		for (int j = 0; j < 8; j += 2)
+		{
+			a[j] = UNPACK_LO(v[j], v[j + 1]);
+			a[j + 1] = UNPACK_HI(v[j], v[j + 1]);
+		}
+		/* c[0..3]: lanes l and l + 4 of columns 0-3, l = 0..3; c[4..7]: of columns 4-7 */
+		for (int h = 0; h < 8; h += 4)
+		{
+			c[h] = PAIRS_LO(a[h], a[h + 2]);
+			c[h + 1] = PAIRS_HI(a[h], a[h + 2]);
+			c[h + 2] = PAIRS_LO(a[h + 1], a[h + 3]);
+			c[h + 3] = PAIRS_HI(a[h + 1], a[h + 3]);
+		}
+		for (int l = 0; l < 4; l++)
+		{
+			r[l] = HALVES_LO(c[l], c[l + 4]);
+			r[l + 4] = HALVES_HI(c[l], c[l + 4]);
+		}
+		for (int l = 0; l < m; l++)
+		{
+			double	   *sum = sums + (int64_t) lab[l] * d + j0;
+			vd8			s,
+						w = __builtin_convertvector(r[l], vd8);
+
+			memcpy(&s, sum, sizeof(s));
+			s += w;
+			memcpy(sum, &s, sizeof(s));
+		}
+	}
+	for (int l = 0; l < m; l++)
+		for (int j = j0; j < d; j++)
+			sums[(int64_t) lab[l] * d + j] += (double) xf[l + (int64_t) j * xj];
+}
+
+/*
+ * Rows i0 .. i0 + rows - 1 labelled (lab, best; best NULL: distances not
+ * measured): into labels and dist2, counted, and with update summed by
+ * label in row order (element j of row
  * q at x[q * xq + j * xj], or xf[...] where x is NULL: floats).  rowbuf
  * (room for 8 x d, or NULL): the rows are far apart (a tile's columns);
  * 8 at a time turned into rows there first, each then added as a vector.
@@ -411,6 +403,9 @@ take_rows(cpu_state *s, bool update, int d, int64_t i0, int rows, const double *
 	{
 		*changed += s->labels[i0 + q] != lab[q];
 		s->labels[i0 + q] = lab[q];
+	}
+	for (int q = 0; best && q < rows; q++)
+	{
 		s->dist2[i0 + q] = best[q];
 		*inertia += best[q];
 	}
@@ -429,6 +424,13 @@ take_rows(cpu_state *s, bool update, int d, int64_t i0, int rows, const double *
 		{
 			int			m = rows - q0 < 8 ? rows - q0 : 8;
 
+			if (xf && xq == 1)
+			{
+				for (int l = 0; l < m; l++)
+					cnt[lab[q0 + l]]++;
+				add_rows_f32(sums, lab + q0, m, xf + q0, xj, d);
+				continue;
+			}
 			if (x)
 				for (int j = 0; j < d; j++)
 					for (int l = 0; l < m; l++)
@@ -443,6 +445,35 @@ take_rows(cpu_state *s, bool update, int d, int64_t i0, int rows, const double *
 				add_row(sums + (int64_t) lab[q0 + l] * d, rowbuf + l * d, d);
 			}
 		}
+}
+
+/*
+ * The GEMM route's panel of rows i0 .. i0 + rows - 1 (within a tile):
+ * column j at *src + j * *stride, or *src32 (floats) where the set holds
+ * them; halves widened to floats first on thread t's room, a column at a
+ * time (whole vectors of 8)
+ */
+static void
+panel_at(pggpu_data *ds, int t, int64_t i0, int rows, const double **src, const float **src32,
+		 int64_t *stride)
+{
+	cpu_state  *s = ST(ds);
+	int			d = ds->d;
+	int64_t		b = TILE(ds);
+	int64_t		at = pggpu_at(i0, 0, d, ds->log_b);
+
+	*src = s->X ? s->X + at : NULL;
+	*src32 = s->Xf ? s->Xf + at : NULL;
+	*stride = b;
+	if (s->Xh)
+	{
+		float	   *w = s->xw + (int64_t) t * GEMM_PANEL * d;
+
+		for (int j = 0; j < d; j++)
+			pggpu_cpu_halves(s->Xh + at + j * b, w + (int64_t) j * GEMM_PANEL, (rows + 7) & ~7);
+		*src32 = w;
+		*stride = GEMM_PANEL;
+	}
 }
 
 /* a Lloyd pass over the rest of a part */
@@ -480,26 +511,16 @@ step_rows(pass *ps, part *pt, int t, bool caller)
 		int			rows = pt->end - i0 < s->gemm.panel ? (int) (pt->end - i0) : s->gemm.panel;
 		double		best[GEMM_PANEL];
 		int32_t		lab[GEMM_PANEL];
-		int64_t		at = pggpu_at(i0, 0, d, ds->log_b);
-		const double *src = s->X ? s->X + at : NULL;
-		const float *src32 = s->Xf ? s->Xf + at : NULL;
-		int64_t		stride = b;
+		const double *src;
+		const float *src32;
+		int64_t		stride;
 
-		if (!poll_pass(ps, caller))
+		if (!cpu_poll_pass(ps, caller))
 			break;
-		/* halves: the panel's rows widened to floats first, a column at a time (whole vectors of 8) */
-		if (s->Xh)
-		{
-			float	   *w = s->xw + (int64_t) t * GEMM_PANEL * d;
-
-			for (int j = 0; j < d; j++)
-				pggpu_cpu_halves(s->Xh + at + j * b, w + (int64_t) j * GEMM_PANEL, (rows + 7) & ~7);
-			src32 = w;
-			stride = GEMM_PANEL;
-		}
-		cpu_gemm_label(&s->gemm, t, src, src32, stride, d, rows, k, best, lab);
-		take_rows(s, ps->update, d, i0, rows, best, lab, src, src32, 1, stride, sums, cnt, &changed,
-				  &inertia, x);
+		panel_at(ds, t, i0, rows, &src, &src32, &stride);
+		cpu_gemm_label(&s->gemm, t, src, src32, stride, d, rows, k, ps->dists ? best : NULL, lab);
+		take_rows(s, ps->update, d, i0, rows, ps->dists ? best : NULL, lab, src, src32, 1, stride,
+				  sums, cnt, &changed, &inertia, x);
 	}
 	/* else blocks of RB rows */
 	for (; !s->gemm.ob && i0 < pt->end; i0 += RB)
@@ -509,7 +530,7 @@ step_rows(pass *ps, part *pt, int t, bool caller)
 		double		best[RB];
 		int32_t		lab[RB];
 
-		if (!keep_going(ps, i0, caller))
+		if (!cpu_keep_going(ps, i0, caller))
 			break;
 
 		/*
@@ -572,7 +593,7 @@ point_rows(pass *ps, part *pt, int t, bool caller)
 		int64_t		stride;
 		const double *x;
 
-		if (!keep_going(ps, i0, caller))
+		if (!cpu_keep_going(ps, i0, caller))
 		{
 			pt->pos = i0;
 			return;
@@ -587,131 +608,59 @@ point_rows(pass *ps, part *pt, int t, bool caller)
 	pt->pos = pt->end;
 }
 
-static void
-run_parts(pass *ps, int t, bool caller)
-{
-	cpu_state  *s = ST(ps->ds);
-	int			i;
-
-	while ((i = atomic_fetch_add(&ps->next, 1)) < s->nparts)
-	{
-		part	   *pt = &s->parts[i];
-
-		if (pt->pos < pt->end)
-		{
-			if (ps->kind == PASS_STEP)
-				step_rows(ps, pt, t, caller);
-			else
-				point_rows(ps, pt, t, caller);
-		}
-		if (atomic_load(&ps->stop))
-			return;
-	}
-}
-
-typedef struct worker
-{
-	pass	   *ps;
-	int			t;
-} worker;
-
-static void *
-worker_main(void *arg)
-{
-	worker	   *w = (worker *) arg;
-
-	run_parts(w->ps, w->t, false);
-	atomic_fetch_sub(&w->ps->active, 1);
-	return NULL;
-}
-
 /*
- * Runs a pass: the calling thread and up to nthreads - 1 others (started
- * with every signal blocked, so that signals still go to the caller), joined
- * before it returns.  A thread that cannot be started leaves its share to
- * the others.
+ * fresh_dists' pass over the rest of a part: each row's distance to its
+ * centroid of the step that left them (C_lab), as the GEMM route measures
+ * a winner's
  */
 static void
-pass_run(pass *ps)
+dists_rows(pass *ps, part *pt, int t, bool caller)
 {
 	pggpu_data *ds = ps->ds;
 	cpu_state  *s = ST(ds);
-	/* with a callback but no way to poll it, one thread */
-	int			threads = ds->interrupt && !ds->pending ? 1 : s->nthreads;
+	int64_t		i0;
 
-	double		work = (double) ds->d * (ps->kind == PASS_STEP ? ds->k : 1);
-	double		budget = ds->poll_work > 0 ? ds->poll_work : (double) POLL_WORK;
-	int64_t		poll_rows = POLL_ROWS;
-
-	while (poll_rows > RB && poll_rows * work > budget)
-		poll_rows >>= 1;
-	ps->poll_mask = poll_rows - 1;
-	ps->kchunk = RB * work > budget ? (int) (budget / (RB * ds->d)) : ds->k;
-	if (ps->kchunk < 1)
-		ps->kchunk = 1;
-	for (int i = 0; i < s->nparts; i++)
-		s->parts[i].pos = s->parts[i].start;
-	ps->threaded = threads > 1;
-	ps->no_poll = false;
-	for (;;)
+	for (i0 = pt->pos; i0 < pt->end; i0 += s->gemm.panel)
 	{
-		pthread_t	tid[PGGPU_MAX_THREADS];
-		worker		w[PGGPU_MAX_THREADS];
-		int			started = 0;
-		bool		done = true;
+		int			rows = pt->end - i0 < s->gemm.panel ? (int) (pt->end - i0) : s->gemm.panel;
+		int32_t		own[GEMM_PANEL];
+		double		out[GEMM_PANEL];
+		const double *src;
+		const float *src32;
+		int64_t		stride;
 
-		atomic_store(&ps->next, 0);
-		atomic_store(&ps->stop, false);
-		atomic_store(&ps->active, 0);
-		if (threads > 1)
-		{
-			sigset_t	all,
-						old;
-
-			sigfillset(&all);
-			pthread_sigmask(SIG_SETMASK, &all, &old);
-			for (int t = 1; t < threads; t++)
-			{
-				w[started].ps = ps;
-				w[started].t = t;
-				atomic_fetch_add(&ps->active, 1);
-				if (pthread_create(&tid[started], NULL, worker_main, &w[started]) != 0)
-				{
-					atomic_fetch_sub(&ps->active, 1);
-					break;
-				}
-				started++;
-			}
-			pthread_sigmask(SIG_SETMASK, &old, NULL);
-			poll_pending(ps);
-		}
-		run_parts(ps, 0, true);
-		/* out of parts: keep polling while the others finish theirs */
-		while (atomic_load(&ps->active) > 0)
-		{
-			poll_pending(ps);
-			sched_yield();
-		}
-		for (int t = 0; t < started; t++)
-			pthread_join(tid[t], NULL);
-		for (int i = 0; i < s->nparts; i++)
-			done &= s->parts[i].pos == s->parts[i].end;
-		if (done)
-			return;
-		/* stopped for a pending interrupt: the callback, on this thread alone */
-		ds->interrupt(ds->interrupt_arg);
-		/* it came back: the interrupt is held off; finish the pass */
-		ps->no_poll = true;
+		if (!cpu_poll_pass(ps, caller))
+			break;
+		panel_at(ds, t, i0, rows, &src, &src32, &stride);
+		cpu_gemm_dists(src, src32, stride, ds->d, rows, s->labels + i0, s->C_lab, s->dist2 + i0, own,
+					   out);
 	}
+	pt->pos = i0 < pt->end ? i0 : pt->end;
+}
+
+/*
+ * The distances a step left (km_step without dists), measured before
+ * anything reads dist2; the same values the step would have kept
+ */
+static void
+fresh_dists(pggpu_data *ds)
+{
+	cpu_state  *s = ST(ds);
+	pass		ps = {.ds = ds, .kind = PASS_DISTS, .rows = dists_rows};
+
+	if (!s->stale)
+		return;
+	cpu_pass_run(&ps);
+	s->stale = false;
 }
 
 static pggpu_status
-cpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err)
+cpu_km_step(pggpu_data *ds, bool update, bool dists, pggpu_step_stats *out, pggpu_error *err)
 {
 	cpu_state  *s = ST(ds);
 	int			d = ds->d;
 	int			k = ds->k;
-	pass		ps = {.ds = ds, .kind = PASS_STEP, .update = update};
+	pass		ps = {.ds = ds, .kind = PASS_STEP, .rows = step_rows, .update = update, .dists = true};
 	pggpu_step_stats st = {0, 0, 0.0};
 
 	(void) err;
@@ -730,8 +679,15 @@ cpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 		/* a product a thread: ours are the threads */
 		pggpu_openblas_threads(s->gemm.ob, 1);
 		cpu_gemm_centroids(&s->gemm, s->C, k, d);
+		/* (the plain loop has each row's distance as it labels it: kept) */
+		if (!dists)
+		{
+			ps.dists = false;
+			memcpy(s->C_lab, s->C, sizeof(double) * k * d);
+		}
 	}
-	pass_run(&ps);
+	cpu_pass_run(&ps);
+	s->stale = !ps.dists;
 	/* the parts in order */
 	if (update && s->nparts > 1)
 	{
@@ -745,7 +701,7 @@ cpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 		if (pt->start == pt->end)
 			continue;
 		st.changed += pt->changed;
-		st.inertia += pt->inertia;
+		st.inertia += ps.dists ? pt->inertia : NAN;
 		if (update && pt->sums)
 		{
 			for (int64_t e = 0; e < (int64_t) k * d; e++)
@@ -803,7 +759,7 @@ cpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_
 	int			d = ds->d;
 	double	   *cc = s->C + (int64_t) c * d;
 	int64_t		at = pggpu_at(row, 0, d, ds->log_b);
-	pass		ps = {.ds = ds, .kind = PASS_POINT, .cc = cc,
+	pass		ps = {.ds = ds, .kind = PASS_POINT, .rows = point_rows, .cc = cc,
 	.set = mode == PGGPU_D2_SET, .key = next_key};
 	double		bk = INFINITY;
 	int64_t		br = -1;
@@ -813,8 +769,12 @@ cpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_
 		cc[j] = pggpu_cpu_value(s->X, s->Xf, s->Xh, at + j * TILE(ds));
 	if (mode == PGGPU_D2_KEEP)
 		return PGGPU_OK;
+	/* (SET measures every row again) */
+	if (mode == PGGPU_D2_SET)
+		s->stale = false;
+	fresh_dists(ds);
 	s->drawn = false;
-	pass_run(&ps);
+	cpu_pass_run(&ps);
 	if (next_key)
 	{
 		/* the parts in order: the first block of the smallest key; its row */
@@ -839,6 +799,7 @@ cpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *e
 	int64_t		br = -1;
 
 	(void) err;
+	fresh_dists(ds);
 	if (mode == PGGPU_PICK_SAMPLE)
 	{
 		if (s->drawn && s->drawn_key == key)
@@ -894,7 +855,10 @@ cpu_km_fetch(pggpu_data *ds, int32_t *labels, double *dist2, pggpu_error *err)
 	if (labels)
 		memcpy(labels, ST(ds)->labels, sizeof(int32_t) * ds->n);
 	if (dist2)
+	{
+		fresh_dists(ds);
 		memcpy(dist2, ST(ds)->dist2, sizeof(double) * ds->n);
+	}
 	return PGGPU_OK;
 }
 
@@ -906,6 +870,7 @@ cpu_km_farthest(pggpu_data *ds, int m, int64_t cap, double *floor, int64_t *coun
 	const double *D = ST(ds)->dist2;
 	double	   *top = (double *) malloc(sizeof(double) * (m > 0 ? m : 1));
 
+	fresh_dists(ds);
 	if (top == NULL)
 		return oom(err, sizeof(double) * (m > 0 ? m : 1));
 	pggpu_farthest_rows(D, ds->n, m, cap, top, floor, count, rows, d2);
@@ -917,6 +882,7 @@ cpu_km_farthest(pggpu_data *ds, int m, int64_t cap, double *floor, int64_t *coun
 void
 pggpu_cpu_draw_state(pggpu_data *ds, const double **dist2, const double **rw)
 {
+	fresh_dists(ds);
 	*dist2 = ST(ds)->dist2;
 	*rw = ST(ds)->rw;
 }

@@ -33,6 +33,12 @@ typedef struct cpu_state
 	double	   *C;
 	int32_t    *labels;
 	double	   *dist2;
+	/*
+	 * a step that wanted no distances left them (stale): dist2 is measured
+	 * from labels and C_lab (k x d, that step's centroids) when next read
+	 */
+	bool		stale;
+	double	   *C_lab;
 	double	   *sums;
 	int64_t    *cnt;
 	double	   *xb;				/* a block of rows a thread, column j at

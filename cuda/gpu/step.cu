@@ -104,8 +104,12 @@ label_ranges(pggpu_data *ds, pggpu_error *err)
 }
 
 pggpu_status
-gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err)
+gpu_km_step(pggpu_data *ds, bool update, bool dists, pggpu_step_stats *out, pggpu_error *err)
 {
+	/*
+	 * (dists: always measured here, the certifying pass reads each winner
+	 * anyway)
+	 */
 	gpu_state  *s = ST(ds);
 	const pggpu_route *r = &s->route;
 	const int	k = ds->k;
@@ -122,6 +126,7 @@ gpu_km_step(pggpu_data *ds, bool update, pggpu_step_stats *out, pggpu_error *err
 	int			fused = 0;
 	pggpu_status st;
 
+	(void) dists;
 	s->pick_ready = false;
 	s->counts_at = UPD_NONE;
 	if ((st = x_layout(ds, false, err)) != PGGPU_OK)

@@ -69,7 +69,7 @@ test_cpu_gemm(void)
 		{"integer grid", 4000, 3, 64, 1, PGGPU_INIT_RANDOM},
 		{"far from the origin", 8000, 24, 40, 2, PGGPU_INIT_KMEANSPP},
 		{"identical rows", 1000, 20, 5, 3, PGGPU_INIT_KMEANSPP},
-		{"blobs, the default route GEMM", 3000, 300, 40, 0, PGGPU_INIT_KMEANSPP},
+		{"blobs, the default route GEMM", 3005, 300, 40, 0, PGGPU_INIT_KMEANSPP},
 		/* (float32: sgemm's slices of columns, the bound's depth: cpu/gemm.c) */
 		{"integer grid, 4 slices", 3000, 400, 64, 1, PGGPU_INIT_KMEANSPP},
 		{"far from the origin, 5 slices", 3000, 520, 48, 2, PGGPU_INIT_RANDOM},
@@ -137,6 +137,62 @@ test_cpu_gemm(void)
 		}
 		km_free(&plain);
 		km_free(&o);
+		data_free(&D);
+	}
+
+	/*
+	 * Emptied clusters: given centroids, three of them far from every row,
+	 * so that the first step leaves them without rows and the repair takes
+	 * the rows farthest from their centroids.  A Lloyd step on the GEMM
+	 * route leaves the rows' distances until a read (cpu/kmeans.c
+	 * fresh_dists): measured then from that step's centroids, they must
+	 * choose the plain loop's rows (measured from the updated centroids,
+	 * or not at all, they choose others).  Doubles and floats, 1 and 3
+	 * threads.
+	 */
+	for (int f = 0; f < 2; f++)
+	{
+		int64_t		n = 5000;
+		int			d = 96,
+					k = 24;
+		dataset		D;
+		double	   *C = (double *) xmalloc(sizeof(double) * k * d);
+		pggpu_kmeans_params p = {0};
+		km_out		plain,
+					o;
+
+		gemm_dtype = f ? PGGPU_FLOAT32 : PGGPU_FLOAT64;
+		set_case("cpu gemm: emptied clusters repaired%s", f ? ", float32" : "");
+		gen_blobs(&D, n, d, 8, 3.0, 31);
+		for (int64_t e = 0; f && e < n * d; e++)
+			D.X[e] = (float) D.X[e];
+		memcpy(C, D.X, sizeof(double) * k * d);
+		for (int c = 0; c < 3; c++)
+			for (int j = 0; j < d; j++)
+				C[(int64_t) (5 * c + 2) * d + j] = 1e4 + c;
+		p.k = k;
+		p.max_iter = 20;
+		p.tol = 0;
+		p.init = PGGPU_INIT_GIVEN;
+		p.init_centroids = C;
+		km_alloc(&plain, n, k, d);
+		km_alloc(&o, n, k, d);
+		if (fit_forced(&D, &p, PGGPU_LABEL_LLOYD, 1, 0, &plain))
+		{
+			bool		far = false;
+
+			/* (the repair moved them: none is far at the end) */
+			for (int c = 0; c < k; c++)
+				far |= plain.C[(int64_t) c * d] > 1e3;
+			CHECK(!far, "a cluster left far from the rows: no repair?");
+			if (fit_forced(&D, &p, PGGPU_LABEL_GEMM, 1, 0, &o))
+				cmp_exact("gemm vs plain", &plain, &o, n, k, d);
+			if (fit_forced(&D, &p, PGGPU_LABEL_GEMM, 3, 0, &o))
+				cmp_exact("gemm on 3 threads vs plain", &plain, &o, n, k, d);
+		}
+		km_free(&plain);
+		km_free(&o);
+		free(C);
 		data_free(&D);
 	}
 

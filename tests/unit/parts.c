@@ -410,7 +410,7 @@ farthest_checks(void)
 				continue;
 			if (CHECK(ds->ops->km_begin(ds, k, &err) == PGGPU_OK && (ds->k = k) > 0 &&
 					  ds->ops->km_put_centroids(ds, C, &err) == PGGPU_OK &&
-					  ds->ops->km_step(ds, false, &sst, &err) == PGGPU_OK, "a step: %s", err.msg))
+					  ds->ops->km_step(ds, false, true, &sst, &err) == PGGPU_OK, "a step: %s", err.msg))
 			{
 				pggpu_data *one = ds;
 
