@@ -99,6 +99,12 @@ notice_skipped(const PgGpuSource *src, const PgGpuRows *rows, const char *skippe
 						src->relname, src->normalize ? ", or are zero in all of them" : "", skipped)));
 }
 
+static double
+ms_since(TimestampTz start)
+{
+	return (GetCurrentTimestamp() - start) / 1000.0;
+}
+
 /*
  * reads the relation (for a fit into k clusters at most; 0: a labelling);
  * notes skipped rows.  Cosine on a GPU, of floats or halves: the rows read
@@ -111,9 +117,14 @@ static PgGpuData *
 load(const PgGpuSource *src, const FitSettings *fs, bool want_ids, PgGpuRows *rows,
 	 const char *skipped, int k)
 {
+	TimestampTz start = GetCurrentTimestamp();
 	pggpu_backend backend = pg_gpu_choose_backend();
 	PgGpuData  *data = pg_gpu_data_open(backend, src->ncols, (int64) src->expected_rows, k);
 	PgGpuSource stored = *src;
+	/* the read stage's parts, at DEBUG2 (beside the scan's own "read of") */
+	double		open_ms = ms_since(start),
+				source_ms,
+				unit_ms = 0;
 
 	stored.normalize = false;
 	stored.skip_zero = true;
@@ -124,13 +135,18 @@ load(const PgGpuSource *src, const FitSettings *fs, bool want_ids, PgGpuRows *ro
 		pg_gpu_data_set_dtype(data, pg_gpu_source_dtype(&stored, false));
 		pg_gpu_data_hold_wide(data);
 		pg_gpu_read_source(&stored, data, want_ids, rows);
+		source_ms = ms_since(start) - open_ms;
 		pg_gpu_data_unit_rows(data);
+		unit_ms = ms_since(start) - open_ms - source_ms;
 	}
 	else
 	{
 		pg_gpu_data_set_dtype(data, pg_gpu_source_dtype(src, fs->standard));
 		pg_gpu_read_source(src, data, want_ids, rows);
+		source_ms = ms_since(start) - open_ms;
 	}
+	elog(DEBUG2, "pg_gpu: load of \"%s\" (ms): opening the data set %.1f, reading %.1f, scaling the rows to norm 1 %.1f",
+		 src->relname, open_ms, source_ms, unit_ms);
 	if (data->nshares > 1)
 		elog(DEBUG1, "pg_gpu: %lld rows of \"%s\" dealt to %d shares on %s",
 			 (long long) rows->nvalid, src->relname, data->nshares, pg_gpu_data_device(data));
@@ -223,12 +239,6 @@ typedef struct KmeansOut
 	double		iterate_ms;
 	TimestampTz returning;		/* when the first row was returned */
 } KmeansOut;
-
-static double
-ms_since(TimestampTz start)
-{
-	return (GetCurrentTimestamp() - start) / 1000.0;
-}
 
 /* the GPU's plan of the call's steps (cuda/route.h), at DEBUG2 */
 static void
