@@ -39,7 +39,7 @@ echo "made the tables in $(( $(date +%s) - t0 )) s"
 W="SET max_parallel_workers_per_gather = $WORKERS"
 # fit LABEL TABLE [ARGS]: a 3-iteration fit on one GPU, its read's DEBUG2 lines in the note
 fit() {
-  timed_run sql "$1" 'stages|read of|batches of' "$W" "SET pg_gpu.max_memory = -1" "SET pg_gpu.device = gpu" \
+  timed_run sql "$1" 'stages|load of|read of|batches of' "$W" "SET pg_gpu.max_memory = -1" "SET pg_gpu.device = gpu" \
     "SET pg_gpu.gpus = '0'" "SELECT iterations, inertia FROM gpu_kmeans_fit('$2', $K, columns => ARRAY['e'], seed => 1, max_iter => 3, tol => 0${3:-})"
 }
 for i in $(seq 1 "$ROUNDS"); do
