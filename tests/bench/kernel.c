@@ -12,7 +12,8 @@
  *              Lloyd iterations with tol 0: the time from the end of the
  *              first to the end of the last (the progress callback) /
  *              ITERS, so that the first step's setup of the device state
- *              is left out;
+ *              is left out (each timed iteration's ms in the note: one
+ *              that repairs emptied clusters shows);
  *   seeding:   one k-means++ fit with max_iter 1: its seed_seconds;
  *   load:      pushing the rows through the staging buffers (the first fit).
  * On the GPU a warm-up fit on the first 65536 rows (k-means++, 2 iterations)
@@ -496,9 +497,15 @@ run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
 	}
 	if (ok)
 	{
+		/* each timed iteration's ms (a repair of emptied clusters shows as one slower) */
+		char		each[512] = "";
+
+		for (int i = 1; i < stamps_n && strlen(each) < sizeof(each) - 16; i++)
+			snprintf(each + strlen(each), sizeof(each) - strlen(each), "%s%.2f", i > 1 ? " " : "",
+					 1e3 * (stamps[i] - stamps[i - 1]));
 		bench_emit(gpu ? "kernel" : "cpu", method, n, d, k,
-				   r.iterate_seconds / r.iterations, "iterations=%d threads=%s %s",
-				   r.iterations, gpu ? "gpu" : thr, route);
+				   r.iterate_seconds / r.iterations, "iterations=%d threads=%s %s; each (ms): %s",
+				   r.iterations, gpu ? "gpu" : thr, route, each);
 		bench_emit("load", gpu ? "pg_gpu" : "pg_gpu_cpu", n, d, k, load_s,
 				   "pushing N x d %s through the staging buffers", float16 ? "float16" : float32 ? "float32" : "float64");
 		p.init = PGGPU_INIT_KMEANSPP;
