@@ -2,7 +2,7 @@
  * kernel.c - bench_kernel: k-means through the compute layer, without a
  * database, on the suite's blobs (blobs.h).
  *
- *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-F] [-H] [-S] [-P] [-R LABEL] N,d,k ...
+ *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-F] [-H] [-N] [-S] [-P] [-R LABEL] N,d,k ...
  *   bench_kernel bandwidth [-t TSV]
  *   bench_kernel print D ROWS          (the generator's first rows, %a)
  *
@@ -17,7 +17,9 @@
  *   seeding:   one k-means++ fit with max_iter 1: its seed_seconds;
  *   load:      pushing the rows through the staging buffers (the first fit).
  * On the GPU a warm-up fit on the first 65536 rows (k-means++, 2 iterations)
- * comes first: the CUDA runtime loads each kernel on its first launch.
+ * comes first: the CUDA runtime loads each kernel on its first launch
+ * (-N: none, for a profiler: at k = 20,000 its seeding's launches outnumber
+ * the timed iterations').
  * -T: the CPU backend's threads (pggpu_data_set_threads; method pg_gpu_<T>t
  * when more than 1).  -D: float64 products only (pggpu_data_set_double_only,
  * method pg_gpu_f64).  -E: embedding-like rows instead of the blobs, with
@@ -78,6 +80,7 @@ static bool embeddings = false;	/* -E */
 static bool float32 = false;	/* -F */
 static bool float16 = false;	/* -H */
 static bool no_seed = false;	/* -S */
+static bool no_warm = false;	/* -N */
 static bool parallel = false;	/* -P */
 static int	force_label = 0;	/* -R */
 static char route[256];			/* the last fit's route (pggpu_data_route) */
@@ -468,7 +471,7 @@ run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
 	 * two iterations (the CUDA runtime loads a kernel on its first launch,
 	 * and the timed figures leave that out, as PyTorch's warm-up does)
 	 */
-	if (gpu && k <= WARM_ROWS)
+	if (gpu && !no_warm && k <= WARM_ROWS)
 	{
 		p.init = PGGPU_INIT_KMEANSPP;
 		p.max_iter = 2;
@@ -504,8 +507,8 @@ run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
 			snprintf(each + strlen(each), sizeof(each) - strlen(each), "%s%.2f", i > 1 ? " " : "",
 					 1e3 * (stamps[i] - stamps[i - 1]));
 		bench_emit(gpu ? "kernel" : "cpu", method, n, d, k,
-				   r.iterate_seconds / r.iterations, "iterations=%d threads=%s %s; each (ms): %s",
-				   r.iterations, gpu ? "gpu" : thr, route, each);
+				   r.iterate_seconds / r.iterations, "iterations=%d threads=%s%s%s; each (ms): %s",
+				   r.iterations, gpu ? "gpu" : thr, route[0] ? " " : "", route, each);
 		bench_emit("load", gpu ? "pg_gpu" : "pg_gpu_cpu", n, d, k, load_s,
 				   "pushing N x d %s through the staging buffers", float16 ? "float16" : float32 ? "float32" : "float64");
 		p.init = PGGPU_INIT_KMEANSPP;
@@ -631,13 +634,13 @@ main(int argc, char **argv)
 	if (argc < 2 || (strcmp(argv[1], "gpu") && strcmp(argv[1], "cpu") &&
 					 strcmp(argv[1], "bandwidth")))
 	{
-		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-F] [-H] [-S] [-P] [-R LABEL] [-M MB] [-G GPUS] N,d,k ...\n"
+		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-F] [-H] [-N] [-S] [-P] [-R LABEL] [-M MB] [-G GPUS] N,d,k ...\n"
 				"       %s bandwidth [-t TSV]\n       %s print D ROWS\n",
 				argv[0], argv[0], argv[0]);
 		return 2;
 	}
 	optind = 2;
-	while ((opt = getopt(argc, argv, "t:i:b:c:T:DEFHSPR:M:G:")) != -1)
+	while ((opt = getopt(argc, argv, "t:i:b:c:T:DEFHNSPR:M:G:")) != -1)
 	{
 		if (opt == 'F')
 			float32 = true;
@@ -654,6 +657,8 @@ main(int argc, char **argv)
 			embeddings = true;
 		else if (opt == 'S')
 			no_seed = true;
+		else if (opt == 'N')
+			no_warm = true;
 		else if (opt == 'P')
 			parallel = true;
 		else if (opt == 'R')
