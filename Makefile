@@ -64,10 +64,10 @@ cuda/gpu/%.o: cuda/gpu/%.cu $(wildcard cuda/gpu/*.cuh) cuda/gpu/tc_shapes.h $(CO
 cuda/gpu/tc_resident.o: NVCC_FLAGS += -Xptxas -warn-spills,-Werror
 
 cuda/dataset.o cuda/matmul.o cuda/compute.o cuda/fit.o cuda/seed.o cuda/columns.o cuda/parts.o cuda/farthest.o cuda/sample.o cuda/together.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/pass.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/columns.o cuda/cpu/blocks.o cuda/cpu/gemm.o cuda/cpu/matmul.o cuda/knn.o cuda/cpu/knn.o cuda/gpu/stand_in.o: $(COMPUTE_H)
-cuda/cpu/kmeans.o cuda/cpu/rows.o cuda/cpu/gemm.o: cuda/cpu/gemm.h
+cuda/cpu/kmeans.o cuda/cpu/pass.o cuda/cpu/rows.o cuda/cpu/gemm.o: cuda/cpu/gemm.h
 cuda/cpu/kmeans.o cuda/cpu/pass.o cuda/cpu/rows.o: cuda/cpu/state.h
 cuda/cpu/kmeans.o cuda/cpu/pass.o: cuda/cpu/pass.h
-cuda/cpu/kmeans.o cuda/cpu/pass.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/blocks.o cuda/cpu/knn.o: cuda/cpu/blocks.h
+cuda/cpu/kmeans.o cuda/cpu/pass.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/blocks.o cuda/cpu/gemm.o cuda/cpu/knn.o: cuda/cpu/blocks.h
 cuda/knn.o cuda/cpu/knn.o cuda/gpu/knn.o cuda/gpu/knn_tiles.o cuda/gpu/stand_in.o: cuda/knn.h
 cuda/route.o: cuda/gpu/tc_shapes.h
 # every object of src/ (taken from OBJS, so a new file cannot be left out)

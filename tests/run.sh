@@ -17,7 +17,8 @@
 #      (tests/bench/run.sh --smoke);
 #   5. the same build (CPU only) and the regress and isolation suites against
 #      PostgreSQL 18, built once from ../shared/vendor into /var/cache.
-# The map of the sources (docs/layout.md) is checked first (tests/maps.sh).
+# The map of the sources (docs/layout.md) is checked first (tests/maps.sh),
+# then the Makefile's prerequisites against the sources' includes (tests/deps.sh).
 # Ends with one line "N passed, M failed" (suites) and exits non-zero on failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,8 @@ cd "$(dirname "$0")/.."
 
 ensure_deps || exit 1
 step "docs/layout.md names every source file, and no file that is gone (tests/maps.sh)" bash tests/maps.sh
+step "the Makefile rebuilds every object when a header it includes changes (tests/deps.sh)" \
+  env PG_CONFIG="$PG_CONFIG" bash tests/deps.sh
 
 cpu_only_build() {
   local d
