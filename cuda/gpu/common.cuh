@@ -130,6 +130,14 @@ struct gpu_state
 	void	   *gemm_ws;		/* and its workspace */
 	size_t		gemm_ws_bytes;
 	bool		gemm_f16;		/* label gemm_f16: the product is still the one on halves */
+	/*
+	 * a step that wanted no distances left dist2 stale (the product on
+	 * halves certifies most rows without measuring them): measured from the
+	 * labels and C_lab (k x d, that step's centroids) before anything reads
+	 * dist2 (pggpu_gpu_fresh_dists)
+	 */
+	bool		dists_stale;
+	double	   *C_lab;
 	size_t		route_len;		/* strlen of the plan's line in ds->route (then the product's figures) */
 };
 
@@ -262,6 +270,9 @@ __global__ void widen_halves_kernel(const __half *__restrict__ src, double *__re
 int			grid_for(gpu_state *s, int64_t work);
 pggpu_status fetch_stats(gpu_state *s, pggpu_error *err, bool mirrored = false);
 pggpu_status x_layout(pggpu_data *ds, bool rows, pggpu_error *err);
+
+/* dist2 measured where a step left it stale (step.cu); every reader of dist2 calls it first */
+pggpu_status pggpu_gpu_fresh_dists(pggpu_data *ds, pggpu_error *err);
 /* X's room grown to at least tiles tiles, the rows kept */
 pggpu_status gpu_grow(pggpu_data *ds, int64_t tiles, pggpu_error *err);
 /* a FLOAT32 set's rows held as doubles from now on (see pggpu_ops) */

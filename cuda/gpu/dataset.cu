@@ -383,6 +383,9 @@ free_km(gpu_state *s)
 	s->trial_ws_bytes = 0;
 	cudaFree(s->gemm_ws);
 	s->gemm_ws = NULL;
+	cudaFree(s->C_lab);
+	s->C_lab = NULL;
+	s->dists_stale = false;
 	pggpu_blas_close((cublasHandle_t) s->blas);
 	s->blas = NULL;
 	cudaFreeHost(s->cnt_h);
@@ -741,6 +744,7 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 			(st = pggpu_gemm_prepare(ds, k, xview_of(ds), s->gemm_ws, s->stream, err)) != PGGPU_OK)
 			return st;
 		s->gemm_f16 = true;
+		CU(cudaMalloc((void **) &s->C_lab, sizeof(double) * kd));
 	}
 	else if (s->route.label != PGGPU_LABEL_LLOYD)
 		CU(cudaMalloc(&s->tc_ws, pggpu_tc_workspace_bytes(n, k, ds->d)));
@@ -845,6 +849,13 @@ gpu_km_fetch(pggpu_data *ds, int32_t *labels, double *dist2, pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
 
+	if (dist2)
+	{
+		pggpu_status st = pggpu_gpu_fresh_dists(ds, err);
+
+		if (st != PGGPU_OK)
+			return st;
+	}
 	CU(cudaStreamSynchronize(s->stream));
 	if (labels && ds->n > 0)
 		CU(cudaMemcpy(labels, s->labels, sizeof(int32_t) * ds->n, cudaMemcpyDeviceToHost));

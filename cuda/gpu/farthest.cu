@@ -101,6 +101,8 @@ gpu_km_farthest(pggpu_data *ds, int m, int64_t cap, double *floor, int64_t *coun
 	*count = 0;
 	if (n == 0 || m <= 0)
 		return PGGPU_OK;
+	if ((st = pggpu_gpu_fresh_dists(ds, err)) != PGGPU_OK)
+		return st;
 #define FAR(call) do { if ((e = (call)) != cudaSuccess) { st = pggpu_cuda_fail(err, e, #call); goto done; } } while (0)
 	FAR(cudaMalloc((void **) &dh, sizeof(unsigned long long) * 257));
 	FAR(cudaMalloc((void **) &drows, sizeof(long long) * (cap > 0 ? cap : 1)));

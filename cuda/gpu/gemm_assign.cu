@@ -344,16 +344,18 @@ top2_f16_kernel(const float *__restrict__ S, int64_t rows, int k, const double *
 
 /*
  * A thread a row, after top2_kernel on the halves' products of rows g0 .. g0 +
- * rows - 1: certain rows get their label and distance; the others go to
- * list (*listed of them).
+ * rows - 1: certain rows get their label, and with measure their distance
+ * (without, dist2 is left: km_step without dists, the iterations' own);
+ * the others go to list (*listed of them).  |x - mu|^2 is the row's in
+ * nxc (row_norms_kernel), so that a certain row unmeasured is not read.
  */
 template <typename T>
 __global__ void __launch_bounds__(BLOCK)
 f16_certify_kernel(const T *__restrict__ X, int64_t g0, int64_t rows, int d, int log_b,
 					const double *__restrict__ C, const unsigned long long *ncmax_bits,
-					const double *__restrict__ mu, const unsigned long long *maxabs_bits,
+					const double *__restrict__ nxc, const unsigned long long *maxabs_bits,
 					const double *__restrict__ top_a, const double *__restrict__ top_b,
-					const int32_t *__restrict__ top_c,
+					const int32_t *__restrict__ top_c, bool measure,
 					int32_t *labels, double *dist2, unsigned long long *changed,
 					int64_t *list, unsigned int *listed)
 {
@@ -363,24 +365,21 @@ f16_certify_kernel(const T *__restrict__ X, int64_t g0, int64_t rows, int d, int
 	if (t < rows)
 	{
 		const int64_t g = g0 + t;
-		const T    *x = X + pggpu_at(g, 0, d, log_b);
-		const int64_t xs = (int64_t) 1 << log_b;	/* x_j at x[j xs] */
 		const double scale = copy_scale(maxabs_bits);
 		const double cmax2 = __longlong_as_double((long long) *ncmax_bits);
 		const double best = top_a[t],
 					second = top_b[t];
 		const int	bi = top_c[t];
-		double		nxc;
+		const double nx = nxc[g];
+		const double A = f16_bound(d, nx, cmax2, scale);
 
-		/* |x - mu|^2 and the exact distance to the best in one read of the row */
-		const double exact = row_measure(x, xs, C + (int64_t) bi * d, mu, d, &nxc);
-		const double A = f16_bound(d, nxc, cmax2, scale);
-
-		if (f16_farther(second, best, nxc, A, d))
+		if (f16_farther(second, best, nx, A, d))
 		{
 			moved = labels[g] != bi;
 			labels[g] = bi;
-			dist2[g] = exact;
+			if (measure)
+				dist2[g] = row_measure(X + pggpu_at(g, 0, d, log_b), (int64_t) 1 << log_b, C + (int64_t) bi * d,
+									   NULL, d, NULL);
 		}
 		else
 			list[atomicAdd(listed, 1u)] = g;
@@ -388,6 +387,41 @@ f16_certify_kernel(const T *__restrict__ X, int64_t g0, int64_t rows, int d, int
 	moved = __reduce_add_sync(0xffffffffu, (unsigned) moved);
 	if ((threadIdx.x & 31) == 0 && moved)
 		atomicAdd(changed, moved);
+}
+
+/*
+ * |x - mu|^2 of every row, once per fit: the same sum as row_measure's norm
+ * (columns in order, each operation rounded), so that the certifying test
+ * is the one it made from the row's own read until 1.11
+ */
+__global__ void __launch_bounds__(BLOCK)
+row_norms_kernel(xview X, int64_t n, int d, int log_b, const double *__restrict__ mu, double *nxc)
+{
+	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n; i += (int64_t) gridDim.x * blockDim.x)
+	{
+		const int64_t at = pggpu_at(i, 0, d, log_b),
+					xs = (int64_t) 1 << log_b;
+		double		s = 0;
+
+		for (int j = 0; j < d; j++)
+		{
+			double		y = X[at + j * xs] - mu[j];
+
+			s = __dadd_rn(s, __dmul_rn(y, y));
+		}
+		nxc[i] = s;
+	}
+}
+
+/* dist2[i] of every row, from its label and the centroids C that gave it (pggpu_gemm_dists) */
+template <typename T>
+__global__ void __launch_bounds__(BLOCK)
+label_dists_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, const double *__restrict__ C,
+				   const int32_t *__restrict__ labels, double *dist2)
+{
+	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n; i += (int64_t) gridDim.x * blockDim.x)
+		dist2[i] = row_measure(X + pggpu_at(i, 0, d, log_b), (int64_t) 1 << log_b, C + (int64_t) labels[i] * d, NULL,
+							   d, NULL);
 }
 
 /*
@@ -515,7 +549,8 @@ listed_f16_kernel(const double *__restrict__ U, int64_t rows, int d, const int64
  * |x_j - mu_j|, the list of uncertain rows of a span, those of them left
  * to the float64 product, and a count, the
  * gathered rows (as many as S holds in float64) and their copies in
- * halves, and the rows' copy (the tiles of X, halves: 2 bytes a value);
+ * halves, every row's |x - mu|^2 (8 bytes a row), and the rows' copy (the
+ * tiles of X, halves: 2 bytes a value);
  * and for rows held as floats (f32), room for the
  * tiles of a chunk widened to doubles, the float64 product's operand (at
  * most XD_BYTES, or one tile: the chunks of whole tiles are cut to fit).
@@ -545,6 +580,7 @@ typedef struct gemm_layout
 				listed,
 				u,
 				uh,
+				nxc,
 				xf,
 				xd,
 				total;
@@ -615,7 +651,8 @@ layout_of(int64_t n, int k, int d, int log_b, bool f16, size_t es, bool f32)
 	l.listed = l.over + (f16 ? up256(sizeof(int64_t) * (size_t) l.span_rows) : 0);
 	l.u = l.listed + (f16 ? 256 : 0);
 	l.uh = l.u + (f16 ? up256(sizeof(double) * (size_t) l.u_rows * d) : 0);
-	l.xf = l.uh + (f16 ? up256(sizeof(__half) * (size_t) ((l.u_rows + 7) / 8 * 8) * d) : 0);
+	l.nxc = l.uh + (f16 ? up256(sizeof(__half) * (size_t) ((l.u_rows + 7) / 8 * 8) * d) : 0);
+	l.xf = l.nxc + (f16 ? up256(sizeof(double) * (size_t) (n > 0 ? n : 1)) : 0);
 	l.xd = l.xf + up256(f16 ? sizeof(__half) * (size_t) (tiles > 0 ? tiles : 1) * ((size_t) d << log_b) : 0);
 	l.xd_tiles = 0;
 	if (f32)
@@ -662,6 +699,32 @@ pggpu_gemm_prepare(pggpu_data *ds, int k, xview X, void *ws, cudaStream_t stream
 																  (__half *) (w + l.xf), len, mode);
 		LAUNCHED(centre_kernel);
 	}
+	g = (ds->n + BLOCK - 1) / BLOCK;
+	row_norms_kernel<<<(unsigned) (g < 4096 ? g : 4096), BLOCK, 0, stream>>>(X, ds->n, ds->d, ds->log_b, mu,
+																			  (double *) (w + l.nxc));
+	LAUNCHED(row_norms_kernel);
+	return PGGPU_OK;
+}
+
+pggpu_status
+pggpu_gemm_dists(pggpu_data *ds, xview X, const double *C, const int32_t *labels, double *dist2,
+				 cudaStream_t stream, pggpu_error *err)
+{
+	const int64_t g = (ds->n + BLOCK - 1) / BLOCK;
+	const unsigned grid = (unsigned) (g < 8192 ? g : 8192);
+
+	if (ds->n == 0)
+		return PGGPU_OK;
+	if (X.f16)
+		label_dists_kernel<__half><<<grid, BLOCK, 0, stream>>>((const __half *) X.p, ds->n, ds->d, ds->log_b, C,
+															   labels, dist2);
+	else if (X.f32)
+		label_dists_kernel<float><<<grid, BLOCK, 0, stream>>>((const float *) X.p, ds->n, ds->d, ds->log_b, C,
+															  labels, dist2);
+	else
+		label_dists_kernel<double><<<grid, BLOCK, 0, stream>>>((const double *) X.p, ds->n, ds->d, ds->log_b, C,
+															   labels, dist2);
+	LAUNCHED(label_dists_kernel);
 	return PGGPU_OK;
 }
 
@@ -743,8 +806,8 @@ label_listed(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const g
  */
 static pggpu_status
 certify_span(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const gemm_layout *l, char *w,
-			 int64_t span0, int64_t rows, int32_t *labels, double *dist2, unsigned long long *changed,
-			 int64_t *uncertain, cudaStream_t stream, pggpu_error *err)
+			 int64_t span0, int64_t rows, bool measure, int32_t *labels, double *dist2,
+			 unsigned long long *changed, int64_t *uncertain, cudaStream_t stream, pggpu_error *err)
 {
 	unsigned int *listed = (unsigned int *) (w + l->listed);
 	unsigned int m_listed = 0;
@@ -754,18 +817,18 @@ certify_span(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const g
 	if (X.f16)
 		f16_certify_kernel<__half><<<grid, BLOCK, 0, stream>>>(
 			(const __half *) X.p, span0, rows, ds->d, ds->log_b, C, (const unsigned long long *) (w + l->ncmax32),
-			(const double *) (w + l->mu), (const unsigned long long *) (w + l->maxabs), TOP_A(w, *l),
-			TOP_B(w, *l), TOP_C(w, *l), labels, dist2, changed, (int64_t *) (w + l->list), listed);
+			(const double *) (w + l->nxc), (const unsigned long long *) (w + l->maxabs), TOP_A(w, *l),
+			TOP_B(w, *l), TOP_C(w, *l), measure, labels, dist2, changed, (int64_t *) (w + l->list), listed);
 	else if (X.f32)
 		f16_certify_kernel<float><<<grid, BLOCK, 0, stream>>>(
 			(const float *) X.p, span0, rows, ds->d, ds->log_b, C, (const unsigned long long *) (w + l->ncmax32),
-			(const double *) (w + l->mu), (const unsigned long long *) (w + l->maxabs), TOP_A(w, *l),
-			TOP_B(w, *l), TOP_C(w, *l), labels, dist2, changed, (int64_t *) (w + l->list), listed);
+			(const double *) (w + l->nxc), (const unsigned long long *) (w + l->maxabs), TOP_A(w, *l),
+			TOP_B(w, *l), TOP_C(w, *l), measure, labels, dist2, changed, (int64_t *) (w + l->list), listed);
 	else
 		f16_certify_kernel<double><<<grid, BLOCK, 0, stream>>>(
 			(const double *) X.p, span0, rows, ds->d, ds->log_b, C, (const unsigned long long *) (w + l->ncmax32),
-			(const double *) (w + l->mu), (const unsigned long long *) (w + l->maxabs), TOP_A(w, *l),
-			TOP_B(w, *l), TOP_C(w, *l), labels, dist2, changed, (int64_t *) (w + l->list), listed);
+			(const double *) (w + l->nxc), (const unsigned long long *) (w + l->maxabs), TOP_A(w, *l),
+			TOP_B(w, *l), TOP_C(w, *l), measure, labels, dist2, changed, (int64_t *) (w + l->list), listed);
 	LAUNCHED(f16_certify_kernel);
 	/* how many to gather */
 	CU(cudaMemcpyAsync(&m_listed, listed, sizeof(m_listed), cudaMemcpyDeviceToHost, stream));
@@ -776,7 +839,7 @@ certify_span(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const g
 
 pggpu_status
 pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, bool f16_ws,
-				 bool *f16, void *ws, int32_t *labels, double *dist2, unsigned long long *changed,
+				 bool *f16, void *ws, bool measure, int32_t *labels, double *dist2, unsigned long long *changed,
 				 int64_t *uncertain_out, cudaStream_t stream, pggpu_error *err)
 {
 	const int	k = ds->k,
@@ -824,8 +887,8 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 		if (h16 && g0 - span0 + rows > l.span_rows)
 		{
 			/* the span is full: certified, its listed rows labelled (S is free: the products are spent) */
-			if ((ps = certify_span(ds, h, X, C, &l, w, span0, g0 - span0, labels, dist2, changed, &uncertain,
-								   stream, err)) != PGGPU_OK)
+			if ((ps = certify_span(ds, h, X, C, &l, w, span0, g0 - span0, measure, labels, dist2, changed,
+								   &uncertain, stream, err)) != PGGPU_OK)
 				return ps;
 			span0 = g0;
 		}
@@ -901,8 +964,8 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 		LAUNCHED(top2_f16_kernel);
 	}
 	if (h16 && n > span0 &&
-		(ps = certify_span(ds, h, X, C, &l, w, span0, n - span0, labels, dist2, changed, &uncertain, stream,
-						   err)) != PGGPU_OK)
+		(ps = certify_span(ds, h, X, C, &l, w, span0, n - span0, measure, labels, dist2, changed, &uncertain,
+						   stream, err)) != PGGPU_OK)
 		return ps;
 	if (h16 && 2 * uncertain > n)
 		*f16 = false;

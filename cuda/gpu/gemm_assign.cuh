@@ -27,13 +27,23 @@ pggpu_status pggpu_gemm_prepare(pggpu_data *ds, int k, xview X, void *ws, cudaSt
  * whose label changed.  f16_ws: ws is an f16 one (prepared); then *f16
  * says whether the product is still the one on halves, and a pass that finds more
  * than half the rows uncertain sets it false; *uncertain: the rows it
- * could not certify (-1: the float64 product ran).  Async on stream (h's), but
- * for a sync after each span of rows with f16 and before each call of
- * ds's interrupt callback.
+ * could not certify (-1: the float64 product ran).  measure false: with
+ * the product on halves, the rows it certifies keep their dist2 (a Lloyd
+ * step that wants no distances; pggpu_gemm_dists measures them later).
+ * Async on stream (h's), but for a sync after each span of rows with f16
+ * and before each call of ds's interrupt callback.
  */
 pggpu_status pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C,
-							  bool f16_ws, bool *f16, void *ws, int32_t *labels, double *dist2,
-							  unsigned long long *changed, int64_t *uncertain, cudaStream_t stream,
-							  pggpu_error *err);
+							  bool f16_ws, bool *f16, void *ws, bool measure, int32_t *labels,
+							  double *dist2, unsigned long long *changed, int64_t *uncertain,
+							  cudaStream_t stream, pggpu_error *err);
+
+/*
+ * dist2[i] = the exact distance (the CPU reference's) of every row of ds
+ * to C[labels[i]]: the distances a step without measure left.  Async on
+ * stream.
+ */
+pggpu_status pggpu_gemm_dists(pggpu_data *ds, xview X, const double *C, const int32_t *labels, double *dist2,
+							  cudaStream_t stream, pggpu_error *err);
 
 #endif							/* PG_GPU_GEMM_ASSIGN_CUH */

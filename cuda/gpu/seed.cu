@@ -487,6 +487,11 @@ gpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_
 	pggpu_status st;
 
 	s->pick_ready = false;
+	/* (SET measures every row again; MIN takes the least with dist2) */
+	if (mode == PGGPU_D2_SET)
+		s->dists_stale = false;
+	if (mode == PGGPU_D2_MIN && (st = pggpu_gpu_fresh_dists(ds, err)) != PGGPU_OK)
+		return st;
 	if ((st = smem_opt_in((const void *) seed_prep_kernel, sizeof(double) * d, err)) != PGGPU_OK)
 		return st;
 	seed_prep_kernel<<<prune ? sep_grid(s, c) : 1, SEP_THREADS, sizeof(double) * d, s->stream>>>(
@@ -563,7 +568,7 @@ gpu_km_pp_steps(pggpu_data *ds, int c0, int c1, const uint64_t *keys, int64_t *r
 	size_t		fetch;
 	pggpu_status st;
 
-	if ((st = x_layout(ds, true, err)) != PGGPU_OK)
+	if ((st = pggpu_gpu_fresh_dists(ds, err)) != PGGPU_OK || (st = x_layout(ds, true, err)) != PGGPU_OK)
 		return st;
 	if (!(s->pick_ready && s->pick_ready_key == keys[0]))
 	{
@@ -609,6 +614,8 @@ gpu_km_pick(pggpu_data *ds, int mode, uint64_t key, int64_t *row, pggpu_error *e
 	int			grid = grid_for(s, ds->n);
 	pggpu_status st;
 
+	if ((st = pggpu_gpu_fresh_dists(ds, err)) != PGGPU_OK)
+		return st;
 	if (s->pick_ready && mode == PGGPU_PICK_SAMPLE && key == s->pick_ready_key)
 		grid = s->pick_parts;	/* the first stage is done */
 	else

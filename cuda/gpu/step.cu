@@ -107,8 +107,9 @@ pggpu_status
 gpu_km_step(pggpu_data *ds, bool update, bool dists, pggpu_step_stats *out, pggpu_error *err)
 {
 	/*
-	 * (dists: always measured here, the certifying pass reads each winner
-	 * anyway)
+	 * dists false: the product on halves leaves the rows it certifies
+	 * unmeasured (dist2 stale, C_lab its centroids); the other routes
+	 * measure each winner anyway, as they label it
 	 */
 	gpu_state  *s = ST(ds);
 	const pggpu_route *r = &s->route;
@@ -126,8 +127,8 @@ gpu_km_step(pggpu_data *ds, bool update, bool dists, pggpu_step_stats *out, pggp
 	int			fused = 0;
 	pggpu_status st;
 
-	(void) dists;
 	s->pick_ready = false;
+	s->dists_stale = false;
 	s->counts_at = UPD_NONE;
 	if ((st = x_layout(ds, false, err)) != PGGPU_OK)
 		return st;
@@ -153,12 +154,17 @@ gpu_km_step(pggpu_data *ds, bool update, bool dists, pggpu_step_stats *out, pggp
 	{
 		CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
 		bool		was = s->gemm_f16;
+		/* (the update's inertia then sums stale distances: not wanted) */
+		const bool	lazy = !dists && r->label == PGGPU_LABEL_GEMM_F16 && was;
 		int64_t		uncertain;
 
+		if (lazy)
+			CU(cudaMemcpyAsync(s->C_lab, s->C, sizeof(double) * k * d, cudaMemcpyDeviceToDevice, s->stream));
 		if ((st = pggpu_gemm_label(ds, (cublasHandle_t) s->blas, xview_of(ds), s->C,
-								   r->label == PGGPU_LABEL_GEMM_F16, &s->gemm_f16, s->gemm_ws, s->labels,
+								   r->label == PGGPU_LABEL_GEMM_F16, &s->gemm_f16, s->gemm_ws, !lazy, s->labels,
 								   s->dist2, &s->stats->changed, &uncertain, s->stream, err)) != PGGPU_OK)
 			return st;
+		s->dists_stale = lazy;
 		/* the plan's line says how the product on halves fares (DEBUG2, and the benchmarks' notes) */
 		if (was)
 			snprintf(ds->route + s->route_len, sizeof(ds->route) - s->route_len,
@@ -221,5 +227,20 @@ gpu_km_step(pggpu_data *ds, bool update, bool dists, pggpu_step_stats *out, pggp
 	out->changed = (int64_t) s->stats_h->changed;
 	out->empty = (int64_t) s->stats_h->empty;
 	out->inertia = s->stats_h->inertia;
+	return PGGPU_OK;
+}
+
+pggpu_status
+pggpu_gpu_fresh_dists(pggpu_data *ds, pggpu_error *err)
+{
+	gpu_state  *s = ST(ds);
+	pggpu_status st;
+
+	if (!s->dists_stale)
+		return PGGPU_OK;
+	if ((st = x_layout(ds, false, err)) != PGGPU_OK ||
+		(st = pggpu_gemm_dists(ds, xview_of(ds), s->C_lab, s->labels, s->dist2, s->stream, err)) != PGGPU_OK)
+		return st;
+	s->dists_stale = false;
 	return PGGPU_OK;
 }

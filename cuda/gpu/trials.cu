@@ -483,7 +483,8 @@ gpu_km_trials(pggpu_data *ds, const uint64_t *keys, int m, int64_t *rows, double
 
 	if (m < 1)
 		return PGGPU_OK;
-	if ((st = trial_workspace(ds, m, 0, false, 0, &w, err)) != PGGPU_OK ||
+	if ((st = pggpu_gpu_fresh_dists(ds, err)) != PGGPU_OK ||
+		(st = trial_workspace(ds, m, 0, false, 0, &w, err)) != PGGPU_OK ||
 		(st = gpu_draw_rows(ds, keys, m, w.rows, err)) != PGGPU_OK)
 		return st;
 	rows_gather_kernel<<<(unsigned) m, 128, 0, s->stream>>>(xview_of(ds), ds->d, ds->log_b, s->x_rows, w.rows, w.cand);
@@ -682,7 +683,8 @@ gpu_km_greedy_steps(pggpu_data *ds, int c0, int c1, const uint64_t *keys, int m,
 
 	if (m < 1 || m > PGGPU_TRIALS_MAX)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "%d trials a step: 1 to %d", m, PGGPU_TRIALS_MAX);
-	if ((st = trial_workspace(ds, m, grid, keep, m * (c1 - c0), &w, err)) != PGGPU_OK ||
+	if ((st = pggpu_gpu_fresh_dists(ds, err)) != PGGPU_OK ||
+		(st = trial_workspace(ds, m, grid, keep, m * (c1 - c0), &w, err)) != PGGPU_OK ||
 		(st = smem_opt_in((const void *) greedy_next_kernel, sizeof(double) * ds->d, err)) != PGGPU_OK)
 		return st;
 	s->pick_ready = false;
