@@ -201,6 +201,66 @@ test_route_table(void)
  * most rows uncertain (it hands the fit to the float64 product, and says
  * so); on uniform rows it must certify most rows itself.
  */
+/*
+ * Emptied clusters on the FP16 product: given centroids with three
+ * duplicated (the copy, at the higher index, gets no row), so that the
+ * first step empties three clusters and their repair reads the rows'
+ * distances, which that step, wanting none, left unmeasured for the rows
+ * it certified (step.cu: dists_stale): measured then from that step's
+ * centroids, the repair takes the CPU's rows.  Uniform rows, which the
+ * FP16 product certifies mostly by itself.
+ */
+static void
+routes_gpu_repair(void)
+{
+	const int64_t n = 20000;
+	const int	d = 96,
+				k = 24;
+	dataset		D;
+	double	   *C = (double *) xmalloc(sizeof(double) * k * d);
+	km_out		ref = {0},
+				o = {0};
+	pggpu_kmeans_params p = {0};
+	pggpu_error err = {0};
+	pggpu_data *ds;
+
+	gen_uniform(&D, n, d, -1, 1, 4242);
+	memcpy(C, D.X, sizeof(double) * k * d);
+	for (int c = 0; c < 3; c++)
+		memcpy(C + (int64_t) (5 * c + 2) * d, C + (int64_t) (5 * c + 1) * d, sizeof(double) * d);
+	p.k = k;
+	p.max_iter = 10;
+	p.tol = 0;
+	p.init = PGGPU_INIT_GIVEN;
+	p.init_centroids = C;
+	km_alloc(&ref, n, k, d);
+	km_alloc(&o, n, k, d);
+	set_case("routes: emptied clusters repaired after gemm_f16 steps: cpu reference");
+	if (km_run(PGGPU_BACKEND_CPU, &D, n, &p, &ref))
+	{
+		set_case("routes: emptied clusters repaired after gemm_f16 steps");
+		if (!have_gpu)
+			gpu_skipped++;
+		else if ((ds = load(PGGPU_BACKEND_GPU, &D, n)) != NULL)
+		{
+			pggpu_data_force_route(ds, PGGPU_LABEL_GEMM_F16, false);
+			fit_set(ds, &p, &o, &err);
+			if (CHECK(o.st == PGGPU_OK, "gpu k-means: %s", err.msg))
+			{
+				CHECK(strstr(pggpu_data_route(ds), "% of rows uncertain in FP16") != NULL &&
+					  strstr(pggpu_data_route(ds), "float64 alone") == NULL,
+					  "the FP16 product did not run throughout: \"%s\"", pggpu_data_route(ds));
+				cmp_km("gemm_f16 with repairs vs cpu", &ref, &o, n, k, d, 1e-9);
+			}
+			pggpu_data_close(ds);
+		}
+	}
+	km_free(&ref);
+	km_free(&o);
+	free(C);
+	data_free(&D);
+}
+
 void
 test_routes_gpu(void)
 {
@@ -292,4 +352,5 @@ test_routes_gpu(void)
 		km_free(&ref);
 		data_free(&D);
 	}
+	routes_gpu_repair();
 }
