@@ -221,21 +221,22 @@ listed_certify_kernel(const double *__restrict__ U, int64_t rows, int d, const i
  * |x - c|^2 relative.  So a centroid with a_c - a_best > 2 A + 2.05 eps
  * (|a_c| + |x - mu|^2 + A) is farther than the best by the reference's
  * measure too: a row whose second smallest passes that is certain, and is
- * measured against its best the reference's way.  The other rows are
- * listed, gathered, their products on halves computed again (against every
- * centroid: a chunk's are spent by then), and every centroid the same test
- * cannot rule out is measured the reference's way, the least distance
- * winning, the lowest index on ties (listed_f16_kernel; near ties have a
- * few such candidates, 2 to 9 on embeddings at k = 4096 to 20,000: the
- * float64 product of every listed row against every centroid was most of
- * an iteration there; a row with more than LISTED_MEASURED of them is left
- * to that product).  Labels and distances are the CPU's exactly.  NaN or
- * overflow (given centroids more than 8 times the data's extent from its
- * mean) fails the test: every row is listed.
+ * certain (its best is the label; where a step wants the distances, each
+ * row is measured against its label the reference's way after).  For the
+ * other rows, while the chunk's products are in hand (label_f16_kernel),
+ * every centroid the same test cannot rule out is measured the
+ * reference's way, the least distance winning, the lowest index on ties
+ * (near ties have a few such candidates, 2 to 9 on embeddings at k = 4096
+ * to 20,000: the float64 product of every uncertain row against every
+ * centroid was most of an iteration there; a row with more than
+ * LISTED_MEASURED of them is left to that product).  Labels and distances
+ * are the CPU's exactly.  NaN or overflow (given centroids more than 8
+ * times the data's extent from its mean) fails the test: every row is left
+ * to the float64 product.
  *
  * Where the data leave too many rows uncertain (11 bits cannot tell their
  * centroids apart: tight clusters far from the data's mean), a pass that
- * lists more than half of its rows makes the fit's later passes use the
+ * finds more than half of its rows uncertain makes the fit's later passes use the
  * float64 product alone (*f16 = false): the answers are the same.
  */
 
@@ -332,61 +333,166 @@ centroid_f16_kernel(const double *__restrict__ C, int k, int d, const double *__
 	}
 }
 
-/* top2_kernel on the products of halves: f = 2^-2f of the copies, from maxabs */
-__global__ void __launch_bounds__(BLOCK)
-top2_f16_kernel(const float *__restrict__ S, int64_t rows, int k, const double *__restrict__ nc,
-				 const unsigned long long *maxabs_bits, double *top_a, double *top_b, int32_t *top_c)
+/*
+ * Of two exact distances e (centroid c) and oe (oc), whether the other
+ * wins: the least, the lowest index on ties, NaN last (so that the order
+ * the candidates were found in does not matter), c < 0 none.
+ */
+__device__ __forceinline__ bool
+measured_before(double oe, int oc, double e, int c)
 {
-	const double scale = copy_scale(maxabs_bits);
-
-	top2_rows(S, rows, k, nc, 1.0 / (scale * scale), top_a, top_b, top_c);
+	if (oc < 0)
+		return false;
+	if (c < 0 || (isnan(e) && !isnan(oe)))
+		return true;
+	if (isnan(oe) && !isnan(e))
+		return false;
+	return oe < e || (!(oe > e) && oc < c);
 }
 
 /*
- * A thread a row, after top2_kernel on the halves' products of rows g0 .. g0 +
- * rows - 1: certain rows get their label, and with measure their distance
- * (without, dist2 is left: km_step without dists, the iterations' own);
- * the others go to list (*listed of them).  |x - mu|^2 is the row's in
- * nxc (row_norms_kernel), so that a certain row unmeasured is not read.
+ * The products on halves of a chunk's rows g0 .. g0 + rows - 1 (row t's at
+ * S + t k) to labels, in one pass while they are in hand: each row's two
+ * smallest a_c (f = 2^-2f of the copies, from maxabs) and the test that
+ * certifies its best (f16_farther, from the row's |x - mu|^2 in nxc).  A
+ * certain row gets its label (its distance is left: pggpu_gemm_label
+ * measures every row after, where asked).  For an uncertain one (counts[1]
+ * counts them) its products are read again (from the cache) and every
+ * centroid the test cannot rule out is measured the reference's way, a
+ * thread each; a row with none or more than LISTED_MEASURED of them
+ * (clusters 11 bits cannot tell apart: each measure reads a centroid's
+ * row) goes to over (counts[0] of them) for the float64 product, whose
+ * bound leaves few.
+ *
+ * WIDE: a block a row, its 8 warps sharing the columns (at k = 20,000 a
+ * chunk is 2048 rows: a warp a row left 16 warps on each multiprocessor,
+ * waiting on memory); else a warp a row, 8 rows a block.  (Until 1.11 the
+ * uncertain rows were listed, gathered, their products computed again and
+ * measured by another kernel, a thread a candidate only where candidates
+ * shared a column of 32: 60 % of an iteration at 10^6 x 768, k = 4096.)
  */
-template <typename T>
+#define LISTED_MEASURED 32
+#define LABEL_WIDE_K 4096		/* more centroids: label_f16_kernel WIDE */
+
+template <typename T, bool WIDE>
 __global__ void __launch_bounds__(BLOCK)
-f16_certify_kernel(const T *__restrict__ X, int64_t g0, int64_t rows, int d, int log_b,
-					const double *__restrict__ C, const unsigned long long *ncmax_bits,
-					const double *__restrict__ nxc, const unsigned long long *maxabs_bits,
-					const double *__restrict__ top_a, const double *__restrict__ top_b,
-					const int32_t *__restrict__ top_c, bool measure,
-					int32_t *labels, double *dist2, unsigned long long *changed,
-					int64_t *list, unsigned int *listed)
+label_f16_kernel(const float *__restrict__ S, int64_t g0, int64_t rows, int k,
+				 const double *__restrict__ nc, const unsigned long long *ncmax_bits,
+				 const unsigned long long *maxabs_bits, const double *__restrict__ nxc,
+				 const T *__restrict__ X, int d, int log_b, const double *__restrict__ C,
+				 int32_t *labels, double *dist2, unsigned long long *changed, int64_t *over,
+				 unsigned int *counts)
 {
-	int64_t		t = blockIdx.x * (int64_t) blockDim.x + threadIdx.x;
-	unsigned long long moved = 0;
+	constexpr int GROUPS = WIDE ? 1 : BLOCK / 32;	/* rows a block */
+	constexpr int THREADS = WIDE ? BLOCK : 32;	/* threads a row */
+	__shared__ double part_b[BLOCK / 32],
+				part_s[BLOCK / 32];
+	__shared__ int part_i[BLOCK / 32],
+				cand[GROUPS][LISTED_MEASURED];
+	__shared__ unsigned int ncand[GROUPS],
+				moved;
+	const int	lane = threadIdx.x & 31,
+				warp = threadIdx.x >> 5;
+	const int	grp = WIDE ? 0 : warp,
+				first = WIDE ? (int) threadIdx.x : lane;
+	const int64_t t = WIDE ? (int64_t) blockIdx.x : blockIdx.x * (int64_t) GROUPS + warp;
 
-	if (t < rows)
+	if (threadIdx.x == 0)
+		moved = 0;
+	if (first == 0)
+		ncand[grp] = 0;
+	__syncthreads();
+	if (t < rows)				/* (the whole block, WIDE) */
 	{
-		const int64_t g = g0 + t;
+		const float *s = S + t * k;
 		const double scale = copy_scale(maxabs_bits);
-		const double cmax2 = __longlong_as_double((long long) *ncmax_bits);
-		const double best = top_a[t],
-					second = top_b[t];
-		const int	bi = top_c[t];
-		const double nx = nxc[g];
-		const double A = f16_bound(d, nx, cmax2, scale);
+		const double f2 = 2.0 / (scale * scale);
+		const int64_t g = g0 + t;
+		double		best,
+					second,
+					exact = 0;
+		int			bi,
+					label;
+		bool		measured = false;
 
-		if (f16_farther(second, best, nx, A, d))
+		top2_scan(s, k, nc, f2, first, THREADS, &best, &second, &bi);
+		top2_warp(&best, &second, &bi);
+		if (WIDE)
 		{
-			moved = labels[g] != bi;
-			labels[g] = bi;
-			if (measure)
-				dist2[g] = row_measure(X + pggpu_at(g, 0, d, log_b), (int64_t) 1 << log_b, C + (int64_t) bi * d,
-									   NULL, d, NULL);
+			if (lane == 0)
+				part_b[warp] = best, part_s[warp] = second, part_i[warp] = bi;
+			__syncthreads();
+			best = part_b[0], second = part_s[0], bi = part_i[0];
+			for (int w = 1; w < BLOCK / 32; w++)
+				top2_merge(&best, &second, &bi, part_b[w], part_s[w], part_i[w]);
 		}
-		else
-			list[atomicAdd(listed, 1u)] = g;
+
+		const double nx = nxc[g];
+		const double A = f16_bound(d, nx, __longlong_as_double((long long) *ncmax_bits), scale);
+
+		label = bi;
+		if (!f16_farther(second, best, nx, A, d))
+		{
+			/* uncertain: the candidates, then a thread of the first warp measures each */
+			for (int c = first; c < k; c += THREADS)
+				if (!f16_farther(__dsub_rn(nc[c], __dmul_rn(f2, (double) s[c])), best, nx, A, d))
+				{
+					unsigned int i = atomicAdd(&ncand[grp], 1u);
+
+					if (i < LISTED_MEASURED)
+						cand[grp][i] = c;
+				}
+			if (WIDE)
+				__syncthreads();
+			else
+				__syncwarp();
+
+			const unsigned int m = ncand[grp];
+
+			label = -1;
+			if (m == 0 || m > LISTED_MEASURED)
+			{
+				if (first == 0)
+					over[atomicAdd(&counts[0], 1u)] = g;
+			}
+			else if (warp == 0 || !WIDE)
+			{
+				int			c = -1;
+				double		e = INFINITY;
+
+				if ((unsigned) lane < m)
+				{
+					c = cand[grp][lane];
+					e = row_measure(X + pggpu_at(g, 0, d, log_b), (int64_t) 1 << log_b, C + (int64_t) c * d,
+									NULL, d, NULL);
+				}
+				for (int o = 16; o > 0; o >>= 1)
+				{
+					double		oe = __shfl_xor_sync(FULL, e, o);
+					int			oc = __shfl_xor_sync(FULL, c, o);
+
+					if (measured_before(oe, oc, e, c))
+						e = oe, c = oc;
+				}
+				label = c;
+				exact = e;
+				measured = true;
+			}
+			if (first == 0)
+				atomicAdd(&counts[1], 1u);
+		}
+		if (first == 0 && label >= 0)
+		{
+			if (labels[g] != label)
+				atomicAdd(&moved, 1u);
+			labels[g] = label;
+			if (measured)
+				dist2[g] = exact;
+		}
 	}
-	moved = __reduce_add_sync(0xffffffffu, (unsigned) moved);
-	if ((threadIdx.x & 31) == 0 && moved)
-		atomicAdd(changed, moved);
+	__syncthreads();
+	if (threadIdx.x == 0 && moved)
+		atomicAdd(changed, (unsigned long long) moved);
 }
 
 /*
@@ -424,23 +530,17 @@ label_dists_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, const d
 							   d, NULL);
 }
 
-/*
- * U, Uh (rows x d, by columns: x_j of the t-th at U[t + j rows], Uh[t + j
- * ldh]) = the rows list[0 .. rows - 1] of X and of its copy in halves Xh
- */
+/* U (rows x d, by columns: x_j of the t-th at U[t + j rows]) = the rows list[0 .. rows - 1] of X */
 __global__ void
-gather_kernel(xview X, const __half *__restrict__ Xh, int d, int log_b, const int64_t *__restrict__ list,
-			  int64_t rows, double *U, __half *Uh, int64_t ldh)
+gather_kernel(xview X, int d, int log_b, const int64_t *__restrict__ list, int64_t rows, double *U)
 {
 	for (int64_t e = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; e < rows * d;
 		 e += (int64_t) gridDim.x * blockDim.x)
 	{
 		int64_t		t = e % rows;
 		int			j = (int) (e / rows);
-		int64_t		at = pggpu_at(list[t], j, d, log_b);
 
-		U[e] = X[at];
-		Uh[t + j * ldh] = Xh[at];
+		U[e] = X[pggpu_at(list[t], j, d, log_b)];
 	}
 }
 
@@ -453,115 +553,26 @@ gather_grid(int64_t rows, int d)
 	return (unsigned) (g < 8192 ? g : 8192);
 }
 
-/*
- * A warp a row, the listed rows list[0 .. rows - 1] (x_j of the t-th at U[t
- * + j rows], their products on halves at S + t k): every centroid that
- * f16_farther cannot rule out against the smallest a_c measured the
- * reference's way, a lane each; the least wins, the lowest index on ties.
- * A row with more than LISTED_MEASURED such centroids (clusters 11 bits
- * cannot tell apart: each measure reads a centroid's row) goes to over
- * (*n_over of them) for the float64 product, whose bound leaves few.
- */
-#define LISTED_MEASURED 32
-
-__global__ void __launch_bounds__(BLOCK)
-listed_f16_kernel(const double *__restrict__ U, int64_t rows, int d, const int64_t *__restrict__ list,
-				  const double *__restrict__ C, int k, const float *__restrict__ S,
-				  const double *__restrict__ nc, const unsigned long long *ncmax_bits,
-				  const double *__restrict__ mu, const unsigned long long *maxabs_bits,
-				  int32_t *labels, double *dist2, unsigned long long *changed, int64_t *over,
-				  unsigned int *n_over)
-{
-	const int64_t t = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5;
-	const int	lane = threadIdx.x & 31;
-
-	if (t >= rows)
-		return;
-
-	const double *x = U + t;
-	const float *s = S + t * k;
-	const double scale = copy_scale(maxabs_bits);
-	const double f = 2.0 / (scale * scale);
-	double		nxc = 0,
-				best = INFINITY,
-				exact = INFINITY;
-	int			label = -1;
-
-	for (int j = lane; j < d; j += 32)
-	{
-		double		y = x[(int64_t) j * rows] - mu[j];
-
-		nxc += y * y;
-	}
-	nxc = warp_sum(nxc);
-	for (int c = lane; c < k; c += 32)
-		best = fmin(best, __dsub_rn(nc[c], __dmul_rn(f, (double) s[c])));
-	for (int o = 16; o > 0; o >>= 1)
-		best = fmin(best, __shfl_xor_sync(FULL, best, o));
-
-	const double A = f16_bound(d, nxc, __longlong_as_double((long long) *ncmax_bits), scale);
-	int			cands = 0;
-
-	for (int c0 = 0; c0 < k && cands <= LISTED_MEASURED; c0 += 32)
-		cands += __popc(__ballot_sync(FULL, c0 + lane < k &&
-									  !f16_farther(__dsub_rn(nc[c0 + lane], __dmul_rn(f, (double) s[c0 + lane])),
-												   best, nxc, A, d)));
-	if (cands > LISTED_MEASURED)
-	{
-		if (lane == 0)
-			over[atomicAdd(n_over, 1u)] = list[t];
-		return;
-	}
-	for (int c = lane; c < k; c += 32)
-		if (!f16_farther(__dsub_rn(nc[c], __dmul_rn(f, (double) s[c])), best, nxc, A, d))
-		{
-			double		dc = row_measure(x, rows, C + (int64_t) c * d, NULL, d, NULL);
-
-			if (label < 0 || dc < exact)
-				exact = dc, label = c;
-		}
-	for (int o = 16; o > 0; o >>= 1)
-	{
-		double		oe = __shfl_xor_sync(FULL, exact, o);
-		int			ol = __shfl_xor_sync(FULL, label, o);
-
-		if (ol >= 0 && (label < 0 || oe < exact || (oe == exact && ol < label)))
-			exact = oe, label = ol;
-	}
-	if (lane == 0)
-	{
-		const int64_t g = list[t];
-
-		if (labels[g] != label)
-			atomicAdd(changed, 1ULL);
-		labels[g] = label;
-		dist2[g] = exact;
-	}
-}
-
 /* ---- the workspace and the passes ----------------------------------------- */
 
 /*
  * The workspace: the products of a chunk of rows (S: float64, or float32
  * with f16; a row's k adjacent), each row's two smallest and the best's
- * index, |c|^2 (k) and their largest; then with f16 |c - mu|^2 and their
- * largest, the centroids' copy (k x d halves), mu (d), the largest
- * |x_j - mu_j|, the list of uncertain rows of a span, those of them left
- * to the float64 product, and a count, the
- * gathered rows (as many as S holds in float64) and their copies in
- * halves, every row's |x - mu|^2 (8 bytes a row), and the rows' copy (the
- * tiles of X, halves: 2 bytes a value);
- * and for rows held as floats (f32), room for the
- * tiles of a chunk widened to doubles, the float64 product's operand (at
- * most XD_BYTES, or one tile: the chunks of whole tiles are cut to fit).
+ * index (the float64 product's), |c|^2 (k) and their largest; then with
+ * f16 |c - mu|^2 and their largest, the centroids' copy (k x d halves), mu
+ * (d), the largest |x_j - mu_j|, a span's rows left to the float64
+ * product and two counts (label_f16_kernel's), the rows gathered for it
+ * (as many as S holds in float64), every row's |x - mu|^2 (8 bytes a row),
+ * and the rows' copy (the tiles of X, halves: 2 bytes a value); and for
+ * rows held as floats (f32), room for the tiles of a chunk widened to
+ * doubles, the float64 product's operand (at most XD_BYTES, or one tile:
+ * the chunks of whole tiles are cut to fit).
  */
 #define XD_BYTES GEMM_S_BYTES
 /*
- * The f16 route certifies the rows of several chunks at once, up to this
- * many (their top-2, 20 bytes a row, kept meanwhile): a chunk's rows alone
- * (65536 at k = 1024) left a thread a row at a quarter of the GPU's
- * threads, waiting on memory (0.25 ms a chunk, 4.1 ms a pass at d = 768 on
- * an H100); and one wait for the count listed a span, not a chunk.
+ * The f16 route reads how many rows it left to the float64 product (a wait
+ * for the GPU) once a span of chunks, up to this many rows (8 bytes a row
+ * kept for the list).
  */
 #define SPAN_ROWS ((int64_t) 1 << 20)
 typedef struct gemm_layout
@@ -575,18 +586,17 @@ typedef struct gemm_layout
 				cf,
 				mu,
 				maxabs,
-				list,
 				over,
-				listed,
+				counts,
 				u,
-				uh,
 				nxc,
 				xf,
 				xd,
 				total;
 	int64_t		chunk_rows;		/* rows of a chunk (whole tiles, or R) */
 	int64_t		cap_rows;		/* the most rows a chunk of this workspace has */
-	int64_t		span_rows;		/* rows certified at once (their top-2 and list): f16, chunks' worth */
+	int64_t		top_rows;		/* rows of the top-2 arrays: a chunk's, or gathered rows' */
+	int64_t		span_rows;		/* f16: rows between two reads of the counts (chunks' worth) */
 	bool		whole;			/* chunks of whole tiles */
 	int64_t		u_rows;			/* gathered rows at once */
 	int64_t		xd_tiles;		/* f32: tiles widened at once (the float64 chunks' most) */
@@ -638,20 +648,19 @@ layout_of(int64_t n, int k, int d, int log_b, bool f16, size_t es, bool f32)
 		l.u_rows = (int64_t) (GEMM_S_BYTES / (sizeof(double) * d));
 	if (l.u_rows < 1)
 		l.u_rows = 1;
+	l.top_rows = l.cap_rows > l.u_rows ? l.cap_rows : l.u_rows;
 	l.top = l.s_bytes;
-	l.nc = l.top + up256((2 * sizeof(double) + sizeof(int32_t)) * (size_t) l.span_rows);
+	l.nc = l.top + up256((2 * sizeof(double) + sizeof(int32_t)) * (size_t) l.top_rows);
 	l.ncmax = l.nc + up256(sizeof(double) * (size_t) k);
 	l.nc32 = l.ncmax + 256;
 	l.ncmax32 = l.nc32 + (f16 ? up256(sizeof(double) * (size_t) k) : 0);
 	l.cf = l.ncmax32 + (f16 ? 256 : 0);
 	l.mu = l.cf + (f16 ? up256(sizeof(__half) * (size_t) k * d) : 0);
 	l.maxabs = l.mu + (f16 ? up256(sizeof(double) * (size_t) d) : 0);
-	l.list = l.maxabs + (f16 ? 256 : 0);
-	l.over = l.list + (f16 ? up256(sizeof(int64_t) * (size_t) l.span_rows) : 0);
-	l.listed = l.over + (f16 ? up256(sizeof(int64_t) * (size_t) l.span_rows) : 0);
-	l.u = l.listed + (f16 ? 256 : 0);
-	l.uh = l.u + (f16 ? up256(sizeof(double) * (size_t) l.u_rows * d) : 0);
-	l.nxc = l.uh + (f16 ? up256(sizeof(__half) * (size_t) ((l.u_rows + 7) / 8 * 8) * d) : 0);
+	l.over = l.maxabs + (f16 ? 256 : 0);
+	l.counts = l.over + (f16 ? up256(sizeof(int64_t) * (size_t) l.span_rows) : 0);
+	l.u = l.counts + (f16 ? 256 : 0);
+	l.nxc = l.u + (f16 ? up256(sizeof(double) * (size_t) l.u_rows * d) : 0);
 	l.xf = l.nxc + (f16 ? up256(sizeof(double) * (size_t) (n > 0 ? n : 1)) : 0);
 	l.xd = l.xf + up256(f16 ? sizeof(__half) * (size_t) (tiles > 0 ? tiles : 1) * ((size_t) d << log_b) : 0);
 	l.xd_tiles = 0;
@@ -730,68 +739,44 @@ pggpu_gemm_dists(pggpu_data *ds, xview X, const double *C, const int32_t *labels
 
 /* the top-2 arrays of a workspace */
 #define TOP_A(w, l) ((double *) ((w) + (l).top))
-#define TOP_B(w, l) (TOP_A(w, l) + (l).span_rows)
-#define TOP_C(w, l) ((int32_t *) (TOP_B(w, l) + (l).span_rows))
+#define TOP_B(w, l) (TOP_A(w, l) + (l).top_rows)
+#define TOP_C(w, l) ((int32_t *) (TOP_B(w, l) + (l).top_rows))
 
 /*
- * The listed rows (list, on the device, m of them): their products on
- * halves again, candidates measured exactly; the rows with too many
- * candidates (over, *n_over of them) by the float64 product after
+ * The f16 route, after a span's chunks: how many rows label_f16_kernel
+ * could not certify (*uncertain += ), and those of them it left (over)
+ * labelled by the float64 product, gathered u_rows at a time
  */
 static pggpu_status
-label_listed(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const gemm_layout *l,
-			 char *w, int64_t m, int32_t *labels, double *dist2, unsigned long long *changed,
-			 cudaStream_t stream, pggpu_error *err)
+finish_span(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const gemm_layout *l, char *w,
+			int32_t *labels, double *dist2, unsigned long long *changed, int64_t *uncertain,
+			cudaStream_t stream, pggpu_error *err)
 {
-	int64_t    *list = (int64_t *) (w + l->list),
-			   *over = (int64_t *) (w + l->over);
-	unsigned int *n_over = (unsigned int *) (w + l->listed);
-	unsigned int m_over = 0;
+	const int64_t *over = (const int64_t *) (w + l->over);
+	unsigned int *counts = (unsigned int *) (w + l->counts);
+	unsigned int got[2];
 	double	   *U = (double *) (w + l->u);
-	__half	   *Uh = (__half *) (w + l->uh);
-	const double *nc = (const double *) (w + l->nc);
 
-	CU(cudaMemsetAsync(n_over, 0, sizeof(*n_over), stream));
-	for (int64_t t0 = 0; t0 < m; t0 += l->u_rows)
-	{
-		int64_t		rows = m - t0 < l->u_rows ? m - t0 : l->u_rows;
-		/* (a leading dimension of 8 halves' multiples: cuBLAS's FP16 kernels want 16-byte columns) */
-		int64_t		ldh = (rows + 7) / 8 * 8;
-		pggpu_status ps;
-
-		gather_kernel<<<gather_grid(rows, ds->d), BLOCK, 0, stream>>>(
-			X, (const __half *) (w + l->xf), ds->d, ds->log_b, list + t0, rows, U, Uh, ldh);
-		LAUNCHED(gather_kernel);
-		if ((ps = pggpu_blas_row_products(h, true, w + l->cf, ds->k, ds->d, Uh, (int) ldh, 0, (int) rows, w, 0,
-										  1, err)) != PGGPU_OK)
-			return ps;
-		listed_f16_kernel<<<warps_grid(rows), BLOCK, 0, stream>>>(
-			U, rows, ds->d, list + t0, C, ds->k, (const float *) w, (const double *) (w + l->nc32),
-			(const unsigned long long *) (w + l->ncmax32), (const double *) (w + l->mu),
-			(const unsigned long long *) (w + l->maxabs), labels, dist2, changed, over, n_over);
-		LAUNCHED(listed_f16_kernel);
-	}
-	if (m == 0)
-		return PGGPU_OK;
-	CU(cudaMemcpyAsync(&m_over, n_over, sizeof(m_over), cudaMemcpyDeviceToHost, stream));
+	CU(cudaMemcpyAsync(got, counts, sizeof(got), cudaMemcpyDeviceToHost, stream));
 	CU(cudaStreamSynchronize(stream));
-	for (int64_t t0 = 0; t0 < m_over; t0 += l->u_rows)
+	CU(cudaMemsetAsync(counts, 0, sizeof(got), stream));
+	*uncertain += got[1];
+	for (int64_t t0 = 0; t0 < got[0]; t0 += l->u_rows)
 	{
-		int64_t		rows = m_over - t0 < l->u_rows ? m_over - t0 : l->u_rows;
+		int64_t		rows = got[0] - t0 < l->u_rows ? got[0] - t0 : l->u_rows;
 		pggpu_status ps;
 
-		gather_kernel<<<gather_grid(rows, ds->d), BLOCK, 0, stream>>>(
-			X, (const __half *) (w + l->xf), ds->d, ds->log_b, over + t0, rows, U, Uh, (rows + 7) / 8 * 8);
+		gather_kernel<<<gather_grid(rows, ds->d), BLOCK, 0, stream>>>(X, ds->d, ds->log_b, over + t0, rows, U);
 		LAUNCHED(gather_kernel);
 		if ((ps = pggpu_blas_row_products(h, false, C, ds->k, ds->d, U, (int) rows, 0, (int) rows, w, 0, 1,
 										  err)) != PGGPU_OK)
 			return ps;
-		top2_kernel<double><<<warps_grid(rows), BLOCK, 0, stream>>>((const double *) w, rows, ds->k, nc, 1.0,
-																	TOP_A(w, *l), TOP_B(w, *l),
-																	TOP_C(w, *l));
+		top2_kernel<double><<<warps_grid(rows), BLOCK, 0, stream>>>((const double *) w, rows, ds->k,
+																	(const double *) (w + l->nc), 1.0,
+																	TOP_A(w, *l), TOP_B(w, *l), TOP_C(w, *l));
 		LAUNCHED(top2_kernel);
 		listed_certify_kernel<<<warps_grid(rows), BLOCK, 0, stream>>>(
-			U, rows, ds->d, over + t0, C, ds->k, (const double *) w, nc,
+			U, rows, ds->d, over + t0, C, ds->k, (const double *) w, (const double *) (w + l->nc),
 			(const unsigned long long *) (w + l->ncmax), TOP_A(w, *l), TOP_B(w, *l), TOP_C(w, *l),
 			labels, dist2, changed);
 		LAUNCHED(listed_certify_kernel);
@@ -799,42 +784,27 @@ label_listed(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const g
 	return PGGPU_OK;
 }
 
-/*
- * The f16 route: rows span0 .. span0 + rows - 1, whose top-2 the span's
- * arrays hold, certified (a thread a row), and the rows listed labelled by
- * the float64 product; *uncertain counts them
- */
-static pggpu_status
-certify_span(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const gemm_layout *l, char *w,
-			 int64_t span0, int64_t rows, bool measure, int32_t *labels, double *dist2,
-			 unsigned long long *changed, int64_t *uncertain, cudaStream_t stream, pggpu_error *err)
+/* label_f16_kernel on a chunk: WIDE where k is (a chunk's rows are few) */
+template <typename T>
+static void
+launch_label_f16(const T *X, const gemm_layout *l, char *w, pggpu_data *ds, int64_t g0, int64_t rows,
+				 const double *C, int32_t *labels, double *dist2, unsigned long long *changed, cudaStream_t stream)
 {
-	unsigned int *listed = (unsigned int *) (w + l->listed);
-	unsigned int m_listed = 0;
-	const unsigned grid = (unsigned) ((rows + BLOCK - 1) / BLOCK);
+	const int	k = ds->k;
+	const float *S = (const float *) w;
+	const double *nc = (const double *) (w + l->nc32);
+	const unsigned long long *ncmax = (const unsigned long long *) (w + l->ncmax32),
+			   *maxabs = (const unsigned long long *) (w + l->maxabs);
+	const double *nxc = (const double *) (w + l->nxc);
+	int64_t    *over = (int64_t *) (w + l->over);
+	unsigned int *counts = (unsigned int *) (w + l->counts);
 
-	CU(cudaMemsetAsync(listed, 0, sizeof(*listed), stream));
-	if (X.f16)
-		f16_certify_kernel<__half><<<grid, BLOCK, 0, stream>>>(
-			(const __half *) X.p, span0, rows, ds->d, ds->log_b, C, (const unsigned long long *) (w + l->ncmax32),
-			(const double *) (w + l->nxc), (const unsigned long long *) (w + l->maxabs), TOP_A(w, *l),
-			TOP_B(w, *l), TOP_C(w, *l), measure, labels, dist2, changed, (int64_t *) (w + l->list), listed);
-	else if (X.f32)
-		f16_certify_kernel<float><<<grid, BLOCK, 0, stream>>>(
-			(const float *) X.p, span0, rows, ds->d, ds->log_b, C, (const unsigned long long *) (w + l->ncmax32),
-			(const double *) (w + l->nxc), (const unsigned long long *) (w + l->maxabs), TOP_A(w, *l),
-			TOP_B(w, *l), TOP_C(w, *l), measure, labels, dist2, changed, (int64_t *) (w + l->list), listed);
+	if (k > LABEL_WIDE_K)
+		label_f16_kernel<T, true><<<(unsigned) rows, BLOCK, 0, stream>>>(
+			S, g0, rows, k, nc, ncmax, maxabs, nxc, X, ds->d, ds->log_b, C, labels, dist2, changed, over, counts);
 	else
-		f16_certify_kernel<double><<<grid, BLOCK, 0, stream>>>(
-			(const double *) X.p, span0, rows, ds->d, ds->log_b, C, (const unsigned long long *) (w + l->ncmax32),
-			(const double *) (w + l->nxc), (const unsigned long long *) (w + l->maxabs), TOP_A(w, *l),
-			TOP_B(w, *l), TOP_C(w, *l), measure, labels, dist2, changed, (int64_t *) (w + l->list), listed);
-	LAUNCHED(f16_certify_kernel);
-	/* how many to gather */
-	CU(cudaMemcpyAsync(&m_listed, listed, sizeof(m_listed), cudaMemcpyDeviceToHost, stream));
-	CU(cudaStreamSynchronize(stream));
-	*uncertain += m_listed;
-	return label_listed(ds, h, X, C, l, w, m_listed, labels, dist2, changed, stream, err);
+		label_f16_kernel<T, false><<<warps_grid(rows), BLOCK, 0, stream>>>(
+			S, g0, rows, k, nc, ncmax, maxabs, nxc, X, ds->d, ds->log_b, C, labels, dist2, changed, over, counts);
 }
 
 pggpu_status
@@ -875,6 +845,7 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 			C, k, d, (const double *) (w + l.mu), (const unsigned long long *) (w + l.maxabs),
 			(__half *) (w + l.cf), (double *) (w + l.nc32), (unsigned long long *) (w + l.ncmax32));
 		LAUNCHED(centroid_f16_kernel);
+		CU(cudaMemsetAsync(w + l.counts, 0, 2 * sizeof(unsigned int), stream));
 	}
 	for (int64_t g0 = 0; g0 < n; g0 += rows)
 	{
@@ -882,13 +853,21 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 
 		/* whole tiles; or up to chunk_rows rows, not past the tile's end */
 		rows = n - g0 < l.chunk_rows ? n - g0 : l.chunk_rows;
-		if (!l.whole && rows > B - (g0 & (B - 1)))
-			rows = B - (g0 & (B - 1));
+		if (!l.whole)
+		{
+			/* a tile in parts of even size (not 3328 rows and 768: a product and a pass on too few rows) */
+			const int64_t parts = (B + l.chunk_rows - 1) / l.chunk_rows,
+						even = ((B + parts - 1) / parts + 31) / 32 * 32;
+
+			if (rows > even)
+				rows = even;
+			if (rows > B - (g0 & (B - 1)))
+				rows = B - (g0 & (B - 1));
+		}
 		if (h16 && g0 - span0 + rows > l.span_rows)
 		{
-			/* the span is full: certified, its listed rows labelled (S is free: the products are spent) */
-			if ((ps = certify_span(ds, h, X, C, &l, w, span0, g0 - span0, measure, labels, dist2, changed,
-								   &uncertain, stream, err)) != PGGPU_OK)
+			/* the span is done: its rows left over labelled (S is free: the products are spent) */
+			if ((ps = finish_span(ds, h, X, C, &l, w, labels, dist2, changed, &uncertain, stream, err)) != PGGPU_OK)
 				return ps;
 			span0 = g0;
 		}
@@ -956,16 +935,20 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 			LAUNCHED(certify_kernel);
 			continue;
 		}
-		/* the chunk's top-2 into the span's arrays, certified with the span's other chunks */
-		top2_f16_kernel<<<warps_grid(rows), BLOCK, 0, stream>>>(
-			(const float *) w, rows, k, (const double *) (w + l.nc32),
-			(const unsigned long long *) (w + l.maxabs), TOP_A(w, l) + (g0 - span0),
-			TOP_B(w, l) + (g0 - span0), TOP_C(w, l) + (g0 - span0));
-		LAUNCHED(top2_f16_kernel);
+		/* the chunk's rows labelled while its products are in hand */
+		if (X.f16)
+			launch_label_f16((const __half *) X.p, &l, w, ds, g0, rows, C, labels, dist2, changed, stream);
+		else if (X.f32)
+			launch_label_f16((const float *) X.p, &l, w, ds, g0, rows, C, labels, dist2, changed, stream);
+		else
+			launch_label_f16((const double *) X.p, &l, w, ds, g0, rows, C, labels, dist2, changed, stream);
+		LAUNCHED(label_f16_kernel);
 	}
 	if (h16 && n > span0 &&
-		(ps = certify_span(ds, h, X, C, &l, w, span0, n - span0, measure, labels, dist2, changed, &uncertain,
-						   stream, err)) != PGGPU_OK)
+		(ps = finish_span(ds, h, X, C, &l, w, labels, dist2, changed, &uncertain, stream, err)) != PGGPU_OK)
+		return ps;
+	/* the certain rows' distances, where wanted (the uncertain ones' again: the same) */
+	if (h16 && measure && (ps = pggpu_gemm_dists(ds, X, C, labels, dist2, stream, err)) != PGGPU_OK)
 		return ps;
 	if (h16 && 2 * uncertain > n)
 		*f16 = false;

@@ -12,6 +12,93 @@
 #include "common.cuh"
 
 /*
+ * A thread's part of a row's two smallest a_c = nc[c] - f2 S_c (f2 = 2, or
+ * 2 2^-2f of the halves' copies): columns first, first + stride, ... in
+ * order, so that the lowest index wins ties.  TOP2_U columns' loads in
+ * flight at once (one at a time, the scan of a chunk's few wide rows, k =
+ * 20,000, waited on memory: 1.2 TB/s on an H200).  NaN never wins.
+ */
+#define TOP2_U 4
+
+template <typename T>
+__device__ __forceinline__ void
+top2_scan(const T *__restrict__ s, int k, const double *__restrict__ nc, double f2, int first, int stride,
+		  double *best, double *second, int *bi)
+{
+	double		b = INFINITY,
+				sc = INFINITY;
+	int			i = 0,
+				c = first;
+
+	for (; c + (TOP2_U - 1) * stride < k; c += TOP2_U * stride)
+	{
+		T			sv[TOP2_U];
+		double		nv[TOP2_U];
+
+#pragma unroll
+		for (int u = 0; u < TOP2_U; u++)
+		{
+			sv[u] = s[c + u * stride];
+			nv[u] = nc[c + u * stride];
+		}
+#pragma unroll
+		for (int u = 0; u < TOP2_U; u++)
+		{
+			double		a = __dsub_rn(nv[u], __dmul_rn(f2, (double) sv[u]));
+
+			if (a < b)
+				sc = b, b = a, i = c + u * stride;
+			else if (a < sc)
+				sc = a;
+		}
+	}
+	for (; c < k; c += stride)
+	{
+		double		a = __dsub_rn(nc[c], __dmul_rn(f2, (double) s[c]));
+
+		if (a < b)
+			sc = b, b = a, i = c;
+		else if (a < sc)
+			sc = a;
+	}
+	*best = b;
+	*second = sc;
+	*bi = i;
+}
+
+/*
+ * Two parts' top-2 merged into the first: the lower best (the lower index
+ * on ties), the second the least of the rest.  Symmetric, so that a
+ * butterfly of shuffles leaves every lane the whole.
+ */
+__device__ __forceinline__ void
+top2_merge(double *best, double *second, int *bi, double ob, double os, int oi)
+{
+	if (ob < *best || (ob == *best && oi < *bi))
+	{
+		*second = fmin(*best, os);
+		*best = ob;
+		*bi = oi;
+	}
+	else
+		*second = fmin(*second, ob);
+}
+
+/* a warp's parts of a row's top-2 merged: every lane gets the whole */
+__device__ __forceinline__ void
+top2_warp(double *best, double *second, int *bi)
+{
+	for (int o = 16; o > 0; o >>= 1)
+	{
+		double		ob = __shfl_xor_sync(FULL, *best, o),
+					os = __shfl_xor_sync(FULL, *second, o);
+		int			oi = __shfl_xor_sync(FULL, *bi, o);
+
+		top2_merge(best, second, bi, ob, os, oi);
+	}
+}
+
+/*
  * A warp a row: the row's smallest a_c = nc[c] - 2 f S_c (f = 1, or the
  * halves' 2^-2f), its centroid (the lowest on ties) and the second
  * smallest, of rows t < rows (row t's products at S + t k).  NaN never wins.
@@ -23,33 +110,14 @@ top2_rows(const T *__restrict__ S, int64_t rows, int k, const double *__restrict
 {
 	const int64_t t = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5;
 	const int	lane = threadIdx.x & 31;
-	const T    *s = S + t * k;
-	double		best = INFINITY,
-				second = INFINITY;
-	int			bi = 0;
+	double		best,
+				second;
+	int			bi;
 
 	if (t >= rows)
 		return;
-	for (int c = lane; c < k; c += 32)
-	{
-		double		a = __dsub_rn(nc[c], __dmul_rn(2.0 * f, (double) s[c]));
-
-		if (a < best)
-			second = best, best = a, bi = c;
-		else if (a < second)
-			second = a;
-	}
-	for (int o = 16; o > 0; o >>= 1)
-	{
-		double		ob = __shfl_xor_sync(FULL, best, o),
-					os = __shfl_xor_sync(FULL, second, o);
-		int			oi = __shfl_xor_sync(FULL, bi, o);
-
-		if (ob < best || (ob == best && oi < bi))
-			second = fmin(best, os), best = ob, bi = oi;
-		else
-			second = fmin(second, ob);
-	}
+	top2_scan(S + t * k, k, nc, 2.0 * f, lane, 32, &best, &second, &bi);
+	top2_warp(&best, &second, &bi);
 	if (lane == 0)
 	{
 		top_a[t] = best;

@@ -202,6 +202,53 @@ test_route_table(void)
  * so); on uniform rows it must certify most rows itself.
  */
 /*
+ * One fit from given centroids C on the GPU, the FP16 product forced,
+ * against the CPU's; certify: the FP16 product must have run throughout
+ * (it certified most rows itself).
+ */
+static void
+f16_vs_cpu(const char *what, dataset *D, int64_t n, int d, int k, const double *C, int max_iter, bool certify)
+{
+	km_out		ref = {0},
+				o = {0};
+	pggpu_kmeans_params p = {0};
+	pggpu_error err = {0};
+	pggpu_data *ds;
+
+	p.k = k;
+	p.max_iter = max_iter;
+	p.tol = 0;
+	p.init = PGGPU_INIT_GIVEN;
+	p.init_centroids = C;
+	km_alloc(&ref, n, k, d);
+	km_alloc(&o, n, k, d);
+	set_case("routes: %s: cpu reference", what);
+	if (km_run(PGGPU_BACKEND_CPU, D, n, &p, &ref))
+	{
+		set_case("routes: %s", what);
+		if (!have_gpu)
+			gpu_skipped++;
+		else if ((ds = load(PGGPU_BACKEND_GPU, D, n)) != NULL)
+		{
+			pggpu_data_force_route(ds, PGGPU_LABEL_GEMM_F16, false);
+			fit_set(ds, &p, &o, &err);
+			if (CHECK(o.st == PGGPU_OK, "gpu k-means: %s", err.msg))
+			{
+				CHECK(strstr(pggpu_data_route(ds), "% of rows uncertain in FP16") != NULL &&
+					  (!certify || strstr(pggpu_data_route(ds), "float64 alone") == NULL),
+					  "the FP16 product did not run throughout: \"%s\"", pggpu_data_route(ds));
+				cmp_km("gemm_f16 vs cpu", &ref, &o, n, k, d, 1e-9);
+				if (verbose)
+					printf("#   %s\n", pggpu_data_route(ds));
+			}
+			pggpu_data_close(ds);
+		}
+	}
+	km_free(&ref);
+	km_free(&o);
+}
+
+/*
  * Emptied clusters on the FP16 product: given centroids with three
  * duplicated (the copy, at the higher index, gets no row), so that the
  * first step empties three clusters and their repair reads the rows'
@@ -218,46 +265,37 @@ routes_gpu_repair(void)
 				k = 24;
 	dataset		D;
 	double	   *C = (double *) xmalloc(sizeof(double) * k * d);
-	km_out		ref = {0},
-				o = {0};
-	pggpu_kmeans_params p = {0};
-	pggpu_error err = {0};
-	pggpu_data *ds;
 
 	gen_uniform(&D, n, d, -1, 1, 4242);
 	memcpy(C, D.X, sizeof(double) * k * d);
 	for (int c = 0; c < 3; c++)
 		memcpy(C + (int64_t) (5 * c + 2) * d, C + (int64_t) (5 * c + 1) * d, sizeof(double) * d);
-	p.k = k;
-	p.max_iter = 10;
-	p.tol = 0;
-	p.init = PGGPU_INIT_GIVEN;
-	p.init_centroids = C;
-	km_alloc(&ref, n, k, d);
-	km_alloc(&o, n, k, d);
-	set_case("routes: emptied clusters repaired after gemm_f16 steps: cpu reference");
-	if (km_run(PGGPU_BACKEND_CPU, &D, n, &p, &ref))
-	{
-		set_case("routes: emptied clusters repaired after gemm_f16 steps");
-		if (!have_gpu)
-			gpu_skipped++;
-		else if ((ds = load(PGGPU_BACKEND_GPU, &D, n)) != NULL)
-		{
-			pggpu_data_force_route(ds, PGGPU_LABEL_GEMM_F16, false);
-			fit_set(ds, &p, &o, &err);
-			if (CHECK(o.st == PGGPU_OK, "gpu k-means: %s", err.msg))
-			{
-				CHECK(strstr(pggpu_data_route(ds), "% of rows uncertain in FP16") != NULL &&
-					  strstr(pggpu_data_route(ds), "float64 alone") == NULL,
-					  "the FP16 product did not run throughout: \"%s\"", pggpu_data_route(ds));
-				cmp_km("gemm_f16 with repairs vs cpu", &ref, &o, n, k, d, 1e-9);
-			}
-			pggpu_data_close(ds);
-		}
-	}
-	km_free(&ref);
-	km_free(&o);
+	f16_vs_cpu("emptied clusters repaired after gemm_f16 steps", &D, n, d, k, C, 10, true);
 	free(C);
+	data_free(&D);
+}
+
+/*
+ * More than 4096 centroids: the FP16 product's rows labelled a block a row
+ * (gemm_assign.cu: label_f16_kernel, WIDE), from the first k rows.
+ * Uniform rows, which it must certify mostly by itself (the uncertain ones
+ * measured against their candidates); and tight blobs, where many
+ * centroids share a blob and rows with too many candidates go to the
+ * float64 product.
+ */
+static void
+routes_gpu_wide(void)
+{
+	const int64_t n = 8192;
+	const int	d = 40,
+				k = 4160;
+	dataset		D;
+
+	gen_uniform(&D, n, d, -1, 1, 5151);
+	f16_vs_cpu("k = 4160 (a block a row), uniform", &D, n, d, k, D.X, 2, true);
+	data_free(&D);
+	gen_blobs(&D, n, d, 30, 12.0, 5152);
+	f16_vs_cpu("k = 4160 (a block a row), blobs", &D, n, d, k, D.X, 2, false);
 	data_free(&D);
 }
 
@@ -282,7 +320,7 @@ test_routes_gpu(void)
 		const int	d = shapes[si][0],
 					k = shapes[si][1],
 					kind = shapes[si][2];
-		const int64_t n = 30000;
+		const int64_t n = 8192;
 		dataset		D;
 		km_out		ref = {0};
 		pggpu_kmeans_params p = {0};
@@ -353,4 +391,5 @@ test_routes_gpu(void)
 		data_free(&D);
 	}
 	routes_gpu_repair();
+	routes_gpu_wide();
 }
