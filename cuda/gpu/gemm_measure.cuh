@@ -18,7 +18,7 @@
  * flight at once (one at a time, the scan of a chunk's few wide rows, k =
  * 20,000, waited on memory: 1.2 TB/s on an H200).  NaN never wins.
  */
-#define TOP2_U 4
+#define TOP2_U 8
 
 template <typename T>
 __device__ __forceinline__ void
