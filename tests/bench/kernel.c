@@ -385,7 +385,11 @@ run_shares(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters
 		ok = pggpu_data_open(&parts[s], be, gpus[s], d, hi - lo, &err) == PGGPU_OK;
 		if (!ok)
 			break;
+		/* (as load's: -E's cosine was missed until 2026-11-28, the shares then fitting euclidean) */
 		pggpu_data_set_threads(parts[s], threads, NULL);
+		pggpu_data_set_double_only(parts[s], double_only);
+		pggpu_data_force_route(parts[s], force_label, false);
+		pggpu_data_set_metric(parts[s], embeddings ? PGGPU_METRIC_COSINE : PGGPU_METRIC_EUCLIDEAN);
 		b = pggpu_data_batch_rows(parts[s]);
 		for (int64_t done = lo; ok && done < hi; done += b)
 		{

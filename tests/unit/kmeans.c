@@ -637,10 +637,11 @@ test_assign(void)
 	}
 
 	/*
-	 * --full: more rows than the GPU's FP16 route certifies at once (2^20,
+	 * --full: more rows than a span of the GPU's FP16 route (2^20,
 	 * gpu/gemm_assign.cu: SPAN_ROWS), integer rows among integer centroids
-	 * of which the last 4 repeat the first 4: exact ties listed in both
-	 * spans, labelled by the float64 product, the lowest index winning.
+	 * of which the last 4 repeat the first 4: exact ties in both spans,
+	 * measured in place or left to the float64 product, the lowest index
+	 * winning.
 	 */
 	if (full_grid)
 	{
