@@ -475,17 +475,8 @@ label_f16_kernel(const float *__restrict__ S, int64_t g0, int64_t rows, int k,
 
 				if ((unsigned) lane < m)
 				{
-					const double *cr = (c = cand[grp][lane], C + (int64_t) c * d);
-
-					/*
-					 * its centroid's row on its way to L2 at once, not 8 values a
-					 * round trip (the chunk's products stream through L2 and
-					 * evict the centroids: at 10^6 x 768, k = 4096, 17.6 % of
-					 * rows uncertain, the measures were most of the pass)
-					 */
-					for (int j = 0; j < d; j += 16)
-						asm volatile("prefetch.global.L2 [%0];" :: "l"(cr + j));
-					e = row_measure(x, (int64_t) 1 << log_b, cr, NULL, d, NULL);
+					c = cand[grp][lane];
+					e = row_measure(x, (int64_t) 1 << log_b, C + (int64_t) c * d, NULL, d, NULL);
 				}
 				for (int o = 16; o > 0; o >>= 1)
 				{
