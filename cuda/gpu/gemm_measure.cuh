@@ -1,10 +1,11 @@
 /*
  * gemm_measure.cuh - what gemm_assign.cu's kernels share about one row: its
- * two smallest a_c (top2_rows), its exact distance to a centroid the
- * reference's way (row_measure), and the products' error bounds (the
- * float64 product's, product_bound; the FP16 product's, copy_scale,
- * f16_bound and f16_farther), derived in gemm_assign.cu's comments.
- * CUDA C++ only; device code.
+ * two smallest a_c (top2_scan over a thread's columns, top2_merge and
+ * top2_warp joining the parts; top2_rows, a warp a row), its exact
+ * distance to a centroid the reference's way (row_measure), and the
+ * products' error bounds (the float64 product's, product_bound; the FP16
+ * product's, copy_scale, f16_bound and f16_farther), derived in
+ * gemm_assign.cu's comments.  CUDA C++ only; device code.
  */
 #ifndef PG_GPU_GEMM_MEASURE_CUH
 #define PG_GPU_GEMM_MEASURE_CUH
