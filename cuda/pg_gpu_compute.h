@@ -310,6 +310,17 @@ PGGPU_TEST_HOOK void pggpu_data_force_route(pggpu_data *ds, int label, bool no_f
 const char *pggpu_data_route(const pggpu_data *ds);
 
 /*
+ * For the choice of how many GPUs a k-means call uses (route.c, beside the
+ * planner whose routes they price): a step's estimated ms on one GPU, of
+ * rows (d columns, k clusters; k 0: a labelling pass), with double_only
+ * as pggpu_data_set_double_only; and what a step over several GPUs' shares
+ * costs beyond the shares' own steps (the k x d centroids and sums through
+ * the host, and the update there).  Both fitted to H200s' measured steps.
+ */
+double		pggpu_estimate_step_ms(double rows, int d, int k, bool double_only);
+double		pggpu_estimate_combine_ms(int k, int d);
+
+/*
  * How rows are compared.  COSINE is spherical k-means: the caller gives rows
  * of unit length (it normalises them as it reads them and leaves out the
  * zero ones); centroids are kept at unit length (the normalised means, and

@@ -2,9 +2,11 @@
  * route.c - the plan of a Lloyd step on the GPU (route.h): which pass
  * labels, which sums, their shapes.  Every threshold here is a measurement
  * on the H100 (the figures beside each); the README's "How it works" has
- * the same table.
+ * the same table.  And the estimates of a step's time that choose how many
+ * GPUs a k-means call uses (at the end).
  */
 #include "route.h"
+#include "pg_gpu_compute.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -288,4 +290,29 @@ pggpu_route_describe(const pggpu_route *r, char *buf, size_t len)
 	snprintf(buf, len, "route %s%s%s, sums %s (%s), because %s", pggpu_label_route_name(r->label), shape,
 			 r->ranged ? ", labelled in ranges" : "", sums[r->sum], modes[r->mode], r->why);
 	return buf;
+}
+
+/*
+ * The estimates of pg_gpu_compute.h, from H200s' steps (BENCHMARKS.md
+ * sections 5 and 9): a pass reads a gigabyte of rows in about 1 ms; the
+ * float64 product makes about 2 x 10^10 multiply-adds of rows by
+ * centroids a ms, the FP16 product (the route above for d > 32, k >= 64
+ * but with double_only) about 10^11 with its labelling (29 ms a step at
+ * 10^6 x 768, k = 4096).  A step of shares moves each GPU's k x d
+ * centroids in and sums out through the host, where the sums are added
+ * and the centroids updated: about 13 ns an element of k x d (41 of the
+ * 58 ms of that step split over 2 GPUs; 6 ms at k = 1000 over 4).
+ */
+double
+pggpu_estimate_step_ms(double rows, int d, int k, bool double_only)
+{
+	const bool	f16 = !double_only && d > TC_MAX_D && k >= GEMM_MIN_K;
+
+	return rows * d * 8 / 1e9 + rows * d * (k > 0 ? k : 1) / (f16 ? 1e11 : 2e10);
+}
+
+double
+pggpu_estimate_combine_ms(int k, int d)
+{
+	return 1.3e-5 * (double) k * d;
 }

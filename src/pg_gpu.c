@@ -365,7 +365,7 @@ data_open(pggpu_backend backend, int d, int64 expected_rows, int k, bool one)
 	data->nshares = pg_gpu_shares(backend, data->share_gpu);
 	/* too little work to gain from several GPUs: the first */
 	if (one || (backend == PGGPU_BACKEND_GPU && data->nshares > 1 &&
-				!pg_gpu_split_kmeans((double) expected_rows, d, k)))
+				!pg_gpu_split_kmeans((double) expected_rows, d, k, data->nshares)))
 		data->nshares = 1;
 	if (backend == PGGPU_BACKEND_GPU)
 		pggpu_gpus_start(data->share_gpu, distinct_gpus(data->share_gpu, data->nshares));

@@ -69,17 +69,15 @@ extern int	pg_gpu_shares(pggpu_backend backend, int *gpus);
 
 /*
  * Whether a call's work is worth several GPUs (pg_gpu.parts unset): its
- * estimated time on one GPU, a k-means iteration or a product, at least
+ * estimated time on one GPU, a k-means step or a product, at least
  * PG_GPU_SPLIT_MIN_MS.  Below it, what several GPUs save is less than what
  * they cost once a call (their contexts and libraries in a new session,
- * the threads, the host's adding of their sums).  The estimates are fitted
- * to one H200's measured iterations (BENCHMARKS.md section 9): a pass
- * reads a gigabyte of rows (8 bytes a value) in about 1 ms and makes about
- * 2 x 10^10 multiply-adds of rows by centroids a millisecond; a float64
- * product about 3 x 10^10.
+ * the threads).  A k-means call must also save more a step than combining
+ * its shares costs (pggpu_estimate_step_ms, _combine_ms).  A product's
+ * estimate: about 3 x 10^10 float64 multiply-adds a ms (an H200).
  */
 #define PG_GPU_SPLIT_MIN_MS 60.0
-extern bool pg_gpu_split_kmeans(double rows, int d, int k);
+extern bool pg_gpu_split_kmeans(double rows, int d, int k, int nshares);
 extern bool pg_gpu_split_product(double m, double n, double k);
 
 /* the backend pg_gpu.device selects now (may ERROR, may NOTICE once) */

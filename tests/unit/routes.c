@@ -148,6 +148,26 @@ test_route_table(void)
 			  pggpu_route_describe(&r, line, sizeof(line)));
 	}
 
+	/*
+	 * The estimates that choose how many GPUs a k-means call uses
+	 * (src/gpus.c), against 2 H200s' steps (BENCHMARKS.md section 9): at
+	 * 10^6 x 768, k = 4096 on the FP16 product a step took 29 ms on one GPU
+	 * and 58 ms over two (the combine costs more than half a step saves);
+	 * 10 times the rows, or float64 products, and two GPUs save more
+	 */
+	set_case("route estimates: when two GPUs pay");
+	{
+		const double one = pggpu_estimate_step_ms(1e6, 768, 4096, false),
+					dbl = pggpu_estimate_step_ms(1e6, 768, 4096, true),
+					big = pggpu_estimate_step_ms(1e7, 768, 4096, false),
+					mix = pggpu_estimate_combine_ms(4096, 768);
+
+		CHECK(one > 20 && one < 60 && one / 2 < mix, "10^6 x 768, k = 4096: %.1f ms, combine %.1f", one, mix);
+		CHECK(dbl / 2 > mix && big / 2 > mix, "float64 %.1f ms, 10^7 rows %.1f, combine %.1f", dbl, big, mix);
+		CHECK(pggpu_estimate_step_ms(1e6, 32, 4096, false) == pggpu_estimate_step_ms(1e6, 32, 4096, true),
+			  "d <= 32 takes no FP16 product");
+	}
+
 	/* a GPU whose blocks get less shared memory than the sorted update's: lloyd_kernel's global atomics */
 	set_case("route n=1000000 k=1024 d=768, 99 KB of shared memory a block");
 	{
