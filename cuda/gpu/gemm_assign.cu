@@ -224,9 +224,10 @@ listed_certify_kernel(const double *__restrict__ U, int64_t rows, int d, const i
  * certain (its best is the label; where a step wants the distances, each
  * row is measured against its label the reference's way after).  For the
  * other rows, while the chunk's products are in hand (label_f16_kernel),
- * every centroid the same test cannot rule out is measured the
- * reference's way, the least distance winning, the lowest index on ties
- * (near ties have a few such candidates, 2 to 9 on embeddings at k = 4096
+ * the nearest of the centroids the same test cannot rule out by the
+ * reference's measure wins, the lowest index on ties (nearest_listed:
+ * their sums taken by a warp in another order rule out most, the rest
+ * measured the reference's way; near ties have a few such candidates, 2 to 9 on embeddings at k = 4096
  * to 20,000: the float64 product of every uncertain row against every
  * centroid was most of an iteration there; a row with more than
  * LISTED_MEASURED of them is left to that product).  Labels and distances
@@ -234,10 +235,13 @@ listed_certify_kernel(const double *__restrict__ U, int64_t rows, int d, const i
  * times the data's extent from its mean) fails the test: every row is left
  * to the float64 product.
  *
- * Where the data leave too many rows uncertain (11 bits cannot tell their
- * centroids apart: tight clusters far from the data's mean), a pass that
- * finds more than half of its rows uncertain makes the fit's later passes use the
- * float64 product alone (*f16 = false): the answers are the same.
+ * Where the data leave too many rows to that product (11 bits cannot tell
+ * their centroids apart, and more than LISTED_MEASURED candidates are
+ * within the bound: tight clusters far from the data's mean, or many
+ * centroids in one), a pass that leaves more than half of its rows to it
+ * makes the fit's later passes use the float64 product alone (*f16 =
+ * false): the answers are the same.  (Uncertain rows measured in
+ * label_f16_kernel do not count: they cost a few candidates' reads.)
  */
 
 /* sums[j] += x(i, j) over rows i: block (j, g), rows g BLOCK + t, stepping gridDim.y BLOCK */
@@ -334,32 +338,16 @@ centroid_f16_kernel(const double *__restrict__ C, int k, int d, const double *__
 }
 
 /*
- * Of two exact distances e (centroid c) and oe (oc), whether the other
- * wins: the least, the lowest index on ties, NaN last (so that the order
- * the candidates were found in does not matter), c < 0 none.
- */
-__device__ __forceinline__ bool
-measured_before(double oe, int oc, double e, int c)
-{
-	if (oc < 0)
-		return false;
-	if (c < 0 || (isnan(e) && !isnan(oe)))
-		return true;
-	if (isnan(oe) && !isnan(e))
-		return false;
-	return oe < e || (!(oe > e) && oc < c);
-}
-
-/*
  * The products on halves of a chunk's rows g0 .. g0 + rows - 1 (row t's at
  * S + t k) to labels, in one pass while they are in hand: each row's two
  * smallest a_c (f = 2^-2f of the copies, from maxabs) and the test that
  * certifies its best (f16_farther, from the row's |x - mu|^2 in nxc).  A
- * certain row gets its label (its distance is left: pggpu_gemm_label
- * measures every row after, where asked).  For an uncertain one (counts[1]
- * counts them) its products are read again (from the cache) and every
- * centroid the test cannot rule out is measured the reference's way, a
- * thread each; a row with none or more than LISTED_MEASURED of them
+ * certain row gets its label.  For an uncertain one (counts[1] counts
+ * them) its products are read again (from the cache), and of the
+ * centroids the test cannot rule out the nearest by the reference's
+ * measure is its label (nearest_listed).  No distance is written
+ * (pggpu_gemm_label measures every row after, where asked).  A row with
+ * none or more than LISTED_MEASURED such centroids
  * (clusters 11 bits cannot tell apart: each measure reads a centroid's
  * row) goes to over (counts[0] of them) for the float64 product, whose
  * bound leaves few.
@@ -380,8 +368,7 @@ label_f16_kernel(const float *__restrict__ S, int64_t g0, int64_t rows, int k,
 				 const double *__restrict__ nc, const unsigned long long *ncmax_bits,
 				 const unsigned long long *maxabs_bits, const double *__restrict__ nxc,
 				 const T *__restrict__ X, int d, int log_b, const double *__restrict__ C,
-				 int32_t *labels, double *dist2, unsigned long long *changed, int64_t *over,
-				 unsigned int *counts)
+				 int32_t *labels, unsigned long long *changed, int64_t *over, unsigned int *counts)
 {
 	constexpr int GROUPS = WIDE ? 1 : BLOCK / 32;	/* rows a block */
 	constexpr int THREADS = WIDE ? BLOCK : 32;	/* threads a row */
@@ -408,11 +395,9 @@ label_f16_kernel(const float *__restrict__ S, int64_t g0, int64_t rows, int k,
 		const double f2 = 2.0 / (scale * scale);
 		const int64_t g = g0 + t;
 		double		best,
-					second,
-					exact = 0;
+					second;
 		int			bi,
 					label;
-		bool		measured = false;
 
 		top2_scan(s, k, nc, f2, first, THREADS, &best, &second, &bi);
 		top2_warp(&best, &second, &bi);
@@ -469,27 +454,7 @@ label_f16_kernel(const float *__restrict__ S, int64_t g0, int64_t rows, int k,
 					over[atomicAdd(&counts[0], 1u)] = g;
 			}
 			else if (warp == 0 || !WIDE)
-			{
-				int			c = -1;
-				double		e = INFINITY;
-
-				if ((unsigned) lane < m)
-				{
-					c = cand[grp][lane];
-					e = row_measure(x, (int64_t) 1 << log_b, C + (int64_t) c * d, NULL, d, NULL);
-				}
-				for (int o = 16; o > 0; o >>= 1)
-				{
-					double		oe = __shfl_xor_sync(FULL, e, o);
-					int			oc = __shfl_xor_sync(FULL, c, o);
-
-					if (measured_before(oe, oc, e, c))
-						e = oe, c = oc;
-				}
-				label = c;
-				exact = e;
-				measured = true;
-			}
+				label = nearest_listed(x, log_b, C, d, cand[grp], (int) m, lane);
 			if (first == 0)
 				atomicAdd(&counts[1], 1u);
 		}
@@ -498,8 +463,6 @@ label_f16_kernel(const float *__restrict__ S, int64_t g0, int64_t rows, int k,
 			if (labels[g] != label)
 				atomicAdd(changed, 1ULL);
 			labels[g] = label;
-			if (measured)
-				dist2[g] = exact;
 		}
 	}
 }
@@ -753,12 +716,12 @@ pggpu_gemm_dists(pggpu_data *ds, xview X, const double *C, const int32_t *labels
 
 /*
  * The f16 route, after a span's chunks: how many rows label_f16_kernel
- * could not certify (*uncertain += ), and those of them it left (over)
- * labelled by the float64 product, gathered u_rows at a time
+ * could not certify (tally[0] += ), and those of them it left (over,
+ * tally[1] += ) labelled by the float64 product, gathered u_rows at a time
  */
 static pggpu_status
 finish_span(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const gemm_layout *l, char *w,
-			int32_t *labels, double *dist2, unsigned long long *changed, int64_t *uncertain,
+			int32_t *labels, double *dist2, unsigned long long *changed, int64_t tally[2],
 			cudaStream_t stream, pggpu_error *err)
 {
 	const int64_t *over = (const int64_t *) (w + l->over);
@@ -769,7 +732,8 @@ finish_span(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const ge
 	CU(cudaMemcpyAsync(got, counts, sizeof(got), cudaMemcpyDeviceToHost, stream));
 	CU(cudaStreamSynchronize(stream));
 	CU(cudaMemsetAsync(counts, 0, sizeof(got), stream));
-	*uncertain += got[1];
+	tally[0] += got[1];
+	tally[1] += got[0];
 	for (int64_t t0 = 0; t0 < got[0]; t0 += l->u_rows)
 	{
 		int64_t		rows = got[0] - t0 < l->u_rows ? got[0] - t0 : l->u_rows;
@@ -797,7 +761,7 @@ finish_span(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const ge
 template <typename T>
 static void
 launch_label_f16(const T *X, const gemm_layout *l, char *w, pggpu_data *ds, int64_t g0, int64_t rows,
-				 const double *C, int32_t *labels, double *dist2, unsigned long long *changed, cudaStream_t stream)
+				 const double *C, int32_t *labels, unsigned long long *changed, cudaStream_t stream)
 {
 	const int	k = ds->k;
 	const float *S = (const float *) w;
@@ -810,16 +774,16 @@ launch_label_f16(const T *X, const gemm_layout *l, char *w, pggpu_data *ds, int6
 
 	if (k > LABEL_WIDE_K)
 		label_f16_kernel<T, true><<<(unsigned) rows, BLOCK, 0, stream>>>(
-			S, g0, rows, k, nc, ncmax, maxabs, nxc, X, ds->d, ds->log_b, C, labels, dist2, changed, over, counts);
+			S, g0, rows, k, nc, ncmax, maxabs, nxc, X, ds->d, ds->log_b, C, labels, changed, over, counts);
 	else
 		label_f16_kernel<T, false><<<warps_grid(rows), BLOCK, 0, stream>>>(
-			S, g0, rows, k, nc, ncmax, maxabs, nxc, X, ds->d, ds->log_b, C, labels, dist2, changed, over, counts);
+			S, g0, rows, k, nc, ncmax, maxabs, nxc, X, ds->d, ds->log_b, C, labels, changed, over, counts);
 }
 
 pggpu_status
 pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, bool f16_ws,
 				 bool *f16, void *ws, bool measure, int32_t *labels, double *dist2, unsigned long long *changed,
-				 int64_t *uncertain_out, cudaStream_t stream, pggpu_error *err)
+				 int64_t tally_out[2], cudaStream_t stream, pggpu_error *err)
 {
 	const int	k = ds->k,
 				d = ds->d;
@@ -830,7 +794,7 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 	char	   *w = (char *) ws;
 	double	   *xd = (double *) (w + l.xd);
 	int64_t		rows,
-				uncertain = 0,
+				tally[2] = {0, 0},
 				span0 = 0,		/* f16: the first row of the span being filled */
 				widened = -1;	/* f32: the first tile xd holds */
 	/*
@@ -876,7 +840,7 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 		if (h16 && g0 - span0 + rows > l.span_rows)
 		{
 			/* the span is done: its rows left over labelled (S is free: the products are spent) */
-			if ((ps = finish_span(ds, h, X, C, &l, w, labels, dist2, changed, &uncertain, stream, err)) != PGGPU_OK)
+			if ((ps = finish_span(ds, h, X, C, &l, w, labels, dist2, changed, tally, stream, err)) != PGGPU_OK)
 				return ps;
 			span0 = g0;
 		}
@@ -946,21 +910,22 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 		}
 		/* the chunk's rows labelled while its products are in hand */
 		if (X.f16)
-			launch_label_f16((const __half *) X.p, &l, w, ds, g0, rows, C, labels, dist2, changed, stream);
+			launch_label_f16((const __half *) X.p, &l, w, ds, g0, rows, C, labels, changed, stream);
 		else if (X.f32)
-			launch_label_f16((const float *) X.p, &l, w, ds, g0, rows, C, labels, dist2, changed, stream);
+			launch_label_f16((const float *) X.p, &l, w, ds, g0, rows, C, labels, changed, stream);
 		else
-			launch_label_f16((const double *) X.p, &l, w, ds, g0, rows, C, labels, dist2, changed, stream);
+			launch_label_f16((const double *) X.p, &l, w, ds, g0, rows, C, labels, changed, stream);
 		LAUNCHED(label_f16_kernel);
 	}
 	if (h16 && n > span0 &&
-		(ps = finish_span(ds, h, X, C, &l, w, labels, dist2, changed, &uncertain, stream, err)) != PGGPU_OK)
+		(ps = finish_span(ds, h, X, C, &l, w, labels, dist2, changed, tally, stream, err)) != PGGPU_OK)
 		return ps;
 	/* the certain rows' distances, where wanted (the uncertain ones' again: the same) */
 	if (h16 && measure && (ps = pggpu_gemm_dists(ds, X, C, labels, dist2, stream, err)) != PGGPU_OK)
 		return ps;
-	if (h16 && 2 * uncertain > n)
+	if (h16 && 2 * tally[1] > n)
 		*f16 = false;
-	*uncertain_out = h16 ? uncertain : -1;
+	tally_out[0] = h16 ? tally[0] : -1;
+	tally_out[1] = h16 ? tally[1] : -1;
 	return PGGPU_OK;
 }

@@ -25,9 +25,10 @@ pggpu_status pggpu_gemm_prepare(pggpu_data *ds, int k, xview X, void *ws, cudaSt
  * labels[i], dist2[i] of every row of ds against the k x d centroids C
  * (device, row-major), exactly as the CPU reference; *changed += the rows
  * whose label changed.  f16_ws: ws is an f16 one (prepared); then *f16
- * says whether the product is still the one on halves, and a pass that finds more
- * than half the rows uncertain sets it false; *uncertain: the rows it
- * could not certify (-1: the float64 product ran).  measure false: with
+ * says whether the product is still the one on halves, and a pass that
+ * leaves more than half the rows to the float64 product sets it false;
+ * tally[0]: the rows it could not certify, tally[1]: those of them left to
+ * the float64 product (both -1: the float64 product ran).  measure false: with
  * the product on halves, the rows it certifies keep their dist2 (a Lloyd
  * step that wants no distances; pggpu_gemm_dists measures them later).
  * Async on stream (h's), but for a sync after each span of rows with f16
@@ -35,7 +36,7 @@ pggpu_status pggpu_gemm_prepare(pggpu_data *ds, int k, xview X, void *ws, cudaSt
  */
 pggpu_status pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C,
 							  bool f16_ws, bool *f16, void *ws, bool measure, int32_t *labels,
-							  double *dist2, unsigned long long *changed, int64_t *uncertain,
+							  double *dist2, unsigned long long *changed, int64_t tally[2],
 							  cudaStream_t stream, pggpu_error *err);
 
 /*

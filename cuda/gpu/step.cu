@@ -156,19 +156,20 @@ gpu_km_step(pggpu_data *ds, bool update, bool dists, pggpu_step_stats *out, pggp
 		bool		was = s->gemm_f16;
 		/* (the update's inertia then sums stale distances: not wanted) */
 		const bool	lazy = !dists && r->label == PGGPU_LABEL_GEMM_F16 && was;
-		int64_t		uncertain;
+		int64_t		tally[2];
 
 		if (lazy)
 			CU(cudaMemcpyAsync(s->C_lab, s->C, sizeof(double) * k * d, cudaMemcpyDeviceToDevice, s->stream));
 		if ((st = pggpu_gemm_label(ds, (cublasHandle_t) s->blas, xview_of(ds), s->C,
 								   r->label == PGGPU_LABEL_GEMM_F16, &s->gemm_f16, s->gemm_ws, !lazy, s->labels,
-								   s->dist2, &s->stats->changed, &uncertain, s->stream, err)) != PGGPU_OK)
+								   s->dist2, &s->stats->changed, tally, s->stream, err)) != PGGPU_OK)
 			return st;
 		s->dists_stale = lazy;
 		/* the plan's line says how the product on halves fares (DEBUG2, and the benchmarks' notes) */
 		if (was)
 			snprintf(ds->route + s->route_len, sizeof(ds->route) - s->route_len,
-					 "; %.1f%% of rows uncertain in FP16%s", ds->n ? 100.0 * uncertain / ds->n : 0.0,
+					 "; %.1f%% of rows uncertain in FP16, %.1f%% left to float64%s",
+					 ds->n ? 100.0 * tally[0] / ds->n : 0.0, ds->n ? 100.0 * tally[1] / ds->n : 0.0,
 					 s->gemm_f16 ? "" : ", then float64 alone (over half)");
 	}
 	else if (tc && !r->ranged)
