@@ -276,7 +276,7 @@ measured_before(double oe, int oc, double e, int c)
  * (row_measure), where more than one is left.  Where m (d / 32 + 10) >=
  * d, every candidate is measured so at once, as until 1.11 (m sums of the
  * warp take longer there: 9 to 32 candidates a row of 128 columns on
- * blobs, 12.3 ms an iteration against 8.9).  Elsewhere the sums save most
+ * blobs, about 12 ms an iteration against 8.6).  Elsewhere the sums save most
  * of the measures, d dependent additions a lane: 10^6 x 768, k = 4096,
  * 18 % of its rows uncertain, took 28.7 ms an iteration, now 23.3.
  */
