@@ -227,13 +227,13 @@ listed_certify_kernel(const double *__restrict__ U, int64_t rows, int d, const i
  * the nearest of the centroids the same test cannot rule out by the
  * reference's measure wins, the lowest index on ties (nearest_listed:
  * their sums taken by a warp in another order rule out most, the rest
- * measured the reference's way; near ties have a few such candidates, 2 to 9 on embeddings at k = 4096
- * to 20,000: the float64 product of every uncertain row against every
- * centroid was most of an iteration there; a row with more than
- * LISTED_MEASURED of them is left to that product).  Labels and distances
- * are the CPU's exactly.  NaN or overflow (given centroids more than 8
- * times the data's extent from its mean) fails the test: every row is left
- * to the float64 product.
+ * measured the reference's way).  Near ties have a few such candidates,
+ * 2 to 9 on embeddings at k = 4096 to 20,000 (the float64 product of
+ * every uncertain row against every centroid was most of an iteration
+ * there); a row with more than LISTED_MEASURED of them is left to that
+ * product.  Labels and distances are the CPU's exactly.  NaN or overflow
+ * (given centroids more than 8 times the data's extent from its mean)
+ * fails the test: every row is left to the float64 product.
  *
  * Where the data leave too many rows to that product (11 bits cannot tell
  * their centroids apart, and more than LISTED_MEASURED candidates are
