@@ -139,6 +139,13 @@ resident_row(pggpu_route *r, int k, int d)
 	return r->nm > 0;
 }
 
+/* whether the planner labels by the FP16 product, unforced (pggpu_plan_step, pggpu_estimate_step_ms) */
+static bool
+f16_planned(int d, int k, bool f16_ok)
+{
+	return f16_ok && d > TC_MAX_D && k >= GEMM_MIN_K;
+}
+
 void
 pggpu_plan_step(int64_t n, int k, int d, const pggpu_gpu_shape *dev, double range_work,
 				int max_grid, bool f16_ok, const pggpu_route_force *force, pggpu_route *r)
@@ -168,7 +175,7 @@ pggpu_plan_step(int64_t n, int k, int d, const pggpu_gpu_shape *dev, double rang
 	r->label = PGGPU_LABEL_LLOYD;
 	r->why = d > TC_MAX_D ? "d > 32, k < 64: CUDA cores" : "few centroids: the CUDA cores' scan is faster";
 	if (force->label == PGGPU_LABEL_GEMM_F16 ||
-		(force->label == PGGPU_LABEL_AUTO && f16_ok && d > TC_MAX_D && k >= GEMM_MIN_K))
+		(force->label == PGGPU_LABEL_AUTO && f16_planned(d, k, f16_ok)))
 	{
 		r->label = PGGPU_LABEL_GEMM_F16;
 		r->why = "d > 32, k >= 64: an FP16 product (cuBLAS), uncertain rows measured exactly";
@@ -296,8 +303,8 @@ pggpu_route_describe(const pggpu_route *r, char *buf, size_t len)
  * The estimates of pg_gpu_compute.h, from H200s' steps (BENCHMARKS.md
  * sections 5 and 9): a pass reads a gigabyte of rows in about 1 ms; the
  * float64 product makes about 2 x 10^10 multiply-adds of rows by
- * centroids a ms, the FP16 product (the route above for d > 32, k >= 64
- * but with double_only) about 10^11 with its labelling (29 ms a step at
+ * centroids a ms, the FP16 product (the route above for d > 32, k >= 64,
+ * unless double_only) about 10^11 with its labelling (29 ms a step at
  * 10^6 x 768, k = 4096).  A step of shares moves each GPU's k x d
  * centroids in and sums out through the host, where the sums are added
  * and the centroids updated: about 13 ns an element of k x d (41 of the
@@ -306,9 +313,7 @@ pggpu_route_describe(const pggpu_route *r, char *buf, size_t len)
 double
 pggpu_estimate_step_ms(double rows, int d, int k, bool double_only)
 {
-	const bool	f16 = !double_only && d > TC_MAX_D && k >= GEMM_MIN_K;
-
-	return rows * d * 8 / 1e9 + rows * d * (k > 0 ? k : 1) / (f16 ? 1e11 : 2e10);
+	return rows * d * 8 / 1e9 + rows * d * (k > 0 ? k : 1) / (f16_planned(d, k, !double_only) ? 1e11 : 2e10);
 }
 
 double
