@@ -24,9 +24,11 @@
  */
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <type_traits>
 
 #include "blas.cuh"
 #include "common.cuh"
+
 #include "gemm_assign.cuh"
 #include "gemm_measure.cuh"
 
@@ -227,17 +229,19 @@ listed_certify_kernel(const double *__restrict__ U, int64_t rows, int d, const i
  * the nearest of the centroids the same test cannot rule out by the
  * reference's measure wins, the lowest index on ties (nearest_listed:
  * their sums taken by a warp in another order rule out most, the rest
- * measured the reference's way).  Near ties have a few such candidates,
- * 2 to 9 on embeddings at k = 4096 to 20,000 (the float64 product of
- * every uncertain row against every centroid was most of an iteration
- * there); a row with more than LISTED_MEASURED of them is left to that
+ * measured the reference's way; above 4096 centroids, a row of more than
+ * LISTED_MEASURED candidates measures them all, nearest_block).  Near ties
+ * have a few such candidates, 2 to 9 on embeddings at k = 4096 to 20,000
+ * (the float64 product of every uncertain row against every centroid was
+ * most of an iteration there), blobs of many centroids each a few hundred;
+ * a row with more than label_f16_kernel's cap of them is left to that
  * product.  Labels and distances are the CPU's exactly.  NaN or overflow
  * (given centroids more than 8 times the data's extent from its mean)
  * fails the test: every row is left to the float64 product.
  *
  * Where the data leave too many rows to that product (11 bits cannot tell
- * their centroids apart, and more than LISTED_MEASURED candidates are
- * within the bound: tight clusters far from the data's mean, or many
+ * their centroids apart, and more candidates than the cap are within the
+ * bound: tight clusters far from the data's mean, or many
  * centroids in one), a pass that leaves more than half of its rows to it
  * makes the fit's later passes use the float64 product alone (*f16 =
  * false): the answers are the same.  (Uncertain rows measured in
@@ -345,12 +349,14 @@ centroid_f16_kernel(const double *__restrict__ C, int k, int d, const double *__
  * certain row gets its label.  For an uncertain one (counts[1] counts
  * them) its products are read again (from the cache), and of the
  * centroids the test cannot rule out the nearest by the reference's
- * measure is its label (nearest_listed).  No distance is written
- * (pggpu_gemm_label measures every row after, where asked).  A row with
- * none or more than LISTED_MEASURED such centroids
- * (clusters 11 bits cannot tell apart: each measure reads a centroid's
- * row) goes to over (counts[0] of them) for the float64 product, whose
- * bound leaves few.
+ * measure is its label (nearest_listed; nearest_block for more than
+ * LISTED_MEASURED, WIDE only).  No distance is written (pggpu_gemm_label
+ * measures every row after, where asked).  A row with none or more than
+ * its cap of such centroids (clusters 11 bits cannot tell apart: each
+ * measure reads a centroid's row) goes to over (counts[0] of them) for the
+ * float64 product, whose bound leaves few.  The cap: LISTED_MEASURED a
+ * warp a row; WIDE, k / 40 between that and LISTED_WIDE (nearest_block
+ * says why).
  *
  * WIDE: a block a row, its 8 warps sharing the columns (at k = 20,000 a
  * chunk is 2048 rows: a warp a row left 16 warps on each multiprocessor,
@@ -360,10 +366,17 @@ centroid_f16_kernel(const double *__restrict__ C, int k, int d, const double *__
  * shared a column of 32: 60 % of an iteration at 10^6 x 768, k = 4096.)
  */
 #define LISTED_MEASURED 32
+#define LISTED_WIDE BLOCK_LISTED
+
+/*
+ * (WIDE: 5 blocks a multiprocessor, 48 registers: nearest_block took it to
+ * 59 and 4 blocks, and rows of few candidates, 10^6 x 256 embeddings at k =
+ * 20,000, 3 % longer an iteration)
+ */
 #define LABEL_WIDE_K 4096		/* more centroids: label_f16_kernel WIDE */
 
 template <typename T, bool WIDE>
-__global__ void __launch_bounds__(BLOCK, 4)
+__global__ void __launch_bounds__(BLOCK, WIDE ? 5 : 4)
 label_f16_kernel(const float *__restrict__ S, int64_t g0, int64_t rows, int k,
 				 const double *__restrict__ nc, const unsigned long long *ncmax_bits,
 				 const unsigned long long *maxabs_bits, const double *__restrict__ nxc,
@@ -372,10 +385,12 @@ label_f16_kernel(const float *__restrict__ S, int64_t g0, int64_t rows, int k,
 {
 	constexpr int GROUPS = WIDE ? 1 : BLOCK / 32;	/* rows a block */
 	constexpr int THREADS = WIDE ? BLOCK : 32;	/* threads a row */
+	constexpr int LISTED = WIDE ? LISTED_WIDE : LISTED_MEASURED;
 	__shared__ double part_b[BLOCK / 32],
 				part_s[BLOCK / 32];
 	__shared__ int part_i[BLOCK / 32],
-				cand[GROUPS][LISTED_MEASURED];
+				cand[GROUPS][LISTED];
+	__shared__ typename std::conditional<WIDE, block_scratch, char>::type bsh;	/* nearest_block's */
 	__shared__ unsigned int ncand[GROUPS];
 	const int	lane = threadIdx.x & 31,
 				warp = threadIdx.x >> 5;
@@ -413,6 +428,7 @@ label_f16_kernel(const float *__restrict__ S, int64_t g0, int64_t rows, int k,
 
 		const double nx = nxc[g];
 		const double A = f16_bound(d, nx, __longlong_as_double((long long) *ncmax_bits), scale);
+		const unsigned int cap = WIDE ? min(LISTED_WIDE, max(LISTED_MEASURED, k / 40)) : LISTED_MEASURED;
 
 		label = bi;
 		if (!f16_farther(second, best, nx, A, d))
@@ -437,7 +453,7 @@ label_f16_kernel(const float *__restrict__ S, int64_t g0, int64_t rows, int k,
 				{
 					unsigned int i = atomicAdd(&ncand[grp], 1u);
 
-					if (i < LISTED_MEASURED)
+					if (i < cap)
 						cand[grp][i] = c;
 				}
 			if (WIDE)
@@ -448,13 +464,20 @@ label_f16_kernel(const float *__restrict__ S, int64_t g0, int64_t rows, int k,
 			const unsigned int m = ncand[grp];
 
 			label = -1;
-			if (m == 0 || m > LISTED_MEASURED)
+			if (m == 0 || m > cap)
+				;
+			else if constexpr (WIDE)
 			{
-				if (first == 0)
-					over[atomicAdd(&counts[0], 1u)] = g;
+				if (m > LISTED_MEASURED)
+					label = nearest_block(x, log_b, C, d, cand[grp], (int) m, &bsh);
+				else if (warp == 0)
+					label = nearest_listed(x, log_b, C, d, cand[grp], (int) m, lane);
 			}
-			else if (warp == 0 || !WIDE)
+			else
 				label = nearest_listed(x, log_b, C, d, cand[grp], (int) m, lane);
+			/* (none: the float64 product's; WIDE, first is in warp 0, which has the label) */
+			if (first == 0 && label < 0)
+				over[atomicAdd(&counts[0], 1u)] = g;
 			if (first == 0)
 				atomicAdd(&counts[1], 1u);
 		}

@@ -3,7 +3,8 @@
  * two smallest a_c (top2_scan over a thread's columns, top2_merge and
  * top2_warp joining the parts; top2_rows, a warp a row), its exact
  * distance to a centroid the reference's way (row_measure), the nearest of
- * a few candidates by that measure (nearest_listed, measured_before), and
+ * a row's candidates by that measure (a warp's few, nearest_listed; a
+ * block's many, nearest_block; both by measured_before), and
  * the products' error bounds (the float64 product's, product_bound; the FP16
  * product's, copy_scale, f16_bound and f16_farther), derived in
  * gemm_assign.cu's comments.  CUDA C++ only; device code.
@@ -263,6 +264,52 @@ measured_before(double oe, int oc, double e, int c)
 }
 
 /*
+ * The sum of a row's rounded terms (x_j - c_j)^2 against centroid row c,
+ * taken by a warp (every lane gets it): a lane a column, then a tree.  The
+ * same terms as the reference's sum in another order: each within g =
+ * 1.01 (d + 1) 2^-53 of the terms' exact sum, relative (non-negative
+ * terms).
+ */
+template <typename T>
+__device__ __forceinline__ double
+warp_sum(const T *__restrict__ x, int64_t xs, const double *__restrict__ c, int d, int lane)
+{
+	double		s = 0;
+	int			j = lane;
+
+	for (; j + 3 * 32 < d; j += 4 * 32)
+	{
+		double		v[4],
+					w[4];
+
+#pragma unroll
+		for (int u = 0; u < 4; u++)
+		{
+			v[u] = (double) x[(int64_t) (j + u * 32) * xs];
+			w[u] = c[j + u * 32];
+		}
+#pragma unroll
+		for (int u = 0; u < 4; u++)
+			s = sq_term(s, v[u], w[u]);
+	}
+	for (; j < d; j += 32)
+		s = sq_term(s, (double) x[(int64_t) j * xs], c[j]);
+	for (int o = 16; o > 0; o >>= 1)
+		s = __dadd_rn(s, __shfl_xor_sync(FULL, s, o));
+	return s;
+}
+
+/* a candidate's warp sum s is not farther than the least one, lo, by the reference's measure (warp_sum) */
+__device__ __forceinline__ bool
+sum_near(double s, double lo, int d)
+{
+	const double g = 1.01 * (d + 1) * 0x1p-53;
+
+	/* (no least sum finite: every candidate near) */
+	return !(lo < INFINITY) || s <= __dmul_rn(lo, 1.0 + 8.0 * g);
+}
+
+/*
  * The nearest of an uncertain row's m (1 .. LISTED_MEASURED) candidates
  * cand[] by the reference's measure, the lowest index on ties (a warp's
  * call; the row's values x[j 2^log_b]).  First each candidate's sum of the
@@ -294,36 +341,14 @@ nearest_listed(const T *__restrict__ x, int log_b, const double *__restrict__ C,
 	/* (many candidates of few columns: a lane each at once is sooner than m sums of the warp) */
 	if (m * (d / 32 + 10) < d)
 	{
-		const double g = 1.01 * (d + 1) * 0x1p-53;
 		double		mine = NAN,
 					lo;
 		unsigned	nears;
 
 		for (int q = 0; q < m; q++)
 		{
-			const double *cq = C + (int64_t) cand[q] * d;
-			double		s = 0;
-			int			j = lane;
+			const double s = warp_sum(x, xs, C + (int64_t) cand[q] * d, d, lane);
 
-			for (; j + 3 * 32 < d; j += 4 * 32)
-			{
-				double		v[4],
-							w[4];
-
-#pragma unroll
-				for (int u = 0; u < 4; u++)
-				{
-					v[u] = (double) x[(int64_t) (j + u * 32) * xs];
-					w[u] = cq[j + u * 32];
-				}
-#pragma unroll
-				for (int u = 0; u < 4; u++)
-					s = sq_term(s, v[u], w[u]);
-			}
-			for (; j < d; j += 32)
-				s = sq_term(s, (double) x[(int64_t) j * xs], cq[j]);
-			for (int o = 16; o > 0; o >>= 1)
-				s = __dadd_rn(s, __shfl_xor_sync(FULL, s, o));
 			if (lane == q)
 				mine = s;
 		}
@@ -331,7 +356,7 @@ nearest_listed(const T *__restrict__ x, int log_b, const double *__restrict__ C,
 		lo = mine;
 		for (int o = 16; o > 0; o >>= 1)
 			lo = fmin(lo, __shfl_xor_sync(FULL, lo, o));
-		near = c >= 0 && (!(lo < INFINITY) || mine <= __dmul_rn(lo, 1.0 + 8.0 * g));
+		near = c >= 0 && sum_near(mine, lo, d);
 		nears = __ballot_sync(FULL, near);
 		if (__popc(nears) == 1)
 			return __shfl_sync(FULL, c, __ffs(nears) - 1);
@@ -349,6 +374,72 @@ nearest_listed(const T *__restrict__ x, int log_b, const double *__restrict__ C,
 		if (measured_before(oe, oc, e, best))
 			e = oe, best = oc;
 	}
+	return best;
+}
+
+/*
+ * The nearest of an uncertain row's m candidates cand[] (m up to
+ * BLOCK_LISTED) by the reference's measure, the lowest index on ties: the
+ * whole block's call (every thread gets it; sh its shared scratch), each
+ * thread measuring the candidates threadIdx.x, threadIdx.x + blockDim.x,
+ * ... the reference's way (row_measure), then the block's least by
+ * measured_before.  Exact by construction, whatever order the candidates
+ * were listed in.
+ *
+ * For the rows of many candidates of label_f16_kernel's WIDE case (k >
+ * 4096): blobs of many centroids each, whose distances the FP16 product's
+ * bound cannot tell apart, had 33 to 512 candidates for 56 % of their
+ * rows at 10^6 x 256, k = 20,000, and each went to the float64 product of
+ * all k centroids: 340 ms an iteration on an H200, 147 measured here.
+ * (Warp sums first, as nearest_listed's, took 194: the block's warps each
+ * summing a candidate at a time wait on memory more than its threads each
+ * measuring one.)  Measuring m candidates reads m d doubles of centroids
+ * (through the L2 cache); that product takes 2 k d flops a row: at about
+ * 40 flops a byte read, the listing pays while m < k / 40 or so
+ * (label_f16_kernel's cap).
+ */
+#define BLOCK_LISTED 512		/* the most candidates nearest_block takes */
+
+typedef struct block_scratch
+{
+	double		part_e[32];
+	int			part_c[32];
+} block_scratch;
+
+template <typename T>
+__device__ int
+nearest_block(const T *__restrict__ x, int log_b, const double *__restrict__ C, int d,
+			  const int *cand, int m, block_scratch *sh)
+{
+	const int64_t xs = (int64_t) 1 << log_b;
+	const int	lane = threadIdx.x & 31,
+				warp = threadIdx.x >> 5;
+	double		e = INFINITY;
+	int			best = -1;
+
+	for (int q = threadIdx.x; q < m; q += blockDim.x)
+	{
+		const int	c = cand[q];
+		const double ex = row_measure(x, xs, C + (int64_t) c * d, NULL, d, NULL);
+
+		if (measured_before(ex, c, e, best))
+			e = ex, best = c;
+	}
+	for (int o = 16; o > 0; o >>= 1)
+	{
+		double		oe = __shfl_xor_sync(FULL, e, o);
+		int			oc = __shfl_xor_sync(FULL, best, o);
+
+		if (measured_before(oe, oc, e, best))
+			e = oe, best = oc;
+	}
+	if (lane == 0)
+		sh->part_e[warp] = e, sh->part_c[warp] = best;
+	__syncthreads();
+	e = sh->part_e[0], best = sh->part_c[0];
+	for (int w = 1; w < (int) (blockDim.x >> 5); w++)
+		if (measured_before(sh->part_e[w], sh->part_c[w], e, best))
+			e = sh->part_e[w], best = sh->part_c[w];
 	return best;
 }
 

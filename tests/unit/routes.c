@@ -226,6 +226,8 @@ test_route_table(void)
  * against the CPU's; certify: the FP16 product must have run throughout
  * (it certified most rows itself).
  */
+static char last_route[512];	/* f16_vs_cpu's last GPU fit's route */
+
 static void
 f16_vs_cpu(const char *what, dataset *D, int64_t n, int d, int k, const double *C, int max_iter, bool certify)
 {
@@ -258,6 +260,7 @@ f16_vs_cpu(const char *what, dataset *D, int64_t n, int d, int k, const double *
 					  (!certify || strstr(pggpu_data_route(ds), "float64 alone") == NULL),
 					  "the FP16 product did not run throughout: \"%s\"", pggpu_data_route(ds));
 				cmp_km("gemm_f16 vs cpu", &ref, &o, n, k, d, 1e-9);
+				snprintf(last_route, sizeof(last_route), "%s", pggpu_data_route(ds));
 				if (verbose)
 					printf("#   %s\n", pggpu_data_route(ds));
 			}
@@ -299,9 +302,13 @@ routes_gpu_repair(void)
  * More than 4096 centroids: the FP16 product's rows labelled a block a row
  * (gemm_assign.cu: label_f16_kernel, WIDE), from the first k rows.
  * Uniform rows, which it must certify mostly by itself (the uncertain ones
- * measured against their candidates); and tight blobs, where many
- * centroids share a blob and rows with too many candidates go to the
- * float64 product.
+ * measured against their candidates); tight blobs, about 139 centroids
+ * each, whose rows have tens to hundreds of candidates (nearest_block up
+ * to the cap, k / 40 = 104 here, the float64 product beyond); and a few
+ * points, each the centroid about 69 times (60 points: every row's exact
+ * ties measured by nearest_block, none left to the float64 product, the
+ * lowest index winning) or about 208 times (20 points: more than the cap,
+ * every row left to the float64 product).
  */
 static void
 routes_gpu_wide(void)
@@ -316,6 +323,15 @@ routes_gpu_wide(void)
 	data_free(&D);
 	gen_blobs(&D, n, d, 30, 12.0, 5152);
 	f16_vs_cpu("k = 4160 (a block a row), blobs", &D, n, d, k, D.X, 2, false);
+	data_free(&D);
+	gen_few(&D, n, d, 60, 5153);
+	f16_vs_cpu("k = 4160 (a block a row), 60 points", &D, n, d, k, D.X, 2, true);
+	if (have_gpu)
+		CHECK(strstr(last_route, ", 0.0% left to float64") != NULL,
+			  "60 points: rows left to the float64 product: \"%s\"", last_route);
+	data_free(&D);
+	gen_few(&D, n, d, 20, 5154);
+	f16_vs_cpu("k = 4160 (a block a row), 20 points", &D, n, d, k, D.X, 2, false);
 	data_free(&D);
 }
 
