@@ -263,6 +263,20 @@ measured_before(double oe, int oc, double e, int c)
 	return oe < e || (!(oe > e) && oc < c);
 }
 
+/* a warp's least exact distance e (centroid c) by measured_before: every lane gets it */
+__device__ __forceinline__ void
+warp_least(double *e, int *c)
+{
+	for (int o = 16; o > 0; o >>= 1)
+	{
+		double		oe = __shfl_xor_sync(FULL, *e, o);
+		int			oc = __shfl_xor_sync(FULL, *c, o);
+
+		if (measured_before(oe, oc, *e, *c))
+			*e = oe, *c = oc;
+	}
+}
+
 /*
  * The sum of a row's rounded terms (x_j - c_j)^2 against centroid row c,
  * taken by a warp (every lane gets it): a lane a column, then a tree.  The
@@ -366,14 +380,7 @@ nearest_listed(const T *__restrict__ x, int log_b, const double *__restrict__ C,
 		e = row_measure(x, xs, C + (int64_t) c * d, NULL, d, NULL);
 		best = c;
 	}
-	for (int o = 16; o > 0; o >>= 1)
-	{
-		double		oe = __shfl_xor_sync(FULL, e, o);
-		int			oc = __shfl_xor_sync(FULL, best, o);
-
-		if (measured_before(oe, oc, e, best))
-			e = oe, best = oc;
-	}
+	warp_least(&e, &best);
 	return best;
 }
 
@@ -425,14 +432,7 @@ nearest_block(const T *__restrict__ x, int log_b, const double *__restrict__ C, 
 		if (measured_before(ex, c, e, best))
 			e = ex, best = c;
 	}
-	for (int o = 16; o > 0; o >>= 1)
-	{
-		double		oe = __shfl_xor_sync(FULL, e, o);
-		int			oc = __shfl_xor_sync(FULL, best, o);
-
-		if (measured_before(oe, oc, e, best))
-			e = oe, best = oc;
-	}
+	warp_least(&e, &best);
 	if (lane == 0)
 		sh->part_e[warp] = e, sh->part_c[warp] = best;
 	__syncthreads();
