@@ -28,7 +28,6 @@
 
 #include "blas.cuh"
 #include "common.cuh"
-
 #include "gemm_assign.cuh"
 #include "gemm_measure.cuh"
 

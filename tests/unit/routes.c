@@ -237,6 +237,7 @@ f16_vs_cpu(const char *what, dataset *D, int64_t n, int d, int k, const double *
 	pggpu_error err = {0};
 	pggpu_data *ds;
 
+	last_route[0] = '\0';
 	p.k = k;
 	p.max_iter = max_iter;
 	p.tol = 0;
