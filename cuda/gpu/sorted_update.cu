@@ -12,9 +12,16 @@
  * coalesced, as stored), and a warp's lanes, a column each, walk its
  * sorted places in order, adding a run of equal labels and its count with
  * one atomic each where it ends (a lane a column: the atomics of a run hit
- * adjacent sums).  At k = 1024 a chunk's 4096 rows hold about 1000 labels
- * (about 4 rows a run); at k = 256, 16.  The inertia is each block's sum
+ * adjacent sums).  At k = 1024 a chunk's 2048 rows hold about 890 labels
+ * (about 2.3 rows a run); at k = 256, 8.  The inertia is each block's sum
  * of its rows' distances in a fixed order.
+ *
+ * Two blocks a multiprocessor (256 threads, at most 128 registers, about
+ * 78 KB of shared memory each), so that one block's loads overlap the
+ * other's walk, its barriers between them: at 10^6 x 128, k = 1024 (float32
+ * blobs, H200) an iteration took 12.1-12.3 ms with one block of 512
+ * threads (4096 rows a chunk), 8.9 with two; 128 threads x 4 blocks, the
+ * same there and slower at 768 x 1024 (8.0 ms against 7.6).
  *
  * The sums are float64 of the exact values (floats widened), as before; as
  * with any global atomics their order of addition, and so their last bits,
@@ -27,14 +34,14 @@
 #include "common.cuh"
 #include "lloyd.cuh"
 
-#define SU_THREADS 512
+#define SU_THREADS 256
 #define SU_ITEMS 8
 #define SU_ROWS (SU_THREADS * SU_ITEMS)	/* rows a chunk */
 #define SU_WARPS (SU_THREADS / 32)
 #define SU_SPANS (SU_ROWS / 32 / SU_WARPS)	/* 32-place spans a warp */
 
 /*
- * Columns staged at a time (cols), 128 KB of values either way; a warp's
+ * Columns staged at a time (cols), 64 KB of values either way; a warp's
  * lanes are cols columns by 32 / cols groups of places (a span of 32
  * places split between the groups, each walking its share, per, in order).
  */
@@ -71,7 +78,7 @@ sorted_update_smem(xview X)
 }
 
 template <typename T>
-__global__ void __launch_bounds__(SU_THREADS, 1)
+__global__ void __launch_bounds__(SU_THREADS, 2)
 sorted_update_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, int k, int bits,
 					 const int32_t *__restrict__ labels, const double *__restrict__ dist2,
 					 double *sums, unsigned long long *cnt, double *block_part)
