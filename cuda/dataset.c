@@ -237,6 +237,12 @@ pggpu_data_force_route(pggpu_data *ds, int label, bool no_fuse)
 	ds->force.no_fuse = no_fuse;
 }
 
+void
+pggpu_data_force_pp_warps(pggpu_data *ds, bool warps)
+{
+	ds->force.pp_warps = warps;
+}
+
 const char *
 pggpu_data_route(const pggpu_data *ds)
 {

@@ -254,6 +254,7 @@ seeding_open(pggpu_data *home, pggpu_backend backend, int64_t m, pggpu_data **ou
 	sds->poll_work = home->poll_work;
 	sds->metric = home->metric;
 	sds->double_only = home->double_only;
+	sds->force.pp_warps = home->force.pp_warps;
 	*out = sds;
 	return PGGPU_OK;
 }

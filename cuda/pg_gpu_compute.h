@@ -302,6 +302,8 @@ PGGPU_TEST_HOOK void pggpu_data_set_poll_work(pggpu_data *ds, double work);
  * depend on it.
  */
 PGGPU_TEST_HOOK void pggpu_data_force_route(pggpu_data *ds, int label, bool no_fuse);
+/* the GPU's k-means++ steps by a warp a block of the draw (pp_step_kernel), as on sets of millions of rows */
+PGGPU_TEST_HOOK void pggpu_data_force_pp_warps(pggpu_data *ds, bool warps);
 
 /*
  * The GPU's plan of the last k-means or assignment on ds, in one line

@@ -73,6 +73,7 @@ typedef struct pggpu_route_force
 	int			tc_nw;
 	int			tc_prec;		/* tensor cores: 1 tf32, 2 f16 */
 	bool		no_fuse;		/* tc_resident: label only, sum apart */
+	bool		pp_warps;		/* k-means++ steps by pp_step_kernel however few the rows */
 } pggpu_route_force;
 
 typedef struct pggpu_route

@@ -419,6 +419,7 @@ ll_recluster(pggpu_data *ds, const pggpu_kmeans_params *p, const cand_set *cs,
 	cds->interrupt = ds->interrupt;
 	cds->interrupt_arg = ds->interrupt_arg;
 	cds->poll_work = ds->poll_work;
+	cds->force.pp_warps = ds->force.pp_warps;
 	CHECK(pggpu_data_push_rows(cds, cs->coords, NULL, cs->m, err));
 	CHECK(cds->ops->km_begin(cds, p->k, err));
 	cds->k = p->k;

@@ -243,7 +243,10 @@ xview_of(const pggpu_data *ds)
  * contiguous (across at most ceil(d / 32) + 1 runs): a k-means++ step reads
  * the few rows it measures, scattered, in 2 sectors of 32 bytes a row at
  * d = 8, not 8.  The same memory, permuted in place (x_layout_kernel);
- * every other kernel wants the columns, and gets them back first.
+ * every other kernel wants the columns, and gets them back first.  Wider
+ * rows too, where a group's fit in shared memory (doubles to d = 900): at
+ * d = 256 a row is 64 sectors, not 256.  Up to X_ROWS_MAX_D columns a
+ * k-means++ step loads PP_CH columns a round, beyond it PP_CH_WIDE.
  */
 #define X_ROWS_MAX_D 32
 

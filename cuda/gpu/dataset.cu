@@ -104,26 +104,50 @@ counts_kernel(const int32_t *labels, int64_t n, int k, unsigned long long *cnt)
 }
 
 
-/* a warp a group of 32 rows: columns to rows (to_rows) or back */
+/*
+ * per_block groups of 32 rows a block, columns to rows (to_rows) or back
+ * (see x_at), through shared memory: the block's threads take a group's
+ * slots (r, l) (l of the 32 in run r) in order, coalesced; a value lies in
+ * shared memory by its row and column, rows XL_PITCH(d) apart (a run's 32
+ * rows in distinct banks).  By columns slot (r, l) holds row l's column r;
+ * by rows, p = 32 r + l: row p / d's column p % d.
+ */
+#define XL_PITCH(d) ((d) + 1)
+
 template <typename T>
-__global__ void
-x_layout_kernel(T *X, int64_t groups, int d, int log_b, bool to_rows)
+__global__ void __launch_bounds__(BLOCK)
+x_layout_kernel(T *X, int64_t groups, int d, int log_b, bool to_rows, int per_block)
 {
 	extern __shared__ double xs_[];
 	T		   *xs = (T *) xs_;
-	int			lane = threadIdx.x & 31;
-	T		   *w = xs + (threadIdx.x >> 5) * 32 * d;
-	int64_t		gi = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5;
-	int64_t		base;
+	const int64_t g0 = (int64_t) blockIdx.x * per_block;
+	const int	ng = groups - g0 < per_block ? (int) (groups - g0) : per_block;
+	const int	gv = 32 * d;	/* a group's values */
 
-	if (gi >= groups)
-		return;
-	base = (gi >> (log_b - 5)) * ((int64_t) d << log_b) + ((gi & ((1 << (log_b - 5)) - 1)) << 5);
-	for (int r = 0; r < d; r++)
-		w[to_rows ? lane * d + r : r * 32 + lane] = X[base + ((int64_t) r << log_b) + lane];
-	__syncwarp();
-	for (int r = 0; r < d; r++)
-		X[base + ((int64_t) r << log_b) + lane] = w[to_rows ? r * 32 + lane : lane * d + r];
+	for (int pass = 0; pass < 2; pass++)
+	{
+		/* by columns first when to_rows reads, or back writes */
+		const bool	by_columns = to_rows == (pass == 0);
+
+		for (int e = threadIdx.x; e < ng * gv; e += blockDim.x)
+		{
+			int			gq = e / gv,
+						r = (e - gq * gv) >> 5,
+						l = e & 31;
+			int			p = r * 32 + l;
+			int64_t		gi = g0 + gq;
+			int64_t		at = (gi >> (log_b - 5)) * ((int64_t) d << log_b) +
+				((gi & ((1 << (log_b - 5)) - 1)) << 5) + ((int64_t) r << log_b) + l;
+			T		   *v = xs + (int64_t) gq * 32 * XL_PITCH(d) +
+				(by_columns ? l * XL_PITCH(d) + r : (p / d) * XL_PITCH(d) + p % d);
+
+			if (pass == 0)
+				*v = X[at];
+			else
+				X[at] = *v;
+		}
+		__syncthreads();
+	}
 }
 
 /* ---- data ----------------------------------------------------------------- */
@@ -334,25 +358,45 @@ gpu_grow(pggpu_data *ds, int64_t tiles, pggpu_error *err)
 	return PGGPU_OK;
 }
 
-/* X by rows (while seeding) or by columns (see x_at); range and scale take either */
+/*
+ * X by rows (while seeding) or by columns (see x_at); range and scale take
+ * either.  per_block groups a block, as many as shared memory holds (at
+ * most 8): at d = 256 a measured row is then 64 sectors of doubles, not 256
+ * (a value a sector by columns).  A group wider than shared memory: left
+ * by columns.
+ */
 pggpu_status
 x_layout(pggpu_data *ds, bool rows, pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
 	int64_t		groups = ((ds->n + TILE(ds) - 1) >> ds->log_b) << (ds->log_b - 5);
 	int			d = ds->d;
+	size_t		es = ds->f16_held ? sizeof(__half) : ds->narrow_held ? sizeof(float) : sizeof(double);
+	size_t		group_bytes = es * 32 * XL_PITCH(d);
+	int			per_block = 8;
+	unsigned	grid;
+	void		(*fn_h) (__half *, int64_t, int, int, bool, int) = x_layout_kernel<__half>;
+	void		(*fn_f) (float *, int64_t, int, int, bool, int) = x_layout_kernel<float>;
+	void		(*fn_d) (double *, int64_t, int, int, bool, int) = x_layout_kernel<double>;
+	const void *fn = ds->f16_held ? (const void *) fn_h : ds->narrow_held ? (const void *) fn_f : (const void *) fn_d;
+	pggpu_status st;
 
-	if (s->x_rows == rows || d < 2 || d > X_ROWS_MAX_D || groups == 0)
+	if (s->x_rows == rows || d < 2 || group_bytes > (size_t) s->smem_optin || groups == 0)
 		return PGGPU_OK;
+	while (per_block > 1 && per_block * group_bytes > (size_t) s->smem_optin)
+		per_block >>= 1;
+	grid = (unsigned) ((groups + per_block - 1) / per_block);
+	if ((st = smem_opt_in(fn, per_block * group_bytes, err)) != PGGPU_OK)
+		return st;
 	if (ds->f16_held)
-		x_layout_kernel<__half><<<(unsigned) ((groups + 3) / 4), 128, sizeof(__half) * 4 * 32 * d, s->stream>>>(
-			(__half *) s->X, groups, d, ds->log_b, rows);
+		fn_h<<<grid, BLOCK, per_block * group_bytes, s->stream>>>((__half *) s->X, groups, d, ds->log_b, rows,
+																 per_block);
 	else if (ds->narrow_held)
-		x_layout_kernel<float><<<(unsigned) ((groups + 3) / 4), 128, sizeof(float) * 4 * 32 * d, s->stream>>>(
-			(float *) s->X, groups, d, ds->log_b, rows);
+		fn_f<<<grid, BLOCK, per_block * group_bytes, s->stream>>>((float *) s->X, groups, d, ds->log_b, rows,
+																 per_block);
 	else
-		x_layout_kernel<double><<<(unsigned) ((groups + 3) / 4), 128, sizeof(double) * 4 * 32 * d, s->stream>>>(
-			(double *) s->X, groups, d, ds->log_b, rows);
+		fn_d<<<grid, BLOCK, per_block * group_bytes, s->stream>>>((double *) s->X, groups, d, ds->log_b, rows,
+																 per_block);
 	LAUNCHED(x_layout_kernel);
 	s->x_rows = rows;
 	return PGGPU_OK;

@@ -70,8 +70,9 @@ seed_prep_kernel(xview X, int d, int log_b, bool rows, int64_t row,
  * order of pggpu_draw_weight) only when a row of the block came closer,
  * else read back.  stats, when not NULL: nothing to do once a draw of
  * km_pp_steps failed.  rows: X lies by rows (x_at), so PP_CH = 4 columns
- * are one sector; by columns (d > X_ROWS_MAX_D) a lane loads PP_CH_WIDE
- * columns at once (CH).
+ * are one sector; beyond X_ROWS_MAX_D columns (by rows or by columns) a
+ * lane loads PP_CH_WIDE columns at once (CH).  Where its blocks would not
+ * fill the GPU, pp_rows_kernel (below) makes the step instead.
  *
  * Measured (H100, N = 10^7, d = 8, k = 1024, ncu at a step near c = 600):
  * the rows the pruning leaves (scattered) are what costs; by columns each
@@ -102,6 +103,130 @@ static_assert(PP_R * 32 == PGGPU_DRAW_ROWS, "a warp's rows of pp_step_kernel: on
 #define PP_MIN_BLOCKS 4			/* __launch_bounds__ blocks per SM of pp_step_kernel */
 #endif
 
+/*
+ * |x_i - cn|^2 of a row, CH columns a load round, stopped once it reaches
+ * Dq, the bound of the row's D (SET: none); then, below it, D itself
+ * decides.  True: the row came closer (SET: always), its sum in *acc.  A
+ * round's addresses from its first (x_at): by columns a tile's column
+ * apart, by rows consecutive unless the round crosses a run of 32 (d not a
+ * multiple of CH); loads of T, the set's own type (pp_measure, below).
+ */
+template <bool SET, int CH, typename T>
+__device__ __forceinline__ bool
+pp_measure_t(const T *X, int64_t i, int d, int log_b, bool rows, const double *cn, double Dq,
+			 const double *dist2, double *acc)
+{
+	double		a = 0.0;
+	bool		live = true;
+	const int64_t step = rows ? 1 : (int64_t) 1 << log_b;
+
+	for (int j0 = 0; j0 < d && live; j0 += CH)
+	{
+		const int64_t e0 = x_at(i, j0, d, log_b, rows);
+		const bool	apart = rows && (e0 & 31) + CH > 32;	/* (then each its own) */
+		double		v[CH];
+
+#pragma unroll
+		for (int jj = 0; jj < CH; jj++)
+			v[jj] = j0 + jj >= d ? 0.0 :
+				(double) __ldg(X + (apart ? x_at(i, j0 + jj, d, log_b, rows) : e0 + jj * step));
+#pragma unroll
+		for (int jj = 0; jj < CH; jj++)
+			if (j0 + jj < d)
+				a = sq_term(a, v[jj], cn[j0 + jj]);
+		if (!SET && a >= Dq)
+			live = false;		/* >= the bound, so >= D */
+	}
+	if (!SET && live)
+		live = a < dist2[i];	/* below the bound: D decides */
+	*acc = a;
+	return live;
+}
+
+template <bool SET, int CH>
+__device__ __forceinline__ bool
+pp_measure(xview X, int64_t i, int d, int log_b, bool rows, const double *cn, double Dq,
+		   const double *dist2, double *acc)
+{
+	if (X.f16)
+		return pp_measure_t<SET, CH>((const __half *) X.p, i, d, log_b, rows, cn, Dq, dist2, acc);
+	if (X.f32)
+		return pp_measure_t<SET, CH>((const float *) X.p, i, d, log_b, rows, cn, Dq, dist2, acc);
+	return pp_measure_t<SET, CH>((const double *) X.p, i, d, log_b, rows, cn, Dq, dist2, acc);
+}
+
+/*
+ * The prune test of row i (word wd): false when it cannot come closer;
+ * *Du, the bound of its D (0 past n)
+ */
+__device__ __forceinline__ bool
+pp_need(int64_t i, int64_t n, uint32_t wd, bool packed, uint32_t lmask, const float *sp,
+		const double *dist2, float *Du)
+{
+	float		sa;
+
+	*Du = packed ? __uint_as_float(wd & ~lmask) : i < n ? __double2float_ru(dist2[i]) : 0.0f;
+	/* no branches: a row past n has word 0, label 0 < c */
+	sa = sp[wd & lmask];
+	return (i < n) & (*Du != 0.0f) &
+		!((*Du >= PRUNE_MIN_F) & (sa >= __fmul_ru(4.0f * *Du, PRUNE_MARGIN_F)));
+}
+
+/*
+ * By one warp, after a step's measures of the block of the draw at i0
+ * (blk): its weight S_b from the rows' D (wD[q], rows i0 + q, SET; else
+ * dist2) when one came closer, else as it was; with pick, its key against
+ * the warp's best (bk, br)
+ */
+template <bool SET>
+__device__ __forceinline__ void
+pp_block_weight(int64_t i0, int64_t n, int lane, bool closer, const double *wD, const double *dist2,
+				const double *rw, double *wsum, bool pick, uint64_t key, double *bk, long long *br)
+{
+	long long	blk = i0 / PGGPU_DRAW_ROWS;
+	double		S;
+
+	if (closer)
+	{
+		double		wt[PP_R];
+
+#pragma unroll
+		for (int r = 0; r < PP_R; r++)
+		{
+			int64_t		i = i0 + r * 32 + lane;
+
+			wt[r] = SET ? wD[r * 32 + lane] : i < n ? __ldcg(dist2 + i) : 0.0;
+			if (rw && i < n)
+				wt[r] = PGGPU_MUL(pggpu_draw_w(wt[r]), rw[i]);
+		}
+		S = warp_draw_weight(wt);
+		if (lane == 0)
+			wsum[blk] = S;
+	}
+	else
+		S = wsum[blk];
+	if (pick)
+	{
+		double		kv = pggpu_draw_key(key, blk, S);
+
+		if (pick_better(kv, blk, *bk, *br))
+			*bk = kv, *br = blk;
+	}
+}
+
+/* the centre c into shared memory (cn), and the separations when they fit (the step's sp) */
+__device__ __forceinline__ const float *
+pp_stage(const double *C, int c, int d, const float *sep, bool sep_shared, double *sh)
+{
+	for (int j = threadIdx.x; j < d; j += blockDim.x)
+		sh[j] = C[(int64_t) c * d + j];
+	if (sep_shared)
+		for (int a = threadIdx.x; a < c; a += blockDim.x)
+			((float *) (sh + d))[a] = sep[a];
+	__syncthreads();
+	return sep_shared ? (const float *) (sh + d) : sep;
+}
+
 template <bool SET, int CH>
 __global__ void __launch_bounds__(BLOCK, CH > PP_CH ? 2 : PP_MIN_BLOCKS)
 pp_step_kernel(xview X, int64_t n, int d, int log_b, bool rows,
@@ -113,8 +238,6 @@ pp_step_kernel(xview X, int64_t n, int d, int log_b, bool rows,
 	__shared__ double s_D[PP_WARPS][PP_R * 32];
 	__shared__ short s_list[PP_WARPS][PP_R * 32];
 	double	   *cn = sh;
-	bool		sep_shared = !SET && sizeof(double) * d + sizeof(float) * c <= PP_SMEM;
-	const float *sp = sep_shared ? (const float *) (sh + d) : sep;
 	const bool	packed = lb <= PP_LB_MAX;
 	const uint32_t lmask = packed ? (1u << lb) - 1 : ~0u;
 	int			w = threadIdx.x >> 5;
@@ -126,13 +249,8 @@ pp_step_kernel(xview X, int64_t n, int d, int log_b, bool rows,
 
 	if (stats && stats->pp_stalled)
 		return;
-	for (int j = threadIdx.x; j < d; j += blockDim.x)
-		cn[j] = C[(int64_t) c * d + j];
-	if (sep_shared)
-		for (int a = threadIdx.x; a < c; a += blockDim.x)
-			((float *) (sh + d))[a] = sep[a];
-	__syncthreads();
 
+	const float *sp = pp_stage(C, c, d, sep, !SET && sizeof(double) * d + sizeof(float) * c <= PP_SMEM, sh);
 	const int64_t stride = (int64_t) gridDim.x * PP_WARPS * (PP_R * 32);
 	int64_t		i0 = (blockIdx.x * (int64_t) PP_WARPS + w) * (PP_R * 32);
 	uint32_t	nx[PP_R];		/* the words of the warp's next rows, in flight */
@@ -162,28 +280,12 @@ pp_step_kernel(xview X, int64_t n, int d, int log_b, bool rows,
 				wd[r] = nx[r];
 				nx[r] = i < n ? words[i] : 0;
 			}
-			if (!packed)
-#pragma unroll
-				for (int r = 0; r < PP_R; r++)
-				{
-					int64_t		i = i0 + r * 32 + lane;
-
-					Du[r] = i < n ? __double2float_ru(dist2[i]) : 0.0f;
-				}
 #pragma unroll
 			for (int r = 0; r < PP_R; r++)
 			{
-				unsigned	mask;
-				float		sa;
-				bool		need;
+				bool		need = pp_need(i0 + r * 32 + lane, n, wd[r], packed, lmask, sp, dist2, &Du[r]);
+				unsigned	mask = __ballot_sync(FULL, need);
 
-				if (packed)
-					Du[r] = __uint_as_float(wd[r] & ~lmask);
-				/* no branches: a row past n has word 0, label 0 < c */
-				sa = sp[wd[r] & lmask];
-				need = (i0 + r * 32 + lane < n) & (Du[r] != 0.0f) &
-					!((Du[r] >= PRUNE_MIN_F) & (sa >= __fmul_ru(4.0f * Du[r], PRUNE_MARGIN_F)));
-				mask = __ballot_sync(FULL, need);
 				if (need)
 					wl[m + __popc(mask & ((1u << lane) - 1))] = (short) (r * 32 + lane);
 				m += __popc(mask);
@@ -210,27 +312,10 @@ pp_step_kernel(xview X, int64_t n, int d, int log_b, bool rows,
 		{
 			int			q = wl[t];
 			int64_t		i = i0 + q;
-			double		Dq = SET ? INFINITY : wD[q];	/* the bound, until D is read */
-			double		acc = 0.0;
-			bool		live = true;
+			double		acc;
 
-			for (int j0 = 0; j0 < d && live; j0 += CH)
-			{
-				double		v[CH];
-
-#pragma unroll
-				for (int jj = 0; jj < CH; jj++)
-					v[jj] = j0 + jj < d ? X[x_at(i, j0 + jj, d, log_b, rows)] : 0.0;
-#pragma unroll
-				for (int jj = 0; jj < CH; jj++)
-					if (j0 + jj < d)
-						acc = sq_term(acc, v[jj], cn[j0 + jj]);
-				if (!SET && acc >= Dq)
-					live = false;	/* >= the bound, so >= D */
-			}
-			if (!SET && live)
-				live = acc < dist2[i];	/* below the bound: D decides */
-			if (live)
+			/* the bound, until D is read */
+			if (pp_measure<SET, CH>(X, i, d, log_b, rows, cn, SET ? INFINITY : wD[q], dist2, &acc))
 			{
 				dist2[i] = acc;
 				words[i] = pp_pack(acc, c, lb);
@@ -239,40 +324,122 @@ pp_step_kernel(xview X, int64_t n, int d, int log_b, bool rows,
 			}
 		}
 		__syncwarp();
+		pp_block_weight<SET>(i0, n, lane, __any_sync(FULL, closer), wD, dist2, rw, wsum, pick, key, &bk, &br);
+		__syncwarp();			/* wl and wD are rewritten next round */
+	}
+	if (!pick)
+		return;
+	block_pick_min(&bk, &br);
+	if (threadIdx.x == 0)
+	{
+		part_key[blockIdx.x] = bk;
+		part_row[blockIdx.x] = br;
+	}
+}
 
-		/* the block's weight: from the rows' D when one came closer, else as it was */
-		{
-			long long	blk = i0 / PGGPU_DRAW_ROWS;
-			double		S;
+/*
+ * pp_step_kernel where its warps would not fill the GPU (k-means||'s
+ * candidates, the seeding set): a block of PPR_THREADS a block of the draw,
+ * its rows that the pruning leaves listed and measured a thread each, so
+ * that a step's longest chain of loads is one row's, not a lane's share of
+ * 256 rows, and a warp measures 32 rows, not the 2 or 3 of its own that
+ * the pruning leaves.  The separations are read from memory (staging them
+ * would cost each block c loads).  The same measures, words and weights:
+ * the same step.  (H200, 200,083 candidates of 256 into 20,000:
+ * pp_step_kernel's 98 blocks took 73-109 us a step, reading 22-36 MB,
+ * about 0.35 TB/s; a block of 256 a block of the draw, a thread a row, 80
+ * us, issuing half the time, 3.8 threads an instruction.  This kernel,
+ * each round's addresses from its first: the whole seeding 3.74 -> 2.82 s;
+ * k-means|| on 10^6 embeddings of 768 into 1000, 0.98 -> 0.44 s; greedy
+ * k-means++ on the seeding set as before, within 3 %.)
+ */
+#define PPR_THREADS 64
 
-			if (__any_sync(FULL, closer))
-			{
-				double		wt[PP_R];
+template <bool SET, int CH>
+__global__ void __launch_bounds__(PPR_THREADS, 8)
+pp_rows_kernel(xview X, int64_t n, int d, int log_b, bool rows,
+			   const double *__restrict__ C, int c, const float *__restrict__ sep, int lb,
+			   uint32_t *words, double *dist2, const double *rw, double *wsum, bool pick, uint64_t key,
+			   double *part_key, long long *part_row, const dev_stats *stats)
+{
+	extern __shared__ double sh[];
+	__shared__ double s_D[PGGPU_DRAW_ROWS];
+	__shared__ short s_list[PGGPU_DRAW_ROWS];
+	__shared__ int s_m;
+	const bool	packed = lb <= PP_LB_MAX;
+	const uint32_t lmask = packed ? (1u << lb) - 1 : ~0u;
+	const int	w = threadIdx.x >> 5,
+				lane = threadIdx.x & 31;
+	double		bk = INFINITY;
+	long long	br = LLONG_MAX;
 
+	if (stats && stats->pp_stalled)
+		return;
+	if (threadIdx.x == 0)
+		s_m = 0;
+	pp_stage(C, c, d, sep, false, sh);	/* (its barrier: s_m too) */
+	for (int64_t i0 = blockIdx.x * (int64_t) PGGPU_DRAW_ROWS; i0 < n; i0 += (int64_t) gridDim.x * PGGPU_DRAW_ROWS)
+	{
+		constexpr int RPT = PGGPU_DRAW_ROWS / PPR_THREADS;	/* rows a thread lists */
+		uint32_t	wd[RPT];
+		float		Du[RPT];
+		bool		need[RPT];
+		bool		closer = false;
+		int			m;
+
+		/* the words, then the separations, each all in flight at once */
 #pragma unroll
-				for (int r = 0; r < PP_R; r++)
-				{
-					int64_t		i = i0 + r * 32 + lane;
+		for (int r = 0; r < RPT; r++)
+		{
+			const int64_t i = i0 + threadIdx.x + r * PPR_THREADS;
 
-					wt[r] = SET ? wD[r * 32 + lane] : i < n ? __ldcg(dist2 + i) : 0.0;
-					if (rw && i < n)
-						wt[r] = PGGPU_MUL(pggpu_draw_w(wt[r]), rw[i]);
-				}
-				S = warp_draw_weight(wt);
-				if (lane == 0)
-					wsum[blk] = S;
-			}
-			else
-				S = wsum[blk];
-			if (pick)
+			wd[r] = !SET && i < n ? words[i] : 0;
+		}
+#pragma unroll
+		for (int r = 0; r < RPT; r++)
+		{
+			const int64_t i = i0 + threadIdx.x + r * PPR_THREADS;
+
+			Du[r] = 0.0f;		/* SET: rows past n weigh 0 */
+			need[r] = SET ? i < n : pp_need(i, n, wd[r], packed, lmask, sep, dist2, &Du[r]);
+		}
+#pragma unroll
+		for (int r = 0; r < RPT; r++)
+		{
+			const int	q = threadIdx.x + r * PPR_THREADS;
+			unsigned	mask = __ballot_sync(FULL, need[r]);
+			int			at = 0;
+
+			if (lane == 0 && mask)
+				at = atomicAdd(&s_m, __popc(mask));
+			at = __shfl_sync(FULL, at, 0);
+			if (need[r])
+				s_list[at + __popc(mask & ((1u << lane) - 1))] = (short) q;
+			s_D[q] = Du[r];
+		}
+		__syncthreads();
+		m = s_m;
+		for (int t = threadIdx.x; t < m; t += PPR_THREADS)
+		{
+			const int	q = s_list[t];
+			const int64_t i = i0 + q;
+			double		acc;
+
+			/* the bound, until D is read */
+			if (pp_measure<SET, CH>(X, i, d, log_b, rows, sh, SET ? INFINITY : s_D[q], dist2, &acc))
 			{
-				double		kv = pggpu_draw_key(key, blk, S);
-
-				if (pick_better(kv, blk, bk, br))
-					bk = kv, br = blk;
+				dist2[i] = acc;
+				words[i] = pp_pack(acc, c, lb);
+				s_D[q] = acc;
+				closer = true;
 			}
 		}
-		__syncwarp();			/* wl and wD are rewritten next round */
+		closer = __syncthreads_or(closer);	/* (dist2 written: seen by the block after it) */
+		if (threadIdx.x == 0)
+			s_m = 0;			/* (every thread has read it) */
+		if (w == 0)
+			pp_block_weight<SET>(i0, n, lane, closer, s_D, dist2, rw, wsum, pick, key, &bk, &br);
+		__syncthreads();		/* s_D, s_list are rewritten next round */
 	}
 	if (!pick)
 		return;
@@ -421,9 +588,13 @@ pick_final_kernel(const double *part_key, const long long *part_row, int nparts,
 }
 
 
-/* one wave of pp_step_kernel: as many blocks as fit on the SMs at once */
+/*
+ * pp_step_kernel's grid: a block for every PP_WARPS blocks of the draw, at
+ * most one wave (as many blocks as fit on the SMs at once).  Fewer than a
+ * wave: *by_rows, pp_rows_kernel's grid, a block a block of the draw.
+ */
 static int
-pp_grid(gpu_state *s, int64_t n)
+pp_grid(gpu_state *s, int64_t n, bool warps, bool *by_rows)
 {
 	int64_t		grid = (n + BLOCK * PP_R - 1) / (BLOCK * PP_R);
 	int64_t		cap;
@@ -439,6 +610,12 @@ pp_grid(gpu_state *s, int64_t n)
 	cap = (int64_t) s->sm_count * s->pp_blocks_per_sm;
 	if (cap > MAX_BLOCKS)
 		cap = MAX_BLOCKS;
+	*by_rows = grid < cap && !warps;
+	if (*by_rows)
+	{
+		grid = (n + PGGPU_DRAW_ROWS - 1) / PGGPU_DRAW_ROWS;
+		cap = MAX_BLOCKS;
+	}
 	return (int) (grid < 1 ? 1 : grid > cap ? cap : grid);
 }
 
@@ -447,10 +624,12 @@ pp_launch_step(pggpu_data *ds, int c, bool set, bool pick, uint64_t key, const d
 			   pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
-	int			grid = pp_grid(s, ds->n);
+	bool		by_rows;
+	int			grid = pp_grid(s, ds->n, ds->force.pp_warps, &by_rows);
 	size_t		shmem = pp_step_smem(ds->d, c, set);
 	int			lb = pp_lbits(ds->k);
 	uint32_t   *words = (uint32_t *) s->labels;	/* see pp_pack */
+	bool		narrow = s->x_rows && ds->d <= X_ROWS_MAX_D;	/* PP_CH columns a load round */
 
 	pggpu_status st;
 
@@ -458,13 +637,17 @@ pp_launch_step(pggpu_data *ds, int c, bool set, bool pick, uint64_t key, const d
 					   uint32_t *, double *, const double *, double *, bool, uint64_t, double *, long long *,
 					   const dev_stats *);
 
-	if (s->x_rows)
-		fn = set ? pp_step_kernel<true, PP_CH> : pp_step_kernel<false, PP_CH>;
+	if (by_rows)
+		shmem = sizeof(double) * ds->d;	/* the centre only */
+	if (by_rows)
+		fn = narrow ? (set ? pp_rows_kernel<true, PP_CH> : pp_rows_kernel<false, PP_CH>) :
+			(set ? pp_rows_kernel<true, PP_CH_WIDE> : pp_rows_kernel<false, PP_CH_WIDE>);
 	else
-		fn = set ? pp_step_kernel<true, PP_CH_WIDE> : pp_step_kernel<false, PP_CH_WIDE>;
+		fn = narrow ? (set ? pp_step_kernel<true, PP_CH> : pp_step_kernel<false, PP_CH>) :
+			(set ? pp_step_kernel<true, PP_CH_WIDE> : pp_step_kernel<false, PP_CH_WIDE>);
 	if ((st = smem_opt_in((const void *) fn, shmem, err)) != PGGPU_OK)
 		return st;
-	fn<<<(unsigned) grid, BLOCK, shmem, s->stream>>>(xview_of(ds), ds->n, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep,
+	fn<<<(unsigned) grid, by_rows ? PPR_THREADS : BLOCK, shmem, s->stream>>>(xview_of(ds), ds->n, ds->d, ds->log_b, s->x_rows, s->C, c, s->sep,
 													 lb, words, s->dist2, s->rw, s->wsum, pick, key, s->pick_key,
 													 s->pick_row, stats);
 	LAUNCHED(pp_step_kernel);

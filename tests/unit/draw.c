@@ -343,3 +343,75 @@ test_weighted_draw(void)
 			return;
 	}
 }
+
+/*
+ * The GPU's k-means++ steps by either kernel (pp_rows_kernel, a block a
+ * block of the draw, where pp_step_kernel's warps would not fill the GPU;
+ * pp_step_kernel, forced): the CPU's seeding, row for row, on sets by
+ * columns and by rows (d <= 32, and wider where a group of 32 fits in
+ * shared memory), doubles and floats, greedy k-means++ and k-means||
+ * (whose reclustering of its candidates is plain k-means++, weighted).
+ */
+void
+test_pp_kernels(void)
+{
+	static const struct
+	{
+		int64_t		n;
+		int			d,
+					k;
+		pggpu_init	init;
+		pggpu_dtype dtype;
+	}			cases[] = {
+		{20000, 8, 64, PGGPU_INIT_KMEANSPP, PGGPU_FLOAT64},
+		{20000, 8, 64, PGGPU_INIT_PARALLEL, PGGPU_FLOAT32},
+		{6000, 300, 40, PGGPU_INIT_PARALLEL, PGGPU_FLOAT64},
+		{6000, 300, 40, PGGPU_INIT_PARALLEL, PGGPU_FLOAT32},
+		{3000, 96, 30, PGGPU_INIT_KMEANSPP, PGGPU_FLOAT16},
+	};
+
+	if (!have_gpu)
+	{
+		gpu_skipped++;
+		return;
+	}
+	for (size_t t = 0; t < sizeof(cases) / sizeof(cases[0]); t++)
+	{
+		dataset		D = {0};
+		km_out		o[3];
+		pggpu_kmeans_params p = {0};
+
+		gen_blobs(&D, cases[t].n, cases[t].d, cases[t].k, 6.0, 400 + t);
+		for (int64_t i = 0; i < D.n * D.d; i++)
+			D.X[i] = cases[t].dtype == PGGPU_FLOAT16 ? pggpu_half_to_float(pggpu_half_from_double(D.X[i])) :
+				cases[t].dtype == PGGPU_FLOAT32 ? (float) D.X[i] : D.X[i];
+		p.k = cases[t].k;
+		p.max_iter = 3;
+		p.tol = 0;
+		p.init = cases[t].init;
+		p.seed = 11 + t;
+		p.n_init = 1;
+		for (int r = 0; r < 3; r++)
+		{
+			pggpu_data *ds = load_typed(r == 0 ? PGGPU_BACKEND_CPU : PGGPU_BACKEND_GPU, &D, cases[t].dtype,
+										LOAD_COLUMNS);
+			pggpu_error err = {0};
+
+			set_case("k-means++ steps n=%lld d=%d k=%d %s %s, %s", (long long) D.n, D.d, p.k,
+					 init_name(p.init), cases[t].dtype == PGGPU_FLOAT64 ? "float64" :
+					 cases[t].dtype == PGGPU_FLOAT32 ? "float32" : "float16",
+					 r == 0 ? "cpu" : r == 1 ? "gpu" : "gpu, pp_step_kernel");
+			km_alloc(&o[r], D.n, p.k, D.d);
+			if (!CHECK(ds != NULL, "load failed"))
+				continue;
+			pggpu_data_force_pp_warps(ds, r == 2);
+			fit_set(ds, &p, &o[r], &err);
+			pggpu_data_close(ds);
+			if (CHECK(o[r].st == PGGPU_OK, "fit: %s", err.msg) && r > 0 && o[0].st == PGGPU_OK)
+				cmp_km("cpu vs gpu", &o[0], &o[r], D.n, p.k, D.d, 1e-9);
+		}
+		for (int r = 0; r < 3; r++)
+			km_free(&o[r]);
+		data_free(&D);
+	}
+}

@@ -151,6 +151,10 @@ test_dtype(void)
 		{"gemm", 3000, 96, 40, PGGPU_INIT_KMEANSPP, 1, 1, 4},
 		{"gemm, chunks of whole tiles", 20000, 96, 40, PGGPU_INIT_KMEANSPP, 1, 1, 4},
 		{"gemm_f16", 20000, 96, 40, PGGPU_INIT_KMEANSPP, 1, 1, 5},
+		/* k-means||'s k-means++ over its candidates: by rows on the GPU, even doubles' at d = 300 */
+		{"k-means||, wide rows", 4000, 300, 40, PGGPU_INIT_PARALLEL, 1, 1, 0},
+		/* doubles too wide to turn to rows (a group's 32 x 1001 in shared memory), floats not */
+		{"k-means||, rows wider", 1500, 1000, 8, PGGPU_INIT_PARALLEL, 1, 1, 0},
 		{"parked and unparked", 5000, 40, 16, PGGPU_INIT_KMEANSPP, 1, 1, 0, false, false, LOAD_COLUMNS, true},
 		{"parked, then standardized", 3000, 10, 8, PGGPU_INIT_KMEANSPP, 1, 1, 0, true, false, LOAD_COLUMNS, true},
 		{"standardized", 3000, 6, 8, PGGPU_INIT_KMEANSPP, 1, 1, 0, true},

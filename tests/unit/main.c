@@ -21,7 +21,8 @@
  *   - the GPU backend against the CPU backend: same seeds, memberships and
  *     iterations, centroids and inertia up to summation order;
  *   - the k-means++ draw: outcome frequencies over 2000 seeds against the
- *     law enumerated here, and the GPU seed for seed as the CPU;
+ *     law enumerated here, and the GPU seed for seed as the CPU (by either
+ *     kernel of a k-means++ step);
  *   - a grid of shapes (N, d, k), k = N, duplicate rows, clusters that go
  *     empty, values near 1e200 and 1e-200;
  *   - the kernel grid: N in {1, k, 31, 32, 33, 1000, 10^6} x d in {1, 2, 3,
@@ -146,6 +147,7 @@ main(int argc, char **argv)
 	section("fit only", test_fit_only);
 	section("draw", test_draw);
 	section("weighted draw", test_weighted_draw);
+	section("k-means++ steps", test_pp_kernels);
 	section("cpu gemm", test_cpu_gemm);
 	section("n_init", test_n_init);
 	section("reuse", test_reuse);
