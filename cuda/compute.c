@@ -1,8 +1,9 @@
 /*
  * compute.c - what every algorithm of the compute layer computes with: the
  * power-of-two scale of the rows, the canonical numbering of clusters, the
- * seeds of n_init's starts, and the assignment to given centroids.  The
- * k-means driver is fit.c's; the data sets are dataset.c's.
+ * seeds of n_init's starts, the assignment to given centroids, and the
+ * transform (every centroid's distance, or the n nearest).  The k-means
+ * driver is fit.c's; the data sets are dataset.c's.
  */
 #include "compute_internal.h"
 
@@ -261,6 +262,74 @@ pggpu_assign(pggpu_data *ds, const double *centroids, int k, int32_t *labels,
 		for (int64_t i = 0; i < ds->n; i++)
 			distances[i] = ldexp(sqrt(distances[i]), -e);
 done:
+	pggpu_scratch_free_all(ds);
+	return st;
+}
+
+/*
+ * The transform: for every row of ds its n nearest of the k centroids (the
+ * lowest index on ties), nearest first, at clusters[i n + r] (0-based) and
+ * distances[i n + r] as pggpu_assign's.  The same arithmetic as the
+ * assignment's: rows and centroids at its power of two (cosine: the
+ * centroids normalised to it), every distance the plain loop's sum; the
+ * nearest-neighbour search (knn.c: exact on every route) with the rows as
+ * its queries and the centroids as one tile, on the set's backend.  So
+ * with n = 1 each row's cluster and distance are pggpu_assign's.
+ */
+pggpu_status
+pggpu_transform(pggpu_data *ds, const double *centroids, int k, int n, int32_t *clusters,
+				double *distances, pggpu_error *err)
+{
+	int			d = ds->d;
+	int64_t		m = ds->n;
+	int			e;
+	int64_t    *at,
+			   *idx;
+	double	   *Q,
+			   *C;
+	pggpu_status st;
+
+	if (k < 1 || n < 1 || n > k)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "n must be between 1 and k (%d), not %d", k, n);
+	if (m > INT32_MAX)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "a transform takes at most %d rows at a time", INT32_MAX);
+	if (m == 0)
+		return PGGPU_OK;
+	if ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK)
+		return st;
+	/* scratch: the interrupt callback may longjmp (and the handle is aux_knn for it) */
+	at = (int64_t *) pggpu_scratch_alloc(ds, sizeof(int64_t) * m);
+	idx = (int64_t *) pggpu_scratch_alloc(ds, sizeof(int64_t) * m * n);
+	Q = (double *) pggpu_scratch_alloc(ds, sizeof(double) * m * d);
+	C = (double *) pggpu_scratch_alloc(ds, sizeof(double) * k * d);
+	if (!at || !idx || !Q || !C)
+	{
+		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+		goto done;
+	}
+	CHECK(pggpu_prepare_scale(ds, centroids, (int64_t) k * d, &e, err));
+	for (int64_t i = 0; i < m; i++)
+		at[i] = i;
+	CHECK(pggpu_data_get_rows(ds, at, (int) m, Q, err));
+	pggpu_ldexp_all(Q, m * d, e);	/* (the set's own values: get_rows gives them unscaled) */
+	for (int64_t i = 0; i < (int64_t) k * d; i++)
+		C[i] = ldexp(centroids[i], e);
+	if (ds->metric == PGGPU_METRIC_COSINE)
+		pggpu_normalize_rows(C, k, d, ldexp(1.0, e));
+	CHECK(pggpu_knn_open(&ds->aux_knn, ds->backend, ds->gpu_index, d, PGGPU_METRIC_EUCLIDEAN, Q, m, n, err));
+	pggpu_knn_set_threads(ds->aux_knn, ds->threads);
+	if (ds->interrupt)
+		pggpu_knn_set_interrupts(ds->aux_knn, ds->interrupt, ds->interrupt_arg);
+	CHECK(pggpu_knn_tile(ds->aux_knn, C, k, false, NULL, NULL, idx, distances, err));
+	for (int64_t i = 0; i < m * n; i++)
+	{
+		clusters[i] = (int32_t) idx[i];
+		distances[i] = ds->metric == PGGPU_METRIC_COSINE ? ldexp(distances[i], -2 * e) / 2 :
+			ldexp(sqrt(distances[i]), -e);
+	}
+done:
+	pggpu_knn_close(ds->aux_knn);
+	ds->aux_knn = NULL;
 	pggpu_scratch_free_all(ds);
 	return st;
 }

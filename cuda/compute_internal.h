@@ -53,6 +53,8 @@ struct pggpu_data
 	/* a data set the driver made for this one's algorithm (k-means||'s
 	 * candidates), closed with it for the same reason; NULL: none */
 	pggpu_data *aux;
+	/* the nearest-neighbour handle of a transform (pggpu_transform), likewise */
+	pggpu_knn  *aux_knn;
 	/* the sums and counts a step over parts adds (pggpu_parts_step), kept
 	 * from step to step (fresh pages each step cost more than the adding);
 	 * freed on close */

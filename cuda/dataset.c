@@ -466,6 +466,7 @@ pggpu_data_close(pggpu_data *ds)
 	if (ds == NULL)
 		return;
 	pggpu_data_close(ds->aux);
+	pggpu_knn_close(ds->aux_knn);
 	ds->ops->close(ds);
 	pggpu_scratch_free_all(ds);
 	free(ds->step_space);

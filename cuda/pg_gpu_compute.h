@@ -400,6 +400,16 @@ pggpu_status pggpu_assign(pggpu_data *ds, const double *centroids, int k,
 						  pggpu_error *err);
 
 /*
+ * The transform: for every row of ds its n (1 <= n <= k) nearest of the k
+ * centroids (row-major) by pggpu_assign's distance, nearest first, the
+ * lower index on ties: row i's r-th at clusters[i n + r] (0-based) and
+ * distances[i n + r] (each m n long).  With n = 1, pggpu_assign's labels
+ * and distances.  ds may be used again.
+ */
+pggpu_status pggpu_transform(pggpu_data *ds, const double *centroids, int k, int n,
+							 int32_t *clusters, double *distances, pggpu_error *err);
+
+/*
  * Standard scaling (columns.c): each column's mean and standard deviation
  * (population, as scikit-learn's StandardScaler; a constant column gets 1)
  * over the rows of ds, into mean and std (d each, in the units pushed), and

@@ -1,4 +1,4 @@
-/* pg_gpu 1.10 -> 1.11: ids of any type (uuid, text, numeric, a composite through a view) */
+/* pg_gpu 1.10 -> 1.11: ids of any type (uuid, text, numeric, a composite through a view); gpu_knn; gpu_kmeans_transform */
 
 \echo Use "ALTER EXTENSION pg_gpu UPDATE TO '1.11'" to load this file. \quit
 
@@ -131,3 +131,29 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000;
 
 COMMENT ON FUNCTION gpu_knn(regclass, regclass, integer, anyelement, anycompatible, text[], text[], text, text, text) IS
 'gpu_knn with ids of any type: query_id_type => NULL::uuid and base_id_type => NULL::text (the id columns'' types) return the ids as those types; ties to the lower base id by its type''s ordering';
+
+-- gpu_kmeans_transform: every row's distance to each cluster of a model, or to its n nearest
+CREATE FUNCTION gpu_kmeans_transform(
+    relation regclass,
+    model jsonb,
+    n integer DEFAULT NULL,
+    id_column text DEFAULT NULL)
+RETURNS TABLE(id bigint, rank integer, cluster integer, distance double precision)
+AS 'MODULE_PATHNAME', 'gpu_kmeans_transform'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000;
+
+COMMENT ON FUNCTION gpu_kmeans_transform(regclass, jsonb, integer, text) IS
+'distances to a model''s clusters (scikit-learn''s transform) for every row of a relation, by the model''s columns, metric and scaling, on the GPU or the CPU: the n nearest clusters of each row (every cluster when n is NULL), rank 1..n nearest first, ties to the lower cluster; with n => 1 gpu_kmeans_apply''s cluster and distance; an unusable row once, with rank, cluster and distance NULL';
+
+CREATE FUNCTION gpu_kmeans_transform(
+    relation regclass,
+    model jsonb,
+    id_type anyelement,
+    n integer DEFAULT NULL,
+    id_column text DEFAULT NULL)
+RETURNS TABLE(id anyelement, rank integer, cluster integer, distance double precision)
+AS 'MODULE_PATHNAME', 'gpu_kmeans_transform_keyed'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000;
+
+COMMENT ON FUNCTION gpu_kmeans_transform(regclass, jsonb, anyelement, integer, text) IS
+'gpu_kmeans_transform with ids of any type: id_type => NULL::uuid (the id column''s type) returns (id of that type, rank, cluster, distance)';

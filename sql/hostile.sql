@@ -121,6 +121,16 @@ INSERT INTO calls (call) VALUES
 ($$SELECT count(*) FROM gpu_kmeans_assign('h_pts', '{}'::float8[], columns => ARRAY['x'])$$),
 ($$SELECT count(*) FROM gpu_kmeans_assign('h_pts', ARRAY[['NaN']]::float8[], columns => ARRAY['x'])$$),
 ($$SELECT count(*) FROM gpu_kmeans_assign('h_nokey', ARRAY[[1]]::float8[])$$),
+-- gpu_kmeans_transform: n, the model, the rows
+($$SELECT count(*) FROM gpu_kmeans_transform('h_pts', (SELECT model FROM gpu_kmeans_fit('h_pts', 2, columns => ARRAY['x', 'y'], seed => 1)), 2147483647)$$),
+($$SELECT count(*) FROM gpu_kmeans_transform('h_pts', (SELECT model FROM gpu_kmeans_fit('h_pts', 2, columns => ARRAY['x', 'y'], seed => 1)), -2147483648)$$),
+($$SELECT count(*) FROM gpu_kmeans_transform('h_pts', '{"kind": "pg_gpu.kmeans", "k": 1000000000}'::jsonb)$$),
+($$SELECT count(*) FROM gpu_kmeans_transform('h_pts', '[]'::jsonb)$$),
+($$SELECT count(*) FROM gpu_kmeans_transform('h_nokey', (SELECT model FROM gpu_kmeans_fit('h_nokey', 2, seed => 1)))$$),
+($$SELECT count(*) || ' ' || count(rank) FROM gpu_kmeans_transform('h_bad', (SELECT model FROM gpu_kmeans_fit('h_bad', 2, seed => 1)))$$),
+($$SELECT count(*) || ' ' || min(distance) FROM gpu_kmeans_transform('h_ext', (SELECT model FROM gpu_kmeans_fit('h_ext', 2, seed => 1)))$$),
+($$SELECT count(*) FROM gpu_kmeans_transform('h_wide', (SELECT model FROM gpu_kmeans_fit('h_wide', 2, seed => 1)))$$),
+($$SELECT count(*) FROM gpu_kmeans_transform('h_empty', (SELECT model FROM gpu_kmeans_fit('h_one', 1, seed => 1)))$$),
 -- gpu_matmul on arrays
 ($$SELECT gpu_matmul(NULL::float8[], ARRAY[[1]]::float8[])$$),
 ($$SELECT gpu_matmul(ARRAY[1, 2]::float8[], ARRAY[[1], [2]]::float8[])$$),

@@ -6,9 +6,11 @@ CREATE ROLE regress_pg_gpu_colreader;
 CREATE TABLE s_pts (id int PRIMARY KEY, x float8, y float8, owner text);
 INSERT INTO s_pts SELECT i, i % 2 * 10, i % 2 * 10, CASE WHEN i <= 6 THEN 'alice' ELSE 'bob' END
 FROM generate_series(1, 10) i;
+SELECT model AS s_model FROM gpu_kmeans_fit('s_pts', 2, columns => ARRAY['x'], seed => 1) \gset
 
 SET ROLE regress_pg_gpu_reader;
 SELECT * FROM gpu_kmeans_fit('s_pts', 2);
+SELECT * FROM gpu_kmeans_transform('s_pts', :'s_model');
 SELECT * FROM gpu_kmeans('s_pts', 2);
 -- a sample's read, and the labelling after it, check the same
 SELECT * FROM gpu_kmeans_fit('s_pts', 2, sample => 4);
@@ -20,6 +22,7 @@ GRANT SELECT (id, x) ON s_pts TO regress_pg_gpu_colreader;
 SET ROLE regress_pg_gpu_colreader;
 SELECT sizes FROM gpu_kmeans_fit('s_pts', 2, columns => ARRAY['x']);
 SELECT count(*) FROM gpu_kmeans('s_pts', 2, columns => ARRAY['x']);
+SELECT count(*) FROM gpu_kmeans_transform('s_pts', :'s_model', id_column => 'id');
 SELECT sizes FROM gpu_kmeans_fit('s_pts', 2);
 SELECT * FROM gpu_kmeans('s_pts', 2, columns => ARRAY['y']);
 RESET ROLE;
@@ -37,6 +40,7 @@ SELECT count(*) FROM s_pts;
 SELECT sizes FROM gpu_kmeans_fit('s_pts', 2);
 SELECT * FROM gpu_kmeans('s_pts', 2) ORDER BY id;
 SELECT id FROM gpu_kmeans_assign('s_pts', ARRAY[[0, 0]]) ORDER BY id;
+SELECT count(*) AS results, count(DISTINCT id) AS rows FROM gpu_kmeans_transform('s_pts', :'s_model');
 -- on a sample: drawn from the policy's rows, and only they labelled
 SELECT sizes, model->'rows' AS rows, model->'sample' AS sample
 FROM gpu_kmeans_fit('s_pts', 2, columns => ARRAY['x', 'y'], sample => 4);

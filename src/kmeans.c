@@ -78,27 +78,6 @@ enum
 	AM_RELATION, AM_MODEL, AM_ID_COLUMN
 };
 
-/* a NOTICE of the rows left out (NULL, NaN, infinite; zero for cosine) and what becomes of them */
-static void
-notice_skipped(const PgGpuSource *src, const PgGpuRows *rows, const char *skipped)
-{
-	if (rows->ninvalid > 0 && src->veckind == PG_GPU_VEC_GEOMETRY)
-		ereport(NOTICE,
-				(errmsg("%lld of %lld rows of \"%s\" have a NULL or empty point, or NaN or infinite coordinates; %s",
-						(long long) rows->ninvalid, (long long) (rows->ninvalid + rows->nvalid),
-						src->relname, skipped)));
-	else if (rows->ninvalid > 0 && src->veckind != PG_GPU_VEC_NONE)
-		ereport(NOTICE,
-				(errmsg("%lld of %lld rows of \"%s\" have a NULL vector, or NULL, NaN or infinite elements%s; %s",
-						(long long) rows->ninvalid, (long long) (rows->ninvalid + rows->nvalid),
-						src->relname, src->normalize ? ", or a zero vector" : "", skipped)));
-	else if (rows->ninvalid > 0)
-		ereport(NOTICE,
-				(errmsg("%lld of %lld rows of \"%s\" have NULL, NaN or infinite values in the used columns%s; %s",
-						(long long) rows->ninvalid, (long long) (rows->ninvalid + rows->nvalid),
-						src->relname, src->normalize ? ", or are zero in all of them" : "", skipped)));
-}
-
 static double
 ms_since(TimestampTz start)
 {
@@ -154,7 +133,7 @@ load(const PgGpuSource *src, const FitSettings *fs, bool want_ids, PgGpuRows *ro
 		elog(DEBUG1, "pg_gpu: %lld rows of \"%s\" in %d parts of up to %lld rows (pg_gpu.kmeans_gpu_memory = %d MB), streamed through %s",
 			 (long long) rows->nvalid, src->relname, data->nparts, (long long) pggpu_data_rows(data->parts[0]),
 			 pg_gpu_kmeans_gpu_memory, pg_gpu_data_device(data));
-	notice_skipped(src, rows, skipped);
+	pg_gpu_notice_skipped(src, rows, skipped);
 	return data;
 }
 
@@ -180,7 +159,7 @@ load_sample(const PgGpuSource *src, const FitSettings *fs, PgGpuRows *rows, cons
 		 (long long) rows->nvalid, (long long) *usable, src->relname);
 	all = *rows;
 	all.nvalid = *usable;
-	notice_skipped(src, &all, skipped);
+	pg_gpu_notice_skipped(src, &all, skipped);
 	return data;
 }
 
@@ -199,7 +178,7 @@ load_on_nodes(const PgGpuSource *src, pggpu_metric metric, bool want_ids, const 
 	if (!pg_gpu_on_nodes(src->relid, why_not))
 		return NULL;
 	cl = pg_gpu_cluster_load(src, metric, want_ids, mean, std, rows);
-	notice_skipped(src, rows, skipped);
+	pg_gpu_notice_skipped(src, rows, skipped);
 	return cl;
 }
 
@@ -788,7 +767,7 @@ assign_rows(KmeansOut *o, const char *fname, pggpu_metric metric, const double *
 	pg_gpu_keys_init(&o->labelled, o->src.keytype);
 	o->rows.keys = &o->labelled;
 	pg_gpu_label_rows(&o->src, metric, mean, std, centroids, o->k, emit_assigned, o, &inertia);
-	notice_skipped(&o->src, &o->rows, "they come back with cluster NULL");
+	pg_gpu_notice_skipped(&o->src, &o->rows, "they come back with cluster NULL");
 	pg_gpu_progress_end();
 }
 

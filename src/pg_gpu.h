@@ -292,6 +292,9 @@ extern void pg_gpu_read_source(const PgGpuSource *src, PgGpuData *data,
 							   bool want_ids, PgGpuRows *rows);
 extern void pg_gpu_read_sources(const PgGpuSource *srcs, int nsrcs, PgGpuData *data,
 								bool want_ids, PgGpuRows *rows);
+/* a NOTICE of the rows left out (NULL, NaN, infinite; zero for cosine), skipped saying what becomes of them */
+extern void pg_gpu_notice_skipped(const PgGpuSource *src, const PgGpuRows *rows, const char *skipped);
+
 /* ERROR: no row of src is usable (the detail names the columns at fault: unusable.c) */
 pg_noreturn extern void pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGpuRows *rows);
 /* "a, b": names quoted as identifiers, as in a query; literals: "'a', 'b'" (read.c) */
@@ -726,6 +729,18 @@ typedef void (*PgGpuLabelFn) (void *arg, Datum key, int32 cluster, double distan
 extern void pg_gpu_label_rows(const PgGpuSource *src, pggpu_metric metric, const double *mean,
 							  const double *std, const double *centroids, int k,
 							  PgGpuLabelFn emit, void *arg, double *inertia);
+
+/*
+ * each row's id (as PgGpuLabelFn's), then the rank (1..n) of one of its n
+ * nearest clusters, the cluster (1..k) and the distance to it; rank 0: an
+ * unusable row (one call, cluster and distance NULL)
+ */
+typedef void (*PgGpuNearestFn) (void *arg, Datum key, int rank, int32 cluster, double distance);
+
+/* as pg_gpu_label_rows, each row's n nearest of the k centroids out (gpu_kmeans_transform) */
+extern void pg_gpu_transform_rows(const PgGpuSource *src, pggpu_metric metric, const double *mean,
+								  const double *std, const double *centroids, int k, int n,
+								  PgGpuNearestFn emit, void *arg);
 
 typedef struct PgGpuPartReceiver
 {

@@ -3,7 +3,8 @@
  * drawn while the relation streams past, and afterwards every row labelled
  * by the fit's centroids a chunk at a time.  Neither holds the relation:
  * the first holds the sample (m rows), the second one chunk of rows and
- * the rows' labels go out as they are made.
+ * the rows' labels go out as they are made.  gpu_kmeans_transform's
+ * stream is the second, each row's n nearest centroids out.
  */
 #include "postgres.h"
 
@@ -131,6 +132,27 @@ assign_data(PgGpuData *data, const double *mean, const double *std, const double
 	}
 }
 
+/* the rows of data's parts, each row's n nearest of the k centroids (scaled first where mean is given) */
+static void
+transform_data(PgGpuData *data, const double *mean, const double *std, const double *centroids,
+			   int k, int n, int32 *clusters, double *distances)
+{
+	pggpu_error err = {0};
+	int64		off = 0;
+
+	for (int i = 0; i < data->nparts; i++)
+	{
+		pggpu_data *ds = data->parts[i];
+		bool		parked = pggpu_data_parked(ds);
+
+		if ((mean && pggpu_data_shift_scale(ds, mean, std, &err) != PGGPU_OK) ||
+			pggpu_transform(ds, centroids, k, n, clusters + off * n, distances + off * n, &err) != PGGPU_OK ||
+			(parked && pggpu_data_park(ds, &err) != PGGPU_OK))
+			pg_gpu_raise(&err);
+		off += pggpu_data_rows(ds);
+	}
+}
+
 typedef struct LabelStream
 {
 	const PgGpuSource *src;
@@ -141,16 +163,19 @@ typedef struct LabelStream
 	const double *std;
 	const double *centroids;
 	int			k;
+	int			n;				/* the transform's n nearest, 0: labels */
 	int64		chunk_rows;
 	PgGpuLabelFn emit;
+	PgGpuNearestFn emit_nearest;	/* (the transform's) */
 	void	   *arg;
 	MemoryContext cxt;			/* a chunk's, reset after it */
 	PgGpuData  *data;			/* the chunk being read, or NULL */
 	PgGpuSink  *sink;
-	int32	   *labels;			/* the chunk's (its context's) */
+	int32	   *labels;			/* the chunk's (its context's), n a row for a transform */
 	double	   *distances;
 	double		inertia;
 	int64		done;
+	int64		emitted;		/* a transform's results so far */
 } LabelStream;
 
 /* the chunk read so far labelled, its rows handed out, its data closed */
@@ -161,22 +186,44 @@ label_chunk(LabelStream *ls)
 	MemoryContext old = MemoryContextSwitchTo(ls->cxt);
 
 	pg_gpu_sink_end(ls->sink, &rows);
-	ls->labels = palloc(sizeof(int32) * Max(rows.nvalid, 1));
-	ls->distances = palloc(sizeof(double) * Max(rows.nvalid, 1));
-	assign_data(ls->data, ls->mean, ls->std, ls->centroids, ls->k, ls->labels, ls->distances);
+	ls->labels = MemoryContextAllocHuge(ls->cxt, sizeof(int32) * Max(rows.nvalid, 1) * Max(ls->n, 1));
+	ls->distances = MemoryContextAllocHuge(ls->cxt, sizeof(double) * Max(rows.nvalid, 1) * Max(ls->n, 1));
+	if (ls->n > 0)
+		transform_data(ls->data, ls->mean, ls->std, ls->centroids, ls->k, ls->n, ls->labels, ls->distances);
+	else
+		assign_data(ls->data, ls->mean, ls->std, ls->centroids, ls->k, ls->labels, ls->distances);
 	pg_gpu_data_close(ls->data);
 	MemoryContextSwitchTo(old);
 	for (int64 r = 0; r < rows.nvalid; r++)
 	{
+		Datum		key = pg_gpu_keys_datum(rows.keys, rows.ids[r]);
+
 		if ((r & 65535) == 65535)
 			CHECK_FOR_INTERRUPTS();
-		ls->emit(ls->arg, pg_gpu_keys_datum(rows.keys, rows.ids[r]), ls->labels[r] + 1, ls->distances[r]);
+		if (ls->n > 0)
+		{
+			for (int j = 0; j < ls->n; j++)
+			{
+				if ((++ls->emitted & 65535) == 0)
+					CHECK_FOR_INTERRUPTS();
+				ls->emit_nearest(ls->arg, key, j + 1, ls->labels[r * ls->n + j] + 1, ls->distances[r * ls->n + j]);
+			}
+			continue;
+		}
+		ls->emit(ls->arg, key, ls->labels[r] + 1, ls->distances[r]);
 		/* (as a fit's: squared distances; cosine: 1 - cos itself) */
 		ls->inertia += ls->metric == PGGPU_METRIC_COSINE ? ls->distances[r] :
 			ls->distances[r] * ls->distances[r];
 	}
 	for (int64 r = 0; r < rows.ninvalid; r++)
-		ls->emit(ls->arg, pg_gpu_keys_datum(rows.keys, rows.invalid_ids[r]), 0, 0);
+	{
+		Datum		key = pg_gpu_keys_datum(rows.keys, rows.invalid_ids[r]);
+
+		if (ls->n > 0)
+			ls->emit_nearest(ls->arg, key, 0, 0, 0);
+		else
+			ls->emit(ls->arg, key, 0, 0);
+	}
 	ls->done += rows.nvalid + rows.ninvalid;
 	ls->data = NULL;
 	ls->sink = NULL;
@@ -205,37 +252,67 @@ label_consume(void *arg, const PgGpuPart *p)
 		label_chunk(ls);
 }
 
+/* the stream of every row of src a chunk at a time: ls's centroids, emits and n set */
+static void
+label_stream(LabelStream *ls, const PgGpuSource *src, pggpu_metric metric, const double *mean,
+			 const double *std, const double *centroids, int k)
+{
+	PgGpuSource by;
+	/*
+	 * a row's bytes: its values; a transform's also two copies of them as
+	 * doubles (its queries) and its n clusters and distances
+	 */
+	int64		bytes = ls->n > 0 ? 24 * (int64) src->ncols + 20 * (int64) ls->n : 8 * (int64) src->ncols;
+
+	ls->backend = pg_gpu_choose_backend();
+	by = pg_gpu_source_for(src, ls->backend);
+	ls->src = &by;
+	ls->metric = metric;
+	ls->mean = mean;
+	ls->std = std;
+	ls->centroids = centroids;
+	ls->k = k;
+	ls->dtype = pg_gpu_source_dtype(src, mean != NULL);
+	/*
+	 * About 256 MB a chunk (at most 2^20 rows, at least 2^14, or for a
+	 * transform 1; and the rest of the part that crosses the end): large
+	 * enough that a chunk's set-up is lost in its labelling, small beside
+	 * any GPU
+	 */
+	ls->chunk_rows = Min((int64) 1 << 20, ((int64) 256 << 20) / bytes);
+	ls->chunk_rows = Max(ls->n > 0 ? 1 : (int64) 1 << 14, ls->chunk_rows);
+	ls->cxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu labelling", ALLOCSET_DEFAULT_SIZES);
+	pg_gpu_progress(true, ls->n > 0 ? "measuring every row" : "labelling every row");
+	pg_gpu_read_parts(&by, true, NULL, ls->dtype, label_consume, ls);
+	if (ls->data)
+		label_chunk(ls);
+	MemoryContextDelete(ls->cxt);
+}
+
 void
 pg_gpu_label_rows(const PgGpuSource *src, pggpu_metric metric, const double *mean,
 				  const double *std, const double *centroids, int k, PgGpuLabelFn emit,
 				  void *arg, double *inertia)
 {
 	LabelStream ls;
-	PgGpuSource by;
 
 	memset(&ls, 0, sizeof(ls));
-	ls.backend = pg_gpu_choose_backend();
-	by = pg_gpu_source_for(src, ls.backend);
-	ls.src = &by;
-	ls.metric = metric;
-	ls.mean = mean;
-	ls.std = std;
-	ls.centroids = centroids;
-	ls.k = k;
 	ls.emit = emit;
 	ls.arg = arg;
-	ls.dtype = pg_gpu_source_dtype(src, mean != NULL);
-	/*
-	 * About 256 MB of values a chunk (at least 2^14 rows, at most 2^20; and
-	 * the rest of the part that crosses the end): large enough that a
-	 * chunk's set-up is lost in its labelling, small beside any GPU
-	 */
-	ls.chunk_rows = Max((int64) 1 << 14, Min((int64) 1 << 20, ((int64) 256 << 20) / (8 * src->ncols)));
-	ls.cxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu labelling", ALLOCSET_DEFAULT_SIZES);
-	pg_gpu_progress(true, "labelling every row");
-	pg_gpu_read_parts(&by, true, NULL, ls.dtype, label_consume, &ls);
-	if (ls.data)
-		label_chunk(&ls);
-	MemoryContextDelete(ls.cxt);
+	label_stream(&ls, src, metric, mean, std, centroids, k);
 	*inertia = ls.inertia;
+}
+
+void
+pg_gpu_transform_rows(const PgGpuSource *src, pggpu_metric metric, const double *mean,
+					  const double *std, const double *centroids, int k, int n,
+					  PgGpuNearestFn emit, void *arg)
+{
+	LabelStream ls;
+
+	memset(&ls, 0, sizeof(ls));
+	ls.n = n;
+	ls.emit_nearest = emit;
+	ls.arg = arg;
+	label_stream(&ls, src, metric, mean, std, centroids, k);
 }

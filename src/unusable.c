@@ -1,7 +1,7 @@
 /*
- * unusable.c - the ERROR of a read that found no usable row, its detail
- * naming the columns at fault (found by reading the columns once more, on
- * this path only)
+ * unusable.c - the NOTICE of the rows a read left out, and the ERROR of a
+ * read that found no usable row, its detail naming the columns at fault
+ * (found by reading the columns once more, on this path only)
  */
 #include "postgres.h"
 
@@ -12,6 +12,27 @@
 #include "utils/builtins.h"
 
 #include "pg_gpu.h"
+
+/* a NOTICE of the rows left out (NULL, NaN, infinite; zero for cosine) and what becomes of them */
+void
+pg_gpu_notice_skipped(const PgGpuSource *src, const PgGpuRows *rows, const char *skipped)
+{
+	if (rows->ninvalid > 0 && src->veckind == PG_GPU_VEC_GEOMETRY)
+		ereport(NOTICE,
+				(errmsg("%lld of %lld rows of \"%s\" have a NULL or empty point, or NaN or infinite coordinates; %s",
+						(long long) rows->ninvalid, (long long) (rows->ninvalid + rows->nvalid),
+						src->relname, skipped)));
+	else if (rows->ninvalid > 0 && src->veckind != PG_GPU_VEC_NONE)
+		ereport(NOTICE,
+				(errmsg("%lld of %lld rows of \"%s\" have a NULL vector, or NULL, NaN or infinite elements%s; %s",
+						(long long) rows->ninvalid, (long long) (rows->ninvalid + rows->nvalid),
+						src->relname, src->normalize ? ", or a zero vector" : "", skipped)));
+	else if (rows->ninvalid > 0)
+		ereport(NOTICE,
+				(errmsg("%lld of %lld rows of \"%s\" have NULL, NaN or infinite values in the used columns%s; %s",
+						(long long) rows->ninvalid, (long long) (rows->ninvalid + rows->nvalid),
+						src->relname, src->normalize ? ", or are zero in all of them" : "", skipped)));
+}
 
 /*
  * The ERROR for a read that found no usable row.  Its detail names the

@@ -16,6 +16,8 @@
  * What is checked:
  *   - the CPU backend against a naive Lloyd written here from the documented
  *     rules (same arithmetic, so labels and iterations must agree exactly);
+ *   - the transform (every row's n nearest centroids) against the
+ *     reference's distances and the assignment, on both backends;
  *   - loading through the staging batches, with good, missing and far too
  *     small row-count hints;
  *   - the GPU backend against the CPU backend: same seeds, memberships and
@@ -143,6 +145,7 @@ main(int argc, char **argv)
 	section("errors", test_errors);
 	section("loading", test_loading);
 	section("assign", test_assign);
+	section("transform", test_transform);
 	section("reference", test_reference);
 	section("fit only", test_fit_only);
 	section("draw", test_draw);
