@@ -110,13 +110,17 @@ pg_gpu_read_sample(const PgGpuSource *src, PgGpuData *data, int64 m, uint64 seed
 
 /* ---- every row labelled, a chunk at a time ---------------------------------- */
 
-/* the rows of data labelled by the k centroids (scaled first where mean is given), part by part */
+/*
+ * The rows of data labelled by the k centroids (scaled first where mean is
+ * given), part by part; n > 0, a transform: each row's n nearest, n a row
+ */
 static void
 assign_data(PgGpuData *data, const double *mean, const double *std, const double *centroids,
-			int k, int32 *labels, double *distances)
+			int k, int n, int32 *labels, double *distances)
 {
 	pggpu_error err = {0};
 	int64		off = 0;
+	int64		per = Max(n, 1);
 
 	/* part by part (a parked one parked again after: one at a time on its GPU) */
 	for (int i = 0; i < data->nparts; i++)
@@ -125,28 +129,8 @@ assign_data(PgGpuData *data, const double *mean, const double *std, const double
 		bool		parked = pggpu_data_parked(ds);
 
 		if ((mean && pggpu_data_shift_scale(ds, mean, std, &err) != PGGPU_OK) ||
-			pggpu_assign(ds, centroids, k, labels + off, distances + off, &err) != PGGPU_OK ||
-			(parked && pggpu_data_park(ds, &err) != PGGPU_OK))
-			pg_gpu_raise(&err);
-		off += pggpu_data_rows(ds);
-	}
-}
-
-/* the rows of data's parts, each row's n nearest of the k centroids (scaled first where mean is given) */
-static void
-transform_data(PgGpuData *data, const double *mean, const double *std, const double *centroids,
-			   int k, int n, int32 *clusters, double *distances)
-{
-	pggpu_error err = {0};
-	int64		off = 0;
-
-	for (int i = 0; i < data->nparts; i++)
-	{
-		pggpu_data *ds = data->parts[i];
-		bool		parked = pggpu_data_parked(ds);
-
-		if ((mean && pggpu_data_shift_scale(ds, mean, std, &err) != PGGPU_OK) ||
-			pggpu_transform(ds, centroids, k, n, clusters + off * n, distances + off * n, &err) != PGGPU_OK ||
+			(n > 0 ? pggpu_transform(ds, centroids, k, n, labels + off * per, distances + off * per, &err) :
+			 pggpu_assign(ds, centroids, k, labels + off, distances + off, &err)) != PGGPU_OK ||
 			(parked && pggpu_data_park(ds, &err) != PGGPU_OK))
 			pg_gpu_raise(&err);
 		off += pggpu_data_rows(ds);
@@ -188,10 +172,7 @@ label_chunk(LabelStream *ls)
 	pg_gpu_sink_end(ls->sink, &rows);
 	ls->labels = MemoryContextAllocHuge(ls->cxt, sizeof(int32) * Max(rows.nvalid, 1) * Max(ls->n, 1));
 	ls->distances = MemoryContextAllocHuge(ls->cxt, sizeof(double) * Max(rows.nvalid, 1) * Max(ls->n, 1));
-	if (ls->n > 0)
-		transform_data(ls->data, ls->mean, ls->std, ls->centroids, ls->k, ls->n, ls->labels, ls->distances);
-	else
-		assign_data(ls->data, ls->mean, ls->std, ls->centroids, ls->k, ls->labels, ls->distances);
+	assign_data(ls->data, ls->mean, ls->std, ls->centroids, ls->k, ls->n, ls->labels, ls->distances);
 	pg_gpu_data_close(ls->data);
 	MemoryContextSwitchTo(old);
 	for (int64 r = 0; r < rows.nvalid; r++)
