@@ -458,6 +458,13 @@ check "gpu_kmeans_apply of a scaled model (fit on the local copy): the same clus
          format('%s rows, %s differ', count(*), count(*) FILTER (WHERE d.cluster IS DISTINCT FROM l.cluster))
   FROM f, gpu_kmeans_apply('big', f.model) d JOIN gpu_kmeans_apply('big_local', f.model) l USING (id)"
 
+check "gpu_kmeans_transform of a scaled model on a distributed table (read through the executor): the local copy's, bit for bit" "
+  WITH f AS (SELECT model FROM gpu_kmeans_fit('big_local', 16, seed => 2, scale => 'standard'))
+  SELECT count(*) = 3 * (SELECT count(*) FROM big_local WHERE c1 IS NOT NULL) AND count(*) FILTER (WHERE d.cluster IS DISTINCT FROM l.cluster
+                                                     OR d.distance IS DISTINCT FROM l.distance) = 0,
+         format('%s results, %s differ', count(*), count(*) FILTER (WHERE d.cluster IS DISTINCT FROM l.cluster))
+  FROM f, gpu_kmeans_transform('big', f.model, 3) d JOIN gpu_kmeans_transform('big_local', f.model, 3) l USING (id, rank)"
+
 check "scale => 'standard' on a distributed table (read through the executor): the local table's fit" "
   SELECT d.sizes = l.sizes AND $(close d.inertia l.inertia), format('%s %s / %s %s', d.sizes, d.inertia, l.sizes, l.inertia)
   FROM gpu_kmeans_fit('big', 16, init_centroids => $big_init, scale => 'standard') d,
