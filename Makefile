@@ -114,8 +114,9 @@ tests/gpu/gpu_resources: tests/gpu/gpu_resources.c
 gpu-check:
 	tests/gpu/gpu-check.sh
 
-# libFuzzer target over the compute layer (CPU backend), with ASan and UBSan
-FUZZ_SRCS = cuda/dataset.c cuda/matmul.c cuda/compute.c cuda/fit.c cuda/seed.c cuda/columns.c cuda/parts.c cuda/farthest.c cuda/together.c cuda/route.c cuda/cpu/kmeans.c cuda/cpu/pass.c cuda/cpu/rows.c cuda/cpu/trials.c cuda/cpu/columns.c cuda/cpu/blocks.c cuda/cpu/gemm.c cuda/cpu/matmul.c cuda/gpu/stand_in.c
+# libFuzzer target over the compute layer (CPU backend), with ASan and UBSan:
+# its C files (taken from COMPUTE_OBJS, so a new one cannot be left out)
+FUZZ_SRCS = $(patsubst %.o,%.c,$(filter-out cuda/gpu/%,$(COMPUTE_OBJS))) cuda/gpu/stand_in.c
 tests/fuzz/fuzz_compute: tests/fuzz/fuzz_compute.c $(FUZZ_SRCS) cuda/compute_internal.h cuda/pg_gpu_compute.h
 	clang -g -O1 -std=gnu11 -ffp-contract=off -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  -Icuda $(BLAS_CFLAGS) -o $@ tests/fuzz/fuzz_compute.c $(FUZZ_SRCS) $(BLAS_LIBS) -lm

@@ -267,9 +267,9 @@ done:
 }
 
 /*
- * The transform: for every row of ds its n nearest of the k centroids (the
- * lowest index on ties), nearest first, at clusters[i n + r] (0-based) and
- * distances[i n + r] as pggpu_assign's.  The same arithmetic as the
+ * The transform: for the rows first .. first + m - 1 of ds, each row's n
+ * nearest of the k centroids (the lowest index on ties), nearest first, at
+ * clusters[i n + r] (0-based) and distances[i n + r] as pggpu_assign's.  The same arithmetic as the
  * assignment's: rows and centroids at its power of two (cosine: the
  * centroids normalised to it), every distance the plain loop's sum; the
  * nearest-neighbour search (knn.c: exact on every route) with the rows as
@@ -277,11 +277,10 @@ done:
  * with n = 1 each row's cluster and distance are pggpu_assign's.
  */
 pggpu_status
-pggpu_transform(pggpu_data *ds, const double *centroids, int k, int n, int32_t *clusters,
-				double *distances, pggpu_error *err)
+pggpu_transform(pggpu_data *ds, const double *centroids, int k, int n, int64_t first, int64_t m,
+				int32_t *clusters, double *distances, pggpu_error *err)
 {
 	int			d = ds->d;
-	int64_t		m = ds->n;
 	int			e;
 	int64_t    *at,
 			   *idx;
@@ -291,6 +290,9 @@ pggpu_transform(pggpu_data *ds, const double *centroids, int k, int n, int32_t *
 
 	if (k < 1 || n < 1 || n > k)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "n must be between 1 and k (%d), not %d", k, n);
+	if (first < 0 || m < 0 || first > ds->n - m)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "rows %lld .. %lld are not in the data set",
+						  (long long) first, (long long) (first + m - 1));
 	if (m > INT32_MAX)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "a transform takes at most %d rows at a time", INT32_MAX);
 	if (m == 0)
@@ -309,7 +311,7 @@ pggpu_transform(pggpu_data *ds, const double *centroids, int k, int n, int32_t *
 	}
 	CHECK(pggpu_prepare_scale(ds, centroids, (int64_t) k * d, &e, err));
 	for (int64_t i = 0; i < m; i++)
-		at[i] = i;
+		at[i] = first + i;
 	CHECK(pggpu_data_get_rows(ds, at, (int) m, Q, err));
 	pggpu_ldexp_all(Q, m * d, e);	/* (the set's own values: get_rows gives them unscaled) */
 	for (int64_t i = 0; i < (int64_t) k * d; i++)

@@ -400,14 +400,14 @@ pggpu_status pggpu_assign(pggpu_data *ds, const double *centroids, int k,
 						  pggpu_error *err);
 
 /*
- * The transform: for every row of ds its n (1 <= n <= k) nearest of the k
- * centroids (row-major) by pggpu_assign's distance, nearest first, the
- * lower index on ties: row i's r-th at clusters[i n + r] (0-based) and
- * distances[i n + r] (each m n long).  With n = 1, pggpu_assign's labels
- * and distances.  ds may be used again.
+ * The transform: for the m rows first .. first + m - 1 of ds, each row's n
+ * (1 <= n <= k) nearest of the k centroids (row-major) by pggpu_assign's
+ * distance, nearest first, the lower index on ties: row first + i's r-th
+ * at clusters[i n + r] (0-based) and distances[i n + r] (each m n long).
+ * With n = 1, pggpu_assign's labels and distances.  ds may be used again.
  */
-pggpu_status pggpu_transform(pggpu_data *ds, const double *centroids, int k, int n,
-							 int32_t *clusters, double *distances, pggpu_error *err);
+pggpu_status pggpu_transform(pggpu_data *ds, const double *centroids, int k, int n, int64_t first,
+							 int64_t m, int32_t *clusters, double *distances, pggpu_error *err);
 
 /*
  * Standard scaling (columns.c): each column's mean and standard deviation

@@ -44,6 +44,15 @@ SELECT (SELECT count(*) FROM kt_models m, gpu_kmeans_transform('kt', m.model, 2,
         JOIN gpu_kmeans_transform('kt', m.model, n => NULL, id_column => 'id') u USING (id, rank)
         WHERE m.kind = 'plain' AND t.cluster = u.cluster AND t.distance = u.distance) AS as_all,
        (SELECT count(*) FROM kt_models m, gpu_kmeans_transform('kt', m.model, 99, 'id') WHERE m.kind = 'plain') AS past_k;
+-- a small pg_gpu.kmeans_gpu_memory: the rows measured in slices of about 2,800, the same results
+CREATE TABLE kt_many AS SELECT g AS id, (g % 17) * 0.37 AS x, (g % 11) * 0.5 AS y FROM generate_series(1, 12000) g;
+CREATE TABLE kt_whole AS
+SELECT t.* FROM kt_models m, gpu_kmeans_transform('kt_many', m.model, id_column => 'id') t WHERE m.kind = 'standard';
+SET pg_gpu.kmeans_gpu_memory = 1;
+SELECT count(*) AS results, count(*) FILTER (WHERE t.cluster = w.cluster AND t.distance = w.distance) AS as_whole
+FROM kt_models m, gpu_kmeans_transform('kt_many', m.model, id_column => 'id') t JOIN kt_whole w USING (id, rank)
+WHERE m.kind = 'standard';
+RESET pg_gpu.kmeans_gpu_memory;
 -- exact ties: a row halfway between two centroids (0 and 4) lists the lower cluster first
 CREATE TABLE kt_fit (id int PRIMARY KEY, x float8);
 INSERT INTO kt_fit VALUES (1, 4), (2, 4), (3, 0), (4, 0);
@@ -79,4 +88,4 @@ SELECT * FROM kt_models m, gpu_kmeans_transform('kt_tie', m.model, 1, 'id') WHER
 SELECT * FROM kt_models m, gpu_kmeans_transform('kt', m.model, 1, 'nope') WHERE m.kind = 'plain';
 \set VERBOSITY default
 SELECT * FROM kt_models m, gpu_kmeans_transform('kt', m.model, 0, 'id') WHERE m.kind = 'plain';
-DROP TABLE kt, kt_models, kt_fit, kt_tie, kt_tie_model, kt_null, kt_uuid;
+DROP TABLE kt, kt_models, kt_many, kt_whole, kt_fit, kt_tie, kt_tie_model, kt_null, kt_uuid;

@@ -110,17 +110,13 @@ pg_gpu_read_sample(const PgGpuSource *src, PgGpuData *data, int64 m, uint64 seed
 
 /* ---- every row labelled, a chunk at a time ---------------------------------- */
 
-/*
- * The rows of data labelled by the k centroids (scaled first where mean is
- * given), part by part; n > 0, a transform: each row's n nearest, n a row
- */
+/* the rows of data labelled by the k centroids (scaled first where mean is given), part by part */
 static void
 assign_data(PgGpuData *data, const double *mean, const double *std, const double *centroids,
-			int k, int n, int32 *labels, double *distances)
+			int k, int32 *labels, double *distances)
 {
 	pggpu_error err = {0};
 	int64		off = 0;
-	int64		per = Max(n, 1);
 
 	/* part by part (a parked one parked again after: one at a time on its GPU) */
 	for (int i = 0; i < data->nparts; i++)
@@ -129,8 +125,7 @@ assign_data(PgGpuData *data, const double *mean, const double *std, const double
 		bool		parked = pggpu_data_parked(ds);
 
 		if ((mean && pggpu_data_shift_scale(ds, mean, std, &err) != PGGPU_OK) ||
-			(n > 0 ? pggpu_transform(ds, centroids, k, n, labels + off * per, distances + off * per, &err) :
-			 pggpu_assign(ds, centroids, k, labels + off, distances + off, &err)) != PGGPU_OK ||
+			pggpu_assign(ds, centroids, k, labels + off, distances + off, &err) != PGGPU_OK ||
 			(parked && pggpu_data_park(ds, &err) != PGGPU_OK))
 			pg_gpu_raise(&err);
 		off += pggpu_data_rows(ds);
@@ -149,20 +144,69 @@ typedef struct LabelStream
 	int			k;
 	int			n;				/* the transform's n nearest, 0: labels */
 	int64		chunk_rows;
+	int64		slice_rows;		/* the transform's rows measured at a time */
 	PgGpuLabelFn emit;
 	PgGpuNearestFn emit_nearest;	/* (the transform's) */
 	void	   *arg;
 	MemoryContext cxt;			/* a chunk's, reset after it */
 	PgGpuData  *data;			/* the chunk being read, or NULL */
 	PgGpuSink  *sink;
-	int32	   *labels;			/* the chunk's (its context's), n a row for a transform */
+	int32	   *labels;			/* the chunk's (its context's) */
 	double	   *distances;
 	double		inertia;
 	int64		done;
 	int64		emitted;		/* a transform's results so far */
 } LabelStream;
 
-/* the chunk read so far labelled, its rows handed out, its data closed */
+/*
+ * A transform of the chunk's usable rows: part by part (scaled first where
+ * mean is given), slice_rows at a time, a slice's results handed out before
+ * the next is measured, so that they never take more than a slice's room
+ * (a chunk holds whole parts of the read, past chunk_rows)
+ */
+static void
+transform_chunk(LabelStream *ls, const PgGpuRows *rows)
+{
+	PgGpuData  *data = ls->data;
+	pggpu_error err = {0};
+	int64		off = 0;
+	int			n = ls->n;
+	int32	   *cl = MemoryContextAllocHuge(ls->cxt, sizeof(int32) * ls->slice_rows * n);
+	double	   *dist = MemoryContextAllocHuge(ls->cxt, sizeof(double) * ls->slice_rows * n);
+
+	for (int i = 0; i < data->nparts; i++)
+	{
+		pggpu_data *ds = data->parts[i];
+		bool		parked = pggpu_data_parked(ds);
+		int64		m = pggpu_data_rows(ds);
+
+		if (ls->mean && pggpu_data_shift_scale(ds, ls->mean, ls->std, &err) != PGGPU_OK)
+			pg_gpu_raise(&err);
+		for (int64 s0 = 0; s0 < m; s0 += ls->slice_rows)
+		{
+			int64		cnt = Min(ls->slice_rows, m - s0);
+
+			if (pggpu_transform(ds, ls->centroids, ls->k, n, s0, cnt, cl, dist, &err) != PGGPU_OK)
+				pg_gpu_raise(&err);
+			for (int64 r = 0; r < cnt; r++)
+			{
+				Datum		key = pg_gpu_keys_datum(rows->keys, rows->ids[off + s0 + r]);
+
+				for (int j = 0; j < n; j++)
+				{
+					if ((++ls->emitted & 65535) == 0)
+						CHECK_FOR_INTERRUPTS();
+					ls->emit_nearest(ls->arg, key, j + 1, cl[r * n + j] + 1, dist[r * n + j]);
+				}
+			}
+		}
+		if (parked && pggpu_data_park(ds, &err) != PGGPU_OK)
+			pg_gpu_raise(&err);
+		off += m;
+	}
+}
+
+/* the chunk read so far labelled (or transformed), its rows handed out, its data closed */
 static void
 label_chunk(LabelStream *ls)
 {
@@ -170,27 +214,22 @@ label_chunk(LabelStream *ls)
 	MemoryContext old = MemoryContextSwitchTo(ls->cxt);
 
 	pg_gpu_sink_end(ls->sink, &rows);
-	ls->labels = MemoryContextAllocHuge(ls->cxt, sizeof(int32) * Max(rows.nvalid, 1) * Max(ls->n, 1));
-	ls->distances = MemoryContextAllocHuge(ls->cxt, sizeof(double) * Max(rows.nvalid, 1) * Max(ls->n, 1));
-	assign_data(ls->data, ls->mean, ls->std, ls->centroids, ls->k, ls->n, ls->labels, ls->distances);
-	pg_gpu_data_close(ls->data);
+	if (ls->n == 0)
+	{
+		ls->labels = palloc(sizeof(int32) * Max(rows.nvalid, 1));
+		ls->distances = palloc(sizeof(double) * Max(rows.nvalid, 1));
+		assign_data(ls->data, ls->mean, ls->std, ls->centroids, ls->k, ls->labels, ls->distances);
+	}
 	MemoryContextSwitchTo(old);
-	for (int64 r = 0; r < rows.nvalid; r++)
+	if (ls->n > 0)
+		transform_chunk(ls, &rows);
+	pg_gpu_data_close(ls->data);
+	for (int64 r = 0; r < rows.nvalid && ls->n == 0; r++)
 	{
 		Datum		key = pg_gpu_keys_datum(rows.keys, rows.ids[r]);
 
 		if ((r & 65535) == 65535)
 			CHECK_FOR_INTERRUPTS();
-		if (ls->n > 0)
-		{
-			for (int j = 0; j < ls->n; j++)
-			{
-				if ((++ls->emitted & 65535) == 0)
-					CHECK_FOR_INTERRUPTS();
-				ls->emit_nearest(ls->arg, key, j + 1, ls->labels[r * ls->n + j] + 1, ls->distances[r * ls->n + j]);
-			}
-			continue;
-		}
 		ls->emit(ls->arg, key, ls->labels[r] + 1, ls->distances[r]);
 		/* (as a fit's: squared distances; cosine: 1 - cos itself) */
 		ls->inertia += ls->metric == PGGPU_METRIC_COSINE ? ls->distances[r] :
@@ -239,11 +278,6 @@ label_stream(LabelStream *ls, const PgGpuSource *src, pggpu_metric metric, const
 			 const double *std, const double *centroids, int k)
 {
 	PgGpuSource by;
-	/*
-	 * a row's bytes: its values; a transform's also two copies of them as
-	 * doubles (its queries) and its n clusters and distances
-	 */
-	int64		bytes = ls->n > 0 ? 24 * (int64) src->ncols + 20 * (int64) ls->n : 8 * (int64) src->ncols;
 
 	ls->backend = pg_gpu_choose_backend();
 	by = pg_gpu_source_for(src, ls->backend);
@@ -255,13 +289,24 @@ label_stream(LabelStream *ls, const PgGpuSource *src, pggpu_metric metric, const
 	ls->k = k;
 	ls->dtype = pg_gpu_source_dtype(src, mean != NULL);
 	/*
-	 * About 256 MB a chunk (at most 2^20 rows, at least 2^14, or for a
-	 * transform 1; and the rest of the part that crosses the end): large
-	 * enough that a chunk's set-up is lost in its labelling, small beside
-	 * any GPU
+	 * About 256 MB of values a chunk (at least 2^14 rows, at most 2^20; and
+	 * the rest of the part that crosses the end): large enough that a
+	 * chunk's set-up is lost in its labelling, small beside any GPU.  A
+	 * transform's slice as much again, or a quarter of
+	 * pg_gpu.kmeans_gpu_memory where less: its rows twice as doubles (the
+	 * search's queries, and their copy) and n clusters and distances each.
 	 */
-	ls->chunk_rows = Min((int64) 1 << 20, ((int64) 256 << 20) / bytes);
-	ls->chunk_rows = Max(ls->n > 0 ? 1 : (int64) 1 << 14, ls->chunk_rows);
+	ls->chunk_rows = Max((int64) 1 << 14, Min((int64) 1 << 20, ((int64) 256 << 20) / (8 * src->ncols)));
+	if (ls->n > 0)
+	{
+		int64		room = (int64) 256 << 20;
+
+		if (pg_gpu_kmeans_gpu_memory > 0)
+			room = Min(room, (int64) pg_gpu_kmeans_gpu_memory * (1048576 / 4));
+		ls->slice_rows = Max(1, Min(ls->chunk_rows, room / (16 * (int64) src->ncols + 20 * (int64) ls->n)));
+		elog(DEBUG2, "pg_gpu: the transform's rows in chunks of %lld, measured %lld at a time",
+			 (long long) ls->chunk_rows, (long long) ls->slice_rows);
+	}
 	ls->cxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu labelling", ALLOCSET_DEFAULT_SIZES);
 	pg_gpu_progress(true, ls->n > 0 ? "measuring every row" : "labelling every row");
 	pg_gpu_read_parts(&by, true, NULL, ls->dtype, label_consume, ls);

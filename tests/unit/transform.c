@@ -15,7 +15,8 @@ unit_length(dataset *D)
  * (distance, index), each distance the reference's (the plain loop's sum,
  * its square root; cosine: half of it, 1 - cos) where the values need no
  * scaling; with n = 1 pggpu_assign's labels and distances bit for bit;
- * with n = 3 the first 3 of n = k.  out: the n = k results, for the other
+ * with n = 3 the first 3 of n = k, taken in slices of rows (the first
+ * slice 1 row, then 7 a slice).  out: the n = k results, for the other
  * backend's comparison.
  */
 static void
@@ -41,11 +42,19 @@ transform_case(pggpu_backend be, const char *name, const dataset *D, const doubl
 	if ((ds = load(be, D, n)) == NULL)
 		goto out;
 	pggpu_data_set_metric(ds, metric);
-	if (!CHECK(pggpu_transform(ds, C, k, k, cl, dist, &err) == PGGPU_OK, "n = k: %s", err.msg) ||
-		!CHECK(pggpu_transform(ds, C, k, 1, c1, d1, &err) == PGGPU_OK, "n = 1: %s", err.msg) ||
+	if (!CHECK(pggpu_transform(ds, C, k, k, 0, n, cl, dist, &err) == PGGPU_OK, "n = k: %s", err.msg) ||
+		!CHECK(pggpu_transform(ds, C, k, 1, 0, n, c1, d1, &err) == PGGPU_OK, "n = 1: %s", err.msg) ||
 		!CHECK(pggpu_assign(ds, C, k, lab, ad, &err) == PGGPU_OK, "assign: %s", err.msg))
 		goto close;
-	if (k >= 3 && CHECK(pggpu_transform(ds, C, k, 3, c3, d3, &err) == PGGPU_OK, "n = 3: %s", err.msg))
+	for (int64_t i0 = 0; k >= 3 && i0 < n; i0 += i0 == 0 ? 1 : 7)
+	{
+		int64_t		m = i0 == 0 ? 1 : n - i0 < 7 ? n - i0 : 7;
+
+		if (!CHECK(pggpu_transform(ds, C, k, 3, i0, m, c3 + i0 * 3, d3 + i0 * 3, &err) == PGGPU_OK,
+				   "n = 3, rows %lld ..: %s", (long long) i0, err.msg))
+			goto close;
+	}
+	if (k >= 3)
 		for (int64_t i = 0; i < n; i++)
 			for (int r = 0; r < 3; r++)
 				bad += c3[i * 3 + r] != cl[i * k + r] || memcmp(&d3[i * 3 + r], &dist[i * k + r], sizeof(double)) != 0;
@@ -80,9 +89,11 @@ transform_case(pggpu_backend be, const char *name, const dataset *D, const doubl
 	}
 	CHECK(bad == 0, "row %lld: its clusters are not every centroid by (distance, index) at the reference's distances",
 		  (long long) off);
-	CHECK(pggpu_transform(ds, C, k, 0, c1, d1, &err) == PGGPU_ERR_INVALID &&
-		  pggpu_transform(ds, C, k, k + 1, c1, d1, &err) == PGGPU_ERR_INVALID,
-		  "n = 0 and n = k + 1 were not refused");
+	CHECK(pggpu_transform(ds, C, k, 0, 0, n, c1, d1, &err) == PGGPU_ERR_INVALID &&
+		  pggpu_transform(ds, C, k, k + 1, 0, n, c1, d1, &err) == PGGPU_ERR_INVALID &&
+		  pggpu_transform(ds, C, k, 1, 1, n, c1, d1, &err) == PGGPU_ERR_INVALID &&
+		  pggpu_transform(ds, C, k, 1, -1, 1, c1, d1, &err) == PGGPU_ERR_INVALID,
+		  "n = 0, n = k + 1 and rows past the set were not refused");
 close:
 	pggpu_data_close(ds);
 out:
