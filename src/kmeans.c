@@ -811,20 +811,12 @@ static void
 run_assign_model(FunctionCallInfo fcinfo, KmeansOut *o)
 {
 	PgGpuModel *m;
-	Datum	   *names;
-	ArrayType  *columns;
 
 	pg_gpu_require_arg(fcinfo, AM_RELATION, "relation");
 	pg_gpu_require_arg(fcinfo, AM_MODEL, "model");
 	m = pg_gpu_model_from_jsonb(PG_GETARG_JSONB_P(AM_MODEL));
-	names = palloc(sizeof(Datum) * m->ncols);
-	for (int i = 0; i < m->ncols; i++)
-		names[i] = CStringGetTextDatum(m->columns[i]);
-	columns = construct_array(names, m->ncols, TEXTOID, -1, false, TYPALIGN_INT);
-	pg_gpu_resolve_sample(PG_GETARG_OID(AM_RELATION), columns,
-						  PG_ARGISNULL(AM_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(AM_ID_COLUMN),
-						  o->keytype, true, m->metric == PGGPU_METRIC_COSINE, -1, &o->src);
-	pg_gpu_model_check_source(m, &o->src);
+	pg_gpu_model_source(m, PG_GETARG_OID(AM_RELATION),
+						PG_ARGISNULL(AM_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(AM_ID_COLUMN), o->keytype, &o->src);
 	o->k = m->k;
 	assign_rows(o, "gpu_kmeans_apply", m->metric, m->standard ? m->mean : NULL, m->std, m->scaled);
 }

@@ -22,6 +22,8 @@
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "funcapi.h"
+#include "catalog/pg_type.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/typcache.h"
@@ -530,8 +532,9 @@ fit_on(const PgGpuModel *m)
 		m->veckind == PG_GPU_VEC_GEOMETRY ? "geometry points" : "a vector column";
 }
 
-void
-pg_gpu_model_check_source(const PgGpuModel *m, const PgGpuSource *src)
+/* src's columns must be of the kinds m was fit on (42804) */
+static void
+check_source(const PgGpuModel *m, const PgGpuSource *src)
 {
 	bool		ok = m->veckind == PG_GPU_VEC_NONE ? src->veckind == PG_GPU_VEC_NONE :
 		m->veckind == PG_GPU_VEC_GEOMETRY ? src->veckind == PG_GPU_VEC_GEOMETRY :
@@ -548,6 +551,18 @@ pg_gpu_model_check_source(const PgGpuModel *m, const PgGpuSource *src)
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("column \"%s\" of \"%s\" has %d values a row; the model has %d dimensions",
 						src->colnames[0], src->relname, src->ncols, m->d)));
+}
+
+void
+pg_gpu_model_source(const PgGpuModel *m, Oid relid, text *id_column, Oid keytype, PgGpuSource *src)
+{
+	Datum	   *names = palloc(sizeof(Datum) * m->ncols);
+
+	for (int i = 0; i < m->ncols; i++)
+		names[i] = CStringGetTextDatum(m->columns[i]);
+	pg_gpu_resolve_sample(relid, construct_array(names, m->ncols, TEXTOID, -1, false, TYPALIGN_INT),
+						  id_column, keytype, true, m->metric == PGGPU_METRIC_COSINE, -1, src);
+	check_source(m, src);
 }
 
 /*

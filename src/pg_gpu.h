@@ -380,8 +380,13 @@ extern int64 pg_gpu_model_estimate(int64 k, int d, bool standard);
 extern bool pg_gpu_model_too_large(const char *fname, int k, int d, bool standard, bool before);
 /* ERRORs (22023) on a value that is not a model of this version */
 extern PgGpuModel *pg_gpu_model_from_jsonb(Jsonb *jb);
-/* ERRORs when the columns src resolved are not of the kinds the model was fit on */
-extern void pg_gpu_model_check_source(const PgGpuModel *m, const PgGpuSource *src);
+/*
+ * src for applying m to relid (pg_gpu_resolve_sample, streamed): the
+ * model's columns found by name, normalised for cosine; ERRORs when they
+ * are not of the kinds the model was fit on
+ */
+extern void pg_gpu_model_source(const PgGpuModel *m, Oid relid, text *id_column, Oid keytype,
+								PgGpuSource *src);
 
 /* ---- rows into parts (rows.c), read in parallel (scan.c) ---- */
 

@@ -9,11 +9,8 @@
  */
 #include "postgres.h"
 
-#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "funcapi.h"
-#include "miscadmin.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 
@@ -56,7 +53,6 @@ transform_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 	TransformOut o;
 	PgGpuSource src;
 	PgGpuModel *m;
-	Datum	   *names;
 	int			n;
 
 	pg_gpu_require_arg(fcinfo, AT_RELATION, "relation");
@@ -69,15 +65,9 @@ transform_call(FunctionCallInfo fcinfo, const Oid *keytypes)
 				 errmsg("n must be at least 1, not %d", n),
 				 errhint("Leave n NULL for the distance to every cluster of the model.")));
 	n = Min(n, m->k);			/* (more than k: every cluster, as NULL) */
-	names = palloc(sizeof(Datum) * m->ncols);
-	for (int i = 0; i < m->ncols; i++)
-		names[i] = CStringGetTextDatum(m->columns[i]);
 	memset(&src, 0, sizeof(src));
-	pg_gpu_resolve_sample(PG_GETARG_OID(AT_RELATION),
-						  construct_array(names, m->ncols, TEXTOID, -1, false, TYPALIGN_INT),
-						  PG_ARGISNULL(AT_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(AT_ID_COLUMN),
-						  keytypes[0], true, m->metric == PGGPU_METRIC_COSINE, -1, &src);
-	pg_gpu_model_check_source(m, &src);
+	pg_gpu_model_source(m, PG_GETARG_OID(AT_RELATION),
+						PG_ARGISNULL(AT_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(AT_ID_COLUMN), keytypes[0], &src);
 	/* (a distributed table: read through Citus's executor, DEBUG1 says so) */
 	(void) pg_gpu_on_nodes(src.relid, "gpu_kmeans_transform reads on the coordinator");
 	InitMaterializedSRF(fcinfo, 0);
