@@ -27,6 +27,14 @@ GROUP BY cluster ORDER BY cluster;
 SELECT cluster, count(*), max(distance) < 1 AS near
 FROM gpu.gpu_kmeans_assign('public.es_pts', ARRAY[[0.3, 0.5], [10.3, 0.5], [20.3, 0.5]]::pg_catalog.float8[])
 GROUP BY cluster ORDER BY cluster;
+SELECT t.rank, count(*), max(t.distance) < 20 AS near
+FROM gpu.gpu_kmeans_fit('public.es_pts', 3, columns => ARRAY['x'], seed => 1) f,
+     gpu.gpu_kmeans_transform('public.es_pts', f.model, 2) t
+GROUP BY t.rank ORDER BY t.rank;
+SELECT pg_catalog.pg_typeof(t.id), count(*)
+FROM gpu.gpu_kmeans_fit('public.es_pts', 3, columns => ARRAY['x'], seed => 1) f,
+     gpu.gpu_kmeans_transform('public.es_pts', f.model, NULL::pg_catalog.int4, n => 1) t
+GROUP BY 1;
 SELECT gpu.gpu_matmul(ARRAY[[1, 2]]::pg_catalog.float8[], ARRAY[[3], [4]]::pg_catalog.float8[]);
 SELECT gpu.gpu_matmul(ARRAY[[1, 2]]::pg_catalog.float4[], ARRAY[[3], [4]]::pg_catalog.float4[]);
 SELECT * FROM gpu.gpu_matmul('public.es_a'::pg_catalog.regclass, 'public.es_s'::pg_catalog.regclass);
