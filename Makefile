@@ -29,7 +29,7 @@ BLAS_LIBS   ?= $(or $(shell pkg-config --libs openblas 2>/dev/null),-lopenblas)
 # the compute layer: the driver and the route planner, the CPU backend, and
 # the CUDA backend (one file a concern: cuda/gpu/common.cuh lists them) or
 # its stand-in
-COMPUTE_OBJS = cuda/dataset.o cuda/matmul.o cuda/compute.o cuda/fit.o cuda/seed.o cuda/columns.o cuda/parts.o cuda/farthest.o cuda/sample.o cuda/together.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/pass.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/columns.o cuda/cpu/blocks.o cuda/cpu/gemm.o cuda/cpu/matmul.o cuda/knn.o cuda/cpu/knn.o
+COMPUTE_OBJS = cuda/dataset.o cuda/matmul.o cuda/compute.o cuda/fit.o cuda/hier.o cuda/seed.o cuda/columns.o cuda/parts.o cuda/farthest.o cuda/sample.o cuda/together.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/pass.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/columns.o cuda/cpu/blocks.o cuda/cpu/gemm.o cuda/cpu/matmul.o cuda/knn.o cuda/cpu/knn.o
 GPU_OBJS = $(patsubst %.cu,%.o,$(sort $(wildcard cuda/gpu/*.cu)))
 ifeq ($(WITH_CUDA),1)
 COMPUTE_OBJS += $(GPU_OBJS)
@@ -63,7 +63,7 @@ cuda/gpu/%.o: cuda/gpu/%.cu $(wildcard cuda/gpu/*.cuh) cuda/gpu/tc_shapes.h $(CO
 # slower than tc_scan): ptxas fails the build on a spill
 cuda/gpu/tc_resident.o: NVCC_FLAGS += -Xptxas -warn-spills,-Werror
 
-cuda/dataset.o cuda/matmul.o cuda/compute.o cuda/fit.o cuda/seed.o cuda/columns.o cuda/parts.o cuda/farthest.o cuda/sample.o cuda/together.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/pass.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/columns.o cuda/cpu/blocks.o cuda/cpu/gemm.o cuda/cpu/matmul.o cuda/knn.o cuda/cpu/knn.o cuda/gpu/stand_in.o: $(COMPUTE_H)
+cuda/dataset.o cuda/matmul.o cuda/compute.o cuda/fit.o cuda/hier.o cuda/seed.o cuda/columns.o cuda/parts.o cuda/farthest.o cuda/sample.o cuda/together.o cuda/route.o cuda/cpu/kmeans.o cuda/cpu/pass.o cuda/cpu/rows.o cuda/cpu/trials.o cuda/cpu/columns.o cuda/cpu/blocks.o cuda/cpu/gemm.o cuda/cpu/matmul.o cuda/knn.o cuda/cpu/knn.o cuda/gpu/stand_in.o: $(COMPUTE_H)
 cuda/cpu/kmeans.o cuda/cpu/pass.o cuda/cpu/rows.o cuda/cpu/gemm.o: cuda/cpu/gemm.h
 cuda/cpu/kmeans.o cuda/cpu/pass.o cuda/cpu/rows.o: cuda/cpu/state.h
 cuda/cpu/kmeans.o cuda/cpu/pass.o: cuda/cpu/pass.h

@@ -515,6 +515,20 @@ pggpu_status pggpu_scale_to(pggpu_data *ds, int e, pggpu_error *err);
 
 /* fit.c: the rows of the seeding set for k clusters of d columns (fewer: all of them) */
 int64_t		pggpu_seed_rows(int k, int d);
+pggpu_status pggpu_fit_open(pggpu_data *home, pggpu_backend backend, int64_t m, pggpu_data **out,
+							pggpu_error *err);
+void		pggpu_fit_close(pggpu_data *home, pggpu_data *sds);
+pggpu_status pggpu_fit_set(const pggpu_kmeans_source *src, double rate, uint64_t seed, int64_t least,
+						   pggpu_data **out, pggpu_error *err);
+/*
+ * hier.c: hierarchical's k centroids (fit units: 2^e the caller's) into C;
+ * the groups of k (about sqrt(k), at most rows); each group's share of k
+ * by its rows (tests)
+ */
+int			pggpu_hier_groups(int k, int64_t rows);
+void		pggpu_hier_shares(const int64_t *rows, int g, int k, int *share);
+pggpu_status pggpu_hierarchical(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int e,
+								double *C, pggpu_kmeans_result *r, pggpu_error *err);
 
 /*
  * The seeding set's order of m sampled rows (fit.c): order := their places

@@ -187,12 +187,11 @@ seeding_seed(const pggpu_kmeans_params *p)
  * scratch)
  */
 static pggpu_status
-seeding_rows(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, double **out,
+seeding_rows(const pggpu_kmeans_source *src, double rate, uint64_t seed, int64_t least, double **out,
 			 int64_t **order, int64_t *m, pggpu_error *err)
 {
 	pggpu_data *home = src->home;
 	int			d = home->d;
-	double		rate = seeding_rate(src, p);
 	double	   *rows = NULL;
 	int64_t    *sorted = NULL;
 	uint64_t   *keys = NULL;
@@ -203,9 +202,9 @@ seeding_rows(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, doubl
 	for (;;)
 	{
 		*m = 0;
-		CHECK(src->sample(src->arg, seeding_seed(p), rate, &rows, &keys, m, err));
+		CHECK(src->sample(src->arg, seed, rate, &rows, &keys, m, err));
 		/* (fewer than k rows drawn: a table just over the cap, unlucky; take them all) */
-		if (*m >= p->k || rate >= 1)
+		if (*m >= least || rate >= 1)
 			break;
 		rate = 1.0;
 	}
@@ -233,9 +232,12 @@ done:
 	return st;
 }
 
-/* an empty set for m seeding rows on backend (on the home's GPU), with the home's settings */
-static pggpu_status
-seeding_open(pggpu_data *home, pggpu_backend backend, int64_t m, pggpu_data **out, pggpu_error *err)
+/*
+ * An empty set for m rows on backend (on the home's GPU), with the home's
+ * settings, closed with the home (home->aux) until pggpu_fit_close
+ */
+pggpu_status
+pggpu_fit_open(pggpu_data *home, pggpu_backend backend, int64_t m, pggpu_data **out, pggpu_error *err)
 {
 	pggpu_data *sds = NULL;
 	pggpu_status st = pggpu_data_open(&sds, backend, home->gpu_index, home->d, m, err);
@@ -259,22 +261,25 @@ seeding_open(pggpu_data *home, pggpu_backend backend, int64_t m, pggpu_data **ou
 	return PGGPU_OK;
 }
 
-static void
-seeding_close(pggpu_data *home, pggpu_data *sds)
+void
+pggpu_fit_close(pggpu_data *home, pggpu_data *sds)
 {
 	home->aux = NULL;
 	pggpu_data_close(sds);
 }
 
 /*
- * The seeding set on the home's backend: where the source can put its
+ * A set of the source's rows on the home's backend, the rows that
+ * pggpu_sampled(seed, key, rate) picks (all of them where that leaves fewer
+ * than least), sorted by key then value, in the caller's units: the seeding
+ * set, and hierarchical's (hier.c).  Where the source can put its
  * sample there itself (sample_set: one part where the set is, its GPU's
  * memory not crossing the host), so; else its rows through the host, onto
  * the CPU where the GPU has no room
  */
-static pggpu_status
-seeding_set(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, pggpu_data **out,
-			pggpu_error *err)
+pggpu_status
+pggpu_fit_set(const pggpu_kmeans_source *src, double rate, uint64_t seed, int64_t least,
+			  pggpu_data **out, pggpu_error *err)
 {
 	pggpu_data *home = src->home;
 	pggpu_data *sds = NULL;
@@ -286,39 +291,39 @@ seeding_set(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, pggpu_
 	*out = NULL;
 	if (src->sample_set)
 	{
-		double		rate = seeding_rate(src, p);
+		double		r = rate;
 
 		for (;;)
 		{
-			CHECK(seeding_open(home, home->backend, (int64_t) (rate * src->n) + 1, &sds, err));
-			st = src->sample_set(src->arg, seeding_seed(p), rate, sds, &m, err);
-			if (st != PGGPU_OK || m >= p->k || rate >= 1)
+			CHECK(pggpu_fit_open(home, home->backend, (int64_t) (r * src->n) + 1, &sds, err));
+			st = src->sample_set(src->arg, seed, r, sds, &m, err);
+			if (st != PGGPU_OK || m >= least || r >= 1)
 				break;
-			seeding_close(home, sds);
+			pggpu_fit_close(home, sds);
 			sds = NULL;
-			rate = 1.0;
+			r = 1.0;
 		}
 		if (st == PGGPU_OK)
 		{
 			*out = sds;
 			return PGGPU_OK;
 		}
-		seeding_close(home, sds);
+		pggpu_fit_close(home, sds);
 		sds = NULL;
 		if (st != PGGPU_ERR_INVALID && st != PGGPU_ERR_GPU_MEMORY)
 			return st;
 		err->code = PGGPU_OK;	/* (the rows go through the host) */
 		err->msg[0] = '\0';
 	}
-	CHECK(seeding_rows(src, p, &rows, &order, &m, err));
-	st = seeding_open(home, home->backend, m, &sds, err);
+	CHECK(seeding_rows(src, rate, seed, least, &rows, &order, &m, err));
+	st = pggpu_fit_open(home, home->backend, m, &sds, err);
 	if (st == PGGPU_OK)
 		st = pggpu_data_push_rows(sds, rows, order, m, err);
 	if (st == PGGPU_ERR_GPU_MEMORY && home->backend == PGGPU_BACKEND_GPU)
 	{
-		seeding_close(home, sds);
+		pggpu_fit_close(home, sds);
 		sds = NULL;
-		if ((st = seeding_open(home, PGGPU_BACKEND_CPU, m, &sds, err)) == PGGPU_OK)
+		if ((st = pggpu_fit_open(home, PGGPU_BACKEND_CPU, m, &sds, err)) == PGGPU_OK)
 			st = pggpu_data_push_rows(sds, rows, order, m, err);
 	}
 	if (st == PGGPU_OK)
@@ -328,7 +333,7 @@ seeding_set(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, pggpu_
 	}
 done:
 	if (sds)
-		seeding_close(home, sds);
+		pggpu_fit_close(home, sds);
 	pggpu_scratch_free(home, rows);
 	pggpu_scratch_free(home, order);
 	return st;
@@ -344,7 +349,7 @@ seed_start(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int e, 
 	int			es = 0;
 	pggpu_status st = PGGPU_OK;
 
-	CHECK(seeding_set(src, p, &sds, err));
+	CHECK(pggpu_fit_set(src, seeding_rate(src, p), seeding_seed(p), p->k, &sds, err));
 	CHECK(pggpu_prepare_scale(sds, NULL, 0, &es, err));
 	CHECK(sds->ops->km_begin(sds, p->k, err));
 	sds->k = p->k;
@@ -365,7 +370,7 @@ seed_start(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int e, 
 		C[i] = ldexp(C[i], e - es);
 done:
 	if (sds)
-		seeding_close(home, sds);
+		pggpu_fit_close(home, sds);
 	return st;
 }
 
@@ -505,6 +510,10 @@ pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no initial centroids given");
 	if (p->init == PGGPU_INIT_GIVEN && starts > 1)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "n_init = %d with given centroids", starts);
+	if ((unsigned) p->algorithm > PGGPU_ALGORITHM_HIERARCHICAL)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "unknown algorithm %d", (int) p->algorithm);
+	if (p->algorithm == PGGPU_ALGORITHM_HIERARCHICAL && p->init == PGGPU_INIT_GIVEN)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "the hierarchical algorithm seeds its own fits: no initial centroids");
 	if (src->range && (st = src->range(src->arg, &lo, &hi, err)) != PGGPU_OK)
 		return st;
 	if (p->init == PGGPU_INIT_GIVEN)
@@ -525,7 +534,17 @@ pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 	 * the one of least inertia kept (the first on ties)
 	 */
 	r->seed_seconds = r->iterate_seconds = 0;
-	for (int s = 0; s < starts; s++)
+	r->groups = 0;
+	r->trained = 0;
+	if (p->algorithm == PGGPU_ALGORITHM_HIERARCHICAL)
+	{
+		/* its fits make n_init starts each; the source only labels, once, below */
+		if (p->progress)
+			p->progress(p->progress_arg, 0, 0);
+		CHECK(pggpu_hierarchical(src, p, e, C, r, err));
+		starts = 1;
+	}
+	for (int s = 0; s < starts && p->algorithm == PGGPU_ALGORITHM_LLOYD; s++)
 	{
 		pggpu_kmeans_params q = *p;
 		double		t0 = pggpu_seconds();
@@ -570,7 +589,8 @@ pggpu_kmeans_over(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 
 	/* labels, distances and sizes consistent with the final centroids */
 	pggpu_interrupts(p);
-	CHECK(src->step(src->arg, C, k, e, false, false, &empty, r->sizes, &inertia, &changed, r->labels, err));
+	CHECK(src->step(src->arg, C, k, e, p->algorithm == PGGPU_ALGORITHM_HIERARCHICAL, false, &empty, r->sizes,
+					&inertia, &changed, r->labels, err));
 	for (int64_t i = 0; i < (int64_t) k * d; i++)
 		r->centroids[i] = ldexp(C[i], -e);
 	r->inertia = ldexp(inertia, -2 * e);

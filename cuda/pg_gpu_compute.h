@@ -259,6 +259,19 @@ typedef enum pggpu_init
 } pggpu_init;
 
 /*
+ * The algorithm of a fit (fit.c, hier.c).  HIERARCHICAL: k-means of the
+ * rows into about sqrt(k) groups, then of each group's rows into its share
+ * of k (the same metric, seeding and settings), every row then labelled by
+ * its nearest of the k centroids; it costs about N sqrt(k) an iteration
+ * where Lloyd costs N k, and it is not Lloyd's fixed point.
+ */
+typedef enum pggpu_algorithm
+{
+	PGGPU_ALGORITHM_LLOYD = 0,
+	PGGPU_ALGORITHM_HIERARCHICAL
+} pggpu_algorithm;
+
+/*
  * Called between iterations and seeding steps, and inside the backends'
  * passes at least every pggpu_data_set_poll_work's work; may longjmp (PostgreSQL's CHECK_FOR_INTERRUPTS): the
  * data set stays valid for pggpu_data_close.  Always on the calling thread.
@@ -356,6 +369,7 @@ typedef struct pggpu_kmeans_params
 	uint64_t	seed;
 	const double *init_centroids;	/* k x d, row-major, for INIT_GIVEN */
 	int			n_init;			/* starts (seeds from seed), the least inertia kept; 0 or 1: one */
+	pggpu_algorithm algorithm;	/* (zero: Lloyd) */
 	pggpu_interrupt_fn check_interrupts;	/* may be NULL */
 	void	   *interrupt_arg;
 	/*
@@ -373,9 +387,11 @@ typedef struct pggpu_kmeans_result
 	int64_t    *sizes;			/* in: caller's k buffer */
 	int32_t    *labels;			/* in: caller's n buffer, or NULL (fit only) */
 	double		inertia;		/* sum of squared distances to own centroid */
-	int			iterations;		/* of the start kept (n_init) */
-	bool		converged;		/* of the start kept */
-	int64_t		changed;		/* out: rows whose label changed in the last iteration (of the start kept) */
+	int			iterations;		/* of the start kept (n_init); hierarchical: the most of its fits' */
+	bool		converged;		/* of the start kept; hierarchical: all its fits */
+	int64_t		changed;		/* out: rows whose label changed in the last iteration (of the start kept; hierarchical: of its fits, added) */
+	int			groups;			/* out: hierarchical's groups (its first fit's k), else 0 */
+	int64_t		trained;		/* out: hierarchical's rows its fits ran on, else 0 */
 	double		seed_seconds;	/* out: choosing the initial centroids (all starts) */
 	double		iterate_seconds;	/* out: the Lloyd iterations (all starts; not the final passes) */
 } pggpu_kmeans_result;

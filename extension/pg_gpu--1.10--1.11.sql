@@ -1,6 +1,60 @@
-/* pg_gpu 1.10 -> 1.11: ids of any type (uuid, text, numeric, a composite through a view); gpu_knn; gpu_kmeans_transform */
+/* pg_gpu 1.10 -> 1.11: ids of any type (uuid, text, numeric, a composite through a view); gpu_knn; gpu_kmeans_transform; algorithm => 'hierarchical' */
 
 \echo Use "ALTER EXTENSION pg_gpu UPDATE TO '1.11'" to load this file. \quit
+
+-- algorithm => 'lloyd' | 'hierarchical', a new trailing argument of
+-- gpu_kmeans and gpu_kmeans_fit: the functions are replaced (objects that
+-- depend on them must be dropped first; the C library serves both
+-- signatures meanwhile)
+DROP FUNCTION gpu_kmeans(regclass, integer, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, bigint);
+DROP FUNCTION gpu_kmeans_fit(regclass, integer, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, boolean, bigint);
+
+CREATE FUNCTION gpu_kmeans(
+    relation regclass,
+    k integer,
+    columns text[] DEFAULT NULL,
+    id_column text DEFAULT NULL,
+    max_iter integer DEFAULT 300,
+    tol double precision DEFAULT 1e-4,
+    init text DEFAULT 'k-means++',
+    init_centroids double precision[] DEFAULT NULL,
+    seed bigint DEFAULT 0,
+    metric text DEFAULT 'euclidean',
+    n_init integer DEFAULT 1,
+    scale text DEFAULT 'none',
+    sample bigint DEFAULT NULL,
+    algorithm text DEFAULT 'lloyd')
+RETURNS TABLE(id bigint, cluster integer)
+AS 'MODULE_PATHNAME', 'gpu_kmeans'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000 SUPPORT pg_gpu_rows_support;
+
+COMMENT ON FUNCTION gpu_kmeans(regclass, integer, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, bigint, text) IS
+'k-means clustering of a relation''s numeric columns, one vector column (real[], double precision[], pgvector vector/halfvec) or PostGIS points, Euclidean or cosine (spherical), columns scaled or not, Lloyd with k-means++ or k-means|| seeding (n_init starts, the best kept) or hierarchical for very large k, on every row or on a sample of rows drawn by the seed, on the GPU or the CPU without one: (id, cluster) for every row, clusters 1..k, NULL for unusable rows';
+
+CREATE FUNCTION gpu_kmeans_fit(
+    relation regclass,
+    k integer,
+    columns text[] DEFAULT NULL,
+    id_column text DEFAULT NULL,
+    max_iter integer DEFAULT 300,
+    tol double precision DEFAULT 1e-4,
+    init text DEFAULT 'k-means++',
+    init_centroids double precision[] DEFAULT NULL,
+    seed bigint DEFAULT 0,
+    metric text DEFAULT 'euclidean',
+    n_init integer DEFAULT 1,
+    scale text DEFAULT 'none',
+    memberships boolean DEFAULT false,
+    sample bigint DEFAULT NULL,
+    algorithm text DEFAULT 'lloyd')
+RETURNS TABLE(centroids double precision[], sizes bigint[], inertia double precision,
+              iterations integer, converged boolean, device text, model jsonb,
+              ids bigint[], clusters integer[])
+AS 'MODULE_PATHNAME', 'gpu_kmeans_fit'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
+
+COMMENT ON FUNCTION gpu_kmeans_fit(regclass, integer, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, boolean, bigint, text) IS
+'k-means model of a relation''s numeric columns, one vector column or PostGIS points, Euclidean or cosine, the best of n_init starts (Lloyd, or hierarchical for very large k), on every row or on a sample of rows drawn by the seed: k x d centroids (in the columns'' units, in the order of columns; cosine: unit length), cluster sizes and inertia (of the rows fit: scaled where scale is standard; cosine: sum of 1 - cos), iterations, whether it converged, the device used, the model (jsonb) that gpu_kmeans_apply and gpu_kmeans_predict apply, and with memberships every row''s id and cluster (as gpu_kmeans returns them) in two arrays';
 
 -- The keyed overloads: id_type => NULL::uuid (any type with equality) gives
 -- the ids in a column of that type, as the id column (or primary key) holds
@@ -23,12 +77,13 @@ CREATE FUNCTION gpu_kmeans(
     metric text DEFAULT 'euclidean',
     n_init integer DEFAULT 1,
     scale text DEFAULT 'none',
-    sample bigint DEFAULT NULL)
+    sample bigint DEFAULT NULL,
+    algorithm text DEFAULT 'lloyd')
 RETURNS TABLE(id anyelement, cluster integer)
 AS 'MODULE_PATHNAME', 'gpu_kmeans_keyed'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000 SUPPORT pg_gpu_rows_support;
 
-COMMENT ON FUNCTION gpu_kmeans(regclass, integer, anyelement, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, bigint) IS
+COMMENT ON FUNCTION gpu_kmeans(regclass, integer, anyelement, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, bigint, text) IS
 'gpu_kmeans with ids of any type: id_type => NULL::uuid (the id column''s type) returns (id of that type, cluster) for every row';
 
 CREATE FUNCTION gpu_kmeans_fit(
@@ -46,14 +101,15 @@ CREATE FUNCTION gpu_kmeans_fit(
     n_init integer DEFAULT 1,
     scale text DEFAULT 'none',
     memberships boolean DEFAULT false,
-    sample bigint DEFAULT NULL)
+    sample bigint DEFAULT NULL,
+    algorithm text DEFAULT 'lloyd')
 RETURNS TABLE(centroids double precision[], sizes bigint[], inertia double precision,
               iterations integer, converged boolean, device text, model jsonb,
               ids anyarray, clusters integer[])
 AS 'MODULE_PATHNAME', 'gpu_kmeans_fit_keyed'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
 
-COMMENT ON FUNCTION gpu_kmeans_fit(regclass, integer, anyelement, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, boolean, bigint) IS
+COMMENT ON FUNCTION gpu_kmeans_fit(regclass, integer, anyelement, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, boolean, bigint, text) IS
 'gpu_kmeans_fit with ids of any type: id_type => NULL::uuid (the id column''s type); with memberships, ids is an array of that type';
 
 CREATE FUNCTION gpu_kmeans_assign(

@@ -56,6 +56,8 @@ enum
 
 /* gpu_kmeans's sample: where gpu_kmeans_fit has memberships */
 #define A_KM_SAMPLE A_MEMBERSHIPS
+/* algorithm: the argument after sample (gpu_kmeans's and gpu_kmeans_fit's) */
+#define A_ALGORITHM(a_sample) ((a_sample) + 1)
 
 /* gpu_kmeans_choose_k's */
 enum
@@ -197,6 +199,8 @@ typedef struct KmeansOut
 	int			iterations;
 	bool		converged;
 	int64		changed;		/* rows that changed cluster in the last iteration */
+	int			groups;			/* algorithm 'hierarchical': its groups and the rows its fits ran on */
+	int64		trained;
 	int64		usable;			/* the relation's usable rows (more than rows.nvalid with a sample) */
 	bool		want_model;		/* gpu_kmeans_fit: its model column */
 	char	   *device;
@@ -327,6 +331,8 @@ fit_data(PgGpuData *data, const FitSettings *fs, int k, double *given, bool want
 	out->iterations = res.iterations;
 	out->converged = res.converged;
 	out->changed = res.changed;
+	out->groups = res.groups;
+	out->trained = res.trained;
 	out->device = pstrdup(out->cluster ? pg_gpu_cluster_device(out->cluster) :
 						  pg_gpu_data_device(data));
 	/* the nodes' memberships: each row's nearest final centroid, with its id */
@@ -383,6 +389,9 @@ model_datum(const KmeansOut *o, const FitSettings *fs, bool *isnull)
 	m.rows = o->usable;
 	/* (a sample of every row is no sample) */
 	m.sample = o->rows.nvalid < o->usable ? o->rows.nvalid : 0;
+	m.hierarchical = fs->p.algorithm == PGGPU_ALGORITHM_HIERARCHICAL;
+	m.groups = o->groups;
+	m.trained = o->trained;
 	m.relation = o->src.qualname;
 	m.init = o->given ? "given" : fs->init;
 	m.seed = (int64) fs->p.seed;
@@ -420,6 +429,8 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_ids, int a_sample, KmeansOut *out)
 	pg_gpu_require_arg(fcinfo, A_K, "k");
 	pg_gpu_parse_settings(fcinfo, A_MAX_ITER, A_TOL, A_INIT, A_SEED, A_METRIC, A_N_INIT, A_SCALE, fs);
 	fs->sample = a_sample >= 0 ? pg_gpu_sample_arg(fcinfo, a_sample) : 0;
+	if (a_sample >= 0)
+		pg_gpu_algorithm_arg(fcinfo, A_ALGORITHM(a_sample), fs);
 	want_labels = want_ids && fs->sample == 0;
 	k = PG_GETARG_INT32(A_K);
 	pg_gpu_check_k(k, NULL);
@@ -442,6 +453,11 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_ids, int a_sample, KmeansOut *out)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("n_init = %d needs seeded starts, not init_centroids", fs->p.n_init),
 					 errhint("Leave n_init at 1 with init_centroids, or drop init_centroids to start from seeds.")));
+		if (fs->p.algorithm == PGGPU_ALGORITHM_HIERARCHICAL)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("algorithm 'hierarchical' does not start from init_centroids"),
+					 errhint("It seeds each of its fits by init; drop init_centroids, or use algorithm => 'lloyd'.")));
 		if (fs->metric == PGGPU_METRIC_COSINE)
 			pg_gpu_no_zero_rows(given, k, out->src.ncols, "init_centroids");
 		out->given = true;

@@ -221,6 +221,29 @@ pg_gpu_parse_settings(FunctionCallInfo fcinfo, int a_max_iter, int a_tol, int a_
 	p->check_interrupts = pg_gpu_check_interrupts;
 }
 
+/*
+ * algorithm => 'lloyd' (the default; absent from an older script's
+ * signature) or 'hierarchical' (cuda/hier.c: for very large k)
+ */
+void
+pg_gpu_algorithm_arg(FunctionCallInfo fcinfo, int n, FitSettings *fs)
+{
+	char	   *a;
+
+	fs->p.algorithm = PGGPU_ALGORITHM_LLOYD;
+	if (PG_NARGS() <= n)
+		return;
+	pg_gpu_require_arg(fcinfo, n, "algorithm");
+	a = text_to_cstring(PG_GETARG_TEXT_PP(n));
+	if (pg_strcasecmp(a, "hierarchical") == 0)
+		fs->p.algorithm = PGGPU_ALGORITHM_HIERARCHICAL;
+	else if (pg_strcasecmp(a, "lloyd") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown algorithm \"%s\"", a),
+				 errhint("Use 'lloyd', or 'hierarchical' for very large k (about sqrt(k) groups, then each group's share of k).")));
+}
+
 /* k between 1 and the usable rows */
 void
 pg_gpu_check_k(int k, const PgGpuRows *rows)

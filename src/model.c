@@ -304,6 +304,15 @@ pg_gpu_model_to_jsonb(const PgGpuModel *m, bool *toolarge)
 		push_key(&w, "sample");
 		push_int(&w, m->sample, false);
 	}
+	if (m->hierarchical)
+	{
+		push_key(&w, "algorithm");
+		push_string(&w, "hierarchical", false);
+		push_key(&w, "groups");
+		push_int(&w, m->groups, false);
+		push_key(&w, "trained");
+		push_int(&w, m->trained, false);
+	}
 	push_key(&w, "relation");
 	push_string(&w, m->relation, false);
 	push_key(&w, "init");

@@ -357,6 +357,9 @@ typedef struct PgGpuModel
 	bool		converged;
 	int64		rows;			/* the relation's usable rows */
 	int64		sample;			/* the rows it was fit on, where a sample (else 0) */
+	bool		hierarchical;	/* algorithm 'hierarchical': */
+	int			groups;			/* its groups */
+	int64		trained;		/* the rows its fits ran on */
 	char	   *relation;
 	const char *init;
 	int64		seed;
@@ -705,6 +708,8 @@ extern void pg_gpu_check_sample(int64 sample, int k);
 extern void pg_gpu_parse_settings(FunctionCallInfo fcinfo, int a_max_iter, int a_tol, int a_init,
 								  int a_seed, int a_metric, int a_n_init, int a_scale,
 								  FitSettings *fs);
+/* algorithm => 'lloyd' or 'hierarchical' (argument n, where the function has it), into fs->p */
+extern void pg_gpu_algorithm_arg(FunctionCallInfo fcinfo, int n, FitSettings *fs);
 /* k between 1 and the usable rows (rows NULL: k alone) */
 extern void pg_gpu_check_k(int k, const PgGpuRows *rows);
 

@@ -2,7 +2,7 @@
  * kernel.c - bench_kernel: k-means through the compute layer, without a
  * database, on the suite's blobs (blobs.h).
  *
- *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-F] [-H] [-N] [-S] [-P] [-R LABEL] N,d,k ...
+ *   bench_kernel gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-A] [-D] [-E] [-F] [-H] [-N] [-S] [-P] [-R LABEL] N,d,k ...
  *   bench_kernel bandwidth [-t TSV]
  *   bench_kernel print D ROWS          (the generator's first rows, %a)
  *
@@ -31,6 +31,10 @@
  * seeding (section seed, note k-means||) and a whole fit with it and ITERS
  * iterations (section whole: pggpu_kmeans's time, the load apart; its
  * inertia in the note), and k-means++'s fit (unless -S) with ITERS too.
+ * -A: also a whole fit by algorithm 'hierarchical' (k-means++ seeding, at
+ * most ITERS iterations each of its fits, tol 0; section whole, method
+ * pg_gpu_hier: its time, the load apart, groups, rows and inertia in the
+ * note), beside flat Lloyd's of -P.
  * -R: the labelling route forced (pggpu_data_force_route: 1 the plain
  * loop, 4 GEMM on either backend; method suffix _r1, _r4).  The route that
  * ran is in the note.  A case whose time, predicted from the last case of the same d and k at a
@@ -82,6 +86,7 @@ static bool float16 = false;	/* -H */
 static bool no_seed = false;	/* -S */
 static bool no_warm = false;	/* -N */
 static bool parallel = false;	/* -P */
+static bool hierarchical = false;	/* -A */
 static int	force_label = 0;	/* -R */
 static char route[256];			/* the last fit's route (pggpu_data_route) */
 static double stream_mb = 0;	/* -M: streamed through parts of this many MB */
@@ -539,6 +544,22 @@ run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
 					   "k-means|| and %d iterations, inertia %.9g", r.iterations, r.inertia);
 		}
 	}
+	/* -A: algorithm 'hierarchical' (k-means++ seeding, the same iterations a fit), beside the above */
+	if (ok && hierarchical)
+	{
+		p.algorithm = PGGPU_ALGORITHM_HIERARCHICAL;
+		p.init = PGGPU_INIT_KMEANSPP;
+		p.init_centroids = NULL;
+		p.max_iter = iters;
+		ok = fit(be, n, n, d, X, &p, &r, &load_s, &fit_s, &err);
+		p.algorithm = PGGPU_ALGORITHM_LLOYD;
+		if (ok)
+			bench_emit(gpu ? "whole" : "cpu_whole", "pg_gpu_hier", n, d, k, fit_s,
+					   "hierarchical: %d groups, fits on %lld rows, at most %d iterations each (ran %d), "
+					   "seeding %.3f s, iterations %.3f s, inertia %.9g",
+					   r.groups, (long long) r.trained, iters, r.iterations, r.seed_seconds,
+					   r.iterate_seconds, r.inertia);
+	}
 done:
 	if (!ok)
 		bench_emit(gpu ? "kernel" : "cpu", method, n, d, k, -1, "failed: %s", err.msg);
@@ -644,8 +665,11 @@ main(int argc, char **argv)
 		return 2;
 	}
 	optind = 2;
-	while ((opt = getopt(argc, argv, "t:i:b:c:T:DEFHNSPR:M:G:")) != -1)
+	while ((opt = getopt(argc, argv, "t:i:b:c:T:ADEFHNSPR:M:G:")) != -1)
 	{
+		if (opt == 'A')
+			hierarchical = true;
+		else
 		if (opt == 'F')
 			float32 = true;
 		else if (opt == 'H')

@@ -153,6 +153,7 @@ main(int argc, char **argv)
 	section("k-means++ steps", test_pp_kernels);
 	section("cpu gemm", test_cpu_gemm);
 	section("n_init", test_n_init);
+	section("hierarchical", test_hierarchical);
 	section("reuse", test_reuse);
 	section("standardize", test_standardize);
 	section("silhouette", test_silhouette);

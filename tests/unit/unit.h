@@ -227,6 +227,7 @@ void test_draw(void);
 void test_weighted_draw(void);
 void test_pp_kernels(void);
 void test_transform(void);
+void test_hierarchical(void);
 void test_cpu_gemm(void);
 void test_n_init(void);
 void test_reuse(void);
