@@ -515,8 +515,8 @@ pggpu_status pggpu_scale_to(pggpu_data *ds, int e, pggpu_error *err);
 
 /* fit.c: the rows of the seeding set for k clusters of d columns (fewer: all of them) */
 int64_t		pggpu_seed_rows(int k, int d);
-pggpu_status pggpu_fit_open(pggpu_data *home, pggpu_backend backend, int64_t m, pggpu_data **out,
-							pggpu_error *err);
+pggpu_status pggpu_fit_open(pggpu_data *home, pggpu_backend backend, int64_t m, bool held,
+							pggpu_data **out, pggpu_error *err);
 void		pggpu_fit_close(pggpu_data *home, pggpu_data *sds);
 pggpu_status pggpu_fit_set(const pggpu_kmeans_source *src, double rate, uint64_t seed, int64_t least,
 						   pggpu_data **out, pggpu_error *err);

@@ -234,10 +234,13 @@ done:
 
 /*
  * An empty set for m rows on backend (on the home's GPU), with the home's
- * settings, closed with the home (home->aux) until pggpu_fit_close
+ * settings; held: closed with the home (home->aux) until pggpu_fit_close
+ * (else the caller's to close, and without the home's interrupt callback:
+ * for a thread of hier.c's)
  */
 pggpu_status
-pggpu_fit_open(pggpu_data *home, pggpu_backend backend, int64_t m, pggpu_data **out, pggpu_error *err)
+pggpu_fit_open(pggpu_data *home, pggpu_backend backend, int64_t m, bool held, pggpu_data **out,
+			   pggpu_error *err)
 {
 	pggpu_data *sds = NULL;
 	pggpu_status st = pggpu_data_open(&sds, backend, home->gpu_index, home->d, m, err);
@@ -248,11 +251,12 @@ pggpu_fit_open(pggpu_data *home, pggpu_backend backend, int64_t m, pggpu_data **
 		pggpu_data_close(sds);
 		return st;
 	}
-	home->aux = sds;			/* (closed with home after a longjmp) */
+	if (held)
+		home->aux = sds;		/* (closed with home after a longjmp) */
 	sds->threads = home->threads;
-	sds->pending = home->pending;
-	sds->interrupt = home->interrupt;
-	sds->interrupt_arg = home->interrupt_arg;
+	sds->pending = held ? home->pending : NULL;
+	sds->interrupt = held ? home->interrupt : NULL;
+	sds->interrupt_arg = held ? home->interrupt_arg : NULL;
 	sds->poll_work = home->poll_work;
 	sds->metric = home->metric;
 	sds->double_only = home->double_only;
@@ -295,7 +299,7 @@ pggpu_fit_set(const pggpu_kmeans_source *src, double rate, uint64_t seed, int64_
 
 		for (;;)
 		{
-			CHECK(pggpu_fit_open(home, home->backend, (int64_t) (r * src->n) + 1, &sds, err));
+			CHECK(pggpu_fit_open(home, home->backend, (int64_t) (r * src->n) + 1, true, &sds, err));
 			st = src->sample_set(src->arg, seed, r, sds, &m, err);
 			if (st != PGGPU_OK || m >= least || r >= 1)
 				break;
@@ -316,14 +320,14 @@ pggpu_fit_set(const pggpu_kmeans_source *src, double rate, uint64_t seed, int64_
 		err->msg[0] = '\0';
 	}
 	CHECK(seeding_rows(src, rate, seed, least, &rows, &order, &m, err));
-	st = pggpu_fit_open(home, home->backend, m, &sds, err);
+	st = pggpu_fit_open(home, home->backend, m, true, &sds, err);
 	if (st == PGGPU_OK)
 		st = pggpu_data_push_rows(sds, rows, order, m, err);
 	if (st == PGGPU_ERR_GPU_MEMORY && home->backend == PGGPU_BACKEND_GPU)
 	{
 		pggpu_fit_close(home, sds);
 		sds = NULL;
-		if ((st = pggpu_fit_open(home, PGGPU_BACKEND_CPU, m, &sds, err)) == PGGPU_OK)
+		if ((st = pggpu_fit_open(home, PGGPU_BACKEND_CPU, m, true, &sds, err)) == PGGPU_OK)
 			st = pggpu_data_push_rows(sds, rows, order, m, err);
 	}
 	if (st == PGGPU_OK)

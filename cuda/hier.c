@@ -15,6 +15,9 @@
  * depend on the rows' values alone, never on their order or holder.
  */
 #include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,12 +87,33 @@ pggpu_hier_shares(const int64_t *rows, int g, int k, int *share)
 	}
 }
 
-/* one fit of the hierarchy on ds, its centroids (caller's units) into C; its figures into r */
-static pggpu_status
-hier_fit(pggpu_data *ds, const pggpu_kmeans_params *p, int k, uint64_t seed, double *C,
-		 int64_t *sizes, int32_t *labels, pggpu_kmeans_result *r, pggpu_error *err)
+/* what one fit of the hierarchy reports, added in group order after */
+typedef struct hier_stats
 {
-	pggpu_kmeans_params q = *p;
+	int			iterations;
+	bool		converged;
+	int64_t		changed;
+	double		seed_seconds;
+	double		iterate_seconds;
+} hier_stats;
+
+static void
+hier_add(pggpu_kmeans_result *r, const hier_stats *f)
+{
+	if (f->iterations > r->iterations)
+		r->iterations = f->iterations;
+	r->converged &= f->converged;
+	r->changed += f->changed;
+	r->seed_seconds += f->seed_seconds;
+	r->iterate_seconds += f->iterate_seconds;
+}
+
+/* one fit of the hierarchy on ds (q: the caller's settings), its centroids (caller's units) into C */
+static pggpu_status
+hier_fit(pggpu_data *ds, const pggpu_kmeans_params *q0, int k, uint64_t seed, double *C,
+		 int64_t *sizes, int32_t *labels, hier_stats *out, pggpu_error *err)
+{
+	pggpu_kmeans_params q = *q0;
 	pggpu_kmeans_result f = {0};
 	pggpu_status st;
 
@@ -102,21 +126,67 @@ hier_fit(pggpu_data *ds, const pggpu_kmeans_params *p, int k, uint64_t seed, dou
 	f.labels = labels;
 	if ((st = pggpu_kmeans(ds, &q, &f, err)) != PGGPU_OK)
 		return st;
-	if (f.iterations > r->iterations)
-		r->iterations = f.iterations;
-	r->converged &= f.converged;
-	r->changed += f.changed;
-	r->seed_seconds += f.seed_seconds;
-	r->iterate_seconds += f.iterate_seconds;
+	out->iterations = f.iterations;
+	out->converged = f.converged;
+	out->changed = f.changed;
+	out->seed_seconds = f.seed_seconds;
+	out->iterate_seconds = f.iterate_seconds;
 	return PGGPU_OK;
+}
+
+/*
+ * The groups' fits: GPU sets several at once (HIER_THREADS, a thread and a
+ * data set each, drawing groups in turn: a group's fit is many short
+ * steps, each too small to fill the GPU); each writes its own centroids
+ * and figures, so the result is the same however they interleave
+ */
+#define HIER_THREADS 8
+
+typedef struct hier_work
+{
+	const pggpu_kmeans_params *p;
+	pggpu_data *set;
+	const int64_t *at;			/* the set's rows by group: at[first[j] .. first[j + 1]) */
+	const int64_t *first;
+	const int  *share;
+	const int64_t *offset;		/* group j's first centroid */
+	double	   *C;
+	hier_stats *stats;			/* a group's */
+	pggpu_status *status;		/* a group's (PGGPU_OK before it ran: see done) */
+	bool	   *done;
+	int			g;
+	_Atomic int next;			/* the next group to take */
+	pthread_mutex_t host;		/* get_rows of the set, one thread at a time */
+	pggpu_stop *stop;
+	/* the first failure (of the least group) and its error */
+	pthread_mutex_t mu;
+	int			failed;
+	pggpu_error err;
+} hier_work;
+
+/* a worker's own: where its group's interrupt check leaves to (the stop flag set) */
+typedef struct hier_slot
+{
+	hier_work  *w;
+	jmp_buf		out;
+} hier_slot;
+
+static void
+hier_check(void *arg)
+{
+	hier_slot  *sl = (hier_slot *) arg;
+
+	if (pggpu_stopped(sl->w->stop))
+		longjmp(sl->out, 1);
 }
 
 /* a group's rows (places `at` of set, m of them) into sub, as pushed into set */
 static pggpu_status
-hier_rows(pggpu_data *set, pggpu_data *sub, const int64_t *at, int64_t m, double *buf,
-		  pggpu_error *err)
+hier_rows(hier_work *w, pggpu_data *sub, const int64_t *at, int64_t m, pggpu_error *err)
 {
+	pggpu_data *set = w->set;
 	int			e = -set->scale_e;
+	double	   *buf;
 	pggpu_status st;
 
 	if (sub->ops->copy_rows && sub->backend == set->backend)
@@ -127,10 +197,86 @@ hier_rows(pggpu_data *set, pggpu_data *sub, const int64_t *at, int64_t m, double
 		err->code = PGGPU_OK;	/* (through the host, below) */
 		err->msg[0] = '\0';
 	}
-	if ((st = set->ops->get_rows(set, at, m, buf, err)) != PGGPU_OK)
+	/* (sub's scratch: freed when it closes, also after hier_check leaves) */
+	if ((buf = (double *) pggpu_scratch_alloc(sub, sizeof(double) * (m > 0 ? m : 1) * set->d)) == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	pthread_mutex_lock(&w->host);
+	st = set->ops->get_rows(set, at, m, buf, err);
+	pthread_mutex_unlock(&w->host);
+	if (st != PGGPU_OK)
 		return st;
 	pggpu_ldexp_all(buf, m * set->d, e);
-	return pggpu_data_push_rows(sub, buf, NULL, m, err);
+	st = pggpu_data_push_rows(sub, buf, NULL, m, err);
+	pggpu_scratch_free(sub, buf);
+	return st;
+}
+
+/* group j's fit on a data set of its own, closed after; check and arg: its interrupt check */
+static pggpu_status
+hier_group(hier_work *w, int j, pggpu_interrupt_fn check, void *arg, pggpu_data *volatile *sub,
+		   pggpu_error *err)
+{
+	pggpu_kmeans_params q = *w->p;
+	int64_t		mj = w->first[j + 1] - w->first[j];
+	int64_t    *sizes;
+	pggpu_status st;
+
+	q.check_interrupts = check;
+	q.interrupt_arg = arg;
+	if ((st = pggpu_fit_open(w->set, w->set->backend, mj, check == w->p->check_interrupts, (pggpu_data **) sub,
+							 err)) != PGGPU_OK)
+		return st;
+	if ((st = hier_rows(w, *sub, w->at + w->first[j], mj, err)) != PGGPU_OK)
+		return st;
+	if ((sizes = (int64_t *) pggpu_scratch_alloc(*sub, sizeof(int64_t) * w->share[j])) == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	st = hier_fit(*sub, &q, w->share[j], pggpu_mix64(w->p->seed ^ (0x1f83d9abfb41bd6bULL * (uint64_t) (j + 1))),
+				  w->C + w->offset[j] * (*sub)->d, sizes, NULL, &w->stats[j], err);
+	return st;
+}
+
+/* a worker: groups in turn until none is left, a failure anywhere, or the stop flag */
+static void
+hier_job(void *arg, int i, pggpu_stop *stop)
+{
+	hier_work  *w = (hier_work *) arg;
+	hier_slot	sl = {w};
+	pggpu_data *volatile sub = NULL;
+	volatile int j = -1;
+	pggpu_error err = {0};
+
+	(void) i;
+	(void) stop;
+	if (setjmp(sl.out) != 0)
+	{
+		/* (stopped inside a fit: the group stays undone, for the caller) */
+		pggpu_data_close(sub);
+		return;
+	}
+	for (;;)
+	{
+		pggpu_status st;
+
+		j = atomic_fetch_add(&w->next, 1);
+		while (j < w->g && w->share[j] == 0)
+			w->done[j] = true, j = atomic_fetch_add(&w->next, 1);
+		if (j >= w->g || pggpu_stopped(w->stop) || w->failed < w->g)
+			return;
+		sub = NULL;
+		st = hier_group(w, j, hier_check, &sl, &sub, &err);
+		pggpu_data_close(sub);
+		sub = NULL;
+		w->status[j] = st;
+		w->done[j] = st == PGGPU_OK;
+		if (st != PGGPU_OK)
+		{
+			pthread_mutex_lock(&w->mu);
+			if (j < w->failed)
+				w->failed = j, w->err = err;
+			pthread_mutex_unlock(&w->mu);
+			return;
+		}
+	}
 }
 
 pggpu_status
@@ -138,23 +284,27 @@ pggpu_hierarchical(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 				   pggpu_kmeans_result *r, pggpu_error *err)
 {
 	pggpu_data *home = src->home;
-	pggpu_data *set = NULL,
-			   *sub = NULL;
+	pggpu_data *set = NULL;
+	pggpu_data *volatile sub = NULL;
 	int			d = home->d;
 	int			k = p->k;
-	int			g;
+	int			g,
+				busy = 0;
 	int64_t		m;
 	void	   *space = NULL;
-	double	   *C1,
-			   *buf = NULL;
+	double	   *C1;
 	int64_t    *rows1,
-			   *sizes,
 			   *at,
-			   *first;
+			   *first,
+			   *offset;
 	int32_t    *labels1;
 	int		   *share;
-	int64_t		most = 0;
-	int			done_k = 0;
+	hier_stats *stats,
+				top = {0};
+	pggpu_status *status;
+	bool	   *done;
+	hier_work	w;
+	pggpu_stop	stop;
 	pggpu_status st = PGGPU_OK;
 
 	r->iterations = 0;
@@ -167,66 +317,102 @@ pggpu_hierarchical(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 	r->groups = g;
 	r->trained = m;
 	/* (one block of the home's few scratch slots, freed with it after a longjmp) */
-	space = pggpu_scratch_alloc(home, sizeof(double) * g * d + sizeof(int64_t) * (2 * (g + 1) + k + m) +
-								sizeof(int32_t) * m + sizeof(int) * g);
+	space = pggpu_scratch_alloc(home, sizeof(double) * g * d + sizeof(int64_t) * (3 * (g + 1) + m) +
+								sizeof(hier_stats) * g + sizeof(pggpu_status) * g +
+								sizeof(int32_t) * m + sizeof(int) * g + sizeof(bool) * g);
 	if (!space)
 	{
 		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 		goto done;
 	}
 	C1 = (double *) space;
-	rows1 = (int64_t *) (C1 + (int64_t) g * d);
+	stats = (hier_stats *) (C1 + (int64_t) g * d);
+	rows1 = (int64_t *) (stats + g);
 	first = rows1 + g + 1;
-	sizes = first + g + 1;
-	at = sizes + k;
-	labels1 = (int32_t *) (at + m);
+	offset = first + g + 1;
+	at = offset + g + 1;
+	status = (pggpu_status *) (at + m);
+	labels1 = (int32_t *) (status + g);
 	share = (int *) (labels1 + m);
+	done = (bool *) (share + g);
 
 	/* the groups: a fit of the set's rows into g */
-	CHECK(hier_fit(set, p, g, pggpu_mix64(p->seed ^ 0x9b05688c2b3e6c1fULL), C1, rows1, labels1, r, err));
+	CHECK(hier_fit(set, p, g, pggpu_mix64(p->seed ^ 0x9b05688c2b3e6c1fULL), C1, rows1, labels1, &top, err));
+	hier_add(r, &top);
 	pggpu_hier_shares(rows1, g, k, share);
 
-	/* each group's rows, in the set's order: at[first[j] ..] */
-	first[0] = 0;
+	/* each group's rows, in the set's order (at[first[j] ..]), and its first centroid */
+	first[0] = offset[0] = 0;
 	for (int j = 0; j < g; j++)
 	{
 		first[j + 1] = first[j] + rows1[j];
-		if (share[j] > 0 && rows1[j] > most)
-			most = rows1[j];
+		offset[j + 1] = offset[j] + share[j];
+		busy += share[j] > 0;
+		done[j] = share[j] == 0;
+		status[j] = PGGPU_OK;
+		memset(&stats[j], 0, sizeof(hier_stats));
+		stats[j].converged = true;
+	}
+	if (offset[g] != k)
+	{
+		st = pggpu_fail(err, PGGPU_ERR_INVALID, "hierarchical k-means shared out %lld of %d centroids",
+						(long long) offset[g], k);
+		goto done;
 	}
 	for (int j = 0; j < g; j++)
 		rows1[j] = first[j];
 	for (int64_t i = 0; i < m; i++)
 		at[rows1[labels1[i]]++] = i;
-	/* (the groups' rows through the host where they cannot go from set to set) */
-	buf = (double *) pggpu_scratch_alloc(home, sizeof(double) * (most > 0 ? most : 1) * d);
-	if (!buf)
-	{
-		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
-		goto done;
-	}
 
 	/* then each group's rows into its share, the centroids in group order */
-	for (int j = 0; j < g; j++)
+	memset(&w, 0, sizeof(w));
+	w.p = p;
+	w.set = set;
+	w.at = at;
+	w.first = first;
+	w.share = share;
+	w.offset = offset;
+	w.C = C;
+	w.stats = stats;
+	w.status = status;
+	w.done = done;
+	w.g = g;
+	w.failed = g;
+	w.stop = &stop;
+	atomic_init(&w.next, 0);
+	pthread_mutex_init(&w.host, NULL);
+	pthread_mutex_init(&w.mu, NULL);
+	if (set->backend == PGGPU_BACKEND_GPU && busy > 1)
 	{
-		int64_t		mj = first[j + 1] - first[j];
-
-		if (share[j] == 0)
+		/* (the threads call no callback: this thread polls, as for parts on several GPUs) */
+		pggpu_run_together(hier_job, &w, busy < HIER_THREADS ? busy : HIER_THREADS, home->pending, &stop);
+		if (w.failed < g)
+		{
+			*err = w.err;
+			st = w.status[w.failed];
+		}
+		/* an interrupt seen pending: the callback here (it may longjmp) */
+		if (st == PGGPU_OK && pggpu_stopped(&stop))
+			pggpu_interrupts(p);
+	}
+	/* the groups left: all of them on the CPU or with one group; after an interrupt held off, the rest */
+	for (int j = 0; j < g && st == PGGPU_OK; j++)
+	{
+		if (done[j])
 			continue;
 		pggpu_interrupts(p);
-		CHECK(pggpu_fit_open(set, set->backend, mj, &sub, err));
-		CHECK(hier_rows(set, sub, at + first[j], mj, buf, err));
-		CHECK(hier_fit(sub, p, share[j], pggpu_mix64(p->seed ^ (0x1f83d9abfb41bd6bULL * (uint64_t) (j + 1))),
-					   C + (int64_t) done_k * d, sizes, NULL, r, err));
-		pggpu_fit_close(set, sub);
+		st = hier_group(&w, j, p->check_interrupts, p->interrupt_arg, &sub, err);
+		if (sub)
+			pggpu_fit_close(set, sub);
 		sub = NULL;
-		done_k += share[j];
 	}
-	if (done_k != k)
-	{
-		st = pggpu_fail(err, PGGPU_ERR_INVALID, "hierarchical k-means made %d of %d centroids", done_k, k);
+	pthread_mutex_destroy(&w.host);
+	pthread_mutex_destroy(&w.mu);
+	if (st != PGGPU_OK)
 		goto done;
-	}
+	for (int j = 0; j < g; j++)
+		if (share[j] > 0)
+			hier_add(r, &stats[j]);
 	/* (caller's units to the fit's; cosine: the fits' unit centroids to norm 2^e, as the driver's) */
 	pggpu_ldexp_all(C, (int64_t) k * d, e);
 done:
@@ -235,6 +421,5 @@ done:
 	if (set)
 		pggpu_fit_close(home, set);
 	pggpu_scratch_free(home, space);
-	pggpu_scratch_free(home, buf);
 	return st;
 }
