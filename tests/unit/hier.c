@@ -194,6 +194,85 @@ nested_blobs(pggpu_backend be)
 	data_free(&D);
 }
 
+/* pending from the first poll on (the fits at once stop at once) */
+static int	polls;
+
+static bool
+always_pending(void)
+{
+	polls++;
+	return true;
+}
+
+/*
+ * On the GPU the groups fit several at once, on threads that call no
+ * callback: an interrupt found pending stops them, the callback runs on
+ * the caller's thread, and where it returns (interrupts held off) the
+ * groups left are fit there: the same fit as uninterrupted.  Where it
+ * longjmps (at any of its calls), the set closes cleanly.
+ */
+static void
+hier_interrupts(const dataset *D, const pggpu_kmeans_params *p0, const km_out *want)
+{
+	pggpu_kmeans_params p = *p0;
+	const int	k = p.k;
+	km_out		o;
+	int			total;
+
+	set_case("hierarchical on the gpu, stopped while its groups fit at once");
+	p.check_interrupts = on_interrupt;
+	p.interrupt_arg = NULL;
+	km_alloc(&o, D->n, k, D->d);
+	interrupt_calls = polls = 0;
+	interrupt_jump_at = 0;
+	{
+		pggpu_data *ds = load(PGGPU_BACKEND_GPU, D, 0);
+		pggpu_kmeans_result r = {0};
+		pggpu_error err = {0};
+
+		if (ds)
+		{
+			pggpu_data_set_threads(ds, 1, always_pending);
+			r.centroids = o.C;
+			r.sizes = o.sizes;
+			r.labels = o.labels;
+			o.st = pggpu_kmeans(ds, &p, &r, &err);
+			o.inertia = r.inertia;
+			o.iters = r.iterations;
+			o.conv = r.converged;
+			if (CHECK(o.st == PGGPU_OK, "kmeans: %s", err.msg))
+				cmp_km("held off vs uninterrupted", &o, want, D->n, k, D->d, 0);
+			CHECK(polls > 0, "pending was never polled");
+			pggpu_data_close(ds);
+		}
+	}
+	total = interrupt_calls;
+	for (int t = 1; t <= 4 && total > 0; t++)
+	{
+		int			at = t == 4 ? total : total * t / 4 + 1;
+		pggpu_data *volatile ds = load(PGGPU_BACKEND_GPU, D, 0);
+		volatile bool jumped = false;
+		pggpu_kmeans_result r = {0};
+		pggpu_error err = {0};
+
+		if (ds == NULL)
+			break;
+		pggpu_data_set_threads(ds, 1, always_pending);
+		r.centroids = o.C;
+		r.sizes = o.sizes;
+		interrupt_calls = 0;
+		interrupt_jump_at = at;
+		if (setjmp(interrupt_env) == 0)
+			pggpu_kmeans(ds, &p, &r, &err);
+		else
+			jumped = true;
+		interrupt_jump_at = 0;
+		pggpu_data_close(ds);
+		CHECK(jumped, "no longjmp out of the hierarchy at callback %d of %d", at, total);
+	}
+	km_free(&o);
+}
+
 void
 test_hierarchical(void)
 {
@@ -260,7 +339,11 @@ test_hierarchical(void)
 			{
 				set_case("hierarchical, %s, %s, gpu", mname, init_name((pggpu_init) init));
 				if (hier_fit(X, PGGPU_BACKEND_GPU, (pggpu_metric) metric, &p, NULL, 1, &other, &r2))
+				{
 					cmp_km("the gpu vs the cpu", &other, &one, n, k, D.d, 1e-12);
+					if (metric == PGGPU_METRIC_EUCLIDEAN && init == PGGPU_INIT_KMEANSPP)
+						hier_interrupts(X, &p, &other);
+				}
 				if (hier_fit(X, PGGPU_BACKEND_GPU, (pggpu_metric) metric, &p, cuts, 3, &other, &r2))
 					cmp_km("3 parts on the gpu vs one set on the cpu", &other, &one, n, k, D.d, 1e-12);
 			}
