@@ -86,6 +86,12 @@ struct pggpu_data
 	bool		wide_fed;		/* held as doubles from the first row, fed narrow (pggpu_data_hold_wide) */
 	bool		narrow_held;
 	bool		f16_held;
+	/*
+	 * pggpu_data_open_lazy: the GPU's pinned staging buffers made at the
+	 * first batch, not at the open (the driver's sets are mostly filled by
+	 * device copies, and pinning them cost milliseconds a set)
+	 */
+	bool		lazy_stage;
 };
 
 /* what one assignment pass reports */
@@ -515,6 +521,9 @@ pggpu_status pggpu_scale_to(pggpu_data *ds, int e, pggpu_error *err);
 
 /* fit.c: the rows of the seeding set for k clusters of d columns (fewer: all of them) */
 int64_t		pggpu_seed_rows(int k, int d);
+/* dataset.c: pggpu_data_open, the staging buffers made at the first batch (lazy_stage) */
+pggpu_status pggpu_data_open_lazy(pggpu_data **out, pggpu_backend backend, int gpu_index, int d,
+								  int64_t expected_rows, pggpu_error *err);
 pggpu_status pggpu_fit_open(pggpu_data *home, pggpu_backend backend, int64_t m, bool held,
 							pggpu_data **out, pggpu_error *err);
 void		pggpu_fit_close(pggpu_data *home, pggpu_data *sds);

@@ -163,9 +163,9 @@ choose_log_b(int d, int64_t expected_rows)
 	return lb_want < lb_max ? lb_want : lb_max;
 }
 
-pggpu_status
-pggpu_data_open(pggpu_data **out, pggpu_backend backend, int gpu_index, int d,
-				int64_t expected_rows, pggpu_error *err)
+static pggpu_status
+data_open(pggpu_data **out, pggpu_backend backend, int gpu_index, int d, int64_t expected_rows, bool lazy,
+		  pggpu_error *err)
 {
 	pggpu_data *ds;
 	const pggpu_ops *ops;
@@ -192,6 +192,7 @@ pggpu_data_open(pggpu_data **out, pggpu_backend backend, int gpu_index, int d,
 	ds->gpu_index = gpu_index;
 	ds->log_b = choose_log_b(d, expected_rows);
 	ds->threads = 1;
+	ds->lazy_stage = lazy;
 	strcpy(ds->device_name, "cpu");
 	st = ops->open(ds, gpu_index, expected_rows, err);
 	if (st != PGGPU_OK)
@@ -202,6 +203,20 @@ pggpu_data_open(pggpu_data **out, pggpu_backend backend, int gpu_index, int d,
 	}
 	*out = ds;
 	return PGGPU_OK;
+}
+
+pggpu_status
+pggpu_data_open(pggpu_data **out, pggpu_backend backend, int gpu_index, int d,
+				int64_t expected_rows, pggpu_error *err)
+{
+	return data_open(out, backend, gpu_index, d, expected_rows, false, err);
+}
+
+pggpu_status
+pggpu_data_open_lazy(pggpu_data **out, pggpu_backend backend, int gpu_index, int d,
+					 int64_t expected_rows, pggpu_error *err)
+{
+	return data_open(out, backend, gpu_index, d, expected_rows, true, err);
 }
 
 void
@@ -413,6 +428,9 @@ pggpu_data_push_rows(pggpu_data *ds, const double *rows, const int64_t *order, i
 		double	   *buf = pggpu_data_batch(ds);
 		float	   *buf32 = pggpu_data_batch_f32(ds);
 		uint16_t   *buf16 = pggpu_data_batch_f16(ds);
+
+		if (!buf && !buf32 && !buf16)	/* (a lazy set's first batch) */
+			return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "could not allocate the pinned staging buffers");
 
 		/* by tiles of 32 rows: their cache lines serve 8 columns each (a column at a time: one a value) */
 		for (int64_t t0 = 0; t0 < take; t0 += 32)

@@ -243,7 +243,7 @@ pggpu_fit_open(pggpu_data *home, pggpu_backend backend, int64_t m, bool held, pg
 			   pggpu_error *err)
 {
 	pggpu_data *sds = NULL;
-	pggpu_status st = pggpu_data_open(&sds, backend, home->gpu_index, home->d, m, err);
+	pggpu_status st = pggpu_data_open_lazy(&sds, backend, home->gpu_index, home->d, m, err);
 
 	*out = NULL;
 	if (st != PGGPU_OK)

@@ -325,6 +325,10 @@ pggpu_status gpu_km_trials(pggpu_data *ds, const uint64_t *keys, int m, int64_t 
 						   pggpu_error *err);
 pggpu_status gpu_km_greedy_steps(pggpu_data *ds, int c0, int c1, const uint64_t *keys, int m, int64_t *rows,
 								 int *done, pggpu_error *err);
+/* dataset.cu: the pinned staging buffers (at the open, or a lazy set's first batch) */
+bool		gpu_stage_alloc(pggpu_data *ds);
+/* device.cu: fn's dynamic shared memory allowed up to bytes on this device (raised only) */
+cudaError_t gpu_smem_allow(const void *fn, size_t bytes);
 /* matmul.cu: whether dst's GPU may read peer's memory (enabled on first ask) */
 bool		gpu_peer_access(int dst, int peer);
 pggpu_status gpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *which,

@@ -155,6 +155,28 @@ x_layout_kernel(T *X, int64_t groups, int d, int log_b, bool to_rows, int per_bl
 static void row_cache_free(void);
 
 
+
+/*
+ * The two pinned staging buffers of a batch each (as doubles: a float or
+ * half batch takes part of one), at the open or (lazy_stage) at the first
+ * batch; false where they cannot be had
+ */
+bool
+gpu_stage_alloc(pggpu_data *ds)
+{
+	gpu_state  *s = ST(ds);
+	size_t		bytes = (size_t) TILE(ds) * ds->d * sizeof(double);
+
+	for (int b = 0; b < 2; b++)
+		if (s->stage[b] == NULL && cudaHostAlloc((void **) &s->stage[b], bytes, cudaHostAllocDefault) != cudaSuccess)
+		{
+			s->stage[b] = NULL;
+			(void) cudaGetLastError();
+			return false;
+		}
+	return true;
+}
+
 static pggpu_status
 gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
 {
@@ -182,15 +204,10 @@ gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
 	{
 		CU(cudaEventCreateWithFlags(&s->copied[b], cudaEventDisableTiming));
 		s->event_ok[b] = true;
-		if (cudaHostAlloc((void **) &s->stage[b], tile_bytes, cudaHostAllocDefault) != cudaSuccess)
-		{
-			s->stage[b] = NULL;
-			(void) cudaGetLastError();
-			return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY,
-							  "could not allocate %.1f MB of pinned host memory",
-							  tile_bytes / 1048576.0);
-		}
 	}
+	if (!ds->lazy_stage && !gpu_stage_alloc(ds))
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "could not allocate %.1f MB of pinned host memory",
+						  tile_bytes / 1048576.0);
 	CU(cudaHostAlloc((void **) &s->stats_h, sizeof(dev_stats), cudaHostAllocMapped));
 	CU(cudaHostGetDevicePointer((void **) &s->stats_hd, s->stats_h, 0));
 

@@ -6,11 +6,40 @@
 
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "common.cuh"
 
 #define ST(ds) ((gpu_state *) (ds)->impl)
 #define TILE(ds) ((int64_t) 1 << (ds)->log_b)
+
+/*
+ * A kernel's dynamic shared memory allowed up to bytes on the current
+ * device, never lowered: the attribute is the function's, shared by every
+ * thread, and data sets used at once from several threads (hier.c's fits)
+ * would otherwise lower it under another's launch (cudaErrorInvalidValue)
+ */
+cudaError_t
+gpu_smem_allow(const void *fn, size_t bytes)
+{
+	static std::mutex mu;
+	static std::map<std::pair<int, const void *>, size_t> allowed;
+	std::lock_guard<std::mutex> g(mu);
+	int			dev = 0;
+	cudaError_t e = cudaGetDevice(&dev);
+
+	if (e != cudaSuccess)
+		return e;
+	size_t	   &have = allowed[std::make_pair(dev, fn)];
+
+	if (have >= bytes)
+		return cudaSuccess;
+	if ((e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) bytes)) == cudaSuccess)
+		have = bytes;
+	return e;
+}
 
 pggpu_status
 pggpu_cuda_fail(pggpu_error *err, cudaError_t e, const char *what)

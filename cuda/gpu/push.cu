@@ -90,6 +90,9 @@ turn_rows(gpu_state *s, const void *in, void *out, int64_t nrows, int d, int64_t
 void *
 gpu_batch(pggpu_data *ds)
 {
+	/* (a lazy set's staging buffers at its first batch; NULL where they cannot be had) */
+	if (ST(ds)->stage[ST(ds)->cur] == NULL && !gpu_stage_alloc(ds))
+		return NULL;
 	return ST(ds)->stage[ST(ds)->cur];
 }
 

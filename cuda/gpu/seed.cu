@@ -459,7 +459,7 @@ pggpu_status
 smem_opt_in(const void *fn, size_t shmem, pggpu_error *err)
 {
 	if (shmem > 48 * 1024)
-		CU(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) shmem));
+		CU(gpu_smem_allow(fn, shmem));
 	return PGGPU_OK;
 }
 

@@ -202,7 +202,7 @@ pggpu_sorted_update(xview X, int64_t n, int d, int log_b, int k, const int32_t *
 
 	while (bits < 31 && (1LL << bits) <= k)	/* the keys run to k (past the rows) */
 		bits++;
-	if ((e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) smem)) != cudaSuccess ||
+	if ((e = gpu_smem_allow(fn, smem)) != cudaSuccess ||
 		(e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, SU_THREADS, smem)) != cudaSuccess ||
 		(e = cudaGetDevice(&dev)) != cudaSuccess ||
 		(e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)

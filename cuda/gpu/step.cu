@@ -44,7 +44,7 @@ grid_of(gpu_state *s, const void *fn, size_t shmem, int64_t rows, int64_t rows_p
 {
 	int			per_sm = 0;
 
-	CU(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) shmem));
+	CU(gpu_smem_allow(fn, shmem));
 	CU(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, BLOCK, shmem));
 	*grid = (int64_t) (per_sm > 0 ? per_sm : 1) * s->sm_count;
 	if (*grid > max_grid)

@@ -248,8 +248,7 @@ launch_pass(tc_fn fn, const pggpu_route *r, int nw, size_t smem, int64_t rows_pe
 
 	if (fn == nullptr)
 		return cudaErrorInvalidDeviceFunction;	/* (a plan without its kernel: not in the table) */
-	if ((e = cudaFuncSetAttribute((const void *) fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-								  (int) smem)) != cudaSuccess)
+	if ((e = gpu_smem_allow((const void *) fn, smem)) != cudaSuccess)
 		return e;
 	if ((e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *) fn, nw * 32,
 														   smem)) != cudaSuccess)
@@ -333,9 +332,7 @@ pggpu_tc_assign_update(const pggpu_route *r, xview X, int64_t n, int d, int log_
 		(size_t) (d <= 6144 / EXACT_TK ? (6144 / d) / EXACT_TK * EXACT_TK : EXACT_TK) * d;
 
 	if (exact_smem > 48 * 1024 &&
-		(e = cudaFuncSetAttribute((const void *) tc_exact_kernel,
-								  cudaFuncAttributeMaxDynamicSharedMemorySize,
-								  (int) exact_smem)) != cudaSuccess)
+		(e = gpu_smem_allow((const void *) tc_exact_kernel, exact_smem)) != cudaSuccess)
 		return e;
 	if (d > TC_MAX_D)
 	{

@@ -77,6 +77,9 @@
 #include "tc.cuh"
 #include "tc_shapes.h"
 
+/* device.cu (common.cuh): fn's dynamic shared memory allowed up to bytes, raised only */
+cudaError_t gpu_smem_allow(const void *fn, size_t bytes);
+
 #define FULL 0xffffffffu
 #define PAD_NORM 0x1p100f		/* ||c~||^2 of padding centroids: never best */
 #define RANGE 0x1p40			/* |x - s| beyond this: exact path */
