@@ -18,6 +18,10 @@
  *     rules (same arithmetic, so labels and iterations must agree exactly);
  *   - the transform (every row's n nearest centroids) against the
  *     reference's distances and the assignment, on both backends;
+ *   - hierarchical k-means: its shares by hand, blobs within groups found
+ *     as built, every row labelled by its nearest centroid, one fit over
+ *     placements, row orders and devices, an interrupt while its groups
+ *     fit at once on the GPU;
  *   - loading through the staging batches, with good, missing and far too
  *     small row-count hints;
  *   - the GPU backend against the CPU backend: same seeds, memberships and
