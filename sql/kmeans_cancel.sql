@@ -20,7 +20,6 @@ ROLLBACK TO SAVEPOINT before;
 SELECT sizes FROM gpu_kmeans_fit('c_pts', 1, columns => ARRAY['x', 'y']);
 COMMIT;
 SELECT sizes, converged FROM gpu_kmeans_fit('c_pts', 1, columns => ARRAY['x', 'y']);
-DROP TABLE c_pts;
 -- Cancellation answers within about a second whatever k and d: the passes
 -- poll by work, not by rows.  Here 4000 rows against 1000000 centroids of 8
 -- columns, 3.2e10 squared differences in one pass on the CPU (about 2.7 s
@@ -46,6 +45,16 @@ SET LOCAL statement_timeout = '1s';
 SELECT c_answered_in_time($q$SELECT count(*) FROM gpu_kmeans_assign('c_few', (SELECT c FROM c_many), id_column => 'id',
                               columns => ARRAY['a', 'b', 'c', 'e', 'f', 'g', 'h', 'j'])$q$);
 COMMIT;
+-- algorithm 'hierarchical' (on the GPU its groups fit several at once, on
+-- threads that poll no callback: the caller polls and stops them) answers
+-- in time too, or has finished
+BEGIN;
+SET LOCAL statement_timeout = '1s';
+SELECT c_answered_in_time($q$SELECT * FROM gpu_kmeans_fit('c_pts', 20000, columns => ARRAY['x', 'y'], tol => 0,
+                              max_iter => 100000, algorithm => 'hierarchical')$q$) <> 'cancelled late' AS answered;
+COMMIT;
+SELECT sizes FROM gpu_kmeans_fit('c_pts', 1, columns => ARRAY['x', 'y'], algorithm => 'hierarchical');
+DROP TABLE c_pts;
 -- empty clusters no row can fill: the repair stops at the first (20000
 -- identical rows, k = 20000 from random rows: one cluster takes them all)
 CREATE TABLE c_same AS SELECT i AS id, 1.0::float8 AS x FROM generate_series(1, 20000) i;

@@ -424,6 +424,17 @@ for init_name in "k-means++" "k-means||" "random"; do
   FROM gpu_kmeans_fit('big', 16, init => '$init_name', seed => 7, n_init => 5) d,
        gpu_kmeans_fit('big_local', 16, init => '$init_name', seed => 7, n_init => 5) l"
 done
+check "big, algorithm 'hierarchical' (k 64, seed 7): the distributed fit equals the single node's" "
+  SELECT d.sizes = l.sizes AND d.iterations = l.iterations AND (d.model->>'groups')::int = 8
+         AND (d.model->>'trained')::bigint = (l.model->>'trained')::bigint
+         AND (SELECT bool_and($(close dc.v lc.v)) AND count(*) = 512
+              FROM unnest(d.centroids) WITH ORDINALITY dc(v, n)
+              JOIN unnest(l.centroids) WITH ORDINALITY lc(v, n) USING (n))
+         AND $(close d.inertia l.inertia),
+         format('distributed: %s iterations, inertia %s, %s rows trained; single node: %s, %s, %s',
+                d.iterations, d.inertia, d.model->>'trained', l.iterations, l.inertia, l.model->>'trained')
+  FROM gpu_kmeans_fit('big', 64, seed => 7, algorithm => 'hierarchical') d,
+       gpu_kmeans_fit('big_local', 64, seed => 7, algorithm => 'hierarchical') l"
 check "big, seeded by k-means++ (seed 3): every row in the same cluster as on the single node" "
   SELECT count(*) FILTER (WHERE d.cluster IS DISTINCT FROM l.cluster) = 0 AND count(*) = $big_n,
          format('%s rows, %s differ', count(*), count(*) FILTER (WHERE d.cluster IS DISTINCT FROM l.cluster))
