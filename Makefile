@@ -39,7 +39,7 @@ COMPUTE_OBJS += cuda/gpu/stand_in.o
 CUDA_LIBS =
 endif
 
-OBJS = src/pg_gpu.o src/compat.o src/read.o src/unusable.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/matrix_table.o src/info.o src/support.o src/model.o src/progress.o src/relation.o src/gpus.o src/citus.o src/citus_kmeans.o src/citus_matmul.o src/citus_node.o src/sample.o src/kmeans_args.o src/keys.o src/knn.o src/transform.o $(COMPUTE_OBJS)
+OBJS = src/pg_gpu.o src/compat.o src/read.o src/unusable.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/matrix_table.o src/info.o src/support.o src/model.o src/predict.o src/progress.o src/relation.o src/gpus.o src/citus.o src/citus_kmeans.o src/citus_matmul.o src/citus_node.o src/sample.o src/kmeans_args.o src/keys.o src/knn.o src/transform.o $(COMPUTE_OBJS)
 # libpq: the coordinator of a Citus cluster talks to its nodes (src/citus.c)
 PG_CPPFLAGS = -Icuda $(BLAS_CFLAGS) -I$(libpq_srcdir)
 # identical floating-point rounding on CPU and GPU: no contraction into FMA

@@ -383,6 +383,8 @@ extern int64 pg_gpu_model_estimate(int64 k, int d, bool standard);
 extern bool pg_gpu_model_too_large(const char *fname, int k, int d, bool standard, bool before);
 /* ERRORs (22023) on a value that is not a model of this version */
 extern PgGpuModel *pg_gpu_model_from_jsonb(Jsonb *jb);
+/* "numeric columns", "geometry points" or "a vector column": what m was fit on, for messages */
+extern const char *pg_gpu_model_fit_on(const PgGpuModel *m);
 /*
  * src for applying m to relid (pg_gpu_resolve_sample, streamed): the
  * model's columns found by name, normalised for cosine; ERRORs when they
