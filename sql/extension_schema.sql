@@ -22,6 +22,8 @@ CREATE FUNCTION evil.quote_ident(text) RETURNS text LANGUAGE sql AS 'SELECT ''ha
 CREATE TABLE evil.es_pts (id int, x float8, y real);
 SET search_path = '';
 SELECT sizes, iterations FROM gpu.gpu_kmeans_fit('public.es_pts', 3, columns => ARRAY['x'], seed => 1);
+SELECT sizes, model->>'algorithm' AS algorithm
+FROM gpu.gpu_kmeans_fit('public.es_pts', 4, columns => ARRAY['x'], seed => 1, algorithm => 'hierarchical');
 SELECT cluster, count(*) FROM gpu.gpu_kmeans('public.es_pts', 3, columns => ARRAY['x'], id_column => 'id')
 GROUP BY cluster ORDER BY cluster;
 SELECT cluster, count(*), max(distance) < 1 AS near

@@ -95,6 +95,11 @@ INSERT INTO calls (call) VALUES
 ($$SELECT sizes FROM gpu_kmeans_fit('h_pts', 2, columns => ARRAY['x'], init => NULL)$$),
 ($$SELECT sizes FROM gpu_kmeans_fit('h_pts', 2, columns => ARRAY['x'], seed => NULL)$$),
 ($$SELECT sizes FROM gpu_kmeans_fit('h_pts', 4, columns => ARRAY['x'], seed => -9223372036854775808)$$),
+-- algorithm
+($$SELECT sizes FROM gpu_kmeans_fit('h_pts', 2, columns => ARRAY['x'], algorithm => '')$$),
+($$SELECT sizes FROM gpu_kmeans_fit('h_pts', 2, columns => ARRAY['x'], algorithm => repeat('hierarchical', 8))$$),
+($$SELECT sizes FROM gpu_kmeans_fit('h_pts', 2, columns => ARRAY['x'], algorithm => E'hierarchical\\x00')$$),
+($$SELECT count(*) FROM gpu_kmeans('h_pts', 999999, columns => ARRAY['x'], algorithm => 'hierarchical')$$),
 -- init_centroids
 ($$SELECT sizes FROM gpu_kmeans_fit('h_pts', 3, columns => ARRAY['x', 'y'], init_centroids => ARRAY[[1, 2]]::float8[])$$),
 ($$SELECT sizes FROM gpu_kmeans_fit('h_pts', 3, columns => ARRAY['x', 'y'], init_centroids => ARRAY[[1], [2], [3]]::float8[])$$),
