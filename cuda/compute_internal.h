@@ -49,7 +49,7 @@ struct pggpu_data
 	void	   *impl;			/* the backend's own state */
 	/* the driver's scratch memory: freed on close too, since the interrupt
 	 * callback may longjmp out of an algorithm */
-	void	   *scratch[12];
+	void	   *scratch[16];
 	/* a data set the driver made for this one's algorithm (k-means||'s
 	 * candidates), closed with it for the same reason; NULL: none */
 	pggpu_data *aux;
@@ -92,6 +92,16 @@ struct pggpu_data
 	 * device copies, and pinning them cost milliseconds a set)
 	 */
 	bool		lazy_stage;
+	/*
+	 * Row weights (pggpu_data_batch_weights, pggpu_data_set_weights): w[i]
+	 * of row i, n of them (room for w_cap), or NULL: unweighted; w_batch the
+	 * staging weights of the next push; w_stale: w changed since the
+	 * backend last took it (km_weights, by pggpu_weights_sync in km_begin)
+	 */
+	double	   *w;
+	int64_t		w_cap;
+	double	   *w_batch;
+	bool		w_stale;
 };
 
 /* what one assignment pass reports */
@@ -181,9 +191,12 @@ typedef struct pggpu_ops
 	pggpu_status (*km_normalize) (pggpu_data *ds, double norm, pggpu_error *err);
 
 	/*
-	 * Row weights of the PGGPU_PICK_SAMPLE draw from now on (n values > 0;
-	 * NULL: all 1): row i is drawn with probability w_i dist2[i] / sum (k-means||
-	 * reclusters its weighted candidates).  Kept across km_begin.
+	 * The rows' weights from now on (n values >= 0; NULL: all 1): row i is
+	 * drawn (PGGPU_PICK_SAMPLE, the trials) with probability w_i dist2[i] /
+	 * sum, a step's update moves each centroid to the w-weighted mean of its
+	 * rows (those of weight 0 sum nothing: km_sums' mass) and its inertia
+	 * sums w_i dist2[i].  Kept across km_begin.  The driver calls it
+	 * (pggpu_weights_sync) with the set's weights (ds->w) at km_begin.
 	 */
 	pggpu_status (*km_weights) (pggpu_data *ds, const double *w, pggpu_error *err);
 
@@ -260,12 +273,14 @@ typedef struct pggpu_ops
 
 	/*
 	 * After a step with update: the sums of its rows by cluster (k x d, as
-	 * the rows are held; 0 where none) and their counts, as the step added
-	 * them (its centroids are the one over the other), so that a holder of
-	 * several parts adds sums, not means times counts; PGGPU_ERR_INVALID
-	 * after any other step.
+	 * the rows are held; 0 where none; weighted: of w_i x_i), their counts
+	 * and (mass, may be NULL) their weights' sums (the counts where the set
+	 * has no weights), as the step added them (its centroids are the one
+	 * over the other, where the mass is > 0), so that a holder of several
+	 * parts adds sums, not means times masses; PGGPU_ERR_INVALID after any
+	 * other step.
 	 */
-	pggpu_status (*km_sums) (pggpu_data *ds, double *sums, int64_t *counts, pggpu_error *err);
+	pggpu_status (*km_sums) (pggpu_data *ds, double *sums, int64_t *counts, double *mass, pggpu_error *err);
 
 	/*
 	 * Optional: ds->f32 or ds->f16 was just set (no rows yet); the backend's
@@ -519,6 +534,19 @@ pggpu_status pggpu_prepare_scale(pggpu_data *ds, const double *extra, int64_t ne
 pggpu_status pggpu_data_range(pggpu_data *ds, double *lo, double *hi, pggpu_error *err);
 pggpu_status pggpu_scale_to(pggpu_data *ds, int e, pggpu_error *err);
 
+/*
+ * dataset.c: the set's weights (ds->w) to its backend (km_weights) where
+ * they changed since; each backend's km_begin calls it
+ */
+pggpu_status pggpu_weights_sync(pggpu_data *ds, pggpu_error *err);
+
+/*
+ * dataset.c: dst's copy_rows (see pggpu_ops), the rows' weights with them
+ * where a source has weights
+ */
+pggpu_status pggpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *which,
+							 const int64_t *rows, int64_t m, const int *e, pggpu_error *err);
+
 /* fit.c: the rows of the seeding set for k clusters of d columns (fewer: all of them) */
 int64_t		pggpu_seed_rows(int k, int d);
 /* dataset.c: pggpu_data_open, the staging buffers made at the first batch (lazy_stage) */
@@ -542,9 +570,10 @@ pggpu_status pggpu_hierarchical(const pggpu_kmeans_source *src, const pggpu_kmea
 /*
  * The seeding set's order of m sampled rows (fit.c): order := their places
  * 0..m-1 by key, then (equal keys) by value: rows (m x d, caller's units)
- * where given, else the tied rows' values from fetch(arg, places, n, out)
+ * where given, else the tied rows' values from fetch(arg, places, n, out),
+ * then (equal values) by weight (w, NULL: unweighted)
  */
-pggpu_status pggpu_seed_order(pggpu_data *home, const uint64_t *keys, int64_t m, const double *rows,
+pggpu_status pggpu_seed_order(pggpu_data *home, const uint64_t *keys, int64_t m, const double *rows, const double *w,
 							  pggpu_status (*fetch) (void *arg, const int64_t *at, int64_t n, double *out,
 													 pggpu_error *err),
 							  void *arg, int64_t *order, pggpu_error *err);
@@ -591,9 +620,15 @@ pggpu_interrupts(const pggpu_kmeans_params *p)
 /*
  * seed.c: the initial centroids of k = ds->k after km_begin (ds scaled
  * already); k-means++ from row `first` (pggpu_seed_first: the seed's uniform
- * row)
+ * row; a weighted set's drawn by weight)
  */
-int64_t		pggpu_seed_first(const pggpu_kmeans_params *p, int64_t n);
+int64_t		pggpu_seed_first(const pggpu_kmeans_params *p, const pggpu_data *ds);
+/*
+ * The weights a draw of rows by weight alone uses (the first centre, random
+ * rows): the set's, NULL where it has none or they are all the same (> 0),
+ * so that equal weights draw as none do
+ */
+const double *pggpu_weights_drawn(const pggpu_data *ds);
 pggpu_status pggpu_seed_random(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err);
 pggpu_status pggpu_seed_kmeanspp(pggpu_data *ds, const pggpu_kmeans_params *p, int64_t first,
 								 pggpu_error *err);

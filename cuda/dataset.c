@@ -332,10 +332,118 @@ pggpu_data_batch_rows(const pggpu_data *ds)
 	return (int64_t) 1 << ds->log_b;
 }
 
+/* room for n weights in ds->w; false: out of memory */
+static bool
+weights_room(pggpu_data *ds, int64_t n)
+{
+	int64_t		cap = ds->w_cap;
+	double	   *w;
+
+	if (n <= cap && ds->w)
+		return true;
+	while (cap < n)
+		cap = cap ? 2 * cap : 1024;
+	if ((w = (double *) realloc(ds->w, sizeof(double) * cap)) == NULL)
+		return false;
+	ds->w = w;
+	ds->w_cap = cap;
+	return true;
+}
+
+/* the first of w[0 .. n-1] that no row may weigh (negative, NaN, infinite), or -1 */
+static int64_t
+bad_weight(const double *w, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		if (!(w[i] >= 0) || isinf(w[i]))
+			return i;
+	return -1;
+}
+
+static pggpu_status
+bad_weight_error(pggpu_error *err, const double *w, int64_t i)
+{
+	return pggpu_fail(err, PGGPU_ERR_INVALID, "row %lld weighs %g: a weight is finite and at least 0",
+					  (long long) i, w[i]);
+}
+
+double *
+pggpu_data_batch_weights(pggpu_data *ds)
+{
+	int64_t		b = pggpu_data_batch_rows(ds);
+
+	if (ds->w_batch == NULL)
+	{
+		if (!weights_room(ds, ds->n > 0 ? ds->n : 1) ||
+			(ds->w_batch = (double *) malloc(sizeof(double) * b)) == NULL)
+			return NULL;
+		for (int64_t i = 0; i < ds->n; i++)
+			ds->w[i] = 1.0;
+		for (int64_t r = 0; r < b; r++)
+			ds->w_batch[r] = 1.0;
+		ds->w_stale = true;
+	}
+	return ds->w_batch;
+}
+
+const double *
+pggpu_data_weights(const pggpu_data *ds)
+{
+	return ds->w_batch ? ds->w : NULL;
+}
+
+pggpu_status
+pggpu_data_set_weights(pggpu_data *ds, const double *w, pggpu_error *err)
+{
+	int64_t		bad;
+
+	if (w == NULL)
+	{
+		free(ds->w), free(ds->w_batch);
+		ds->w = ds->w_batch = NULL;
+		ds->w_cap = 0;
+		ds->w_stale = true;
+		return PGGPU_OK;
+	}
+	if ((bad = bad_weight(w, ds->n)) >= 0)
+		return bad_weight_error(err, w, bad);
+	if (pggpu_data_batch_weights(ds) == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	memcpy(ds->w, w, sizeof(double) * ds->n);
+	ds->w_stale = true;
+	return PGGPU_OK;
+}
+
+pggpu_status
+pggpu_weights_sync(pggpu_data *ds, pggpu_error *err)
+{
+	pggpu_status st;
+
+	if (!ds->w_stale)
+		return PGGPU_OK;
+	if ((st = ds->ops->km_weights(ds, pggpu_data_weights(ds), err)) != PGGPU_OK)
+		return st;
+	ds->w_stale = false;
+	return PGGPU_OK;
+}
+
+/* the weights of the rows just pushed (n0 .. ds->n - 1) from wb */
+static pggpu_status
+weights_take(pggpu_data *ds, int64_t n0, const double *wb, pggpu_error *err)
+{
+	if (!weights_room(ds, ds->n))
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory for the rows' weights");
+	memcpy(ds->w + n0, wb, sizeof(double) * (ds->n - n0));
+	ds->w_stale = true;
+	return PGGPU_OK;
+}
+
 static pggpu_status
 push(pggpu_data *ds, int64_t nrows, bool by_rows, pggpu_error *err)
 {
 	double		t0;
+	int64_t		n0 = ds->n,
+				bad;
 	pggpu_status st;
 
 	if (nrows <= 0 || nrows > pggpu_data_batch_rows(ds))
@@ -352,11 +460,41 @@ push(pggpu_data *ds, int64_t nrows, bool by_rows, pggpu_error *err)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, ds->wide_fed ?
 						  "a float32 or float16 data set held as doubles from its first row takes its rows by rows" :
 						  "no rows may be pushed to a float32 or float16 data set once its rows are held as doubles");
+	if (ds->w_batch && (bad = bad_weight(ds->w_batch, nrows)) >= 0)
+		return bad_weight_error(err, ds->w_batch, bad);
 	t0 = pggpu_seconds();
 	ds->range_known = false;
 	st = ds->ops->push(ds, nrows, by_rows, err);
 	ds->push_seconds += pggpu_seconds() - t0;
+	if (st == PGGPU_OK && ds->w_batch)
+		st = weights_take(ds, n0, ds->w_batch, err);
 	return st;
+}
+
+pggpu_status
+pggpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *which, const int64_t *rows,
+				int64_t m, const int *e, pggpu_error *err)
+{
+	int64_t		n0 = dst->n;
+	bool		weighted = false;
+	pggpu_status st;
+
+	for (int i = 0; i < nsrc; i++)
+		weighted |= pggpu_data_weights(srcs[i]) != NULL;
+	if (weighted && pggpu_data_batch_weights(dst) == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	if ((st = dst->ops->copy_rows(dst, srcs, nsrc, which, rows, m, e, err)) != PGGPU_OK || !weighted)
+		return st;
+	if (!weights_room(dst, dst->n))
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory for the rows' weights");
+	for (int64_t t = 0; t < m && n0 + t < dst->n; t++)
+	{
+		const double *sw = pggpu_data_weights(srcs[which ? which[t] : 0]);
+
+		dst->w[n0 + t] = sw ? sw[rows[t]] : 1.0;
+	}
+	dst->w_stale = true;
+	return PGGPU_OK;
 }
 
 pggpu_status
@@ -415,8 +553,8 @@ pggpu_data_device_name(const pggpu_data *ds)
 }
 
 pggpu_status
-pggpu_data_push_rows(pggpu_data *ds, const double *rows, const int64_t *order, int64_t m,
-					 pggpu_error *err)
+pggpu_data_push_rows(pggpu_data *ds, const double *rows, const double *w, const int64_t *order,
+					 int64_t m, pggpu_error *err)
 {
 	int			d = ds->d;
 	pggpu_status st;
@@ -428,9 +566,14 @@ pggpu_data_push_rows(pggpu_data *ds, const double *rows, const int64_t *order, i
 		double	   *buf = pggpu_data_batch(ds);
 		float	   *buf32 = pggpu_data_batch_f32(ds);
 		uint16_t   *buf16 = pggpu_data_batch_f16(ds);
+		double	   *wb = w ? pggpu_data_batch_weights(ds) : NULL;
 
 		if (!buf && !buf32 && !buf16)	/* (a lazy set's first batch) */
 			return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "could not allocate the pinned staging buffers");
+		if (w && !wb)
+			return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+		for (int64_t t = 0; wb && t < take; t++)
+			wb[t] = w[order ? order[i0 + t] : i0 + t];
 
 		/* by tiles of 32 rows: their cache lines serve 8 columns each (a column at a time: one a value) */
 		for (int64_t t0 = 0; t0 < take; t0 += 32)
@@ -487,6 +630,8 @@ pggpu_data_close(pggpu_data *ds)
 	pggpu_knn_close(ds->aux_knn);
 	ds->ops->close(ds);
 	pggpu_scratch_free_all(ds);
+	free(ds->w);
+	free(ds->w_batch);
 	free(ds->step_space);
 	free(ds);
 }

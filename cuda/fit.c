@@ -64,6 +64,7 @@ typedef struct keyed
 	uint64_t	key;
 	int64_t		i;				/* its place in the sample */
 	const double *x;			/* its values, where keys tie */
+	double		w;				/* its weight (1: unweighted), where values tie */
 } keyed;
 
 static __thread int keyed_d;
@@ -89,6 +90,9 @@ cmp_values(const void *a, const void *b)
 	for (int j = 0; j < keyed_d; j++)
 		if (x->x[j] != y->x[j] || signbit(x->x[j]) != signbit(y->x[j]))
 			return x->x[j] < y->x[j] || (x->x[j] == y->x[j] && signbit(x->x[j])) ? -1 : 1;
+	/* (equal rows of other weights are not interchangeable either) */
+	if (x->w != y->w)
+		return x->w < y->w ? -1 : 1;
 	return x->i < y->i ? -1 : x->i > y->i;
 }
 
@@ -100,7 +104,7 @@ tied_key(const keyed *ks, int64_t m, int64_t i)
 }
 
 pggpu_status
-pggpu_seed_order(pggpu_data *home, const uint64_t *keys, int64_t m, const double *rows,
+pggpu_seed_order(pggpu_data *home, const uint64_t *keys, int64_t m, const double *rows, const double *w,
 				 pggpu_status (*fetch) (void *arg, const int64_t *at, int64_t n, double *out,
 										pggpu_error *err),
 				 void *arg, int64_t *order, pggpu_error *err)
@@ -118,6 +122,7 @@ pggpu_seed_order(pggpu_data *home, const uint64_t *keys, int64_t m, const double
 		ks[i].key = keys[i];
 		ks[i].i = i;
 		ks[i].x = rows ? rows + i * d : NULL;
+		ks[i].w = w ? w[i] : 1.0;
 	}
 	qsort(ks, m, sizeof(keyed), cmp_key);
 
@@ -188,21 +193,23 @@ seeding_seed(const pggpu_kmeans_params *p)
  */
 static pggpu_status
 seeding_rows(const pggpu_kmeans_source *src, double rate, uint64_t seed, int64_t least, double **out,
-			 int64_t **order, int64_t *m, pggpu_error *err)
+			 double **wout, int64_t **order, int64_t *m, pggpu_error *err)
 {
 	pggpu_data *home = src->home;
 	int			d = home->d;
-	double	   *rows = NULL;
+	double	   *rows = NULL,
+			   *w = NULL;
 	int64_t    *sorted = NULL;
 	uint64_t   *keys = NULL;
 	pggpu_status st = PGGPU_OK;
 
 	*out = NULL;
+	*wout = NULL;
 	*order = NULL;
 	for (;;)
 	{
 		*m = 0;
-		CHECK(src->sample(src->arg, seed, rate, &rows, &keys, m, err));
+		CHECK(src->sample(src->arg, seed, rate, &rows, &keys, &w, m, err));
 		/* (fewer than k rows drawn: a table just over the cap, unlucky; take them all) */
 		if (*m >= least || rate >= 1)
 			break;
@@ -220,14 +227,17 @@ seeding_rows(const pggpu_kmeans_source *src, double rate, uint64_t seed, int64_t
 		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 		goto done;
 	}
-	CHECK(pggpu_seed_order(home, keys, *m, rows, NULL, NULL, sorted, err));
+	CHECK(pggpu_seed_order(home, keys, *m, rows, w, NULL, NULL, sorted, err));
 	*out = rows;
+	*wout = w;
 	*order = sorted;
 	rows = NULL;
+	w = NULL;
 	sorted = NULL;
 done:
 	pggpu_scratch_free(home, keys);
 	pggpu_scratch_free(home, rows);
+	pggpu_scratch_free(home, w);
 	pggpu_scratch_free(home, sorted);
 	return st;
 }
@@ -287,7 +297,8 @@ pggpu_fit_set(const pggpu_kmeans_source *src, double rate, uint64_t seed, int64_
 {
 	pggpu_data *home = src->home;
 	pggpu_data *sds = NULL;
-	double	   *rows = NULL;
+	double	   *rows = NULL,
+			   *w = NULL;
 	int64_t    *order = NULL;
 	int64_t		m = 0;
 	pggpu_status st = PGGPU_OK;
@@ -319,16 +330,16 @@ pggpu_fit_set(const pggpu_kmeans_source *src, double rate, uint64_t seed, int64_
 		err->code = PGGPU_OK;	/* (the rows go through the host) */
 		err->msg[0] = '\0';
 	}
-	CHECK(seeding_rows(src, rate, seed, least, &rows, &order, &m, err));
+	CHECK(seeding_rows(src, rate, seed, least, &rows, &w, &order, &m, err));
 	st = pggpu_fit_open(home, home->backend, m, true, &sds, err);
 	if (st == PGGPU_OK)
-		st = pggpu_data_push_rows(sds, rows, order, m, err);
+		st = pggpu_data_push_rows(sds, rows, w, order, m, err);
 	if (st == PGGPU_ERR_GPU_MEMORY && home->backend == PGGPU_BACKEND_GPU)
 	{
 		pggpu_fit_close(home, sds);
 		sds = NULL;
 		if ((st = pggpu_fit_open(home, PGGPU_BACKEND_CPU, m, true, &sds, err)) == PGGPU_OK)
-			st = pggpu_data_push_rows(sds, rows, order, m, err);
+			st = pggpu_data_push_rows(sds, rows, w, order, m, err);
 	}
 	if (st == PGGPU_OK)
 	{
@@ -339,6 +350,7 @@ done:
 	if (sds)
 		pggpu_fit_close(home, sds);
 	pggpu_scratch_free(home, rows);
+	pggpu_scratch_free(home, w);
 	pggpu_scratch_free(home, order);
 	return st;
 }
@@ -366,7 +378,7 @@ seed_start(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p, int e, 
 			CHECK(pggpu_seed_parallel(sds, p, err));
 			break;
 		default:
-			CHECK(pggpu_seed_greedy(sds, p, pggpu_seed_first(p, sds->n), err));
+			CHECK(pggpu_seed_greedy(sds, p, pggpu_seed_first(p, sds), err));
 			break;
 	}
 	CHECK(sds->ops->km_get_centroids(sds, C, err));
@@ -419,12 +431,16 @@ done:
 }
 
 void
-pggpu_centroids_update(double *C, const double *sums, const int64_t *counts, int k, int d,
-					   pggpu_metric metric, int e)
+pggpu_centroids_update(double *C, const double *sums, const int64_t *counts, const double *mass, int k,
+					   int d, pggpu_metric metric, int e)
 {
 	for (int c = 0; c < k; c++)
-		for (int j = 0; counts[c] > 0 && j < d; j++)
-			C[(int64_t) c * d + j] = sums[(int64_t) c * d + j] / (double) counts[c];
+	{
+		double		m = mass ? mass[c] : (double) counts[c];
+
+		for (int j = 0; m > 0 && j < d; j++)
+			C[(int64_t) c * d + j] = sums[(int64_t) c * d + j] / m;
+	}
 	if (metric == PGGPU_METRIC_COSINE)
 		pggpu_normalize_rows(C, k, d, ldexp(1.0, e));
 }

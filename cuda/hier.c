@@ -186,28 +186,34 @@ hier_rows(hier_work *w, pggpu_data *sub, const int64_t *at, int64_t m, pggpu_err
 {
 	pggpu_data *set = w->set;
 	int			e = -set->scale_e;
-	double	   *buf;
+	const double *sw = pggpu_data_weights(set);
+	double	   *buf,
+			   *wg = NULL;
 	pggpu_status st;
 
 	if (sub->ops->copy_rows && sub->backend == set->backend)
 	{
-		st = sub->ops->copy_rows(sub, &set, 1, NULL, at, m, &e, err);
+		st = pggpu_copy_rows(sub, &set, 1, NULL, at, m, &e, err);
 		if (st != PGGPU_ERR_INVALID)
 			return st;
 		err->code = PGGPU_OK;	/* (through the host, below) */
 		err->msg[0] = '\0';
 	}
 	/* (sub's scratch: freed when it closes, also after hier_check leaves) */
-	if ((buf = (double *) pggpu_scratch_alloc(sub, sizeof(double) * (m > 0 ? m : 1) * set->d)) == NULL)
+	if ((buf = (double *) pggpu_scratch_alloc(sub, sizeof(double) * (m > 0 ? m : 1) * set->d)) == NULL ||
+		(sw && (wg = (double *) pggpu_scratch_alloc(sub, sizeof(double) * (m > 0 ? m : 1))) == NULL))
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	for (int64_t t = 0; wg && t < m; t++)
+		wg[t] = sw[at[t]];
 	pthread_mutex_lock(&w->host);
 	st = set->ops->get_rows(set, at, m, buf, err);
 	pthread_mutex_unlock(&w->host);
 	if (st != PGGPU_OK)
 		return st;
 	pggpu_ldexp_all(buf, m * set->d, e);
-	st = pggpu_data_push_rows(sub, buf, NULL, m, err);
+	st = pggpu_data_push_rows(sub, buf, wg, NULL, m, err);
 	pggpu_scratch_free(sub, buf);
+	pggpu_scratch_free(sub, wg);
 	return st;
 }
 

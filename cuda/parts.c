@@ -22,7 +22,7 @@
 
 pggpu_status
 pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin, double *sums,
-					 int64_t *counts, double *inertia, int64_t *changed, pggpu_error *err)
+					 int64_t *counts, double *mass, double *inertia, int64_t *changed, pggpu_error *err)
 {
 	const pggpu_ops *ops = ds->ops;
 	pggpu_step_stats sst;
@@ -36,6 +36,8 @@ pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin, 
 	*changed = 0;
 	if (sums)
 		memset(sums, 0, sizeof(double) * k * ds->d);
+	if (sums && mass)
+		memset(mass, 0, sizeof(double) * k);
 	if (ds->n == 0)
 		return PGGPU_OK;
 	if (!begin && ds->k != k)
@@ -52,7 +54,7 @@ pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin, 
 	/* labels by C, and with sums each cluster's sum of its rows, as the step added them */
 	if ((st = ops->km_put_centroids(ds, C, err)) != PGGPU_OK ||
 		(st = ops->km_step(ds, sums != NULL, inertia != NULL, &sst, err)) != PGGPU_OK ||
-		(st = sums ? ops->km_sums(ds, sums, counts, err) : ops->km_counts(ds, counts, err)) != PGGPU_OK)
+		(st = sums ? ops->km_sums(ds, sums, counts, mass, err) : ops->km_counts(ds, counts, err)) != PGGPU_OK)
 		return st;
 	if (inertia)
 		*inertia = sst.inertia;
@@ -74,19 +76,24 @@ sampled_places(const uint64_t *keys, int64_t n, uint64_t seed, double rate, int6
 
 /*
  * The rows of the parts whose key pggpu_sampled(seed, key, rate) picks, in
- * part order, the caller's units: *m of them in *rows, and their keys in
- * *keep where keep is not NULL (parts[0]'s scratch, grown)
+ * part order, the caller's units: *m of them in *rows, their keys in *keep
+ * where keep is not NULL, and where weights is not NULL and a part is
+ * weighted, their weights in *weights (parts[0]'s scratch, grown)
  */
 pggpu_status
 pggpu_parts_sample(pggpu_data *const *parts, int nparts, uint64_t seed, double rate,
-				   double **rows, uint64_t **keep, int64_t *m, pggpu_error *err)
+				   double **rows, uint64_t **keep, double **weights, int64_t *m, pggpu_error *err)
 {
+	bool		weighted = false;
+
 	int			d = parts[0]->d;
 	uint64_t   *keys = NULL;
 	int64_t    *idx = NULL;
 	pggpu_status st = PGGPU_OK;
 
 	*m = 0;
+	for (int pi = 0; weights && pi < nparts; pi++)
+		weighted |= pggpu_data_weights(parts[pi]) != NULL;
 	for (int pi = 0; pi < nparts; pi++)
 	{
 		pggpu_data *ds = parts[pi];
@@ -123,6 +130,20 @@ pggpu_parts_sample(pggpu_data *const *parts, int nparts, uint64_t seed, double r
 			}
 			grown = kg ? grown : NULL;
 		}
+		if (grown != NULL && weighted)
+		{
+			const double *pw = pggpu_data_weights(ds);
+			double	   *wg = (double *) pggpu_scratch_realloc(parts[0], *weights,
+															 sizeof(double) * (*m + mp > 0 ? *m + mp : 1));
+
+			if (wg != NULL)
+			{
+				*weights = wg;
+				for (int64_t i = 0; i < mp; i++)
+					wg[*m + i] = pw ? pw[idx[i]] : 1.0;
+			}
+			grown = wg ? grown : NULL;
+		}
 		if (grown == NULL)
 		{
 			st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
@@ -151,6 +172,8 @@ typedef struct share
 	int64_t    *counts;
 	double	   *psums;			/* a part's after the first, before it is added */
 	int64_t    *pcounts;
+	double	   *mass;			/* (the clusters' weights: as the counts) */
+	double	   *pmass;
 	bool		some;			/* sums and counts hold a part's (else nothing yet) */
 	double		inertia;
 	int64_t		changed;
@@ -169,6 +192,7 @@ typedef struct step_work
 	int			e;
 	bool		begin;
 	bool		update;			/* sums wanted */
+	bool		mass;			/* and the clusters' weights */
 	bool		dists;			/* the inertia wanted */
 	int32_t    *labels;
 	const int64_t *offs;		/* each part's first row in the union */
@@ -214,7 +238,8 @@ step_group(step_work *w, int g, pggpu_stop *stop)
 		if (st == PGGPU_OK)
 			st = pggpu_kmeans_partial(parts[pi], w->C, k, w->e, w->begin,
 									  w->update ? (sh->some ? sh->psums : sh->sums) : NULL,
-									  sh->some ? sh->pcounts : sh->counts, w->dists ? &pin : NULL,
+									  sh->some ? sh->pcounts : sh->counts,
+									  w->mass ? (sh->some ? sh->pmass : sh->mass) : NULL, w->dists ? &pin : NULL,
 									  &pch, &sh->err);
 		if (st == PGGPU_OK && w->labels && parts[pi]->n > 0)
 			st = parts[pi]->ops->km_fetch(parts[pi], w->labels + w->offs[pi], NULL, &sh->err);
@@ -226,6 +251,8 @@ step_group(step_work *w, int g, pggpu_stop *stop)
 				sh->sums[i] = PGGPU_ADD(sh->sums[i], sh->psums[i]);
 			for (int c = 0; c < k; c++)
 				sh->counts[c] += sh->pcounts[c];
+			for (int c = 0; w->mass && c < k; c++)
+				sh->mass[c] = PGGPU_ADD(sh->mass[c], sh->pmass[c]);
 		}
 		sh->some = true;
 		sh->inertia += pin;
@@ -327,11 +354,12 @@ add_slice_job(void *arg, int i, pggpu_stop *stop)
 
 pggpu_status
 pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, int e, bool begin,
-				 double *sums, int64_t *counts, double *inertia, int64_t *changed,
+				 double *sums, int64_t *counts, double *mass, double *inertia, int64_t *changed,
 				 int32_t *labels, pggpu_error *err)
 {
 	int			d = parts[0]->d;
-	step_work	w = {parts, nparts, C, k, e, begin, sums != NULL, inertia != NULL, labels};
+	step_work	w = {parts, nparts, C, k, e, begin, sums != NULL, sums != NULL && mass != NULL, inertia != NULL,
+	labels};
 	/* (two of the home set's few scratch slots: the fit holds some too) */
 	char	   *book = (char *) pggpu_scratch_alloc(parts[0], (sizeof(int) + sizeof(int64_t) +
 															  sizeof(pggpu_interrupt_fn)) * nparts);
@@ -346,6 +374,8 @@ pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, i
 	if (sums)
 		memset(sums, 0, sizeof(double) * k * d);
 	memset(counts, 0, sizeof(int64_t) * k);
+	if (w.mass)
+		memset(mass, 0, sizeof(double) * k);
 	if (inertia)
 		*inertia = 0;
 	*changed = 0;
@@ -358,7 +388,7 @@ pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, i
 	for (int pi = 0; pi < nparts; pi++)
 		offs[pi] = pi == 0 ? 0 : offs[pi - 1] + parts[pi - 1]->n;
 	/* a group's share: its sums and counts, and a part's (kept in the home set from step to step) */
-	per = sizeof(share) + 2 * (sizeof(double) * k * d + sizeof(int64_t) * k);
+	per = sizeof(share) + 2 * (sizeof(double) * k * d + sizeof(int64_t) * k + sizeof(double) * k);
 	if (per * ngroups > parts[0]->step_space_bytes)
 	{
 		free(parts[0]->step_space);
@@ -384,6 +414,8 @@ pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, i
 		sh->psums = sh->sums + (size_t) k * d;
 		sh->counts = (int64_t *) (sh->psums + (size_t) k * d);
 		sh->pcounts = sh->counts + k;
+		sh->mass = (double *) (sh->pcounts + k);
+		sh->pmass = sh->mass + k;
 		sh->next = next_of(&w, g, -1);
 		sh->next_was = sh->next < nparts && parts[sh->next]->parked;
 	}
@@ -448,6 +480,8 @@ pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, i
 			continue;			/* (a group of empty parts only: nothing) */
 		for (int c = 0; c < k; c++)
 			counts[c] += w.shares[g].counts[c];
+		for (int c = 0; w.mass && c < k; c++)
+			mass[c] = PGGPU_ADD(mass[c], w.shares[g].mass[c]);
 		if (inertia)
 			*inertia += w.shares[g].inertia;
 		*changed += w.shares[g].changed;
@@ -487,6 +521,7 @@ typedef struct local_parts
 	double	   *held;			/* several parts: the centroids (k x d, fit units) */
 	double	   *sums;			/* and a step's sums */
 	int64_t    *counts;			/* and counts */
+	double	   *mass;			/* and the clusters' weights (weighted parts), else NULL */
 	int			k;
 } local_parts;
 
@@ -554,18 +589,23 @@ local_step(void *arg, const double *C, int k, int e, bool begin, bool update, in
 		return one_step(home, C, k, e, begin, update, empty, counts, inertia, changed, labels, err);
 	/* (the held centroids, a step's sums and its counts: one of the home's few scratch slots) */
 	if (lp->held == NULL &&
-		(lp->held = (double *) pggpu_scratch_alloc(home, (2 * sizeof(double) * d + sizeof(int64_t)) * k)) == NULL)
+		(lp->held = (double *) pggpu_scratch_alloc(home, (2 * sizeof(double) * d + sizeof(int64_t) +
+														  sizeof(double)) * k)) == NULL)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	lp->sums = lp->held + (int64_t) k * d;
 	lp->counts = (int64_t *) (lp->sums + (int64_t) k * d);
+	lp->mass = NULL;
+	for (int pi = 0; pi < lp->nparts; pi++)
+		if (pggpu_data_weights(lp->parts[pi]))
+			lp->mass = (double *) (lp->counts + k);
 	lp->k = k;
 	if (C)
 		memcpy(lp->held, C, sizeof(double) * k * d);
 	if ((st = pggpu_parts_step(lp->parts, lp->nparts, lp->held, k, e, begin, update ? lp->sums : NULL,
-							   lp->counts, inertia, changed, labels, err)) != PGGPU_OK)
+							   lp->counts, lp->mass, inertia, changed, labels, err)) != PGGPU_OK)
 		return st;
 	if (update)
-		pggpu_centroids_update(lp->held, lp->sums, lp->counts, k, d, home->metric, e);
+		pggpu_centroids_update(lp->held, lp->sums, lp->counts, lp->mass, k, d, home->metric, e);
 	*empty = 0;
 	for (int c = 0; c < k; c++)
 		*empty += lp->counts[c] == 0;
@@ -599,12 +639,12 @@ local_centroids(void *arg, double *C, pggpu_error *err)
 }
 
 static pggpu_status
-local_sample(void *arg, uint64_t seed, double rate, double **rows, uint64_t **keys, int64_t *m,
-			 pggpu_error *err)
+local_sample(void *arg, uint64_t seed, double rate, double **rows, uint64_t **keys, double **weights,
+			 int64_t *m, pggpu_error *err)
 {
 	local_parts *lp = (local_parts *) arg;
 
-	return pggpu_parts_sample(lp->parts, lp->nparts, seed, rate, rows, keys, m, err);
+	return pggpu_parts_sample(lp->parts, lp->nparts, seed, rate, rows, keys, weights, m, err);
 }
 
 /* a sampled row: its part and its place there */
@@ -668,6 +708,8 @@ local_sample_set(void *arg, uint64_t seed, double rate, pggpu_data *set, int64_t
 			   *order = NULL;
 	int		   *es = NULL,
 			   *which = NULL;
+	double	   *sw = NULL;
+	bool		weighted = false;
 	parts_sample ps;
 	pggpu_status st = PGGPU_OK;
 
@@ -739,7 +781,21 @@ local_sample_set(void *arg, uint64_t seed, double rate, pggpu_data *set, int64_t
 	}
 	ps.parts = lp->parts;
 	ps.smp = smp;
-	CHECK(pggpu_seed_order(home, skeys, *m, NULL, sample_rows, &ps, order, err));
+	/* (the sample's weights: a tie of equal rows is broken by them) */
+	for (int pi = 0; pi < np; pi++)
+		weighted |= pggpu_data_weights(lp->parts[pi]) != NULL;
+	if (weighted && (sw = (double *) pggpu_scratch_alloc(home, sizeof(double) * *m)) == NULL)
+	{
+		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+		goto done;
+	}
+	for (int64_t i = 0; sw && i < *m; i++)
+	{
+		const double *pw = pggpu_data_weights(lp->parts[smp[i].part]);
+
+		sw[i] = pw ? pw[smp[i].at] : 1.0;
+	}
+	CHECK(pggpu_seed_order(home, skeys, *m, NULL, sw, sample_rows, &ps, order, err));
 	/* the rows in that order: each one's part, and its place there (in order's room) */
 	which = (int *) pggpu_scratch_alloc(home, sizeof(int) * *m);
 	if (which == NULL)
@@ -752,7 +808,7 @@ local_sample_set(void *arg, uint64_t seed, double rate, pggpu_data *set, int64_t
 		which[i] = smp[order[i]].part;
 		order[i] = smp[order[i]].at;
 	}
-	CHECK(set->ops->copy_rows(set, lp->parts, np, which, order, *m, es, err));
+	CHECK(pggpu_copy_rows(set, lp->parts, np, which, order, *m, es, err));
 done:
 	pggpu_scratch_free(home, keys);
 	pggpu_scratch_free(home, at);
@@ -761,6 +817,7 @@ done:
 	pggpu_scratch_free(home, smp);
 	pggpu_scratch_free(home, order);
 	pggpu_scratch_free(home, es);
+	pggpu_scratch_free(home, sw);
 	return st;
 }
 

@@ -211,12 +211,35 @@ bool		pggpu_unit_row(double *x, int64_t stride, int d);
 
 /*
  * m rows (row-major, m x d) pushed into ds, a batch at a time: row order[t]
- * of rows the t-th (order NULL: in order).  Into a FLOAT32 set each value
- * is rounded to float, into a FLOAT16 one to a half (exact for the values
- * such a set is for).
+ * of rows the t-th (order NULL: in order), weighing w[order[t]] (w NULL:
+ * unweighted; else the set is weighted, pggpu_data_batch_weights).  Into a
+ * FLOAT32 set each value is rounded to float, into a FLOAT16 one to a half
+ * (exact for the values such a set is for).
  */
-pggpu_status pggpu_data_push_rows(pggpu_data *ds, const double *rows, const int64_t *order, int64_t m,
-								  pggpu_error *err);
+pggpu_status pggpu_data_push_rows(pggpu_data *ds, const double *rows, const double *w, const int64_t *order,
+								  int64_t m, pggpu_error *err);
+
+/*
+ * Row weights (scikit-learn's sample_weight): row i weighs w_i >= 0
+ * (finite).  A fit of a weighted set draws its seeds with probability
+ * proportional to w_i (times D_i^2), moves each centroid to the weighted
+ * mean of its rows (a cluster whose rows all weigh 0 keeps its centroid),
+ * and sums w_i d_i^2 for its inertia; its sizes still count rows.  With
+ * every weight 1 it is the unweighted fit, bit for bit.
+ *
+ * pggpu_data_batch_weights: the weights of the next push's rows (row r's
+ * at [r], batch_rows of them); asking makes the set weighted, the rows
+ * pushed before weighing 1.  NULL: out of host memory.  A push with a
+ * negative, NaN or infinite weight fails (PGGPU_ERR_INVALID), its rows not
+ * taken.
+ * pggpu_data_set_weights: every row's weight at once (n values; NULL: the
+ * set unweighted again), the same checks.
+ * pggpu_data_weights: the rows' weights (NULL: unweighted), valid until
+ * the next push.
+ */
+double	   *pggpu_data_batch_weights(pggpu_data *ds);
+pggpu_status pggpu_data_set_weights(pggpu_data *ds, const double *w, pggpu_error *err);
+const double *pggpu_data_weights(const pggpu_data *ds);
 
 /*
  * Seconds spent in pggpu_data_push so far: on the GPU, waiting for the
@@ -527,7 +550,8 @@ void		pggpu_scratch_free_all(pggpu_data *ds);
  * order: *m of them (m x d, row-major) in *rows, the home's scratch memory
  * (pggpu_scratch_realloc of *rows, which may be NULL); their keys in *keys
  * likewise where the source has them at hand (else *keys stays NULL and
- * the driver computes them).
+ * the driver computes them); their weights in *weights likewise where the
+ * rows are weighted (else it stays NULL).
  *
  * sample_set (may be NULL): the rows sample would give, in the seeding
  * set's order (by key, then value), put into set (open, empty, on the
@@ -553,7 +577,7 @@ typedef struct pggpu_kmeans_source
 	pggpu_status (*centroids) (void *arg, double *C, pggpu_error *err);
 	pggpu_status (*counts) (void *arg, int64_t *counts, pggpu_error *err);
 	pggpu_status (*sample) (void *arg, uint64_t seed, double rate, double **rows, uint64_t **keys,
-							int64_t *m, pggpu_error *err);
+							double **weights, int64_t *m, pggpu_error *err);
 	pggpu_status (*sample_set) (void *arg, uint64_t seed, double rate, pggpu_data *set, int64_t *m,
 								pggpu_error *err);
 	pggpu_status (*farthest) (void *arg, int m, int e, double *rows, double *dist2, uint64_t *keys,
@@ -583,16 +607,16 @@ pggpu_status pggpu_kmeans_parts(pggpu_data *const *parts, int nparts,
 /*
  * A source's calls on local parts (a cluster's node answers with them for
  * its rows): a step over every part at 2^e times the rows as pushed, with
- * sums (NULL: labels only) added in part order, inertia as a source's step
+ * sums (NULL: labels only) and mass (NULL: not wanted) added in part order, inertia as a source's step
  * has it (NULL: not wanted) (a part found parked is
  * parked again after its share); the sample; the farthest rows (at the
  * parts' last step's scale); the range.
  */
 pggpu_status pggpu_parts_step(pggpu_data *const *parts, int nparts, const double *C, int k, int e,
-							  bool begin, double *sums, int64_t *counts, double *inertia,
+							  bool begin, double *sums, int64_t *counts, double *mass, double *inertia,
 							  int64_t *changed, int32_t *labels, pggpu_error *err);
 pggpu_status pggpu_parts_sample(pggpu_data *const *parts, int nparts, uint64_t seed, double rate,
-								double **rows, uint64_t **keys, int64_t *m, pggpu_error *err);
+								double **rows, uint64_t **keys, double **weights, int64_t *m, pggpu_error *err);
 pggpu_status pggpu_parts_farthest(pggpu_data *const *parts, int nparts, int m, double *rows,
 								  double *d2, uint64_t *keys, int *got, pggpu_error *err);
 pggpu_status pggpu_parts_range(pggpu_data *const *parts, int nparts, double *lo, double *hi,
@@ -610,22 +634,24 @@ int			pggpu_farthest_slot(double *d2, uint64_t *keys, void *extra, size_t size, 
 /*
  * One part's share of a Lloyd iteration: its rows (held at 2^e times as
  * pushed) labelled by the k centroids C (fit units), with sums (else NULL)
- * each cluster's sum of its rows (fit units, 0 where none), their counts;
- * the labelling's inertia (NULL: not wanted) and the rows whose label
+ * each cluster's sum of its rows (fit units, 0 where none; weighted: of
+ * w_i x_i), their counts and (mass, may be NULL) their weights' sums; the
+ * labelling's inertia (NULL: not wanted) and the rows whose label
  * changed since the last call (begin: a new state, every row counts as
  * changed).
  */
 pggpu_status pggpu_kmeans_partial(pggpu_data *ds, const double *C, int k, int e, bool begin,
-								  double *sums, int64_t *counts, double *inertia,
+								  double *sums, int64_t *counts, double *mass, double *inertia,
 								  int64_t *changed, pggpu_error *err);
 
 /*
- * A holder's update from sums (fit units): C[c] := sums[c] / counts[c] where
- * counts[c] > 0 (else C[c] stays); cosine: every row of C scaled to norm
- * 2^e.  (The one GPU's update computes the same on the device.)
+ * A holder's update from sums (fit units): C[c] := sums[c] / mass[c] where
+ * mass[c] > 0 (mass NULL: the counts; else C[c] stays); cosine: every row
+ * of C scaled to norm 2^e.  (The one GPU's update computes the same on the
+ * device.)
  */
-void		pggpu_centroids_update(double *C, const double *sums, const int64_t *counts, int k, int d,
-								   pggpu_metric metric, int e);
+void		pggpu_centroids_update(double *C, const double *sums, const int64_t *counts, const double *mass,
+								   int k, int d, pggpu_metric metric, int e);
 
 
 /* ---- a sample of rows, drawn by their content (sample.c) ----------------- */

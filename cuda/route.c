@@ -256,6 +256,18 @@ pggpu_plan_step(int64_t n, int k, int d, const pggpu_gpu_shape *dev, double rang
 	}
 }
 
+void
+pggpu_plan_weighted(pggpu_route *r)
+{
+	if (r->label == PGGPU_LABEL_LLOYD)
+		r->ranged = true;
+	r->dr = PGGPU_LABELS_GIVEN;
+	r->mode = UPD_GLOBAL;
+	r->smem = 0;
+	r->sum = r->dev.smem_optin >= PGGPU_SORTED_SMEM ? PGGPU_SUM_SORTED : (pggpu_sum_route) 0;
+	r->why = "weighted rows: labels, then sums sorted by label, each value times its weight";
+}
+
 const char *
 pggpu_label_route_name(pggpu_label_route label)
 {

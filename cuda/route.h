@@ -120,6 +120,15 @@ typedef struct pggpu_route
 void		pggpu_plan_step(int64_t n, int k, int d, const pggpu_gpu_shape *dev, double range_work,
 							int max_grid, bool f16_ok, const pggpu_route_force *force, pggpu_route *out);
 
+/*
+ * A weighted set's plan (the rows' weights, km_weights): the planned
+ * labelling, its labels given (the CUDA cores' in ranges), then the sums
+ * sorted by label, each value times its row's weight
+ * (gpu/sorted_update.cu); sum 0 where the GPU's blocks cannot take that
+ * kernel's shared memory (the step then fails)
+ */
+void		pggpu_plan_weighted(pggpu_route *r);
+
 /* a product labels (gemm, gemm_f16) */
 #define PGGPU_LABEL_IS_GEMM(l) ((l) == PGGPU_LABEL_GEMM || (l) == PGGPU_LABEL_GEMM_F16)
 

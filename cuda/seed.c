@@ -66,8 +66,61 @@ rowset_has(const rowset *s, int64_t row)
 
 /* ---- seeding -------------------------------------------------------------- */
 
+const double *
+pggpu_weights_drawn(const pggpu_data *ds)
+{
+	const double *w = pggpu_data_weights(ds);
 
-/* k distinct rows of n, seeded (Floyd's algorithm) */
+	for (int64_t i = 1; w && i < ds->n; i++)
+		if (w[i] != w[0])
+			return w;
+	return w && ds->n > 0 && w[0] > 0 ? NULL : w;
+}
+
+
+/* a weighted row's key in random's draw, and its place */
+typedef struct keyed_row
+{
+	double		key;
+	int64_t		row;
+} keyed_row;
+
+static int
+keyed_cmp(const void *a, const void *b)
+{
+	const keyed_row *x = (const keyed_row *) a,
+			   *y = (const keyed_row *) b;
+
+	return x->key < y->key ? -1 : x->key > y->key ? 1 : x->row < y->row ? -1 : x->row > y->row;
+}
+
+/*
+ * A weighted set's k distinct rows, drawn without replacement with
+ * probability proportional to weight (as scikit-learn's): the k least keys
+ * -log(u_i) / w_i (Efraimidis and Spirakis), rows of weight 0 last, in row
+ * order; in key order
+ */
+static pggpu_status
+seed_random_weighted(pggpu_data *ds, const pggpu_kmeans_params *p, const double *w, pggpu_error *err)
+{
+	uint64_t	key = pggpu_mix64(p->seed ^ 0x9fb21c651e98df25ULL);
+	keyed_row  *kr = (keyed_row *) pggpu_scratch_alloc(ds, sizeof(keyed_row) * ds->n);
+	pggpu_status st = PGGPU_OK;
+
+	if (kr == NULL)
+		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	for (int64_t i = 0; i < ds->n; i++)
+		kr[i] = (keyed_row) {pggpu_draw_key(key, i, w[i]), i};
+	pggpu_interrupts(p);
+	qsort(kr, ds->n, sizeof(keyed_row), keyed_cmp);
+	for (int c = 0; c < p->k; c++)
+		CHECK(ds->ops->km_point(ds, kr[c].row, c, PGGPU_D2_KEEP, NULL, err));
+done:
+	pggpu_scratch_free(ds, kr);
+	return st;
+}
+
+/* k distinct rows of n, seeded (Floyd's algorithm); weighted sets: by weight */
 pggpu_status
 pggpu_seed_random(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err)
 {
@@ -75,6 +128,8 @@ pggpu_seed_random(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err
 	int			c = 0;
 	pggpu_status st = PGGPU_OK;
 
+	if (pggpu_weights_drawn(ds))
+		return seed_random_weighted(ds, p, pggpu_weights_drawn(ds), err);
 	if (!rowset_init(ds, &set, p->k))
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	for (int64_t j = ds->n - p->k; j < ds->n; j++)
@@ -272,9 +327,22 @@ done:
 
 /* the first centre of k-means++ and k-means||: a row drawn uniformly */
 int64_t
-pggpu_seed_first(const pggpu_kmeans_params *p, int64_t n)
+pggpu_seed_first(const pggpu_kmeans_params *p, const pggpu_data *ds)
 {
-	return (int64_t) (pggpu_mix64(p->seed) % (uint64_t) n);
+	const double *w = pggpu_weights_drawn(ds);
+	uint64_t	key = pggpu_mix64(p->seed);
+	double		best = INFINITY;
+	int64_t		row = -1;
+
+	/* weighted: row i with probability w_i / sum w (an exponential race, the lowest row on ties) */
+	for (int64_t i = 0; w && i < ds->n; i++)
+	{
+		double		kv = pggpu_draw_key(key, i, w[i]);
+
+		if (kv < best)
+			best = kv, row = i;
+	}
+	return row >= 0 ? row : (int64_t) (key % (uint64_t) ds->n);
 }
 
 /* ---- k-means|| --------------------------------------------------------------- */
@@ -379,16 +447,17 @@ static pggpu_status
 ll_sample(pggpu_data *ds, const pggpu_kmeans_params *p, int r, const double *D2,
 		  cand_set *cs, pggpu_error *err)
 {
+	const double *rw = pggpu_data_weights(ds);
 	double		psi = 0,
 				ell = LL_OVERSAMPLE * p->k;
 	uint64_t	key = round_key(p, r);
 
 	for (int64_t i = 0; i < ds->n; i++)
-		psi += D2[i];
+		psi += rw ? rw[i] * D2[i] : D2[i];
 	if (!(psi > 0))
 		return PGGPU_OK;
 	for (int64_t i = 0; i < ds->n; i++)
-		if (D2[i] > 0 && pggpu_uniform(key, i) * psi <= ell * D2[i])
+		if (D2[i] > 0 && pggpu_uniform(key, i) * psi <= ell * (rw ? rw[i] * D2[i] : D2[i]))
 		{
 			if (!cand_grow(ds, cs, 1))
 				return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
@@ -420,10 +489,9 @@ ll_recluster(pggpu_data *ds, const pggpu_kmeans_params *p, const cand_set *cs,
 	cds->interrupt_arg = ds->interrupt_arg;
 	cds->poll_work = ds->poll_work;
 	cds->force.pp_warps = ds->force.pp_warps;
-	CHECK(pggpu_data_push_rows(cds, cs->coords, NULL, cs->m, err));
+	CHECK(pggpu_data_push_rows(cds, cs->coords, w, NULL, cs->m, err));
 	CHECK(cds->ops->km_begin(cds, p->k, err));
 	cds->k = p->k;
-	CHECK(cds->ops->km_weights(cds, w, err));
 	q.seed = pggpu_mix64(p->seed ^ 0x2545f4914f6cdd1dULL);
 	CHECK(pggpu_seed_kmeanspp(cds, &q, 0, err));
 	CHECK(cds->ops->km_get_centroids(cds, C, err));
@@ -452,7 +520,7 @@ pggpu_seed_parallel(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *e
 		st = pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 		goto done;
 	}
-	cs.rows[cs.m++] = pggpu_seed_first(p, n);
+	cs.rows[cs.m++] = pggpu_seed_first(p, ds);
 	for (int r = 0, m0 = 0;; r++)
 	{
 		pggpu_interrupts(p);
@@ -468,7 +536,7 @@ pggpu_seed_parallel(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *e
 		/* few distinct rows: nothing to choose from */
 		CHECK(ds->ops->km_begin(ds, k, err));
 		ds->k = k;
-		CHECK(pggpu_seed_kmeanspp(ds, p, pggpu_seed_first(p, n), err));
+		CHECK(pggpu_seed_kmeanspp(ds, p, pggpu_seed_first(p, ds), err));
 		goto done;
 	}
 	w = (double *) pggpu_scratch_alloc(ds, sizeof(double) * cs.m);
@@ -480,7 +548,7 @@ pggpu_seed_parallel(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *e
 	}
 	memset(w, 0, sizeof(double) * cs.m);
 	for (int64_t i = 0; i < n; i++)
-		w[lab[i]] += 1;
+		w[lab[i]] += pggpu_data_weights(ds) ? pggpu_data_weights(ds)[i] : 1;
 	pggpu_interrupts(p);
 	CHECK(ll_recluster(ds, p, &cs, w, C, err));
 	CHECK(ds->ops->km_begin(ds, k, err));

@@ -228,7 +228,7 @@ cluster_step(void *arg, const double *C, int k, int e, bool begin, bool update, 
 	{
 		for (int64 j = 0; j < (int64) k * d; j++)
 			sums[j] = ldexp(sums[j], e);
-		pggpu_centroids_update(cl->held, sums, counts, k, d, cl->metric, e);
+		pggpu_centroids_update(cl->held, sums, counts, NULL, k, d, cl->metric, e);
 	}
 	*empty = 0;
 	for (int c = 0; c < k; c++)
@@ -240,10 +240,10 @@ cluster_step(void *arg, const double *C, int k, int e, bool begin, bool update, 
 	return PGGPU_OK;
 }
 
-/* the source's sample: every node's sampled rows, in node order, into the home's scratch (no keys) */
+/* the source's sample: every node's sampled rows, in node order, into the home's scratch (no keys, no weights) */
 static pggpu_status
-cluster_sample(void *arg, uint64_t seed, double rate, double **rows, uint64_t **keys, int64_t *mout,
-			   pggpu_error *err)
+cluster_sample(void *arg, uint64_t seed, double rate, double **rows, uint64_t **keys, double **weights,
+			   int64_t *mout, pggpu_error *err)
 {
 	PgGpuCluster *cl = (PgGpuCluster *) arg;
 	static const Oid types[2] = {INT8OID, FLOAT8OID};

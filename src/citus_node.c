@@ -405,7 +405,7 @@ gpu_kmeans_node_sample(PG_FUNCTION_ARGS)
 				 errmsg("rate must be above 0 and at most 1, not %g", rate),
 				 errhint("rate is the probability that a row is in the sample.")));
 	/* (the rows in the first part's scratch memory: freed with it after an error) */
-	if (pggpu_parts_sample(data->parts, data->nparts, (uint64) PG_GETARG_INT64(0), rate, &X, NULL, &m,
+	if (pggpu_parts_sample(data->parts, data->nparts, (uint64) PG_GETARG_INT64(0), rate, &X, NULL, NULL, &m,
 						   &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	if ((double) m * s->d * 8 > (double) (MaxAllocSize - VARHDRSZ))
@@ -474,7 +474,7 @@ gpu_kmeans_node_step(PG_FUNCTION_ARGS)
 	s->e = step_exponent(s, C, k);
 	for (int64 i = 0; i < (int64) k * s->d; i++)
 		C[i] = ldexp(C[i], s->e);
-	if (pggpu_parts_step(s->data->parts, s->data->nparts, C, k, s->e, begin, sums, counts, &inertia,
+	if (pggpu_parts_step(s->data->parts, s->data->nparts, C, k, s->e, begin, sums, counts, NULL, &inertia,
 						 &changed, NULL, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	s->k = k;

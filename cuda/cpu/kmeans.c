@@ -46,6 +46,8 @@ cpu_km_free(cpu_state *s)
 {
 	free(s->C), free(s->labels), free(s->dist2), free(s->sums), free(s->cnt), free(s->C_lab);
 	free(s->xb), free(s->xw), free(s->parts), free(s->part_sums), free(s->part_cnt);
+	free(s->mass), free(s->part_mass);
+	s->mass = s->part_mass = NULL;
 	cpu_gemm_close(&s->gemm);
 	s->gemm_tried = false;
 	s->part_cnt = NULL;
@@ -117,13 +119,18 @@ cpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 		PGGPU_DRAW_ROWS * PGGPU_DRAW_ROWS;
 	int			threads = ds->threads > 1 ? ds->threads : 1;
 
+	pggpu_status st;
+
 	if (threads > nparts)
 		threads = nparts;
+	if ((st = pggpu_weights_sync(ds, err)) != PGGPU_OK)
+		return st;
 	cpu_km_free(s);
 	s->C = (double *) malloc(sizeof(double) * kd);
 	s->C_lab = (double *) malloc(sizeof(double) * kd);
 	s->sums = (double *) malloc(sizeof(double) * kd);
 	s->cnt = (int64_t *) malloc(sizeof(int64_t) * k);
+	s->mass = (double *) malloc(sizeof(double) * k);
 	s->labels = (int32_t *) malloc(sizeof(int32_t) * n);
 	/* whole blocks: point_block writes the last one's rows past n too */
 	s->dist2 = (double *) calloc(n + RB, sizeof(double));
@@ -136,9 +143,10 @@ cpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	{
 		s->part_sums = (double *) cache_lines(sizeof(double) * pad8(kd) * nparts);
 		s->part_cnt = (int64_t *) cache_lines(sizeof(int64_t) * pad8(k) * nparts);
+		s->part_mass = (double *) cache_lines(sizeof(double) * pad8(k) * nparts);
 	}
-	if (!s->C || !s->C_lab || !s->sums || !s->cnt || !s->labels || !s->dist2 || !s->xb || (s->Xh && !s->xw) ||
-		!s->parts || (nparts > 1 && (!s->part_sums || !s->part_cnt)))
+	if (!s->C || !s->C_lab || !s->sums || !s->cnt || !s->mass || !s->labels || !s->dist2 || !s->xb || (s->Xh && !s->xw) ||
+		!s->parts || (nparts > 1 && (!s->part_sums || !s->part_cnt || !s->part_mass)))
 	{
 		cpu_km_free(s);
 		return oom(err, (3 * kd + k + 3 * n + RB * ds->d * threads) * 8 +
@@ -155,6 +163,7 @@ cpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 		pt->end = span * (i + 1) < ds->n ? span * (i + 1) : ds->n;
 		pt->sums = nparts > 1 ? s->part_sums + pad8(kd) * i : NULL;
 		pt->cnt = nparts > 1 ? s->part_cnt + pad8(k) * i : NULL;
+		pt->mass = nparts > 1 ? s->part_mass + pad8(k) * i : NULL;
 	}
 	memset(s->labels, 0xff, sizeof(int32_t) * n);
 	s->drawn = false;
@@ -397,8 +406,10 @@ add_rows_f32(double *sums, const int32_t *lab, int m, const float *xf, int64_t x
 static inline void
 take_rows(cpu_state *s, bool update, int d, int64_t i0, int rows, const double *best,
 		  const int32_t *lab, const double *x, const float *xf, int64_t xq, int64_t xj, double *sums,
-		  int64_t *cnt, int64_t *changed, double *inertia, double *rowbuf)
+		  int64_t *cnt, double *mass, int64_t *changed, double *inertia, double *rowbuf)
 {
+	const double *rw = s->rw ? s->rw + i0 : NULL;
+
 	for (int q = 0; q < rows; q++)
 	{
 		*changed += s->labels[i0 + q] != lab[q];
@@ -407,10 +418,20 @@ take_rows(cpu_state *s, bool update, int d, int64_t i0, int rows, const double *
 	for (int q = 0; best && q < rows; q++)
 	{
 		s->dist2[i0 + q] = best[q];
-		*inertia += best[q];
+		*inertia += rw ? PGGPU_MUL(rw[q], best[q]) : best[q];
 	}
 	/* each cluster's sums in row order, as a loop over rows adds them */
-	if (update && rowbuf == NULL)
+	if (update && rw)
+		for (int q = 0; q < rows; q++)
+		{
+			double	   *sum = sums + (int64_t) lab[q] * d;
+
+			cnt[lab[q]]++;
+			mass[lab[q]] += rw[q];
+			for (int j = 0; j < d; j++)
+				sum[j] += PGGPU_MUL(rw[q], x ? x[q * xq + j * xj] : (double) xf[q * xq + j * xj]);
+		}
+	else if (update && rowbuf == NULL)
 		for (int q = 0; q < rows; q++)
 		{
 			double	   *sum = sums + (int64_t) lab[q] * d;
@@ -488,6 +509,7 @@ step_rows(pass *ps, part *pt, int t, bool caller)
 	double	   *x = s->xb + (int64_t) t * RB * d;
 	double	   *sums = pt->sums ? pt->sums : s->sums;
 	int64_t    *cnt = pt->cnt ? pt->cnt : s->cnt;
+	double	   *mass = pt->mass ? pt->mass : s->mass;
 	int64_t		changed;
 	double		inertia;
 	int64_t		i0;
@@ -500,6 +522,7 @@ step_rows(pass *ps, part *pt, int t, bool caller)
 		{
 			memset(sums, 0, sizeof(double) * k * d);
 			memset(cnt, 0, sizeof(int64_t) * k);
+			memset(mass, 0, sizeof(double) * k);
 		}
 	}
 	changed = pt->changed;
@@ -520,7 +543,7 @@ step_rows(pass *ps, part *pt, int t, bool caller)
 		panel_at(ds, t, i0, rows, &src, &src32, &stride);
 		cpu_gemm_label(&s->gemm, t, src, src32, stride, d, rows, k, ps->dists ? best : NULL, lab);
 		take_rows(s, ps->update, d, i0, rows, ps->dists ? best : NULL, lab, src, src32, 1, stride,
-				  sums, cnt, &changed, &inertia, x);
+				  sums, cnt, mass, &changed, &inertia, x);
 	}
 	/* else blocks of RB rows */
 	for (; !s->gemm.ob && i0 < pt->end; i0 += RB)
@@ -566,8 +589,8 @@ step_rows(pass *ps, part *pt, int t, bool caller)
 		}
 		if (!nearest_block_polled(ps, caller, x, d, s->C, k, best, lab))
 			break;
-		take_rows(s, ps->update, d, i0, rows, best, lab, x, NULL, 1, RB, sums, cnt, &changed, &inertia,
-				  NULL);
+		take_rows(s, ps->update, d, i0, rows, best, lab, x, NULL, 1, RB, sums, cnt, mass, &changed,
+				  &inertia, NULL);
 	}
 	pt->pos = i0 < pt->end ? i0 : pt->end;
 	pt->changed = changed;
@@ -693,6 +716,7 @@ cpu_km_step(pggpu_data *ds, bool update, bool dists, pggpu_step_stats *out, pggp
 	{
 		memset(s->sums, 0, sizeof(double) * k * d);
 		memset(s->cnt, 0, sizeof(int64_t) * k);
+		memset(s->mass, 0, sizeof(double) * k);
 	}
 	for (int i = 0; i < s->nparts; i++)
 	{
@@ -708,18 +732,19 @@ cpu_km_step(pggpu_data *ds, bool update, bool dists, pggpu_step_stats *out, pggp
 				s->sums[e] += pt->sums[e];
 			for (int c = 0; c < k; c++)
 				s->cnt[c] += pt->cnt[c];
+			for (int c = 0; s->rw && c < k; c++)
+				s->mass[c] += pt->mass[c];
 		}
 	}
+	/* (unweighted: the mass is the count; a cluster of no weight keeps its centroid) */
+	for (int c = 0; update && !s->rw && c < k; c++)
+		s->mass[c] = (double) s->cnt[c];
 	if (update)
 		for (int c = 0; c < k; c++)
 		{
-			if (s->cnt[c] == 0)
-			{
-				st.empty++;
-				continue;
-			}
-			for (int j = 0; j < d; j++)
-				s->C[(int64_t) c * d + j] = s->sums[(int64_t) c * d + j] / (double) s->cnt[c];
+			st.empty += s->cnt[c] == 0;
+			for (int j = 0; s->mass[c] > 0 && j < d; j++)
+				s->C[(int64_t) c * d + j] = s->sums[(int64_t) c * d + j] / s->mass[c];
 		}
 	s->summed = update;
 	*out = st;
@@ -727,7 +752,7 @@ cpu_km_step(pggpu_data *ds, bool update, bool dists, pggpu_step_stats *out, pggp
 }
 
 static pggpu_status
-cpu_km_sums(pggpu_data *ds, double *sums, int64_t *counts, pggpu_error *err)
+cpu_km_sums(pggpu_data *ds, double *sums, int64_t *counts, double *mass, pggpu_error *err)
 {
 	cpu_state  *s = ST(ds);
 
@@ -735,6 +760,8 @@ cpu_km_sums(pggpu_data *ds, double *sums, int64_t *counts, pggpu_error *err)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "no step with update to take sums of");
 	memcpy(sums, s->sums, sizeof(double) * ds->k * ds->d);
 	memcpy(counts, s->cnt, sizeof(int64_t) * ds->k);
+	if (mass)
+		memcpy(mass, s->mass, sizeof(double) * ds->k);
 	return PGGPU_OK;
 }
 

@@ -18,6 +18,7 @@ typedef struct __attribute__((aligned(64))) part
 	double		inertia;
 	double	   *sums;			/* k x d, or NULL: the state's own */
 	int64_t    *cnt;			/* k, or NULL: the state's own */
+	double	   *mass;			/* k (weighted sets), or NULL: the state's own */
 	double		best;			/* k-means++ draw: best key, its block */
 	int64_t		row;
 } part;
@@ -41,6 +42,7 @@ typedef struct cpu_state
 	double	   *C_lab;
 	double	   *sums;
 	int64_t    *cnt;
+	double	   *mass;			/* the clusters' weights (k): the counts where the set has none */
 	double	   *xb;				/* a block of rows a thread, column j at
 								 * xb + t * RB * d + j * RB */
 	float	   *xw;				/* halves held: a panel of rows widened a thread (GEMM_PANEL x d floats,
@@ -50,11 +52,12 @@ typedef struct cpu_state
 	part	   *parts;
 	double	   *part_sums;		/* nparts x (k x d, padded to a cache line) */
 	int64_t    *part_cnt;		/* nparts x (k, padded to a cache line) */
+	double	   *part_mass;		/* likewise, where the set has weights */
 	/* the PGGPU_PICK_SAMPLE draw km_point made in its pass (see next_key) */
 	bool		drawn;
 	uint64_t	drawn_key;
 	int64_t		drawn_row;
-	double	   *rw;				/* km_weights, or NULL */
+	double	   *rw;				/* km_weights (the rows' weights), or NULL */
 	cpu_gemm	gemm;			/* the GEMM route (gemm.ob NULL: off) */
 	bool		gemm_tried;		/* since km_begin */
 	bool		summed;			/* sums and cnt are the last step's (it updated) */

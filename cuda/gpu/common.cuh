@@ -110,7 +110,8 @@ struct gpu_state
 	int			pick_parts;		/* blocks whose partial picks it left */
 	float	   *sep;			/* k: separations from the newest centre (rounded down) */
 	double	   *wsum;			/* the blocks' weights in the draw, while seeding */
-	double	   *rw;				/* the rows' weights in the draw (km_weights), or NULL */
+	double	   *rw;				/* the rows' weights (km_weights), or NULL */
+	double	   *mass;			/* k: the clusters' weights of an update (while rw), or NULL */
 	long long  *pp_rows;		/* k: the rows km_pp_steps drew */
 	int			pp_blocks_per_sm;	/* pp_step_kernel's occupancy, 0: not known yet */
 	void	   *tc_ws;			/* the tensor cores' workspace, when they label */

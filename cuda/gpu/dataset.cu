@@ -430,6 +430,8 @@ free_km(gpu_state *s)
 	cudaFree(s->dist2);
 	cudaFree(s->sums);
 	cudaFree(s->cnt);
+	cudaFree(s->mass);
+	s->mass = NULL;
 	cudaFree(s->block_part);
 	cudaFree(s->part);
 	cudaFree(s->pick_key);
@@ -736,9 +738,14 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	gpu_state  *s = ST(ds);
 	int64_t		n = ds->n > 0 ? ds->n : 1;
 	int64_t		kd = (int64_t) k * ds->d;
+	pggpu_status st;
 
 	free_km(s);
+	if ((st = pggpu_weights_sync(ds, err)) != PGGPU_OK)
+		return st;
 	CU(cudaMalloc((void **) &s->C, sizeof(double) * kd));
+	if (s->rw)
+		CU(cudaMalloc((void **) &s->mass, sizeof(double) * k));
 	CU(cudaMalloc((void **) &s->sums, sizeof(double) * (kd + k)));
 	CU(cudaMalloc((void **) &s->cnt, sizeof(unsigned long long) * k));
 	CU(cudaMalloc((void **) &s->labels, sizeof(int32_t) * n));
@@ -781,6 +788,8 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 								&s->route);
 			}
 		}
+		if (s->rw)
+			pggpu_plan_weighted(&s->route);
 		pggpu_route_describe(&s->route, ds->route, sizeof(ds->route));
 		s->route_len = strlen(ds->route);
 	}
@@ -799,8 +808,6 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	}
 	else if (s->route.label == PGGPU_LABEL_GEMM_F16)
 	{
-		pggpu_status st;
-
 		if ((st = x_layout(ds, false, err)) != PGGPU_OK ||
 			(st = pggpu_gemm_prepare(ds, k, xview_of(ds), s->gemm_ws, s->stream, err)) != PGGPU_OK)
 			return st;
@@ -887,7 +894,7 @@ gpu_km_counts(pggpu_data *ds, int64_t *counts, pggpu_error *err)
 
 
 static pggpu_status
-gpu_km_sums(pggpu_data *ds, double *sums, int64_t *counts, pggpu_error *err)
+gpu_km_sums(pggpu_data *ds, double *sums, int64_t *counts, double *mass, pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
 	int64_t		kd = (int64_t) ds->k * ds->d;
@@ -899,9 +906,13 @@ gpu_km_sums(pggpu_data *ds, double *sums, int64_t *counts, pggpu_error *err)
 	CU(cudaMemcpyAsync(sums, s->sums, sizeof(double) * kd, cudaMemcpyDeviceToHost, s->stream));
 	CU(cudaMemcpyAsync(s->cnt_h, s->counts_at == UPD_PRIVATE ? (const void *) (s->sums + kd) : (const void *) s->cnt,
 					   sizeof(double) * k, cudaMemcpyDeviceToHost, s->stream));
+	if (mass && s->mass)
+		CU(cudaMemcpyAsync(mass, s->mass, sizeof(double) * k, cudaMemcpyDeviceToHost, s->stream));
 	CU(cudaStreamSynchronize(s->stream));
 	for (int c = 0; c < k; c++)
 		counts[c] = s->counts_at == UPD_PRIVATE ? (int64_t) ((const double *) s->cnt_h)[c] : (int64_t) s->cnt_h[c];
+	for (int c = 0; mass && !s->mass && c < k; c++)
+		mass[c] = (double) counts[c];
 	return PGGPU_OK;
 }
 

@@ -346,7 +346,8 @@ lloyd_kernel(xview X, int64_t n, int d, int log_b,
  */
 __device__ __forceinline__ void
 finalize(double *C, const double *sums, const unsigned long long *cnt, int k, int d, int mode,
-		 const double *block_part, int nparts, dev_stats *stats, bool spread = false)
+		 const double *block_part, int nparts, dev_stats *stats, bool spread = false,
+		 const double *mass = NULL)
 {
 	int64_t		kd = (int64_t) k * d;
 	double		inertia = 0;
@@ -383,10 +384,11 @@ finalize(double *C, const double *sums, const unsigned long long *cnt, int k, in
 		for (int64_t e = (spread ? blockIdx.x * (int64_t) blockDim.x : 0) + threadIdx.x; e < kd;
 			 e += spread ? (int64_t) gridDim.x * blockDim.x : blockDim.x)
 		{
-			unsigned long long m = cnt[e / d];
+			/* (weighted: the mass, where > 0; a cluster of no weight keeps its centroid) */
+			double		m = mass ? mass[e / d] : (double) cnt[e / d];
 
-			if (m)
-				C[e] = sums[e] / (double) m;
+			if (m > 0)
+				C[e] = sums[e] / m;
 		}
 		if (spread && blockIdx.x > 0)
 			return;
@@ -479,11 +481,10 @@ reduce_finalize_kernel(const double *part, int64_t len, int nparts, double *sums
  * the stats by the first block
  */
 __global__ void
-finalize_kernel(double *C, const double *sums, const unsigned long long *cnt,
-				int k, int d, int mode,
-				const double *block_part, int nparts, dev_stats *stats)
+finalize_kernel(double *C, const double *sums, const unsigned long long *cnt, const double *mass,
+				int k, int d, int mode, const double *block_part, int nparts, dev_stats *stats)
 {
-	finalize(C, sums, cnt, k, d, mode, block_part, nparts, stats, true);
+	finalize(C, sums, cnt, k, d, mode, block_part, nparts, stats, true, mass);
 }
 
 template <int TK, int DR>

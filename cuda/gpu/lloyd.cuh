@@ -26,8 +26,16 @@ owned_fn	owned_kernel(int d);
  * *grid - 1]; at most max_grid blocks
  */
 cudaError_t pggpu_sorted_update(xview X, int64_t n, int d, int log_b, int k, const int32_t *labels,
-								const double *dist2, double *sums, unsigned long long *cnt,
-								double *block_part, int max_grid, int64_t *grid, cudaStream_t stream);
+								const double *dist2, const double *rw, double *sums, unsigned long long *cnt,
+								double *mass, double *block_part, int max_grid, int64_t *grid,
+								cudaStream_t stream);
+
+/*
+ * A weighted set's inertia without an update: sum_i rw[i] dist2[i], the
+ * blocks' parts into block_part[0 .. *grid - 1] (at most max_grid blocks)
+ */
+cudaError_t pggpu_weighted_inertia(const double *dist2, const double *rw, int64_t n, double *block_part,
+								   int max_grid, int64_t *grid, cudaStream_t stream);
 
 #define RF_BLOCK 256			/* reduce_finalize_kernel: 8 warps, 32 elements a block */
 
@@ -40,7 +48,7 @@ __global__ void reduce_finalize_kernel(const double *part, int64_t len, int npar
 									   double *C, int k, int d, const double *block_part,
 									   dev_stats *stats, dev_stats *mirror);
 __global__ void finalize_kernel(double *C, const double *sums, const unsigned long long *cnt,
-								int k, int d, int mode, const double *block_part, int nparts,
-								dev_stats *stats);
+								const double *mass, int k, int d, int mode, const double *block_part,
+								int nparts, dev_stats *stats);
 
 #endif							/* PG_GPU_LLOYD_CUH */

@@ -23,6 +23,11 @@
  * threads (4096 rows a chunk), 8.9 with two; 128 threads x 4 blocks, the
  * same there and slower at 768 x 1024 (8.0 ms against 7.6).
  *
+ * A weighted set's (rw): each value times its row's weight (one rounding,
+ * as the CPU's), each run's weights summed into mass with its count, and
+ * the inertia of w_i dist2[i]; a weighted set's steps all sum here
+ * (route.c's pggpu_plan_weighted).
+ *
  * The sums are float64 of the exact values (floats widened), as before; as
  * with any global atomics their order of addition, and so their last bits,
  * may differ between runs (lloyd_kernel's UPD_GLOBAL was the same).
@@ -81,7 +86,8 @@ template <typename T>
 __global__ void __launch_bounds__(SU_THREADS, 2)
 sorted_update_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, int k, int bits,
 					 const int32_t *__restrict__ labels, const double *__restrict__ dist2,
-					 double *sums, unsigned long long *cnt, double *block_part)
+					 const double *__restrict__ rw, double *sums, unsigned long long *cnt, double *mass,
+					 double *block_part)
 {
 	constexpr int G = su_cfg<T>::cols,
 				PER = su_cfg<T>::per;
@@ -110,7 +116,7 @@ sorted_update_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, int k
 			key[u] = (unsigned) (i < n ? labels[i] : k);
 			place[u] = p;
 			if (i < n)
-				inertia += dist2[i];
+				inertia += rw ? __dmul_rn(rw[i], dist2[i]) : dist2[i];
 		}
 		__syncthreads();		/* the last chunk's values are spent (u.sort overlays them) */
 		su_sort(sm.u.sort).Sort(key, place, 0, bits);
@@ -153,7 +159,8 @@ sorted_update_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, int k
 			for (int s = 0; s < SU_SPANS; s++)
 			{
 				const int	p0 = (warp * SU_SPANS + s) * 32 + grp * PER;
-				double		acc = 0;
+				double		acc = 0,
+							macc = 0;
 				unsigned long long m = 0;
 
 				for (int q = 0; q < PER; q++)
@@ -163,14 +170,27 @@ sorted_update_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, int k
 
 					if (lab >= k)
 						break;	/* (past the rows: they sort last) */
-					acc += (double) sm.u.vals[col][sm.row[p]];
+					if (rw)
+					{
+						const double w = __ldg(&rw[c0 + sm.row[p]]);
+
+						acc += __dmul_rn(w, (double) sm.u.vals[col][sm.row[p]]);
+						macc += w;
+					}
+					else
+						acc += (double) sm.u.vals[col][sm.row[p]];
 					m++;
 					if (q == PER - 1 || sm.lab[p + 1] != lab)
 					{
 						atomicAdd(&sums[(int64_t) lab * d + j0 + col], acc);
 						if (j0 + col == 0)
+						{
 							atomicAdd(&cnt[lab], m);
+							if (rw)
+								atomicAdd(&mass[lab], macc);
+						}
 						acc = 0;
+						macc = 0;
 						m = 0;
 					}
 				}
@@ -188,8 +208,8 @@ sorted_update_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, int k
  */
 cudaError_t
 pggpu_sorted_update(xview X, int64_t n, int d, int log_b, int k, const int32_t *labels,
-					const double *dist2, double *sums, unsigned long long *cnt, double *block_part,
-					int max_grid, int64_t *grid, cudaStream_t stream)
+					const double *dist2, const double *rw, double *sums, unsigned long long *cnt,
+					double *mass, double *block_part, int max_grid, int64_t *grid, cudaStream_t stream)
 {
 	const size_t smem = sorted_update_smem(X);
 	const void *fn = X.f16 ? (const void *) sorted_update_kernel<__half> :
@@ -216,12 +236,38 @@ pggpu_sorted_update(xview X, int64_t n, int d, int log_b, int k, const int32_t *
 		*grid = 1;
 	if (X.f16)
 		sorted_update_kernel<__half><<<(unsigned) *grid, SU_THREADS, smem, stream>>>(
-			(const __half *) X.p, n, d, log_b, k, bits, labels, dist2, sums, cnt, block_part);
+			(const __half *) X.p, n, d, log_b, k, bits, labels, dist2, rw, sums, cnt, mass, block_part);
 	else if (X.f32)
 		sorted_update_kernel<float><<<(unsigned) *grid, SU_THREADS, smem, stream>>>(
-			(const float *) X.p, n, d, log_b, k, bits, labels, dist2, sums, cnt, block_part);
+			(const float *) X.p, n, d, log_b, k, bits, labels, dist2, rw, sums, cnt, mass, block_part);
 	else
 		sorted_update_kernel<double><<<(unsigned) *grid, SU_THREADS, smem, stream>>>(
-			(const double *) X.p, n, d, log_b, k, bits, labels, dist2, sums, cnt, block_part);
+			(const double *) X.p, n, d, log_b, k, bits, labels, dist2, rw, sums, cnt, mass, block_part);
+	return cudaPeekAtLastError();
+}
+
+__global__ void
+weighted_inertia_kernel(const double *__restrict__ dist2, const double *__restrict__ rw, int64_t n,
+						double *block_part)
+{
+	double		s = 0;
+
+	for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t) gridDim.x * blockDim.x)
+		s += __dmul_rn(rw[i], dist2[i]);
+	s = block_sum(s);
+	if (threadIdx.x == 0)
+		block_part[blockIdx.x] = s;
+}
+
+cudaError_t
+pggpu_weighted_inertia(const double *dist2, const double *rw, int64_t n, double *block_part, int max_grid,
+					   int64_t *grid, cudaStream_t stream)
+{
+	*grid = (n + BLOCK - 1) / BLOCK;
+	if (*grid > max_grid)
+		*grid = max_grid;
+	if (*grid < 1)
+		*grid = 1;
+	weighted_inertia_kernel<<<(unsigned) *grid, BLOCK, 0, stream>>>(dist2, rw, n, block_part);
 	return cudaPeekAtLastError();
 }

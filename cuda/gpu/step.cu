@@ -71,7 +71,8 @@ label_ranges(pggpu_data *ds, pggpu_error *err)
 	int64_t		tile = TILE(ds);
 	double		per_tile = (double) tile * ds->k * ds->d / (tc ? 16 : 1);
 	double		work = step_range_work(ds);
-	int64_t		tiles = per_tile >= work ? 1 : (int64_t) (work / per_tile);
+	/* (no interrupt callback: one range, a weighted set's labels) */
+	int64_t		tiles = work <= 0 ? (ds->n + tile - 1) / tile : per_tile >= work ? 1 : (int64_t) (work / per_tile);
 	lloyd_fn	fn = lloyd_pick(r->tk, r->dr_label, UPD_NONE);
 	pggpu_status st;
 
@@ -130,6 +131,10 @@ gpu_km_step(pggpu_data *ds, bool update, bool dists, pggpu_step_stats *out, pggp
 	s->pick_ready = false;
 	s->dists_stale = false;
 	s->counts_at = UPD_NONE;
+	if (update && s->rw && sum != PGGPU_SUM_SORTED)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "weighted rows are summed by a kernel that needs %d KB of "
+						  "shared memory a block, more than this GPU gives (%d KB)",
+						  PGGPU_SORTED_SMEM / 1024, s->smem_optin / 1024);
 	if ((st = x_layout(ds, false, err)) != PGGPU_OK)
 		return st;
 	if (s->labels_seeding)
@@ -148,6 +153,8 @@ gpu_km_step(pggpu_data *ds, bool update, bool dists, pggpu_step_stats *out, pggp
 	{
 		CU(cudaMemsetAsync(s->sums, 0, sizeof(double) * (size_t) k * d, s->stream));
 		CU(cudaMemsetAsync(s->cnt, 0, sizeof(unsigned long long) * k, s->stream));
+		if (s->mass)
+			CU(cudaMemsetAsync(s->mass, 0, sizeof(double) * k, s->stream));
 	}
 	/* the product labels; or the tensor cores, and sum too where the plan fuses (then theirs is the whole pass) */
 	if (PGGPU_LABEL_IS_GEMM(r->label))
@@ -180,8 +187,10 @@ gpu_km_step(pggpu_data *ds, bool update, bool dists, pggpu_step_stats *out, pggp
 	if (fused)
 		grid = fused;
 	else if (sum == PGGPU_SUM_SORTED)
-		CU(pggpu_sorted_update(xview_of(ds), ds->n, d, ds->log_b, k, s->labels, s->dist2, s->sums, s->cnt,
-							   s->block_part, s->max_grid, &grid, s->stream));
+		CU(pggpu_sorted_update(xview_of(ds), ds->n, d, ds->log_b, k, s->labels, s->dist2, s->rw, s->sums,
+							   s->cnt, s->mass, s->block_part, s->max_grid, &grid, s->stream));
+	else if (s->rw)				/* (a weighted set's labels are given: pggpu_plan_weighted) */
+		CU(pggpu_weighted_inertia(s->dist2, s->rw, ds->n, s->block_part, s->max_grid, &grid, s->stream));
 	else if (owned)
 	{
 		owned_fn	ofn = owned_kernel(d);
@@ -218,7 +227,8 @@ gpu_km_step(pggpu_data *ds, bool update, bool dists, pggpu_step_stats *out, pggp
 		const int64_t kd = (int64_t) k * d;
 
 		finalize_kernel<<<(unsigned) (mode == UPD_NONE || kd <= 65536 ? 1 : kd / 8192 < 256 ? kd / 8192 : 256), 1024, 0,
-						  s->stream>>>(s->C, s->sums, s->cnt, k, d, mode, s->block_part, (int) grid, s->stats);
+						  s->stream>>>(s->C, s->sums, s->cnt, s->rw ? s->mass : NULL, k, d, mode, s->block_part,
+									   (int) grid, s->stats);
 		LAUNCHED(finalize_kernel);
 	}
 	/* the reduction mirrors the stats into stats_h itself: no copy */

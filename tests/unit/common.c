@@ -960,7 +960,7 @@ load_typed(pggpu_backend be, const dataset *D, pggpu_dtype dtype, load_how how)
 		  "a %s set stages its own type only", name);
 	if (how == LOAD_PUSH_ROWS)
 	{
-		if (pggpu_data_push_rows(ds, D->X, NULL, D->n, &err) != PGGPU_OK)
+		if (pggpu_data_push_rows(ds, D->X, NULL, NULL, D->n, &err) != PGGPU_OK)
 		{
 			CHECK(false, "push_rows into a %s set: %s", name, err.msg);
 			pggpu_data_close(ds);

@@ -225,7 +225,7 @@ test_dtype(void)
 		else
 		{
 			CHECK(!ds->narrow_held && pggpu_data_batch(ds) != NULL, "doubles staged and held");
-			CHECK(pggpu_data_push_rows(ds, D.X, NULL, D.n, &err) == PGGPU_OK, "push_rows: %s", err.msg);
+			CHECK(pggpu_data_push_rows(ds, D.X, NULL, NULL, D.n, &err) == PGGPU_OK, "push_rows: %s", err.msg);
 			{
 				double	   *out = xmalloc(sizeof(double) * D.d);
 				int64_t		r = D.n - 1;

@@ -22,6 +22,10 @@
  *     as built, every row labelled by its nearest centroid, one fit over
  *     placements, row orders and devices, an interrupt while its groups
  *     fit at once on the GPU;
+ *   - sample weights: a fit by hand, every weight 1 as none (bit for bit
+ *     on the CPU), integer weights as repeated rows, rows of weight 0 never
+ *     seeds nor pulling a centroid, one fit over parts, the GPU as the
+ *     CPU, weights out of range refused;
  *   - loading through the staging batches, with good, missing and far too
  *     small row-count hints;
  *   - the GPU backend against the CPU backend: same seeds, memberships and
@@ -158,6 +162,7 @@ main(int argc, char **argv)
 	section("cpu gemm", test_cpu_gemm);
 	section("n_init", test_n_init);
 	section("hierarchical", test_hierarchical);
+	section("sample weights", test_sample_weights);
 	section("reuse", test_reuse);
 	section("standardize", test_standardize);
 	section("silhouette", test_silhouette);

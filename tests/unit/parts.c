@@ -185,7 +185,7 @@ seed_order_checks(void)
 	for (int i = 0; i < M; i++)
 		if (i % 12 == 7)
 			keys[i] = keys[8];
-	CHECK(pggpu_seed_order(home, keys, M, rows, NULL, NULL, order, &err) == PGGPU_OK, "seed order: %s", err.msg);
+	CHECK(pggpu_seed_order(home, keys, M, rows, NULL, NULL, NULL, order, &err) == PGGPU_OK, "seed order: %s", err.msg);
 	for (int i = 0; i < M; i++)
 		memcpy(want + i * D, rows + order[i] * D, sizeof(double) * D);
 	for (int t = 0; t < 3; t++)
@@ -200,7 +200,7 @@ seed_order_checks(void)
 		}
 		for (int fetched = 0; fetched < 2; fetched++)
 		{
-			CHECK(pggpu_seed_order(home, pkeys, M, fetched ? NULL : perm, fetched ? order_fetch : NULL, perm,
+			CHECK(pggpu_seed_order(home, pkeys, M, fetched ? NULL : perm, NULL, fetched ? order_fetch : NULL, perm,
 								   order, &err) == PGGPU_OK, "seed order: %s", err.msg);
 			for (int i = 0; i < M; i++)
 				memcpy(got + i * D, perm + order[i] * D, sizeof(double) * D);

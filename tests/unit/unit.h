@@ -228,6 +228,8 @@ void test_weighted_draw(void);
 void test_pp_kernels(void);
 void test_transform(void);
 void test_hierarchical(void);
+/* weights.c */
+void test_sample_weights(void);
 void test_cpu_gemm(void);
 void test_n_init(void);
 void test_reuse(void);
