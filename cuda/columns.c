@@ -101,6 +101,7 @@ pggpu_data_standardize_parts(pggpu_data *const *parts, int nparts, double *mean,
 	double		n = 0;
 	int			e0,
 				d = parts[0]->d;
+	bool		weighted = false;
 
 	for (int pi = 0; pi < nparts; pi++)
 	{
@@ -110,14 +111,28 @@ pggpu_data_standardize_parts(pggpu_data *const *parts, int nparts, double *mean,
 
 		if (ds->d != d)
 			return pggpu_fail(err, PGGPU_ERR_INVALID, "part %d has %d columns, part 1 %d", pi + 1, ds->d, d);
+		/* weighted: the weighted mean and deviation (the terms times the weights; n their sum) */
+		if ((st = pggpu_weights_sync(ds, err)) != PGGPU_OK)
+			return st;
+		weighted |= pggpu_data_weights(ds) != NULL;
 		n += (double) ds->n;
 		/* squares of the differences in range (exact: a power of two) */
 		if (ds->n > 0 && ((st = pggpu_data_unpark(ds, err)) != PGGPU_OK ||
 						  (st = pggpu_repark(ds, was, pggpu_prepare_scale(ds, NULL, 0, &e, err), err)) != PGGPU_OK))
 			return st;
 	}
+	if (weighted)
+		n = 0;
+	for (int pi = 0; weighted && pi < nparts; pi++)
+	{
+		const double *w = pggpu_data_weights(parts[pi]);
+
+		for (int64_t i = 0; i < parts[pi]->n; i++)
+			n += w ? w[i] : 1.0;
+	}
 	if (n == 0)
-		return pggpu_fail(err, PGGPU_ERR_INVALID, "no rows to standardize");
+		return pggpu_fail(err, PGGPU_ERR_INVALID, weighted ? "the rows weigh 0 in all: no weighted mean to standardize by" :
+						  "no rows to standardize");
 	e0 = parts[0]->scale_e;
 	if ((st = parts_totals(parts, nparts, NULL, 1, mean, err)) != PGGPU_OK)
 		return st;

@@ -207,7 +207,7 @@ typedef struct pggpu_ops
 	 * Column statistics (standard scaling, columns.c): sums[t * d + j] := the
 	 * sum over the rows of tile t of column j's terms, by pggpu_col_sum
 	 * (center NULL: the values; else their squared differences from
-	 * center[j]).
+	 * center[j]; each times its row's weight where km_weights gave some).
 	 */
 	pggpu_status (*col_sums) (pggpu_data *ds, const double *center, double *sums,
 							  pggpu_error *err);
@@ -823,7 +823,8 @@ pggpu_normalize_rows(double *C, int k, int d, double norm)
 
 /*
  * One tile's sum of a column's terms (col_sums): t = x (center NULL) or
- * (x - c)^2, rows 0 .. rows-1 of the column (x at col[r]).  Lane l (0..31)
+ * (x - c)^2, times the row's weight w[r] where the set has weights (w NULL:
+ * none), rows 0 .. rows-1 of the column (x at col[r]).  Lane l (0..31)
  * sums the terms of rows l, l + 32, l + 64, ... in order from 0.0; then for
  * h = 16, 8, 4, 2, 1, lane l < h adds lane l + h's sum to its own: the
  * order of a warp's butterfly of shuffles, so the GPU, a warp a column of a
@@ -840,8 +841,15 @@ pggpu_col_term(double x, const double *center, int j)
 	return PGGPU_MUL(v, v);
 }
 
+/* a term of col_sums times its row's weight (w NULL: unweighted; w[r]: the tile's row r's) */
 PGGPU_HD double
-pggpu_col_sum(const double *col, int64_t rows, const double *center, int j)
+pggpu_col_weighed(double t, const double *w, int64_t r)
+{
+	return w ? PGGPU_MUL(w[r], t) : t;
+}
+
+PGGPU_HD double
+pggpu_col_sum(const double *col, const double *w, int64_t rows, const double *center, int j)
 {
 	double		s[PGGPU_DRAW_LANES];
 
@@ -849,7 +857,7 @@ pggpu_col_sum(const double *col, int64_t rows, const double *center, int j)
 	{
 		s[l] = 0.0;
 		for (int64_t r = l; r < rows; r += PGGPU_DRAW_LANES)
-			s[l] = PGGPU_ADD(s[l], pggpu_col_term(col[r], center, j));
+			s[l] = PGGPU_ADD(s[l], pggpu_col_weighed(pggpu_col_term(col[r], center, j), w, r));
 	}
 	for (int h = PGGPU_DRAW_LANES / 2; h > 0; h >>= 1)
 		for (int l = 0; l < h; l++)

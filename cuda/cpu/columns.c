@@ -38,16 +38,19 @@ pggpu_cpu_col_sums(pggpu_data *ds, const double *center, double *sums, pggpu_err
 	const double *x = pggpu_cpu_rows(ds);
 	int64_t		b = (int64_t) 1 << ds->log_b;
 	int64_t		tiles = (ds->n + b - 1) >> ds->log_b;
+	const double *dist2,
+			   *rw;
 
 	if (st != PGGPU_OK)
 		return st;
+	pggpu_cpu_draw_state(ds, &dist2, &rw);
 	for (int64_t t = 0; t < tiles; t++)
 	{
 		int64_t		rows = ds->n - t * b < b ? ds->n - t * b : b;
 
 		poll_tiles(ds, t);
 		for (int j = 0; j < ds->d; j++)
-			sums[t * ds->d + j] = pggpu_col_sum(x + (t * ds->d + j) * b, rows, center, j);
+			sums[t * ds->d + j] = pggpu_col_sum(x + (t * ds->d + j) * b, rw ? rw + t * b : NULL, rows, center, j);
 	}
 	return PGGPU_OK;
 }

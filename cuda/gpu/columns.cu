@@ -10,7 +10,7 @@
 
 /* a warp a (tile, column): sums[t * d + j] as pggpu_col_sum */
 __global__ void
-col_sums_kernel(xview X, int64_t n, int d, int log_b,
+col_sums_kernel(xview X, const double *__restrict__ rw, int64_t n, int d, int log_b,
 				const double *__restrict__ center, double *sums, int64_t warps)
 {
 	int64_t		w = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5;
@@ -29,7 +29,7 @@ col_sums_kernel(xview X, int64_t n, int d, int log_b,
 	rows = n - t * b < b ? n - t * b : b;
 	col = X + (t * d + j) * b;
 	for (int64_t r = lane; r < rows; r += 32)
-		s = PGGPU_ADD(s, pggpu_col_term(col[r], center, j));
+		s = PGGPU_ADD(s, pggpu_col_weighed(pggpu_col_term(col[r], center, j), rw ? rw + t * b : NULL, r));
 	for (int h = 16; h > 0; h >>= 1)
 	{
 		double		o = __shfl_down_sync(FULL, s, h);
@@ -88,7 +88,7 @@ gpu_col_sums(pggpu_data *ds, const double *center, double *sums, pggpu_error *er
 		CU(cudaMemcpyAsync(dev + warps, center, sizeof(double) * ds->d, cudaMemcpyHostToDevice,
 						   s->stream));
 	col_sums_kernel<<<(unsigned) ((warps * 32 + BLOCK - 1) / BLOCK), BLOCK, 0, s->stream>>>(
-		xview_of(ds), ds->n, ds->d, ds->log_b, center ? dev + warps : NULL, dev, warps);
+		xview_of(ds), s->rw, ds->n, ds->d, ds->log_b, center ? dev + warps : NULL, dev, warps);
 	if (cudaPeekAtLastError() == cudaSuccess)
 		(void) cudaMemcpyAsync(sums, dev, sizeof(double) * warps, cudaMemcpyDeviceToHost, s->stream);
 	st = cudaStreamSynchronize(s->stream) == cudaSuccess ? PGGPU_OK :

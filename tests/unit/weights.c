@@ -291,6 +291,66 @@ cpu_gpu(int64_t n, int d, int k, pggpu_init init, pggpu_algorithm algorithm)
 	free(w);
 }
 
+/*
+ * Standard scaling of a weighted set: its weighted mean and deviation; every
+ * weight 1 as none, bit for bit; integer weights as repeated rows
+ */
+static void
+standardize_weighted(pggpu_backend be)
+{
+	const int64_t n = 1500;
+	const int	d = 3;
+	dataset		D = {0},
+				R = {0};
+	double	   *w = xmalloc(sizeof(double) * n),
+			   *ones = xmalloc(sizeof(double) * n);
+	double		mean[3][3],
+				sd[3][3];
+	int64_t		m = 0;
+	pggpu_error err = {0};
+
+	set_case("weights: standard scaling (%s)", be_name(be));
+	gen_uniform(&D, n, d, -5, 20, 3);
+	for (int64_t i = 0; i < n; i++)
+	{
+		w[i] = (double) (i % 3);
+		ones[i] = 1;
+		m += i % 3;
+	}
+	data_alloc(&R, m, d, false);
+	for (int64_t i = 0, r = 0; i < n; i++)
+		for (int t = 0; t < (int) w[i]; t++, r++)
+			memcpy(R.X + r * d, D.X + i * d, sizeof(double) * d);
+	for (int v = 0; v < 3; v++)
+	{
+		const dataset *S = v == 2 ? &R : &D;
+		pggpu_data *ds = load_w(be, S, v == 0 ? w : v == 1 ? ones : NULL, 0, S->n, v == 1);
+
+		if (ds == NULL)
+			continue;
+		CHECK(pggpu_data_standardize(ds, mean[v], sd[v], &err) == PGGPU_OK, "standardize: %s", err.msg);
+		pggpu_data_close(ds);
+	}
+	for (int j = 0; j < d; j++)
+		CHECK(rel_close(mean[0][j], mean[2][j], 1e-12) && rel_close(sd[0][j], sd[2][j], 1e-12),
+			  "column %d: weighted mean %.17g sd %.17g, of the repeated rows %.17g %.17g", j, mean[0][j], sd[0][j],
+			  mean[2][j], sd[2][j]);
+	{
+		pggpu_data *ds = load_w(be, &D, NULL, 0, n, false);
+		double		m0[3],
+					s0[3];
+
+		if (ds && CHECK(pggpu_data_standardize(ds, m0, s0, &err) == PGGPU_OK, "standardize: %s", err.msg))
+			CHECK(memcmp(m0, mean[1], sizeof(m0)) == 0 && memcmp(s0, sd[1], sizeof(s0)) == 0,
+				  "every weight 1: mean %.17g, sd %.17g; none: %.17g, %.17g", mean[1][0], sd[1][0], m0[0], s0[0]);
+		pggpu_data_close(ds);
+	}
+	data_free(&D);
+	data_free(&R);
+	free(w);
+	free(ones);
+}
+
 /* a weight no row may have: the push (or the set) fails, its rows not taken */
 static void
 bad_weights(pggpu_backend be)
@@ -340,6 +400,7 @@ test_sample_weights(void)
 		ones_and_repeats(bes[b], 3000, 5, 8, 1);
 		ones_and_repeats(bes[b], 2000, 48, 70, 2);	/* (the GPU's product route) */
 		zero_weight_outliers(bes[b]);
+		standardize_weighted(bes[b]);
 	}
 	if (!have_gpu)
 		return;
