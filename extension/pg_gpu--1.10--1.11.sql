@@ -1,13 +1,15 @@
-/* pg_gpu 1.10 -> 1.11: ids of any type (uuid, text, numeric, a composite through a view); gpu_knn; gpu_kmeans_transform; algorithm => 'hierarchical' */
+/* pg_gpu 1.10 -> 1.11: ids of any type (uuid, text, numeric, a composite through a view); gpu_knn; gpu_kmeans_transform; algorithm => 'hierarchical'; weight_column */
 
 \echo Use "ALTER EXTENSION pg_gpu UPDATE TO '1.11'" to load this file. \quit
 
--- algorithm => 'lloyd' | 'hierarchical', a new trailing argument of
--- gpu_kmeans and gpu_kmeans_fit: the functions are replaced (objects that
+-- algorithm => 'lloyd' | 'hierarchical' and weight_column => 'w', new
+-- trailing arguments of gpu_kmeans and gpu_kmeans_fit (weight_column of
+-- gpu_kmeans_choose_k too): the functions are replaced (objects that
 -- depend on them must be dropped first; the C library serves both
 -- signatures meanwhile)
 DROP FUNCTION gpu_kmeans(regclass, integer, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, bigint);
 DROP FUNCTION gpu_kmeans_fit(regclass, integer, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, boolean, bigint);
+DROP FUNCTION gpu_kmeans_choose_k(regclass, integer[], text[], integer, double precision, text, bigint, text, integer, text, integer, bigint);
 
 CREATE FUNCTION gpu_kmeans(
     relation regclass,
@@ -23,13 +25,14 @@ CREATE FUNCTION gpu_kmeans(
     n_init integer DEFAULT 1,
     scale text DEFAULT 'none',
     sample bigint DEFAULT NULL,
-    algorithm text DEFAULT 'lloyd')
+    algorithm text DEFAULT 'lloyd',
+    weight_column text DEFAULT NULL)
 RETURNS TABLE(id bigint, cluster integer)
 AS 'MODULE_PATHNAME', 'gpu_kmeans'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000 SUPPORT pg_gpu_rows_support;
 
-COMMENT ON FUNCTION gpu_kmeans(regclass, integer, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, bigint, text) IS
-'k-means clustering of a relation''s numeric columns, one vector column (real[], double precision[], pgvector vector/halfvec) or PostGIS points, Euclidean or cosine (spherical), columns scaled or not, Lloyd with k-means++ or k-means|| seeding (n_init starts, the best kept) or hierarchical for very large k, on every row or on a sample of rows drawn by the seed, on the GPU or the CPU without one: (id, cluster) for every row, clusters 1..k, NULL for unusable rows';
+COMMENT ON FUNCTION gpu_kmeans(regclass, integer, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, bigint, text, text) IS
+'k-means clustering of a relation''s numeric columns, one vector column (real[], double precision[], pgvector vector/halfvec) or PostGIS points, Euclidean or cosine (spherical), columns scaled or not, Lloyd with k-means++ or k-means|| seeding (n_init starts, the best kept) or hierarchical for very large k, rows weighted by weight_column (or points by M) or not, on every row or on a sample of rows drawn by the seed, on the GPU or the CPU without one: (id, cluster) for every row, clusters 1..k, NULL for unusable rows';
 
 CREATE FUNCTION gpu_kmeans_fit(
     relation regclass,
@@ -46,15 +49,38 @@ CREATE FUNCTION gpu_kmeans_fit(
     scale text DEFAULT 'none',
     memberships boolean DEFAULT false,
     sample bigint DEFAULT NULL,
-    algorithm text DEFAULT 'lloyd')
+    algorithm text DEFAULT 'lloyd',
+    weight_column text DEFAULT NULL)
 RETURNS TABLE(centroids double precision[], sizes bigint[], inertia double precision,
               iterations integer, converged boolean, device text, model jsonb,
               ids bigint[], clusters integer[])
 AS 'MODULE_PATHNAME', 'gpu_kmeans_fit'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
 
-COMMENT ON FUNCTION gpu_kmeans_fit(regclass, integer, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, boolean, bigint, text) IS
-'k-means model of a relation''s numeric columns, one vector column or PostGIS points, Euclidean or cosine, the best of n_init starts (Lloyd, or hierarchical for very large k), on every row or on a sample of rows drawn by the seed: k x d centroids (in the columns'' units, in the order of columns; cosine: unit length), cluster sizes and inertia (of the rows fit: scaled where scale is standard; cosine: sum of 1 - cos), iterations, whether it converged, the device used, the model (jsonb) that gpu_kmeans_apply and gpu_kmeans_predict apply, and with memberships every row''s id and cluster (as gpu_kmeans returns them) in two arrays';
+COMMENT ON FUNCTION gpu_kmeans_fit(regclass, integer, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, boolean, bigint, text, text) IS
+'k-means model of a relation''s numeric columns, one vector column or PostGIS points, Euclidean or cosine, the best of n_init starts (Lloyd, or hierarchical for very large k), rows weighted by weight_column (or points by M) or not, on every row or on a sample of rows drawn by the seed: k x d centroids (in the columns'' units, in the order of columns; cosine: unit length), cluster sizes and inertia (of the rows fit: scaled where scale is standard; cosine: sum of 1 - cos), iterations, whether it converged, the device used, the model (jsonb) that gpu_kmeans_apply and gpu_kmeans_predict apply, and with memberships every row''s id and cluster (as gpu_kmeans returns them) in two arrays';
+
+CREATE FUNCTION gpu_kmeans_choose_k(
+    relation regclass,
+    ks integer[],
+    columns text[] DEFAULT NULL,
+    max_iter integer DEFAULT 300,
+    tol double precision DEFAULT 1e-4,
+    init text DEFAULT 'k-means++',
+    seed bigint DEFAULT 0,
+    metric text DEFAULT 'euclidean',
+    n_init integer DEFAULT 1,
+    scale text DEFAULT 'none',
+    sample_size integer DEFAULT 2000,
+    sample bigint DEFAULT NULL,
+    weight_column text DEFAULT NULL)
+RETURNS TABLE(k integer, inertia double precision, silhouette double precision,
+              iterations integer, converged boolean, sample_rows integer, model jsonb)
+AS 'MODULE_PATHNAME', 'gpu_kmeans_choose_k'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+
+COMMENT ON FUNCTION gpu_kmeans_choose_k(regclass, integer[], text[], integer, double precision, text, bigint, text, integer, text, integer, bigint, text) IS
+'k-means for each k of ks on one read of the relation (every row, or a sample of rows drawn by the seed; rows weighted by weight_column, or points by M, or not): inertia (weighted), the mean silhouette of about sample_size of the rows fit (Euclidean, or 1 - cos; unweighted), iterations, convergence, the rows sampled for the silhouette, and each fit''s model';
 
 -- The keyed overloads: id_type => NULL::uuid (any type with equality) gives
 -- the ids in a column of that type, as the id column (or primary key) holds
@@ -78,12 +104,13 @@ CREATE FUNCTION gpu_kmeans(
     n_init integer DEFAULT 1,
     scale text DEFAULT 'none',
     sample bigint DEFAULT NULL,
-    algorithm text DEFAULT 'lloyd')
+    algorithm text DEFAULT 'lloyd',
+    weight_column text DEFAULT NULL)
 RETURNS TABLE(id anyelement, cluster integer)
 AS 'MODULE_PATHNAME', 'gpu_kmeans_keyed'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1000 SUPPORT pg_gpu_rows_support;
 
-COMMENT ON FUNCTION gpu_kmeans(regclass, integer, anyelement, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, bigint, text) IS
+COMMENT ON FUNCTION gpu_kmeans(regclass, integer, anyelement, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, bigint, text, text) IS
 'gpu_kmeans with ids of any type: id_type => NULL::uuid (the id column''s type) returns (id of that type, cluster) for every row';
 
 CREATE FUNCTION gpu_kmeans_fit(
@@ -102,14 +129,15 @@ CREATE FUNCTION gpu_kmeans_fit(
     scale text DEFAULT 'none',
     memberships boolean DEFAULT false,
     sample bigint DEFAULT NULL,
-    algorithm text DEFAULT 'lloyd')
+    algorithm text DEFAULT 'lloyd',
+    weight_column text DEFAULT NULL)
 RETURNS TABLE(centroids double precision[], sizes bigint[], inertia double precision,
               iterations integer, converged boolean, device text, model jsonb,
               ids anyarray, clusters integer[])
 AS 'MODULE_PATHNAME', 'gpu_kmeans_fit_keyed'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 1;
 
-COMMENT ON FUNCTION gpu_kmeans_fit(regclass, integer, anyelement, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, boolean, bigint, text) IS
+COMMENT ON FUNCTION gpu_kmeans_fit(regclass, integer, anyelement, text[], text, integer, double precision, text, double precision[], bigint, text, integer, text, boolean, bigint, text, text) IS
 'gpu_kmeans_fit with ids of any type: id_type => NULL::uuid (the id column''s type); with memberships, ids is an array of that type';
 
 CREATE FUNCTION gpu_kmeans_assign(

@@ -100,6 +100,13 @@ INSERT INTO calls (call) VALUES
 ($$SELECT sizes FROM gpu_kmeans_fit('h_pts', 2, columns => ARRAY['x'], algorithm => repeat('hierarchical', 8))$$),
 ($$SELECT sizes FROM gpu_kmeans_fit('h_pts', 2, columns => ARRAY['x'], algorithm => E'hierarchical\\x00')$$),
 ($$SELECT count(*) FROM gpu_kmeans('h_pts', 999999, columns => ARRAY['x'], algorithm => 'hierarchical')$$),
+-- weight_column: empty, long, a system column, a text column, the id, a column weighing 0 in every row
+($$SELECT sizes FROM gpu_kmeans_fit('h_pts', 2, columns => ARRAY['x'], weight_column => '')$$),
+($$SELECT sizes FROM gpu_kmeans_fit('h_pts', 2, columns => ARRAY['x'], weight_column => repeat('w', 100))$$),
+($$SELECT sizes FROM gpu_kmeans_fit('h_pts', 2, columns => ARRAY['x'], weight_column => 'ctid')$$),
+($$SELECT sizes FROM gpu_kmeans_fit('h_pts', 2, columns => ARRAY['x'], weight_column => 't')$$),
+($$SELECT sizes FROM gpu_kmeans_fit('h_pts', 2, columns => ARRAY['x'], weight_column => 'id')$$),
+($$SELECT sizes::text || ' ' || inertia FROM gpu_kmeans_fit('h_pts', 2, columns => ARRAY['y'], weight_column => 'x', init_centroids => ARRAY[[0], [4]])$$),
 -- init_centroids
 ($$SELECT sizes FROM gpu_kmeans_fit('h_pts', 3, columns => ARRAY['x', 'y'], init_centroids => ARRAY[[1, 2]]::float8[])$$),
 ($$SELECT sizes FROM gpu_kmeans_fit('h_pts', 3, columns => ARRAY['x', 'y'], init_centroids => ARRAY[[1], [2], [3]]::float8[])$$),

@@ -43,6 +43,24 @@ CREATE TABLE places3 (id int PRIMARY KEY, geom geometry(PointZ));
 INSERT INTO places3 SELECT i, ST_MakePoint(i % 2 * 10, sin(i), (i % 2) * -10 + cos(i)) FROM generate_series(1, 40) i;
 SELECT array_length(centroids, 2) AS dims, sizes FROM gpu_kmeans_fit('places3', 2, columns => ARRAY['geom']);
 -- errors: not points, 2-D and 3-D mixed, a point for a model of columns
+-- Points with M weigh M, as ST_ClusterKMeans weighs them: the fit of the
+-- points is that of their x, y weighted by weight_column => their M; a
+-- weight_column says otherwise (here 1 each: the unweighted fit)
+CREATE TABLE placesm (id int PRIMARY KEY, geom geometry(PointM), one int DEFAULT 1);
+INSERT INTO placesm SELECT i, ST_MakePointM((i % 3) * 10 + sin(i), cos(i) + (i % 5), (i % 4) * 0.5)
+FROM generate_series(1, 300) i;
+CREATE VIEW placesm_xy AS SELECT id, ST_X(geom) AS x, ST_Y(geom) AS y, ST_M(geom) AS m, one FROM placesm;
+SELECT (SELECT (centroids, sizes, inertia)::text FROM gpu_kmeans_fit('placesm', 4, columns => ARRAY['geom'], seed => 2)) =
+       (SELECT (centroids, sizes, inertia)::text
+        FROM gpu_kmeans_fit('placesm_xy', 4, columns => ARRAY['x', 'y'], seed => 2, weight_column => 'm')) AS weighted_by_m,
+       (SELECT (centroids, sizes, inertia)::text
+        FROM gpu_kmeans_fit('placesm', 4, columns => ARRAY['geom'], seed => 2, weight_column => 'one')) =
+       (SELECT (centroids, sizes, inertia)::text
+        FROM gpu_kmeans_fit('placesm_xy', 4, columns => ARRAY['x', 'y'], seed => 2)) AS weight_column_instead,
+       (SELECT model->>'weights' FROM gpu_kmeans_fit('placesm', 4, columns => ARRAY['geom'], seed => 2)) AS weights;
+SELECT * FROM gpu_kmeans_fit('placesm', 4, columns => ARRAY['geom'], sample => 100);
+INSERT INTO placesm VALUES (301, 'POINTM(1 1 -2)');
+SELECT * FROM gpu_kmeans('placesm', 4, columns => ARRAY['geom']);
 CREATE TABLE shapes (id int PRIMARY KEY, geom geometry);
 INSERT INTO shapes VALUES (1, 'POINT(0 0)'), (2, 'LINESTRING(0 0, 1 1)');
 CREATE TABLE mixed (id int PRIMARY KEY, geom geometry);
@@ -53,7 +71,7 @@ SELECT * FROM gpu_kmeans('mixed', 2, columns => ARRAY['geom']);
 SELECT gpu_kmeans_predict(model, 'POINT(1 1 1)'::geometry) FROM place_model;
 SELECT gpu_kmeans_predict('{"kind": "pg_gpu k-means model", "version": 1, "k": 1, "dims": 2, "input": "columns", "columns": ["x", "y"], "metric": "euclidean", "scale": "none", "centroids": [[0, 0]]}', 'POINT(1 1)'::geometry);
 \set VERBOSITY default
-DROP TABLE places, places3, shapes, mixed, place_model CASCADE;
+DROP TABLE places, places3, placesm, shapes, mixed, place_model CASCADE;
 DROP EXTENSION postgis;
 \else
 SELECT 'PostGIS is not installed' AS skipped;

@@ -25,6 +25,9 @@ SELECT count(*) FROM gpu_kmeans('s_pts', 2, columns => ARRAY['x']);
 SELECT count(*) FROM gpu_kmeans_transform('s_pts', :'s_model', id_column => 'id');
 SELECT sizes FROM gpu_kmeans_fit('s_pts', 2);
 SELECT * FROM gpu_kmeans('s_pts', 2, columns => ARRAY['y']);
+-- a weight column is a used column: its privilege too
+SELECT sizes FROM gpu_kmeans_fit('s_pts', 2, columns => ARRAY['x'], weight_column => 'y');
+SELECT sizes FROM gpu_kmeans_fit('s_pts', 2, columns => ARRAY['x'], weight_column => 'id');
 RESET ROLE;
 GRANT SELECT (x, y) ON s_pts TO regress_pg_gpu_reader;
 SET ROLE regress_pg_gpu_reader;

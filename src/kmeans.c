@@ -56,14 +56,15 @@ enum
 
 /* gpu_kmeans's sample: where gpu_kmeans_fit has memberships */
 #define A_KM_SAMPLE A_MEMBERSHIPS
-/* algorithm: the argument after sample (gpu_kmeans's and gpu_kmeans_fit's) */
+/* algorithm and weight_column: the arguments after sample (gpu_kmeans's and gpu_kmeans_fit's) */
 #define A_ALGORITHM(a_sample) ((a_sample) + 1)
+#define A_WEIGHT_COLUMN(a_sample) ((a_sample) + 2)
 
 /* gpu_kmeans_choose_k's */
 enum
 {
 	AK_RELATION, AK_KS, AK_COLUMNS, AK_MAX_ITER, AK_TOL, AK_INIT, AK_SEED, AK_METRIC,
-	AK_N_INIT, AK_SCALE, AK_SAMPLE_SIZE, AK_SAMPLE
+	AK_N_INIT, AK_SCALE, AK_SAMPLE_SIZE, AK_SAMPLE, AK_WEIGHT_COLUMN
 };
 
 /* the most values of k gpu_kmeans_choose_k fits, and rows its silhouette takes */
@@ -392,6 +393,7 @@ model_datum(const KmeansOut *o, const FitSettings *fs, bool *isnull)
 	m.hierarchical = fs->p.algorithm == PGGPU_ALGORITHM_HIERARCHICAL;
 	m.groups = o->groups;
 	m.trained = o->trained;
+	m.weights = o->src.wname ? o->src.wname : o->src.mweights ? "M" : NULL;
 	m.relation = o->src.qualname;
 	m.init = o->given ? "given" : fs->init;
 	m.seed = (int64) fs->p.seed;
@@ -442,6 +444,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_ids, int a_sample, KmeansOut *out)
 						  PG_ARGISNULL(A_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(A_COLUMNS),
 						  PG_ARGISNULL(A_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(A_ID_COLUMN),
 						  out->keytype, want_ids, fs->metric == PGGPU_METRIC_COSINE, fs->sample, &out->src);
+	pg_gpu_weight_arg(fcinfo, a_sample >= 0 ? A_WEIGHT_COLUMN(a_sample) : -1, &out->src, fs);
 	if (!PG_ARGISNULL(A_INIT_CENTROIDS))
 	{
 		int			rows;
@@ -470,7 +473,8 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_ids, int a_sample, KmeansOut *out)
 	skipped = want_ids ? "they come back with cluster NULL" : "they take no part in the fit";
 	out->cluster = load_on_nodes(&out->src, fs->metric, want_labels, NULL, NULL, &out->rows, skipped,
 								 fs->standard ? "scale => 'standard' is computed on the coordinator" :
-								 fs->sample ? "sample => is drawn on the coordinator" : NULL);
+								 fs->sample ? "sample => is drawn on the coordinator" :
+								 PG_GPU_WEIGHTED(&out->src) ? "the rows' weights are read on the coordinator" : NULL);
 	data = out->cluster ? NULL : fs->sample ?
 		load_sample(&out->src, fs, &out->rows, skipped, k, &out->usable) :
 		load(&out->src, fs, want_labels, &out->rows, skipped, k);
@@ -912,6 +916,7 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 	pg_gpu_resolve_sample(PG_GETARG_OID(AK_RELATION),
 						  PG_ARGISNULL(AK_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(AK_COLUMNS),
 						  NULL, InvalidOid, false, fs->metric == PGGPU_METRIC_COSINE, fs->sample, &o.src);
+	pg_gpu_weight_arg(fcinfo, AK_WEIGHT_COLUMN, &o.src, fs);
 	/* before the read and the fits */
 	for (int i = 0; i < nks; i++)
 	{

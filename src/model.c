@@ -313,6 +313,11 @@ pg_gpu_model_to_jsonb(const PgGpuModel *m, bool *toolarge)
 		push_key(&w, "trained");
 		push_int(&w, m->trained, false);
 	}
+	if (m->weights)
+	{
+		push_key(&w, "weights");
+		push_string(&w, m->weights, false);
+	}
 	push_key(&w, "relation");
 	push_string(&w, m->relation, false);
 	push_key(&w, "init");

@@ -213,6 +213,16 @@ typedef struct PgGpuSource
 	int			idatt;			/* its attribute index, -1: none */
 	Oid			keytype;		/* the ids' type in results (PgGpuKeys.type) */
 	Oid			idcoll;			/* the id column's collation (ties by id: gpu_knn) */
+	/*
+	 * the rows' weights (pg_gpu_resolve_weight): a numeric column (wname,
+	 * NULL: none), or the points' M (mweights: a geometry column whose first
+	 * point has M, no weight column named)
+	 */
+	char	   *wname;
+	Oid			wtype;
+	int			watt;
+	bool		mweights;
+	bool		first_m;		/* a geometry column's first point has M (pg_gpu_vector_dims) */
 	double		expected_rows;	/* planner-style estimate, 0 if unknown */
 	/* how its consumer takes a read's parts (PgGpuRowSpec's) */
 	bool		pinned;
@@ -269,6 +279,12 @@ extern void pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column
  */
 extern void pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column, Oid keytype,
 								  bool id_required, bool normalize, int64 sample, PgGpuSource *src);
+/*
+ * The rows' weights of src (resolved already): weight_column's (a numeric
+ * column; ERROR where it is none, 42703 or 42804), else, for a column of
+ * points whose first has M, the points' M
+ */
+extern void pg_gpu_resolve_weight(PgGpuSource *src, text *weight_column);
 /* pg_gpu.max_memory against a sample of rows rows held as dtype (ERROR past it) */
 extern void pg_gpu_check_sample_memory(const PgGpuSource *src, pggpu_dtype dtype, int64 rows);
 /*
@@ -360,6 +376,7 @@ typedef struct PgGpuModel
 	bool		hierarchical;	/* algorithm 'hierarchical': */
 	int			groups;			/* its groups */
 	int64		trained;		/* the rows its fits ran on */
+	const char *weights;		/* the rows' weights: weight_column's name, "M" (the points'), or NULL */
 	char	   *relation;
 	const char *init;
 	int64		seed;
@@ -449,6 +466,16 @@ typedef struct PgGpuRowSpec
 	 * turns them itself (a GPU: the workers write a row as they read it)
 	 */
 	bool		rowwise;
+	/*
+	 * NUMERIC, VECTOR: the rows weigh (the parts hold a weight a row): the
+	 * weight column at wpos (of type wtype, named wname), else (mweights) a
+	 * point's M, 1 where it has none
+	 */
+	bool		weighted;
+	bool		mweights;
+	int			wpos;
+	Oid			wtype;
+	NameData	wname;
 	int16		pos[MaxHeapAttributeNumber];	/* the columns' positions */
 	Oid			types[MaxHeapAttributeNumber];	/* and base types (DENSE: the
 												 * element type) */
@@ -478,6 +505,7 @@ typedef struct PgGpuPart
 	uint16	   *values16;
 	pggpu_dtype dtype;
 	int64	   *ids;
+	double	   *weights;		/* the kept rows' weights (a weighted spec's), after the ids; else NULL */
 	/*
 	 * keylen (the spec's): ids passed by reference are offsets into keys,
 	 * where each id's bytes (detoasted, at a MAXALIGN'd offset) fill
@@ -520,7 +548,7 @@ pg_gpu_part_values(const PgGpuPart *part)
 
 /* an empty part over buf (len -1: not known yet), of values of dtype */
 extern void pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len,
-							 bool growable, pggpu_dtype dtype, int16 keylen, bool rowwise);
+							 bool growable, pggpu_dtype dtype, int16 keylen, bool rowwise, bool weighted);
 static inline bool
 pg_gpu_part_full(const PgGpuPart *part)
 {
@@ -528,7 +556,15 @@ pg_gpu_part_full(const PgGpuPart *part)
 }
 
 /* the rows of len values (at least 1) that a part of bytes holds */
-extern int64 pg_gpu_part_rows(Size bytes, int64 len, pggpu_dtype dtype, int16 keylen, bool rowwise);
+extern int64 pg_gpu_part_rows(Size bytes, int64 len, pggpu_dtype dtype, int16 keylen, bool rowwise,
+							  bool weighted);
+/*
+ * a weighted spec's weight of the row in slot into *w: false where the row
+ * cannot be used (NULL, NaN, infinite); a negative weight is an ERROR
+ * (22023); a point's M where the spec weighs by M (m: NaN where the point
+ * has none: 1)
+ */
+extern bool pg_gpu_slot_weight(const PgGpuRowSpec *spec, TupleTableSlot *slot, double m, double *w);
 
 /* the part's room for pending rows, taken now (part->pends) */
 extern char *pg_gpu_part_pend(PgGpuPart *part);
@@ -562,7 +598,8 @@ pg_noreturn extern void pg_gpu_differ_in_length(const PgGpuRowSpec *spec, int64 
 
 /* vector columns (vector.c) */
 extern PgGpuVecKind pg_gpu_vector_kind(Oid basetype);
-extern int	pg_gpu_vector_dims(const PgGpuSource *src);
+/* a vector column's length, by its first usable row; *has_m: that row is a point with M */
+extern int	pg_gpu_vector_dims(const PgGpuSource *src, bool *has_m);
 extern bool pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part);
 /* one vector value as d doubles (ERROR on another length; -1: a NULL element) */
 extern int64 pg_gpu_vector_values(PgGpuVecKind kind, Datum value, int64 d, double *out,
@@ -712,6 +749,14 @@ extern void pg_gpu_parse_settings(FunctionCallInfo fcinfo, int a_max_iter, int a
 								  FitSettings *fs);
 /* algorithm => 'lloyd' or 'hierarchical' (argument n, where the function has it), into fs->p */
 extern void pg_gpu_algorithm_arg(FunctionCallInfo fcinfo, int n, FitSettings *fs);
+/*
+ * weight_column (argument n, where the function has it; n < 0: none) into
+ * src (resolved already): the rows' weights, else a geometry column's M
+ * (pg_gpu_resolve_weight); a weighted fit on a sample is refused (0A000)
+ */
+extern void pg_gpu_weight_arg(FunctionCallInfo fcinfo, int n, PgGpuSource *src, const FitSettings *fs);
+/* whether src's rows weigh (a weight column, or points' M) */
+#define PG_GPU_WEIGHTED(src) ((src)->wname != NULL || (src)->mweights)
 /* k between 1 and the usable rows (rows NULL: k alone) */
 extern void pg_gpu_check_k(int k, const PgGpuRows *rows);
 

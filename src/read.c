@@ -372,7 +372,7 @@ pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column, Oid keytyp
 	src->normalize = normalize;
 	/* a vector column: as many values a row as its first vector has */
 	if (src->veckind != PG_GPU_VEC_NONE)
-		src->ncols = pg_gpu_vector_dims(src);
+		src->ncols = pg_gpu_vector_dims(src, &src->first_m);
 
 	src->expected_rows = pg_gpu_estimate_rows(rel);
 	/* before anything is allocated; the rows are counted again as they come */
@@ -391,6 +391,41 @@ pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column, Oid keytyp
 	relation_close(rel, NoLock);
 }
 
+void
+pg_gpu_resolve_weight(PgGpuSource *src, text *weight_column)
+{
+	Relation	rel;
+	TupleDesc	td;
+	char	   *name;
+	int			a;
+
+	if (weight_column == NULL)
+	{
+		/* points with M weigh M, as ST_ClusterKMeans weighs them */
+		src->mweights = src->veckind == PG_GPU_VEC_GEOMETRY && src->first_m;
+		return;
+	}
+	name = text_to_cstring(weight_column);
+	rel = relation_open(src->relid, AccessShareLock);
+	td = RelationGetDescr(rel);
+	a = pg_gpu_find_column(td, name);
+	if (a < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist", name, src->relname),
+				 errhint("weight_column names a numeric column of the relation, each row's weight (0 or more).")));
+	src->wtype = getBaseType(TupleDescAttr(td, a)->atttypid);
+	if (!pg_gpu_is_numeric_type(src->wtype))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("weight column \"%s\" is of type %s, not a numeric type", name,
+						format_type_be(TupleDescAttr(td, a)->atttypid)),
+				 errhint("Use a smallint, integer, bigint, real, double precision or numeric column, or cast in a view.")));
+	src->wname = pstrdup(NameStr(TupleDescAttr(td, a)->attname));
+	src->watt = a;
+	relation_close(rel, NoLock);
+}
+
 /* ---- the receiver: rows of a SELECT into parts ------------------------------ */
 
 /* the receiver's part handed over, a new one begun */
@@ -401,7 +436,7 @@ receiver_next_part(PgGpuPartReceiver *r)
 	r->consume(r->arg, &r->part);
 	MemoryContextReset(r->rowcxt);
 	pg_gpu_part_init(&r->part, r->part.buf, r->part.bytes, r->part.len, true, r->spec->dtype,
-					 r->spec->keylen, r->spec->rowwise);
+					 r->spec->keylen, r->spec->rowwise, r->spec->weighted);
 }
 
 static bool
@@ -438,7 +473,7 @@ pg_gpu_part_receiver_init(PgGpuPartReceiver *r, const PgGpuRowSpec *spec,
 	r->rowcxt = AllocSetContextCreate(CurrentMemoryContext, "pg_gpu rows",
 									  ALLOCSET_DEFAULT_SIZES);
 	pg_gpu_part_init(&r->part, palloc(PG_GPU_PART_BYTES), PG_GPU_PART_BYTES,
-					 PG_GPU_SPEC_LEN(spec), true, spec->dtype, spec->keylen, spec->rowwise);
+					 PG_GPU_SPEC_LEN(spec), true, spec->dtype, spec->keylen, spec->rowwise, spec->weighted);
 }
 
 void
@@ -512,6 +547,19 @@ sink_values(SoaSink *s)
 	return s->batch16 ? (char *) s->batch16 : s->batch32 ? (char *) s->batch32 : (char *) s->batch;
 }
 
+/* s->ds's staging batch's weights (a weighted read's) */
+static double *
+sink_weights(SoaSink *s)
+{
+	double	   *w = pggpu_data_batch_weights(s->ds);
+
+	if (w == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory for the rows' weights")));
+	return w;
+}
+
 /* s->ds's staging batch */
 static void
 sink_batch(SoaSink *s)
@@ -577,8 +625,12 @@ flush_batch(SoaSink *s)
 		int64		old_rows = s->batch_rows;
 		size_t		size = pggpu_dtype_bytes(pggpu_data_dtype(s->ds));
 
+		const double *old_w = s->src->wname || s->src->mweights ? pggpu_data_batch_weights(s->ds) : NULL;
+
 		s->ds = pg_gpu_data_next_part(s->data);
 		sink_batch(s);
+		if (old_w)
+			memcpy(sink_weights(s), old_w, sizeof(double) * s->fill);
 		if (s->batch_rows != old_rows)
 			elog(ERROR, "pg_gpu: a part of batches of %lld rows after one of %lld",
 				 (long long) s->batch_rows, (long long) old_rows);
@@ -683,6 +735,8 @@ soa_consume(void *arg, const PgGpuPart *p)
 					   sizeof(float) * n);
 			else
 				sink_column(s, j, s->fill, p->values + j * p->cap + done, n);
+		if (p->weights)
+			memcpy(sink_weights(s) + s->fill, p->weights + done, sizeof(double) * n);
 		s->fill += n;
 		done += n;
 		if (s->fill == s->batch_rows)
@@ -721,6 +775,13 @@ source_spec(const PgGpuSource *src, bool want_ids, bool table, PgGpuRowSpec *spe
 	namestrcpy(&spec->colname, src->colnames[0]);
 	spec->idpos = !want_ids ? -1 : table ? src->idatt : 0;
 	spec->idtype = src->idtype;
+	/* the weight: the column's (in a SELECT, after the vectors' columns), or the points' M */
+	spec->weighted = src->wname != NULL || src->mweights;
+	spec->mweights = src->mweights;
+	spec->wpos = src->wname == NULL ? -1 : table ? src->watt : (want_ids ? 1 : 0) + src->natts;
+	spec->wtype = src->wtype;
+	if (src->wname)
+		namestrcpy(&spec->wname, src->wname);
 	if (want_ids)
 	{
 		bool		byval;
@@ -931,6 +992,8 @@ pg_gpu_source_select(const PgGpuSource *src, bool want_ids)
 		appendStringInfo(&sql, "%s, ", quote_identifier(src->idname));
 	for (int j = 0; j < src->natts; j++)
 		appendStringInfo(&sql, "%s%s", j ? ", " : "", quote_identifier(src->colnames[j]));
+	if (src->wname)
+		appendStringInfo(&sql, ", %s", quote_identifier(src->wname));
 	appendStringInfo(&sql, " FROM %s", src->qualname);
 	return sql.data;
 }

@@ -76,17 +76,18 @@ pending_rows(Size bytes)
 
 /*
  * The rows of len values a part of bytes holds (the values, then the ids
- * 8-byte aligned, then the ids' bytes; an odd count of floats rounds up),
+ * 8-byte aligned, then the weights of a weighted read (wb: 8 bytes a row),
+ * then the ids' bytes; an odd count of floats rounds up),
  * and whether it keeps pending rows (below)
  */
 static int64
-part_cap(Size bytes, int64 len, Size vb, Size kb, bool rowwise, bool *pends)
+part_cap(Size bytes, int64 len, Size vb, Size kb, bool rowwise, Size wb, bool *pends)
 {
-	int64		cap = bytes / (vb * len + sizeof(int64) + kb);
+	int64		cap = bytes / (vb * len + sizeof(int64) + wb + kb);
 
 	if (kb > 0)
-		cap = Min(cap, (bytes - bytes / 8) / (vb * len + sizeof(int64)));
-	while (cap > 0 && TYPEALIGN(sizeof(int64), vb * len * cap) + sizeof(int64) * cap > bytes)
+		cap = Min(cap, (bytes - bytes / 8) / (vb * len + sizeof(int64) + wb));
+	while (cap > 0 && TYPEALIGN(sizeof(int64), vb * len * cap) + (sizeof(int64) + wb) * cap > bytes)
 		cap--;
 	/*
 	 * Long rows in a part of many, by columns: pending rows where they are
@@ -100,20 +101,21 @@ part_cap(Size bytes, int64 len, Size vb, Size kb, bool rowwise, bool *pends)
 }
 
 int64
-pg_gpu_part_rows(Size bytes, int64 len, pggpu_dtype dtype, int16 keylen, bool rowwise)
+pg_gpu_part_rows(Size bytes, int64 len, pggpu_dtype dtype, int16 keylen, bool rowwise, bool weighted)
 {
 	bool		pends;
 
 	return part_cap(bytes, Max(len, 1), pggpu_dtype_bytes(dtype), keylen != 0 ? KEY_GUESS(keylen) : 0, rowwise,
-					&pends);
+					weighted ? sizeof(double) : 0, &pends);
 }
 
 void
 pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growable, pggpu_dtype dtype,
-				 int16 keylen, bool rowwise)
+				 int16 keylen, bool rowwise, bool weighted)
 {
 	Size		vb = pggpu_dtype_bytes(dtype);
 	Size		kb = keylen != 0 ? KEY_GUESS(keylen) : 0;
+	Size		wb = weighted ? sizeof(double) : 0;
 
 	part->buf = buf;
 	part->bytes = bytes;
@@ -126,6 +128,7 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 	part->values16 = NULL;
 	part->dtype = dtype;
 	part->ids = NULL;
+	part->weights = NULL;
 	part->keylen = keylen;
 	part->keys = NULL;
 	part->keybytes = part->keyused = 0;
@@ -141,16 +144,16 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("rows of %lld values are too long to read", (long long) len)));
-	if (bytes < vb * len + sizeof(int64) + kb)
+	if (bytes < vb * len + sizeof(int64) + wb + kb)
 	{
 		/* only a DENSE row this long; a slot is made large enough for it */
 		if (!growable)
 			elog(ERROR, "pg_gpu: a part of %zu bytes cannot hold a row of %lld values",
 				 bytes, (long long) len);
-		part->bytes = vb * len + sizeof(int64);
+		part->bytes = vb * len + sizeof(int64) + wb;
 		part->buf = repalloc_huge(buf, part->bytes);
 	}
-	part->cap = part_cap(part->bytes, len, vb, kb, rowwise, &part->pends);
+	part->cap = part_cap(part->bytes, len, vb, kb, rowwise, wb, &part->pends);
 	if (dtype == PGGPU_FLOAT16)
 		part->values16 = (uint16 *) part->buf;
 	else if (dtype == PGGPU_FLOAT32)
@@ -158,9 +161,11 @@ pg_gpu_part_init(PgGpuPart *part, char *buf, Size bytes, int64 len, bool growabl
 	else
 		part->values = (double *) part->buf;
 	part->ids = (int64 *) (part->buf + TYPEALIGN(sizeof(int64), vb * len * part->cap));
+	if (weighted)
+		part->weights = (double *) (part->ids + part->cap);
 	if (keylen != 0)
 	{
-		part->keys = (char *) (part->ids + part->cap);
+		part->keys = (char *) (part->ids + part->cap) + wb * part->cap;
 		part->keybytes = part->bytes - (part->keys - part->buf);
 	}
 }
@@ -312,17 +317,41 @@ pg_gpu_slot_key_text(const PgGpuRowSpec *spec, TupleTableSlot *slot)
 	return OidOutputFunctionCall(out, slot->tts_values[spec->idpos]);
 }
 
-/* NUMERIC: a row with NULL, NaN or an infinity in a used column is skipped */
+bool
+pg_gpu_slot_weight(const PgGpuRowSpec *spec, TupleTableSlot *slot, double m, double *w)
+{
+	if (spec->mweights)
+		*w = isnan(m) ? 1.0 : m;
+	else if (slot->tts_isnull[spec->wpos])
+		return false;
+	else
+		*w = pg_gpu_datum_to_double(slot->tts_values[spec->wpos], spec->wtype);
+	if (*w < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 spec->mweights ?
+				 errmsg("a point of column \"%s\" of \"%s\" has a negative M (%g), its weight",
+						NameStr(spec->colname), NameStr(spec->relname), *w) :
+				 errmsg("weight column \"%s\" of \"%s\" holds a negative weight (%g)",
+						NameStr(spec->wname), NameStr(spec->relname), *w),
+				 errhint("A row weighs 0 or more (0: labelled, moving no centroid); filter or map negative weights in a view.")));
+	return isfinite(*w);
+}
+
+/* NUMERIC: a row with NULL, NaN or an infinity in a used column (or its weight) is skipped */
 static bool
 numeric_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
 {
 	int64		i = part->nrows;
 	int64		id = 0;
+	double		w = 1;
 
 	if (spec->idpos >= 0 && !pg_gpu_slot_key(spec, slot, part, &id))
 		return false;
 	if (part->rowwise)
 		elog(ERROR, "pg_gpu: numeric rows read by rows");
+	if (spec->weighted && !pg_gpu_slot_weight(spec, slot, NAN, &w))
+		goto skip;
 	for (int j = 0; j < spec->ncols; j++)
 	{
 		int			a = spec->pos[j];
@@ -343,6 +372,8 @@ numeric_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
 	if (spec->normalize && !pggpu_unit_row(part->values + i, part->cap, spec->ncols))
 		goto skip;				/* cosine: a zero row has no direction */
 	part->ids[i] = id;
+	if (part->weights)
+		part->weights[i] = w;
 	part->nrows++;
 	return true;
 skip:
@@ -357,6 +388,8 @@ pg_gpu_row_to_part(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *pa
 
 	for (int j = 0; j < spec->ncols; j++)
 		natts = Max(natts, spec->pos[j]);
+	if (spec->weighted && !spec->mweights)
+		natts = Max(natts, spec->wpos);
 	slot_getsomeattrs(slot, natts + 1);
 	if (spec->kind == PG_GPU_ROWS_NUMERIC)
 		return numeric_row(spec, slot, part);
@@ -443,7 +476,7 @@ pg_gpu_dense_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part
 	if (spec->first_len >= 0 && len != spec->first_len)
 		pg_gpu_differ_in_length(spec, id, len, spec->first_id, spec->first_len);
 	if (part->nrows == 0 && part->len != len)
-		pg_gpu_part_init(part, part->buf, part->bytes, len, part->growable, PGGPU_FLOAT64, 0, false);
+		pg_gpu_part_init(part, part->buf, part->bytes, len, part->growable, PGGPU_FLOAT64, 0, false, false);
 	else if (len != part->len)
 		pg_gpu_differ_in_length(spec, id, len, part->ids[0], part->len);
 	dst = part->values + part->nrows * len;

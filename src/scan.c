@@ -190,10 +190,11 @@ part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
 	{
 		if (s->deferring)
 			pg_gpu_part_init(part, MemoryContextAllocHuge(CurrentMemoryContext, PG_GPU_PART_BYTES),
-							 PG_GPU_PART_BYTES, len, true, s->spec->dtype, s->spec->keylen, s->spec->rowwise);
+							 PG_GPU_PART_BYTES, len, true, s->spec->dtype, s->spec->keylen, s->spec->rowwise,
+							 s->spec->weighted);
 		else
 			pg_gpu_part_init(part, s->own, s->own_bytes, len, true, s->spec->dtype, s->spec->keylen,
-							 s->spec->rowwise);
+							 s->spec->rowwise, s->spec->weighted);
 		return;
 	}
 	slot = scan_slot(s->sh, chunk);
@@ -214,7 +215,7 @@ part_begin(Scanner *s, int64 chunk, PgGpuPart *part)
 	INSTR_TIME_SET_CURRENT(t1);
 	INSTR_TIME_ACCUM_DIFF(s->waited, t1, t0);
 	pg_gpu_part_init(part, slot_buf(slot), s->sh->slot_bytes, len, false, s->spec->dtype,
-					 s->spec->keylen, s->spec->rowwise);
+					 s->spec->keylen, s->spec->rowwise, s->spec->weighted);
 }
 
 /*
@@ -515,6 +516,8 @@ check_select(Relation rel, const PgGpuRowSpec *spec)
 		cols = bms_add_member(cols, spec->idpos + 1 - FirstLowInvalidHeapAttributeNumber);
 	for (int j = 0; j < spec->ncols; j++)
 		cols = bms_add_member(cols, spec->pos[j] + 1 - FirstLowInvalidHeapAttributeNumber);
+	if (spec->weighted && !spec->mweights)
+		cols = bms_add_member(cols, spec->wpos + 1 - FirstLowInvalidHeapAttributeNumber);
 	pg_gpu_check_select_privileges(rel, cols);
 }
 
@@ -579,7 +582,7 @@ consume_chunk(Scanner *s, ParallelContext *pcxt, int64 chunk, BlockNumber per_ch
 			PgGpuPart	part;
 
 			pg_gpu_part_init(&part, slot_buf(slot), sh->slot_bytes, slot->len, false, sh->spec.dtype,
-							 sh->spec.keylen, sh->spec.rowwise);
+							 sh->spec.keylen, sh->spec.rowwise, sh->spec.weighted);
 			part.nrows = slot->nrows;
 			part.nbad = slot->nbad;
 			part.keyused = slot->keyused;
@@ -893,7 +896,8 @@ read_table(Relation rel, const PgGpuRowSpec *spec, PgGpuPartConsumer consume, vo
 		else
 		{
 			double		block_rows = pg_gpu_estimate_rows(rel) / nblocks;
-			int64		slot_rows = pg_gpu_part_rows(slot_bytes, len, spec->dtype, spec->keylen, spec->rowwise);
+			int64		slot_rows = pg_gpu_part_rows(slot_bytes, len, spec->dtype, spec->keylen, spec->rowwise,
+													 spec->weighted);
 
 			read_parallel(&s, RelationGetRelid(rel), nblocks, wspec, slot_bytes, prio_bytes, workers,
 						  nslots, chunk_blocks(nblocks, workers, block_rows, slot_rows));

@@ -13,25 +13,32 @@
 
 #include "pg_gpu.h"
 
+/* the words of the notice below for a weighted read's rows skipped by their weight */
+static const char *
+weight_words(const PgGpuSource *src)
+{
+	return src->wname ? psprintf(" (or weight \"%s\")", src->wname) : src->mweights ? " (or M)" : "";
+}
+
 /* a NOTICE of the rows left out (NULL, NaN, infinite; zero for cosine) and what becomes of them */
 void
 pg_gpu_notice_skipped(const PgGpuSource *src, const PgGpuRows *rows, const char *skipped)
 {
 	if (rows->ninvalid > 0 && src->veckind == PG_GPU_VEC_GEOMETRY)
 		ereport(NOTICE,
-				(errmsg("%lld of %lld rows of \"%s\" have a NULL or empty point, or NaN or infinite coordinates; %s",
+				(errmsg("%lld of %lld rows of \"%s\" have a NULL or empty point, or NaN or infinite coordinates%s; %s",
 						(long long) rows->ninvalid, (long long) (rows->ninvalid + rows->nvalid),
-						src->relname, skipped)));
+						src->relname, weight_words(src), skipped)));
 	else if (rows->ninvalid > 0 && src->veckind != PG_GPU_VEC_NONE)
 		ereport(NOTICE,
-				(errmsg("%lld of %lld rows of \"%s\" have a NULL vector, or NULL, NaN or infinite elements%s; %s",
+				(errmsg("%lld of %lld rows of \"%s\" have a NULL vector, or NULL, NaN or infinite elements%s%s; %s",
 						(long long) rows->ninvalid, (long long) (rows->ninvalid + rows->nvalid),
-						src->relname, src->normalize ? ", or a zero vector" : "", skipped)));
+						src->relname, src->normalize ? ", or a zero vector" : "", weight_words(src), skipped)));
 	else if (rows->ninvalid > 0)
 		ereport(NOTICE,
-				(errmsg("%lld of %lld rows of \"%s\" have NULL, NaN or infinite values in the used columns%s; %s",
+				(errmsg("%lld of %lld rows of \"%s\" have NULL, NaN or infinite values in the used columns%s%s; %s",
 						(long long) rows->ninvalid, (long long) (rows->ninvalid + rows->nvalid),
-						src->relname, src->normalize ? ", or are zero in all of them" : "", skipped)));
+						src->relname, src->normalize ? ", or are zero in all of them" : "", weight_words(src), skipped)));
 }
 
 /*

@@ -157,11 +157,12 @@ in_column(const PgGpuRowSpec *spec, const char *what)
 
 /*
  * A geometry's coordinates: 2 (x, y) or 3 (x, y, z; an m is left out), at
- * *data as float8; 0 for an empty point.  Anything but a point is an ERROR
- * (22023) naming the row (or `what`, see value_name).
+ * *data as float8, and its m in *m (may be NULL; NaN where it has none);
+ * 0 for an empty point.  Anything but a point is an ERROR (22023) naming
+ * the row (or `what`, see value_name).
  */
 static int64
-geometry_point(struct varlena *v, const char **data, const PgGpuRowSpec *spec,
+geometry_point(struct varlena *v, const char **data, double *m, const PgGpuRowSpec *spec,
 			   TupleTableSlot *slot, const char *what)
 {
 	const uint8 *p = (const uint8 *) VARDATA(v);
@@ -190,12 +191,16 @@ geometry_point(struct varlena *v, const char **data, const PgGpuRowSpec *spec,
 				 what ? errhint("A model of points applies to points: pass ST_Centroid or ST_PointOnSurface of the shape.") :
 				 errhint("k-means clusters points: pass a view with ST_Centroid(%s), or ST_PointOnSurface.",
 						 NameStr(spec->colname))));
+	if (m)
+		*m = NAN;
 	if (npoints == 0)
 		return 0;
 	if (p + 8 + dims * sizeof(float8) > end)
 		elog(ERROR, "pg_gpu: a point of \"%s\" is shorter than its header says",
 			 NameStr(spec->relname));
 	*data = (const char *) p + 8;
+	if (m && (flags & GSER_M))
+		memcpy(m, p + 8 + (dims - 1) * sizeof(float8), sizeof(float8));
 	return 2 + ((flags & GSER_Z) != 0);
 }
 
@@ -206,12 +211,14 @@ geometry_point(struct varlena *v, const char **data, const PgGpuRowSpec *spec,
  * (2202E); an empty one has length 0, as has an empty point.
  */
 static int64
-vector_parts(PgGpuVecKind kind, struct varlena *v, const char **data, bool *has_nulls,
+vector_parts(PgGpuVecKind kind, struct varlena *v, const char **data, bool *has_nulls, double *m,
 			 const PgGpuRowSpec *spec, TupleTableSlot *slot, const char *what)
 {
 	*has_nulls = false;
+	if (m)
+		*m = NAN;
 	if (kind == PG_GPU_VEC_GEOMETRY)
-		return geometry_point(v, data, spec, slot, what);
+		return geometry_point(v, data, m, spec, slot, what);
 	if (kind == PG_GPU_VEC_PGVECTOR || kind == PG_GPU_VEC_HALFVEC)
 	{
 		*data = PGVECTOR_DATA(v);
@@ -235,9 +242,12 @@ vector_parts(PgGpuVecKind kind, struct varlena *v, const char **data, bool *has_
 	}
 }
 
-/* the length of the first usable vector of src's column (-1: none; 0: an empty array) */
+/*
+ * the length of the first usable vector of src's column (-1: none; 0: an
+ * empty array), and (geometry) the M of its point into *m (NaN: none)
+ */
 static int64
-first_vector_len(const PgGpuSource *src, const char *limit)
+first_vector_len(const PgGpuSource *src, const char *limit, double *m)
 {
 	/* the first non-NULL row (geometry: the first point that is not empty) */
 	char	   *sql = psprintf("SELECT %s FROM %s WHERE %s IS NOT NULL%s",
@@ -265,7 +275,7 @@ first_vector_len(const PgGpuSource *src, const char *limit)
 			bool		nulls;
 
 			if (!isnull)
-				len = vector_parts(src->veckind, PG_DETOAST_DATUM(d), &data, &nulls, spec, NULL, NULL);
+				len = vector_parts(src->veckind, PG_DETOAST_DATUM(d), &data, &nulls, m, spec, NULL, NULL);
 			if (len == 0 && src->veckind != PG_GPU_VEC_GEOMETRY)
 				break;
 		}
@@ -280,9 +290,10 @@ first_vector_len(const PgGpuSource *src, const char *limit)
 }
 
 int
-pg_gpu_vector_dims(const PgGpuSource *src)
+pg_gpu_vector_dims(const PgGpuSource *src, bool *has_m)
 {
 	int64		len = -1;
+	double		m = NAN;
 
 	/*
 	 * A Citus table: Citus gathers a cursor's whole result before its first
@@ -290,9 +301,10 @@ pg_gpu_vector_dims(const PgGpuSource *src)
 	 * one of them is an empty point)
 	 */
 	if (pg_gpu_citus_method(src->relid) != 0)
-		len = first_vector_len(src, " LIMIT 1000");
+		len = first_vector_len(src, " LIMIT 1000", &m);
 	if (len < 0)
-		len = first_vector_len(src, "");
+		len = first_vector_len(src, "", &m);
+	*has_m = !isnan(m);
 	if (len < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -428,10 +440,15 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 	const char *data;
 	bool		nulls;
 	int64		len;
+	double		m,
+				w = 1;
 
 	if (spec->idpos >= 0 && !pg_gpu_slot_key(spec, slot, part, &id))
 		return false;
 	if (slot->tts_isnull[a])
+		goto skip;
+	/* (a weight column's NULL skips the row before its vector is read) */
+	if (spec->weighted && !spec->mweights && !pg_gpu_slot_weight(spec, slot, NAN, &w))
 		goto skip;
 	raw = (struct varlena *) DatumGetPointer(slot->tts_values[a]);
 	if (pg_gpu_detoast_timed && VARATT_IS_EXTENDED(raw))
@@ -446,7 +463,7 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 	}
 	else
 		v = PG_DETOAST_DATUM(slot->tts_values[a]);
-	len = vector_parts(spec->veckind, v, &data, &nulls, spec, slot, NULL);
+	len = vector_parts(spec->veckind, v, &data, &nulls, &m, spec, slot, NULL);
 	if (len == 0 && spec->veckind == PG_GPU_VEC_GEOMETRY)
 		goto skip_free;			/* an empty point: unusable, as a NULL */
 	if (len != d && spec->veckind == PG_GPU_VEC_GEOMETRY)
@@ -468,6 +485,8 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 				 errhint("Every vector of one k-means call has the same length.")));
 	if (nulls)
 		goto skip_free;
+	if (spec->mweights && !pg_gpu_slot_weight(spec, slot, m, &w))
+		goto skip_free;
 	/* float32 values kept as floats, halves as halves (their own precision: a FLOAT32 or FLOAT16 set's) */
 	if (dst16 && spec->veckind != PG_GPU_VEC_HALFVEC)
 		elog(ERROR, "pg_gpu: vectors of kind %d read as halves", (int) spec->veckind);
@@ -483,6 +502,8 @@ pg_gpu_vector_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *par
 	if (v != raw)
 		pfree(v);
 	part->ids[i] = id;
+	if (part->weights)
+		part->weights[i] = w;
 	part->nrows++;
 	if (pend && ++part->npend == PG_GPU_PART_PEND)
 		pg_gpu_part_flush(part);
@@ -510,7 +531,7 @@ pg_gpu_vector_values(PgGpuVecKind kind, Datum value, int64 d, double *out, const
 	int64		len;
 
 	/* messages name the value (what), not a relation's row */
-	len = vector_parts(kind, v, &data, &nulls, spec, NULL, what);
+	len = vector_parts(kind, v, &data, &nulls, NULL, spec, NULL, what);
 	if (nulls || (len == 0 && kind == PG_GPU_VEC_GEOMETRY))
 		return -1;
 	if (len != d)
