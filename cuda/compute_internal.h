@@ -102,6 +102,7 @@ struct pggpu_data
 	int64_t		w_cap;
 	double	   *w_batch;
 	bool		w_stale;
+	bool		w_ones;			/* every weight is 1: the set fits as an unweighted one (pggpu_data_weights NULL) */
 };
 
 /* what one assignment pass reports */

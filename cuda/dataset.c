@@ -382,14 +382,28 @@ pggpu_data_batch_weights(pggpu_data *ds)
 		for (int64_t r = 0; r < b; r++)
 			ds->w_batch[r] = 1.0;
 		ds->w_stale = true;
+		ds->w_ones = true;
 	}
 	return ds->w_batch;
 }
 
+/*
+ * (every weight 1: no weights, so that such a set fits as the unweighted
+ * one on every backend, bit for bit, by the same routes)
+ */
 const double *
 pggpu_data_weights(const pggpu_data *ds)
 {
-	return ds->w_batch ? ds->w : NULL;
+	return ds->w_batch && !ds->w_ones ? ds->w : NULL;
+}
+
+/* w[0 .. n-1] noted: whether the set's weights are all 1 still */
+static void
+weights_noted(pggpu_data *ds, const double *w, int64_t n)
+{
+	for (int64_t i = 0; i < n && ds->w_ones; i++)
+		ds->w_ones = w[i] == 1.0;
+	ds->w_stale = true;
 }
 
 pggpu_status
@@ -410,7 +424,8 @@ pggpu_data_set_weights(pggpu_data *ds, const double *w, pggpu_error *err)
 	if (pggpu_data_batch_weights(ds) == NULL)
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	memcpy(ds->w, w, sizeof(double) * ds->n);
-	ds->w_stale = true;
+	ds->w_ones = true;
+	weights_noted(ds, w, ds->n);
 	return PGGPU_OK;
 }
 
@@ -434,7 +449,7 @@ weights_take(pggpu_data *ds, int64_t n0, const double *wb, pggpu_error *err)
 	if (!weights_room(ds, ds->n))
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory for the rows' weights");
 	memcpy(ds->w + n0, wb, sizeof(double) * (ds->n - n0));
-	ds->w_stale = true;
+	weights_noted(ds, wb, ds->n - n0);
 	return PGGPU_OK;
 }
 
@@ -493,7 +508,7 @@ pggpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *w
 
 		dst->w[n0 + t] = sw ? sw[rows[t]] : 1.0;
 	}
-	dst->w_stale = true;
+	weights_noted(dst, dst->w + n0, dst->n - n0);
 	return PGGPU_OK;
 }
 

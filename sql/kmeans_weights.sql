@@ -23,17 +23,10 @@ SELECT s.name,
        abs(f.inertia - s.inertia) <= 1e-6 * s.inertia AS inertia_match,
        f.iterations = s.n_iter AS iterations_match,
        f.converged,
-       f.model->>'weights' AS weights
-FROM sk_weighted s,
-     LATERAL (SELECT array_agg('c' || j ORDER BY j)
-              FROM generate_series(1, array_length(s.init, 2)) j) c(cols),
-     LATERAL gpu_kmeans_fit(s.name || '_w', s.k, columns => c.cols, init_centroids => s.init, tol => 0,
-                            weight_column => 'w') f
-ORDER BY s.name;
--- the same fits unweighted differ (so the comparison above can fail)
-SELECT s.name, f.centroids = (SELECT g.centroids FROM gpu_kmeans_fit(s.name || '_w', s.k, columns => c.cols,
-                                                                     init_centroids => s.init, tol => 0) g)
-       AS same_unweighted
+       f.model->>'weights' AS weights,
+       -- (the same fit unweighted differs: the comparison can fail)
+       f.centroids = (SELECT g.centroids FROM gpu_kmeans_fit(s.name || '_w', s.k, columns => c.cols,
+                                                             init_centroids => s.init, tol => 0) g) AS as_unweighted
 FROM sk_weighted s,
      LATERAL (SELECT array_agg('c' || j ORDER BY j)
               FROM generate_series(1, array_length(s.init, 2)) j) c(cols),
