@@ -179,6 +179,52 @@ COMMENT ON FUNCTION pg_gpu_node_kmeans_labels(bytea) IS
 
 REVOKE EXECUTE ON FUNCTION pg_gpu_node_kmeans_labels(bytea) FROM PUBLIC;
 
+-- A Citus node's weighted rows: the load reads a weight column (or the
+-- points' M), the step answers the clusters' weights too, and the sample's
+-- rows carry their weight as a last value.
+DROP FUNCTION pg_gpu_node_kmeans_load(regclass[], text[], text, text, integer, double precision[], double precision[]);
+DROP FUNCTION pg_gpu_node_kmeans_step(bytea, boolean);
+
+CREATE FUNCTION pg_gpu_node_kmeans_load(
+    shards regclass[],
+    columns text[],
+    id_column text,
+    metric text,
+    dims integer,
+    mean double precision[],
+    std double precision[],
+    weight_column text DEFAULT NULL,
+    m_weights boolean DEFAULT false,
+    OUT rows bigint,
+    OUT invalid bigint,
+    OUT device text)
+RETURNS record
+AS 'MODULE_PATHNAME', 'gpu_kmeans_node_load'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION pg_gpu_node_kmeans_load(regclass[], text[], text, text, integer, double precision[], double precision[], text, boolean) IS
+'internal (a distributed k-means on Citus): reads this node''s shards (and the rows'' weights: weight_column, or with m_weights the points'' M) into this backend''s GPU or CPU until pg_gpu_node_kmeans_close or the transaction''s end';
+
+CREATE FUNCTION pg_gpu_node_kmeans_step(
+    centroids bytea,
+    begin boolean,
+    OUT sums bytea,
+    OUT counts bigint[],
+    OUT inertia double precision,
+    OUT changed bigint,
+    OUT mass bytea)
+RETURNS record
+AS 'MODULE_PATHNAME', 'gpu_kmeans_node_step'
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION pg_gpu_node_kmeans_step(bytea, boolean) IS
+'internal (a distributed k-means on Citus): the loaded rows labelled by the centroids (k x d big-endian doubles), their per-cluster sums (the same; weighted rows: of weight x row), counts, and for weighted rows the clusters'' weights (k big-endian doubles; else NULL)';
+
+REVOKE EXECUTE ON FUNCTION
+    pg_gpu_node_kmeans_load(regclass[], text[], text, text, integer, double precision[], double precision[], text, boolean),
+    pg_gpu_node_kmeans_step(bytea, boolean)
+FROM PUBLIC;
+
 -- Nearest neighbours of many rows at once.
 CREATE FUNCTION gpu_knn(
     queries regclass,

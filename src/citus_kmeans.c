@@ -5,7 +5,8 @@
  * shards into its own GPU (or CPU) with pg_gpu_node_kmeans_load (citus_node.c).
  * The fit is the compute layer's pggpu_kmeans_over with the nodes as its
  * source: an iteration sends the centroids to every node at once and gets
- * back k x (d + 1) sums and counts from each, added here in node order; the
+ * back k x (d + 1) sums and counts from each (weighted rows: and the
+ * clusters' weights), added here in node order; the
  * seeding gathers the sample that every node draws by the same rule (each
  * row by its content key), and an emptied cluster takes the farthest row of
  * any node, so a fit is the one the same rows give in one table.  Memberships come back from the nodes as
@@ -44,6 +45,7 @@ struct PgGpuCluster
 	pggpu_metric metric;
 	double	   *held;			/* the fit's centroids (k x d, fit units) */
 	int64	   *counts;			/* its last step's counts */
+	bool		weighted;		/* the rows weigh (the nodes answer the clusters' weights too) */
 	PgGpuData  *home;			/* the fit's host memory (and the seeding sample) */
 	const char *nsp;			/* pg_gpu's schema, quoted: every call sent is qualified with it */
 };
@@ -63,13 +65,16 @@ pg_gpu_cluster_load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, 
 					const double *std, PgGpuRows *rows)
 {
 	PgGpuCluster *cl = palloc0(sizeof(PgGpuCluster));
-	static const Oid types[7] = {REGCLASSARRAYOID, TEXTARRAYOID, TEXTOID, TEXTOID, INT4OID,
-	FLOAT8ARRAYOID, FLOAT8ARRAYOID};
-	const char *values[7];
-	int			lengths[7] = {0};
+	static const Oid types[9] = {REGCLASSARRAYOID, TEXTARRAYOID, TEXTOID, TEXTOID, INT4OID,
+	FLOAT8ARRAYOID, FLOAT8ARRAYOID, TEXTOID, BOOLOID};
+	const char *values[9];
+	int			lengths[9] = {0};
 	char	   *sql;
 
 	cl->metric = metric;
+	cl->weighted = PG_GPU_WEIGHTED(src);
+	values[7] = src->wname;
+	values[8] = src->mweights ? "true" : "false";
 	cl->d = src->ncols;
 	cl->keytype = src->keytype;
 	values[1] = pg_gpu_names_literal((const char *const *) src->colnames, src->natts);
@@ -95,12 +100,12 @@ pg_gpu_cluster_load(const PgGpuSource *src, pggpu_metric metric, bool want_ids, 
 	cl->nsp = pg_gpu_node_schema();
 	pg_gpu_nodes_open(&cl->ns, src->relid, src->relname);
 	pg_gpu_progress(true, "%d Citus nodes reading their shards", cl->ns.nnodes);
-	sql = psprintf("SELECT rows, invalid, device FROM %s.pg_gpu_node_kmeans_load($1, $2, $3, $4, $5, $6, $7)",
+	sql = psprintf("SELECT rows, invalid, device FROM %s.pg_gpu_node_kmeans_load($1, $2, $3, $4, $5, $6, $7, $8, $9)",
 				   cl->nsp);
 	for (int i = 0; i < cl->ns.nnodes; i++)
 	{
 		values[0] = cl->ns.nodes[i].shards;
-		pg_gpu_node_send(&cl->ns.nodes[i], sql, 7, types, values, lengths, "reading its shards");
+		pg_gpu_node_send(&cl->ns.nodes[i], sql, 9, types, values, lengths, "reading its shards");
 	}
 	memset(rows, 0, sizeof(*rows));
 	for (int i = 0; i < cl->ns.nnodes; i++)
@@ -163,9 +168,11 @@ cluster_step(void *arg, const double *C, int k, int e, bool begin, bool update, 
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	double	   *psums = palloc(sizeof(double) * k * d);
 	double	   *sums = palloc0(sizeof(double) * k * d);
+	double	   *pmass = palloc(sizeof(double) * k);
+	double	   *mass = cl->weighted ? palloc0(sizeof(double) * k) : NULL;
 	double	   *Cu = palloc(sizeof(double) * k * d);
 	const char *doing = "computing a k-means iteration";
-	char	   *sql = psprintf("SELECT sums, counts, inertia, changed FROM %s.pg_gpu_node_kmeans_step($1, $2)",
+	char	   *sql = psprintf("SELECT sums, counts, inertia, changed, mass FROM %s.pg_gpu_node_kmeans_step($1, $2)",
 							   cl->nsp);
 	int64	   *counts;
 	double		unwanted;
@@ -200,7 +207,7 @@ cluster_step(void *arg, const double *C, int k, int e, bool begin, bool update, 
 		const int64 *cv;
 		int64		nchanged;
 
-		pg_gpu_node_check_result(node, res, 1, 4, doing);
+		pg_gpu_node_check_result(node, res, 1, 5, doing);
 		c = pg_gpu_result_array(node, res, 0, 1, INT8OID, doing);
 		cv = (const int64 *) ARR_DATA_PTR(c);
 		if (PQgetisnull(res, 0, 0) || PQgetlength(res, 0, 0) != 8 * k * d)
@@ -219,6 +226,19 @@ cluster_step(void *arg, const double *C, int k, int e, bool begin, bool update, 
 			sums[j] += psums[j];
 		for (int j = 0; j < k; j++)
 			counts[j] += cv[j];
+		if (mass)
+		{
+			/* (weighted rows: the clusters' weights, added in node order as the sums) */
+			if (PQgetisnull(res, 0, 4) || PQgetlength(res, 0, 4) != 8 * k)
+				pg_gpu_node_bad_answer(node, doing, psprintf("clusters' weights of another length than %d", k));
+			pg_gpu_doubles_from_wire(PQgetvalue(res, 0, 4), k, pmass);
+			for (int j = 0; j < k; j++)
+			{
+				if (!(pmass[j] >= 0) || isinf(pmass[j]))
+					pg_gpu_node_bad_answer(node, doing, "a cluster's weight that cannot be");
+				mass[j] += pmass[j];
+			}
+		}
 		*inertia += pg_gpu_result_float8(node, res, 0, 2, doing);
 		*changed += nchanged;
 		PQclear(res);
@@ -228,7 +248,7 @@ cluster_step(void *arg, const double *C, int k, int e, bool begin, bool update, 
 	{
 		for (int64 j = 0; j < (int64) k * d; j++)
 			sums[j] = ldexp(sums[j], e);
-		pggpu_centroids_update(cl->held, sums, counts, NULL, k, d, cl->metric, e);
+		pggpu_centroids_update(cl->held, sums, counts, mass, k, d, cl->metric, e);
 	}
 	*empty = 0;
 	for (int c = 0; c < k; c++)
@@ -240,12 +260,19 @@ cluster_step(void *arg, const double *C, int k, int e, bool begin, bool update, 
 	return PGGPU_OK;
 }
 
-/* the source's sample: every node's sampled rows, in node order, into the home's scratch (no keys, no weights) */
+/*
+ * the source's sample: every node's sampled rows, in node order, into the
+ * home's scratch (no keys; weighted rows: their weights, each row's last
+ * value on the wire)
+ */
 static pggpu_status
 cluster_sample(void *arg, uint64_t seed, double rate, double **rows, uint64_t **keys, double **weights,
 			   int64_t *mout, pggpu_error *err)
 {
 	PgGpuCluster *cl = (PgGpuCluster *) arg;
+	int			width = cl->d + (cl->weighted ? 1 : 0);
+	double	   *R = NULL,
+			   *W = NULL;
 	static const Oid types[2] = {INT8OID, FLOAT8OID};
 	const char *values[2];
 	PGresult  **got = palloc(sizeof(PGresult *) * cl->ns.nnodes);
@@ -266,25 +293,39 @@ cluster_sample(void *arg, uint64_t seed, double rate, double **rows, uint64_t **
 
 		got[i] = pg_gpu_node_result(node, doing);
 		pg_gpu_node_check_result(node, got[i], 1, 1, doing);
-		if (PQgetisnull(got[i], 0, 0) || PQgetlength(got[i], 0, 0) % (8 * cl->d) != 0 ||
-			PQgetlength(got[i], 0, 0) / (8 * cl->d) > node->rows)
+		if (PQgetisnull(got[i], 0, 0) || PQgetlength(got[i], 0, 0) % (8 * width) != 0 ||
+			PQgetlength(got[i], 0, 0) / (8 * width) > node->rows)
 			pg_gpu_node_bad_answer(node, doing, psprintf("a sample that is not rows of %d doubles, at most %lld",
-														 cl->d, (long long) node->rows));
-		m += PQgetlength(got[i], 0, 0) / (8 * cl->d);
+														 width, (long long) node->rows));
+		m += PQgetlength(got[i], 0, 0) / (8 * width);
 	}
 	X = pggpu_scratch_realloc(cl->home->ds, *rows, sizeof(double) * Max(m, 1) * cl->d);
-	if (X == NULL)
+	if (X != NULL && cl->weighted)
+	{
+		W = pggpu_scratch_realloc(cl->home->ds, *weights, sizeof(double) * Max(m, 1));
+		R = palloc(sizeof(double) * width * Max(m, 1));
+	}
+	if (X == NULL || (cl->weighted && W == NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory for a seeding sample of %lld rows", (long long) m)));
 	*rows = X;
+	if (W)
+		*weights = W;
 	m = 0;
 	for (int i = 0; i < cl->ns.nnodes; i++)
 	{
 		int64		nv = PQgetlength(got[i], 0, 0) / 8;
 
-		pg_gpu_doubles_from_wire(PQgetvalue(got[i], 0, 0), nv, X + m * cl->d);
-		m += nv / cl->d;
+		pg_gpu_doubles_from_wire(PQgetvalue(got[i], 0, 0), nv, R ? R : X + m * cl->d);
+		for (int64 r = 0; R && r < nv / width; r++)
+		{
+			memcpy(X + (m + r) * cl->d, R + r * width, sizeof(double) * cl->d);
+			W[m + r] = R[r * width + cl->d];
+			if (!(W[m + r] >= 0) || isinf(W[m + r]))
+				pg_gpu_node_bad_answer(&cl->ns.nodes[i], doing, "a sampled row's weight that cannot be");
+		}
+		m += nv / width;
 		PQclear(got[i]);
 	}
 	*mout = m;

@@ -82,6 +82,7 @@ typedef struct NodeSet
 	int			k;				/* of the last step, 0: none yet */
 	int			e;				/* the scale of the last step: rows held at 2^e */
 	bool		with_ids;		/* loaded with an id column */
+	bool		weighted;		/* loaded with the rows' weights (a column, or the points' M) */
 } NodeSet;
 
 static NodeSet *node_set = NULL;
@@ -248,14 +249,17 @@ wire_centroids(bytea *b, int d, int *k)
 
 /*
  * pg_gpu_node_kmeans_load(shards regclass[], columns text[], id_column text,
- * metric text, dims int, mean float8[], std float8[])
+ * metric text, dims int, mean float8[], std float8[], weight_column text,
+ * m_weights boolean)
  * RETURNS (rows bigint, invalid bigint, device text)
  *
  * Reads the shards (in the order given) into one set, rows scaled to unit
  * length for metric cosine, then (x - mean) / std when mean is given.
  * id_column: kept for pg_gpu_node_kmeans_labels.  dims: what the coordinator
- * resolved; a shard that differs is an error.  Not STRICT: id_column, mean
- * and std may be NULL (mean and std together), nothing else.
+ * resolved; a shard that differs is an error.  The rows weigh weight_column
+ * (NULL: none), or with m_weights their points' M.  Not STRICT: id_column,
+ * mean, std and weight_column may be NULL (mean and std together), nothing
+ * else.
  */
 Datum
 gpu_kmeans_node_load(PG_FUNCTION_ARGS)
@@ -263,6 +267,8 @@ gpu_kmeans_node_load(PG_FUNCTION_ARGS)
 	ArrayType  *shards;
 	ArrayType  *columns;
 	text	   *id_column;
+	text	   *weight_column;
+	bool		m_weights;
 	char	   *metric;
 	bool		cosine;
 	int			d;
@@ -285,6 +291,13 @@ gpu_kmeans_node_load(PG_FUNCTION_ARGS)
 	shards = PG_GETARG_ARRAYTYPE_P(0);
 	columns = PG_GETARG_ARRAYTYPE_P(1);
 	id_column = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
+	weight_column = PG_NARGS() > 7 && !PG_ARGISNULL(7) ? PG_GETARG_TEXT_PP(7) : NULL;
+	m_weights = PG_NARGS() > 8 && !PG_ARGISNULL(8) && PG_GETARG_BOOL(8);
+	if (weight_column && m_weights)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a load weighs its rows by weight_column or by the points' M, not both"),
+				 errhint(KMEANS_HINT)));
 	metric = text_to_cstring(PG_GETARG_TEXT_PP(3));
 	d = PG_GETARG_INT32(4);
 	if (strcmp(metric, "euclidean") != 0 && strcmp(metric, "cosine") != 0)
@@ -324,6 +337,7 @@ gpu_kmeans_node_load(PG_FUNCTION_ARGS)
 	s->owner = GetUserId();
 	s->d = d;
 	s->with_ids = id_column != NULL;
+	s->weighted = weight_column != NULL || m_weights;
 	node_set = s;
 	old = MemoryContextSwitchTo(s->cxt);
 	PG_TRY();
@@ -343,6 +357,14 @@ gpu_kmeans_node_load(PG_FUNCTION_ARGS)
 						 errmsg("shard \"%s\" has %d values a row, the distributed table %d",
 								srcs[i].relname, srcs[i].ncols, d),
 						 errhint("The shards of a distributed table have its columns: was it altered while the call ran?")));
+			/* the rows' weights: the column's, or (as the coordinator found) the points' M */
+			pg_gpu_resolve_weight(&srcs[i], weight_column);
+			if (m_weights && srcs[i].veckind != PG_GPU_VEC_GEOMETRY)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("shard \"%s\" has no points to weigh by their M", srcs[i].relname),
+						 errhint(KMEANS_HINT)));
+			srcs[i].mweights = m_weights;
 		}
 		if (nshards > 0)
 			pg_gpu_read_sources(srcs, nshards, s->data, id_column != NULL, &s->rows);
@@ -386,7 +408,7 @@ result_desc(FunctionCallInfo fcinfo)
 /*
  * pg_gpu_node_kmeans_sample(seed bigint, rate float8) RETURNS bytea: the
  * rows whose content key pggpu_sampled picks (pggpu_parts_sample), m x d
- * doubles
+ * doubles (weighted rows: m x (d + 1), each row's weight after it)
  */
 Datum
 gpu_kmeans_node_sample(PG_FUNCTION_ARGS)
@@ -396,8 +418,10 @@ gpu_kmeans_node_sample(PG_FUNCTION_ARGS)
 	PgGpuData  *data = s->data;
 	pggpu_error err = {0};
 	int64		m = 0;
-	double	   *X = NULL;
+	double	   *X = NULL,
+			   *W = NULL;
 	bytea	   *out;
+	int			width = s->d + (s->weighted ? 1 : 0);
 
 	if (!(rate > 0 && rate <= 1))
 		ereport(ERROR,
@@ -405,16 +429,31 @@ gpu_kmeans_node_sample(PG_FUNCTION_ARGS)
 				 errmsg("rate must be above 0 and at most 1, not %g", rate),
 				 errhint("rate is the probability that a row is in the sample.")));
 	/* (the rows in the first part's scratch memory: freed with it after an error) */
-	if (pggpu_parts_sample(data->parts, data->nparts, (uint64) PG_GETARG_INT64(0), rate, &X, NULL, NULL, &m,
-						   &err) != PGGPU_OK)
+	if (pggpu_parts_sample(data->parts, data->nparts, (uint64) PG_GETARG_INT64(0), rate, &X, NULL,
+						   s->weighted ? &W : NULL, &m, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
-	if ((double) m * s->d * 8 > (double) (MaxAllocSize - VARHDRSZ))
+	if ((double) m * width * 8 > (double) (MaxAllocSize - VARHDRSZ))
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("the seeding sample of %lld rows is over 1 GB", (long long) m),
 				 errhint("Pass a lower rate.")));
-	out = doubles_bytea(X, m * s->d, "the seeding sample");
+	if (s->weighted)
+	{
+		/* each row's weight after its values (1 where the node's weights are all 1: none came) */
+		double	   *R = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(double) * Max(m, 1) * width);
+
+		for (int64 r = 0; r < m; r++)
+		{
+			memcpy(R + r * width, X + r * s->d, sizeof(double) * s->d);
+			R[r * width + s->d] = W ? W[r] : 1.0;
+		}
+		out = doubles_bytea(R, m * width, "the seeding sample");
+		pfree(R);
+	}
+	else
+		out = doubles_bytea(X, m * s->d, "the seeding sample");
 	pggpu_scratch_free(data->parts[0], X);
+	pggpu_scratch_free(data->parts[0], W);
 	PG_RETURN_BYTEA_P(out);
 }
 
@@ -440,8 +479,9 @@ step_exponent(NodeSet *s, const double *C, int k)
 
 /*
  * pg_gpu_node_kmeans_step(centroids bytea, begin boolean) RETURNS (sums
- * bytea, counts bigint[], inertia float8, changed bigint): this node's
- * share of an iteration (pggpu_parts_step over its parts)
+ * bytea, counts bigint[], inertia float8, changed bigint, mass bytea): this
+ * node's share of an iteration (pggpu_parts_step over its parts); mass,
+ * weighted rows' only: the clusters' weights (k doubles)
  */
 Datum
 gpu_kmeans_node_step(PG_FUNCTION_ARGS)
@@ -451,14 +491,15 @@ gpu_kmeans_node_step(PG_FUNCTION_ARGS)
 	int			k;
 	double	   *C = wire_centroids(PG_GETARG_BYTEA_PP(0), s->d, &k);
 	double	   *sums;
+	double	   *mass = NULL;
 	int64	   *counts;
 	Datum	   *cv;
 	double		inertia;
 	int64		changed;
 	pggpu_error err = {0};
 	TupleDesc	td;
-	Datum		v[4];
-	bool		nulls[4] = {false, false, false, false};
+	Datum		v[5];
+	bool		nulls[5] = {false, false, false, false, true};
 
 	if (!begin && k != s->k)
 		ereport(ERROR,
@@ -468,13 +509,15 @@ gpu_kmeans_node_step(PG_FUNCTION_ARGS)
 	td = result_desc(fcinfo);
 	sums = palloc(sizeof(double) * k * s->d);
 	counts = palloc(sizeof(int64) * k);
+	if (s->weighted)
+		mass = palloc(sizeof(double) * k);
 	cv = palloc(sizeof(Datum) * k);
 	/* (the next step with begin false needs this one to have completed) */
 	s->k = 0;
 	s->e = step_exponent(s, C, k);
 	for (int64 i = 0; i < (int64) k * s->d; i++)
 		C[i] = ldexp(C[i], s->e);
-	if (pggpu_parts_step(s->data->parts, s->data->nparts, C, k, s->e, begin, sums, counts, NULL, &inertia,
+	if (pggpu_parts_step(s->data->parts, s->data->nparts, C, k, s->e, begin, sums, counts, mass, &inertia,
 						 &changed, NULL, &err) != PGGPU_OK)
 		pg_gpu_raise(&err);
 	s->k = k;
@@ -487,6 +530,11 @@ gpu_kmeans_node_step(PG_FUNCTION_ARGS)
 	v[1] = PointerGetDatum(construct_array(cv, k, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	v[2] = Float8GetDatum(inertia);
 	v[3] = Int64GetDatum(changed);
+	if (mass)
+	{
+		v[4] = PointerGetDatum(doubles_bytea(mass, k, "the clusters' weights"));
+		nulls[4] = false;
+	}
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(td, v, nulls)));
 }
 

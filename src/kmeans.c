@@ -473,8 +473,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_ids, int a_sample, KmeansOut *out)
 	skipped = want_ids ? "they come back with cluster NULL" : "they take no part in the fit";
 	out->cluster = load_on_nodes(&out->src, fs->metric, want_labels, NULL, NULL, &out->rows, skipped,
 								 fs->standard ? "scale => 'standard' is computed on the coordinator" :
-								 fs->sample ? "sample => is drawn on the coordinator" :
-								 PG_GPU_WEIGHTED(&out->src) ? "the rows' weights are read on the coordinator" : NULL);
+								 fs->sample ? "sample => is drawn on the coordinator" : NULL);
 	data = out->cluster ? NULL : fs->sample ?
 		load_sample(&out->src, fs, &out->rows, skipped, k, &out->usable) :
 		load(&out->src, fs, want_labels, &out->rows, skipped, k);

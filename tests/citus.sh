@@ -145,6 +145,8 @@ for t in 2 3 4 5 6 7 8; do
   big_vals="$big_vals, 40 * $(frac "(i % 16) * 12.9898 + $t * 78.233") + 1.6 * $(frac "i * 1.$((t + 1)) + 0.$t")"
 done
 big_rows="SELECT i, $big_vals FROM generate_series(1, $big_n) i"
+# weighted rows (weight_column): 0 to 1.5, NULL in some rows
+wbig_rows="SELECT i, (i % 5) * 10 + sin(i), cos(i * 1.3), CASE WHEN i % 101 = 0 THEN NULL ELSE (i % 4) * 0.5 END FROM generate_series(1, 20000) i"
 emb_rows="SELECT i, ARRAY(SELECT (cos(j * (i % 5 + 1)) + 0.2 * sin(i * j * 0.37))::real FROM generate_series(1, 24) j)
 FROM generate_series(1, 2000) i"
 # am: 9000 x 8 (distributed) times bm: 8 x 1200 (local), a product whose
@@ -181,6 +183,12 @@ SELECT create_distributed_table('big', 'id');
 CREATE TABLE big_local (LIKE big INCLUDING ALL);
 INSERT INTO big $big_rows;
 INSERT INTO big_local $big_rows;
+
+CREATE TABLE wbig (id bigint PRIMARY KEY, x float8, y float8, w numeric);
+SELECT create_distributed_table('wbig', 'id');
+CREATE TABLE wbig_local (LIKE wbig INCLUDING ALL);
+INSERT INTO wbig $wbig_rows;
+INSERT INTO wbig_local $wbig_rows;
 
 CREATE TABLE am (row_id int, row_vec float8[]);
 SELECT create_distributed_table('am', 'row_id');
@@ -435,6 +443,25 @@ check "big, algorithm 'hierarchical' (k 64, seed 7): the distributed fit equals 
                 d.iterations, d.inertia, d.model->>'trained', l.iterations, l.inertia, l.model->>'trained')
   FROM gpu_kmeans_fit('big', 64, seed => 7, algorithm => 'hierarchical') d,
        gpu_kmeans_fit('big_local', 64, seed => 7, algorithm => 'hierarchical') l"
+for init_name in 'k-means++' 'k-means||'; do
+  check "wbig, weight_column, $init_name (seed 5): the fit on the nodes equals the single node's" "
+    SELECT d.sizes = l.sizes AND d.iterations = l.iterations AND d.device LIKE '% (2 Citus nodes)'
+           AND d.model->>'weights' = 'w'
+           AND (SELECT bool_and($(close dc.v lc.v)) FROM unnest(d.centroids) WITH ORDINALITY dc(v, n)
+                JOIN unnest(l.centroids) WITH ORDINALITY lc(v, n) USING (n))
+           AND $(close d.inertia l.inertia),
+           format('distributed: %s, sizes %s, inertia %s; single node: sizes %s, inertia %s',
+                  d.device, d.sizes, d.inertia, l.sizes, l.inertia)
+    FROM gpu_kmeans_fit('wbig', 7, ARRAY['x', 'y'], init => '$init_name', seed => 5, weight_column => 'w') d,
+         gpu_kmeans_fit('wbig_local', 7, ARRAY['x', 'y'], init => '$init_name', seed => 5, weight_column => 'w') l"
+done
+check "wbig, weight_column: every row in the same cluster as on the single node, NULL weights unusable" "
+  SELECT count(*) FILTER (WHERE d.cluster IS DISTINCT FROM l.cluster) = 0 AND count(*) = 20000
+         AND count(*) FILTER (WHERE d.cluster IS NULL) = 198,
+         format('%s rows, %s differ, %s unusable', count(*), count(*) FILTER (WHERE d.cluster IS DISTINCT FROM l.cluster),
+                count(*) FILTER (WHERE d.cluster IS NULL))
+  FROM gpu_kmeans('wbig', 7, ARRAY['x', 'y'], seed => 2, weight_column => 'w') d
+  FULL JOIN gpu_kmeans('wbig_local', 7, ARRAY['x', 'y'], seed => 2, weight_column => 'w') l ON d.id = l.id"
 check "big, seeded by k-means++ (seed 3): every row in the same cluster as on the single node" "
   SELECT count(*) FILTER (WHERE d.cluster IS DISTINCT FROM l.cluster) = 0 AND count(*) = $big_n,
          format('%s rows, %s differ', count(*), count(*) FILTER (WHERE d.cluster IS DISTINCT FROM l.cluster))
