@@ -689,6 +689,18 @@ void		pggpu_sample_priorities(uint64_t *prio, const double *x, int64_t stride, i
 /* the same for n rows row-major (row r at x + r * d), their priorities given (else an error) */
 pggpu_status pggpu_sample_offer_rows(pggpu_sample *s, const double *x, int64_t n,
 									 const uint64_t *prio, pggpu_error *err);
+/*
+ * Weighted rows: the weights of the next offer's rows (row r's at w[r]; the
+ * sample weighted from its first offer, rows offered without weighing 1),
+ * each kept row's weight by its slot (pggpu_sample_weights: NULL where
+ * unweighted).  A weight other than 1 is mixed into its row's priority
+ * (pggpu_sample_weigh_priorities: given priorities must be weighed too), so
+ * that rows of equal values and other weights are other rows; all weights
+ * 1 draw the unweighted sample.
+ */
+pggpu_status pggpu_sample_weigh(pggpu_sample *s, const double *w, pggpu_error *err);
+void		pggpu_sample_weigh_priorities(uint64_t *prio, const double *w, int64_t n);
+const double *pggpu_sample_weights(const pggpu_sample *s);
 /* rows offered so far */
 int64_t		pggpu_sample_offered(const pggpu_sample *s);
 /*

@@ -13,6 +13,11 @@
  * hold their priorities (a row's values are looked at only on a tie), and
  * the hashing loop is built for each x86-64 level (target_clones).
  *
+ * Weighted rows (pggpu_sample_weigh): each kept row keeps its weight; a
+ * weight other than 1 is mixed into the row's priority (a row of weight 1
+ * has its unweighted priority: all weights 1 draw the unweighted sample),
+ * and rows of equal values are told apart by their weights.
+ *
  * Host only, on both backends: the rows pass through the host anyway.  A
  * sample of float32 values (pggpu_sample_set_dtype) keeps them as floats,
  * half the memory, and compares them as the doubles they are: the same
@@ -47,6 +52,9 @@ struct pggpu_sample
 	double	   *rows;			/* cap x d, row-major, by slot (NULL: f32) */
 	float	   *rows32;			/* the same as floats (f32) */
 	bool		f32;
+	double	   *w;				/* cap weights, by slot (weighted), else NULL */
+	const double *ow;			/* the offer's weights (pggpu_sample_weigh), row r's at ow[r], or NULL: 1 */
+	bool		weighted;
 	entry	   *heap;			/* max-heap of (prio, values) */
 	int64_t    *order;			/* the result's slots, least first */
 	uint64_t   *hash;			/* an offer's priorities (scratch) */
@@ -85,6 +93,8 @@ flush_pending(pggpu_sample *s)
 {
 	int			d = s->d;
 
+	for (int64_t i = 0; s->weighted && i < s->npend; i++)
+		s->w[s->pend_slot[i]] = s->ow ? s->ow[s->pend_r[i]] : 1.0;
 	if (s->cs == 1 && !s->f32)
 		for (int64_t i = 0; i < s->npend; i++)
 			memcpy(s->rows + s->pend_slot[i] * d, s->x + s->pend_r[i] * s->rs, sizeof(double) * d);
@@ -134,7 +144,16 @@ value_term(double v, int j)
 	return b * 0xbf58476d1ce4e5b9ULL;
 }
 
-/* <0, 0, >0 as entry a comes before, with, after entry b (priority, then values, then bits) */
+/* equal rows: the lighter first (weighted samples; else equal) */
+static int
+weight_order(const pggpu_sample *s, double wa, const entry *b)
+{
+	double		wb = s->w ? s->w[b->slot] : 1.0;
+
+	return wa < wb ? -1 : wa > wb;
+}
+
+/* <0, 0, >0 as entry a comes before, with, after entry b (priority, then values, then bits, then weights) */
 static int
 compare_entries(pggpu_sample *s, const entry *a, const entry *b)
 {
@@ -158,12 +177,12 @@ compare_entries(pggpu_sample *s, const entry *a, const entry *b)
 		if (c != 0)
 			return c;
 	}
-	return 0;
+	return weight_order(s, s->w ? s->w[a->slot] : 1.0, b);
 }
 
-/* the same against a row not yet in a slot: value j at x[j * stride] */
+/* the same against a row not yet in a slot: value j at x[j * stride], weighing w */
 static int
-compare_row(pggpu_sample *s, uint64_t prio, const double *x, int64_t stride, const entry *b)
+compare_row(pggpu_sample *s, uint64_t prio, const double *x, int64_t stride, double w, const entry *b)
 {
 	if (prio != b->prio)
 		return prio < b->prio ? -1 : 1;
@@ -183,7 +202,7 @@ compare_row(pggpu_sample *s, uint64_t prio, const double *x, int64_t stride, con
 		if (c != 0)
 			return c;
 	}
-	return 0;
+	return weight_order(s, w, b);
 }
 
 static void
@@ -283,6 +302,15 @@ grow(pggpu_sample *s, int64_t want, pggpu_error *err)
 	heap = (entry *) realloc(s->heap, sizeof(entry) * cap);
 	if (heap)
 		s->heap = heap;
+	if (s->weighted)
+	{
+		double	   *w = (double *) realloc(s->w, sizeof(double) * cap);
+
+		if (w == NULL)
+			return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory for a sample of %lld rows",
+							  (long long) cap);
+		s->w = w;
+	}
 	stamp = (int64_t *) realloc(s->stamp, sizeof(int64_t) * cap);
 	if (stamp)
 		s->stamp = stamp;
@@ -316,6 +344,40 @@ static uint64_t
 salt_of(uint64_t seed)
 {
 	return pggpu_mix64(seed ^ 0x3c6ef372fe94f82bULL);
+}
+
+void
+pggpu_sample_weigh_priorities(uint64_t *prio, const double *w, int64_t n)
+{
+	for (int64_t r = 0; w && r < n; r++)
+		if (w[r] != 1.0)
+		{
+			uint64_t	b;
+
+			memcpy(&b, &w[r], sizeof(b));
+			prio[r] = pggpu_mix64(prio[r] ^ pggpu_mix64(b ^ 0x2f2a7fd5c8b7e6a1ULL));
+		}
+}
+
+pggpu_status
+pggpu_sample_weigh(pggpu_sample *s, const double *w, pggpu_error *err)
+{
+	if (!s->weighted && s->kept > 0)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "a sample is weighted from its first offer");
+	if (!s->weighted && s->cap > 0)
+	{
+		if ((s->w = (double *) malloc(sizeof(double) * s->cap)) == NULL)
+			return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
+	}
+	s->weighted = true;
+	s->ow = w;
+	return PGGPU_OK;
+}
+
+const double *
+pggpu_sample_weights(const pggpu_sample *s)
+{
+	return s->weighted ? s->w : NULL;
 }
 
 void
@@ -390,7 +452,10 @@ offer(pggpu_sample *s, const double *x, int64_t rs, int64_t cs, int64_t n, const
 	s->npend = 0;
 	s->offers++;
 	if (given == NULL)
+	{
 		pggpu_sample_priorities(s->hash, x, cs, n, d, s->seed);
+		pggpu_sample_weigh_priorities(s->hash, s->ow, n);
+	}
 	prio = given ? given : s->hash;
 	for (int64_t r = 0; r < n; r++)
 	{
@@ -402,7 +467,8 @@ offer(pggpu_sample *s, const double *x, int64_t rs, int64_t cs, int64_t n, const
 		{
 			/* the heap's top is the worst kept: a row must come before it */
 			if (p > s->heap[0].prio ||
-				(p == s->heap[0].prio && compare_row(s, p, row, cs, &s->heap[0]) >= 0))
+				(p == s->heap[0].prio &&
+				 compare_row(s, p, row, cs, s->ow ? s->ow[r] : 1.0, &s->heap[0]) >= 0))
 				continue;
 			slot = s->heap[0].slot;
 		}
@@ -436,6 +502,7 @@ offer(pggpu_sample *s, const double *x, int64_t rs, int64_t cs, int64_t n, const
 	}
 	flush_pending(s);
 	s->offered += n;
+	s->ow = NULL;				/* (the weights were this offer's) */
 	return PGGPU_OK;
 }
 
@@ -488,6 +555,7 @@ pggpu_sample_close(pggpu_sample *s)
 		return;
 	free(s->rows);
 	free(s->rows32);
+	free(s->w);
 	free(s->heap);
 	free(s->order);
 	free(s->stamp);

@@ -58,7 +58,8 @@ SELECT (SELECT (centroids, sizes, inertia)::text FROM gpu_kmeans_fit('placesm', 
        (SELECT (centroids, sizes, inertia)::text
         FROM gpu_kmeans_fit('placesm_xy', 4, columns => ARRAY['x', 'y'], seed => 2)) AS weight_column_instead,
        (SELECT model->>'weights' FROM gpu_kmeans_fit('placesm', 4, columns => ARRAY['geom'], seed => 2)) AS weights;
-SELECT * FROM gpu_kmeans_fit('placesm', 4, columns => ARRAY['geom'], sample => 100);
+SELECT (SELECT sum(s) FROM unnest(sizes) s) AS fit_rows, model->>'weights' AS weights
+FROM gpu_kmeans_fit('placesm', 4, columns => ARRAY['geom'], sample => 100);
 INSERT INTO placesm VALUES (301, 'POINTM(1 1 -2)');
 SELECT * FROM gpu_kmeans('placesm', 4, columns => ARRAY['geom']);
 CREATE TABLE shapes (id int PRIMARY KEY, geom geometry);

@@ -77,6 +77,41 @@ SELECT (SELECT bool_and(abs(x - y) <= 1e-9 * (1 + abs(y))) FROM unnest(w.centroi
        abs(w.inertia - r.inertia) <= 1e-9 * r.inertia AS inertia_match
 FROM w, r;
 
+-- sample => m of weighted rows: each row drawn keeps its weight; a sample
+-- of every row is the weighted fit itself (to the rounding of the rows'
+-- other order); every row is labelled after it
+SELECT s.sizes = f.sizes AND s.iterations = f.iterations
+       AND (SELECT bool_and(abs(x - y) <= 1e-12 * (1 + abs(y))) FROM unnest(s.centroids, f.centroids) u(x, y))
+       AND abs(s.inertia - f.inertia) <= 1e-12 * f.inertia AS every_row
+FROM gpu_kmeans_fit('blobs', 4, ARRAY['a', 'b'], seed => 2, weight_column => 'rep', sample => 5000) s,
+     gpu_kmeans_fit('blobs', 4, ARRAY['a', 'b'], seed => 2, weight_column => 'rep') f;
+SELECT (SELECT sum(s) FROM unnest(sizes) s) AS fit_rows, model->>'sample' AS sample, model->>'weights' AS weights,
+       (SELECT count(cluster) FROM gpu_kmeans('blobs', 4, ARRAY['a', 'b'], 'id', seed => 2, weight_column => 'rep',
+                                              sample => 300)) AS labelled
+FROM gpu_kmeans_fit('blobs', 4, ARRAY['a', 'b'], seed => 2, weight_column => 'rep', sample => 300);
+SELECT k, iterations > 0 AS fit FROM gpu_kmeans_choose_k('blobs', ARRAY[2, 4], ARRAY['a', 'b'], weight_column => 'rep',
+                                                          sample => 400) ORDER BY k;
+-- the same weighted sample by a serial read, by parallel workers (their
+-- priorities weighed as the leader's) and through a view of the rows reversed
+CREATE TABLE wpar AS SELECT g AS id, (g % 7) * 3 + sin(g) AS a, cos(g * 0.7) AS b, (g % 5) * 0.5 AS w
+FROM generate_series(1, 100000) g;
+CREATE VIEW wpar_rev AS SELECT * FROM wpar ORDER BY id DESC;
+CREATE TEMP TABLE wfits AS
+SELECT 'serial' AS how, * FROM gpu_kmeans_fit('wpar', 7, ARRAY['a', 'b'], seed => 4, sample => 3000, weight_column => 'w')
+UNION ALL
+SELECT 'view', * FROM gpu_kmeans_fit('wpar_rev', 7, ARRAY['a', 'b'], seed => 4, sample => 3000, weight_column => 'w');
+SET max_parallel_workers_per_gather = 2;
+SET min_parallel_table_scan_size = 0;
+SET parallel_setup_cost = 0;
+INSERT INTO wfits
+SELECT 'parallel', * FROM gpu_kmeans_fit('wpar', 7, ARRAY['a', 'b'], seed => 4, sample => 3000, weight_column => 'w');
+RESET max_parallel_workers_per_gather;
+RESET min_parallel_table_scan_size;
+RESET parallel_setup_cost;
+SELECT f.how, f.sizes = s.sizes AND f.iterations = s.iterations
+       AND (SELECT bool_and(abs(x - y) <= 1e-12 * (1 + abs(y))) FROM unnest(f.centroids, s.centroids) u(x, y)) AS same_fit
+FROM wfits f, wfits s WHERE s.how = 'serial' ORDER BY f.how;
+
 -- Rows of weight 0 are never seeds: far rows weighing 0 take no centroid
 -- (unweighted, k-means++ puts one there)
 CREATE TABLE far AS
@@ -112,10 +147,8 @@ DELETE FROM wt WHERE id = 9;
 SELECT centroids FROM gpu_kmeans_fit('wt', 2, columns => ARRAY['x'], weight_column => 'nope');
 ALTER TABLE wt ADD COLUMN label text DEFAULT 'a';
 SELECT centroids FROM gpu_kmeans_fit('wt', 2, columns => ARRAY['x'], weight_column => 'label');
-SELECT centroids FROM gpu_kmeans_fit('wt', 2, columns => ARRAY['x'], weight_column => 'w', sample => 3);
-SELECT * FROM gpu_kmeans_choose_k('wt', ARRAY[2], columns => ARRAY['x'], weight_column => 'w', sample => 4);
 -- every weight 0: no mean to move to; the centroids stay where they began
 UPDATE wt SET w = 0;
 SELECT centroids, sizes, inertia
 FROM gpu_kmeans_fit('wt', 2, columns => ARRAY['x'], init_centroids => ARRAY[[0], [11]], weight_column => 'w');
-DROP TABLE iris, wine, digits, sk_expected, sk_weighted, wt, blobs, far, vecs CASCADE;
+DROP TABLE iris, wine, digits, sk_expected, sk_weighted, wt, blobs, far, vecs, wpar CASCADE;

@@ -245,18 +245,9 @@ pg_gpu_algorithm_arg(FunctionCallInfo fcinfo, int n, FitSettings *fs)
 }
 
 void
-pg_gpu_weight_arg(FunctionCallInfo fcinfo, int n, PgGpuSource *src, const FitSettings *fs)
+pg_gpu_weight_arg(FunctionCallInfo fcinfo, int n, PgGpuSource *src)
 {
 	pg_gpu_resolve_weight(src, n >= 0 && PG_NARGS() > n && !PG_ARGISNULL(n) ? PG_GETARG_TEXT_PP(n) : NULL);
-	if (PG_GPU_WEIGHTED(src) && fs->sample > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 src->wname ? errmsg("a fit weighted by weight_column does not draw a sample (sample => %lld)",
-									 (long long) fs->sample) :
-				 errmsg("a fit of points with M (weighted by M) does not draw a sample (sample => %lld)",
-						(long long) fs->sample),
-				 src->wname ? errhint("Fit on every row (sample => NULL), or draw the sample in a view.") :
-				 errhint("Fit on every row (sample => NULL), or drop M in a view (ST_Force2D) to sample unweighted points.")));
 }
 
 /* k between 1 and the usable rows */

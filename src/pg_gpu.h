@@ -656,10 +656,11 @@ extern void pg_gpu_read_parts(const PgGpuSource *src, bool want_ids, const uint6
 extern PgGpuSource pg_gpu_source_for(const PgGpuSource *src, pggpu_backend backend);
 /*
  * m rows (row-major, src->ncols each, doubles or, into a FLOAT32 set,
- * floats as dtype says; row order[t] the t-th, order NULL: in turn) into data
+ * floats as dtype says; row order[t] the t-th, order NULL: in turn) into
+ * data, row i weighing w[i] (w NULL: unweighted)
  */
 extern void pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const void *x, pggpu_dtype dtype,
-							 const int64 *order, int64 m);
+							 const int64 *order, int64 m, const double *w);
 
 /* ---- row keys: the ids of any type (keys.c) ---- */
 
@@ -752,9 +753,9 @@ extern void pg_gpu_algorithm_arg(FunctionCallInfo fcinfo, int n, FitSettings *fs
 /*
  * weight_column (argument n, where the function has it; n < 0: none) into
  * src (resolved already): the rows' weights, else a geometry column's M
- * (pg_gpu_resolve_weight); a weighted fit on a sample is refused (0A000)
+ * (pg_gpu_resolve_weight)
  */
-extern void pg_gpu_weight_arg(FunctionCallInfo fcinfo, int n, PgGpuSource *src, const FitSettings *fs);
+extern void pg_gpu_weight_arg(FunctionCallInfo fcinfo, int n, PgGpuSource *src);
 /* whether src's rows weigh (a weight column, or points' M) */
 #define PG_GPU_WEIGHTED(src) ((src)->wname != NULL || (src)->mweights)
 /* k between 1 and the usable rows (rows NULL: k alone) */

@@ -925,7 +925,7 @@ pg_gpu_read_sources(const PgGpuSource *srcs, int nsrcs, PgGpuData *data, bool wa
 
 void
 pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const void *x, pggpu_dtype dtype,
-				 const int64 *order, int64 m)
+				 const int64 *order, int64 m, const double *w)
 {
 	SoaSink    *s = (SoaSink *) pg_gpu_sink_begin(src, data, false);
 	PgGpuRows	rows;
@@ -965,6 +965,8 @@ pg_gpu_push_rows(const PgGpuSource *src, PgGpuData *data, const void *x, pggpu_d
 					col[r - r0] = ((const double *) x)[from[r - r0] + j];
 				sink_column(s, j, s->fill + r0, col, r1 - r0);
 			}
+			for (int64 r = r0; w && r < r1; r++)
+				sink_weights(s)[s->fill + r] = w[order ? order[at + r] : at + r];
 		}
 		s->fill += n;
 		at += n;

@@ -36,6 +36,9 @@ sample_consume(void *arg, const PgGpuPart *p)
 
 	CHECK_FOR_INTERRUPTS();
 	INSTR_TIME_SET_CURRENT(start);
+	/* (a weighted read's parts: the rows' weights, each kept with its row) */
+	if (p->weights && pggpu_sample_weigh(s->sample, p->weights, &err) != PGGPU_OK)
+		pg_gpu_raise(&err);
 	if ((p->rowwise ? pggpu_sample_offer_rows(s->sample, p->values, p->nrows, p->prio, &err) :
 		 pggpu_sample_offer_prio(s->sample, p->values, p->cap, p->nrows, p->prio, &err)) != PGGPU_OK)
 		pg_gpu_raise(&err);
@@ -93,7 +96,7 @@ pg_gpu_read_sample(const PgGpuSource *src, PgGpuData *data, int64 m, uint64 seed
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of host memory for the order of a sample of %lld rows", (long long) m)));
 	INSTR_TIME_SET_CURRENT(t2);
-	pg_gpu_push_rows(src, data, x, s->dtype, (const int64 *) order, got);
+	pg_gpu_push_rows(src, data, x, s->dtype, (const int64 *) order, got, pggpu_sample_weights(s->sample));
 	INSTR_TIME_SET_CURRENT(t3);
 	INSTR_TIME_SUBTRACT(t3, t2);
 	INSTR_TIME_SUBTRACT(t2, t1);

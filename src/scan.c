@@ -233,6 +233,7 @@ sample_part(Scanner *s, ScanSlot *slot, PgGpuPart *part)
 
 	pggpu_sample_priorities(slot_prio(s->sh, slot), part->values, cap, n, (int) len,
 							s->spec->sample_seed);
+	pggpu_sample_weigh_priorities(slot_prio(s->sh, slot), part->weights, n);
 	if (s->turned == NULL)
 		s->turned = MemoryContextAllocHuge(TopTransactionContext, s->sh->slot_bytes);
 	for (int64 i0 = 0; i0 < n; i0 += 16)

@@ -25,7 +25,7 @@
  *   - sample weights: a fit by hand, every weight 1 as none (bit for bit
  *     on the CPU), integer weights as repeated rows, rows of weight 0 never
  *     seeds nor pulling a centroid, one fit over parts, the GPU as the
- *     CPU, weights out of range refused;
+ *     CPU, weights out of range refused, a sample of weighted rows;
  *   - loading through the staging batches, with good, missing and far too
  *     small row-count hints;
  *   - the GPU backend against the CPU backend: same seeds, memberships and

@@ -353,6 +353,112 @@ standardize_weighted(pggpu_backend be)
 	free(ones);
 }
 
+/* a sample's rows as kept: sorted rows (m x d) and their weights, by the sample's order */
+static int64_t
+sample_of(const dataset *D, const double *w, bool reversed, bool weigh, int64_t m, double *rows, double *ws)
+{
+	pggpu_sample *s = NULL;
+	pggpu_error err = {0};
+	double	   *X = xmalloc(sizeof(double) * D->n * D->d),
+			   *W = xmalloc(sizeof(double) * D->n);
+	const void *kept;
+	const int64_t *order;
+	int64_t		got = -1;
+
+	/* column-major, in the given or the reversed order, in two offers */
+	for (int64_t i = 0; i < D->n; i++)
+	{
+		int64_t		src = reversed ? D->n - 1 - i : i;
+
+		for (int j = 0; j < D->d; j++)
+			X[(int64_t) j * D->n + i] = D->X[src * D->d + j];
+		W[i] = w ? w[src] : 1.0;
+	}
+	if (!CHECK(pggpu_sample_open(&s, D->d, m, 77, &err) == PGGPU_OK, "sample open: %s", err.msg))
+		goto done;
+	for (int part = 0; part < 2; part++)
+	{
+		int64_t		lo = part == 0 ? 0 : D->n / 3,
+					hi = part == 0 ? D->n / 3 : D->n;
+
+		if (weigh && !CHECK(pggpu_sample_weigh(s, W + lo, &err) == PGGPU_OK, "weigh: %s", err.msg))
+			goto done;
+		if (!CHECK(pggpu_sample_offer(s, X + lo, D->n, hi - lo, &err) == PGGPU_OK, "offer: %s", err.msg))
+			goto done;
+	}
+	got = pggpu_sample_result(s, &kept, &order);
+	for (int64_t t = 0; t < got; t++)
+	{
+		memcpy(rows + t * D->d, (const double *) kept + order[t] * D->d, sizeof(double) * D->d);
+		ws[t] = pggpu_sample_weights(s) ? pggpu_sample_weights(s)[order[t]] : -1;
+	}
+done:
+	pggpu_sample_close(s);
+	free(X);
+	free(W);
+	return got;
+}
+
+/*
+ * A weighted sample: the same rows and weights in the same order whatever
+ * order the rows come in; every weight 1 as no weights; rows of equal
+ * values and other weights both kept; each row with its own weight
+ */
+static void
+weighted_sample(void)
+{
+	const int64_t n = 3000,
+				m = 500;
+	const int	d = 3;
+	dataset		D = {0};
+	double	   *w = xmalloc(sizeof(double) * n),
+			   *ones = xmalloc(sizeof(double) * n);
+	double	   *r[4],
+			   *ws[4];
+	int64_t		got[4];
+
+	set_case("weights: a sample of weighted rows");
+	gen_few(&D, n, d, 40, 3);	/* (40 distinct rows: many equal ones) */
+	for (int64_t i = 0; i < n; i++)
+	{
+		w[i] = (double) (i % 3);
+		ones[i] = 1;
+	}
+	for (int v = 0; v < 4; v++)
+	{
+		r[v] = xmalloc(sizeof(double) * m * d);
+		ws[v] = xmalloc(sizeof(double) * m);
+	}
+	got[0] = sample_of(&D, w, false, true, m, r[0], ws[0]);
+	got[1] = sample_of(&D, w, true, true, m, r[1], ws[1]);
+	got[2] = sample_of(&D, ones, false, true, m, r[2], ws[2]);
+	got[3] = sample_of(&D, NULL, true, false, m, r[3], ws[3]);
+	CHECK(got[0] == m && got[1] == m && memcmp(r[0], r[1], sizeof(double) * m * d) == 0 &&
+		  memcmp(ws[0], ws[1], sizeof(double) * m) == 0,
+		  "the rows reversed: %lld and %lld rows, %s", (long long) got[0], (long long) got[1],
+		  memcmp(r[0], r[1], sizeof(double) * m * d) ? "other rows" : "other weights");
+	CHECK(got[2] == m && got[3] == m && memcmp(r[2], r[3], sizeof(double) * m * d) == 0,
+		  "every weight 1: not the unweighted sample");
+	{
+		int64_t		heavy = 0,
+					bad = 0;
+
+		/* (of 40 distinct rows in 3 weights each, a sample of 500 holds equal rows of other weights) */
+		for (int64_t t = 0; t < m; t++)
+			for (int64_t u = t + 1; u < m; u++)
+				heavy += memcmp(r[0] + t * d, r[0] + u * d, sizeof(double) * d) == 0 && ws[0][t] != ws[0][u];
+		for (int64_t t = 0; t < m; t++)
+			bad += !(ws[0][t] == 0 || ws[0][t] == 1 || ws[0][t] == 2);
+		CHECK(heavy > 0 && bad == 0, "%lld neighbours of equal values and other weights, %lld weights not the rows'",
+			  (long long) heavy, (long long) bad);
+	}
+	for (int v = 0; v < 4; v++)
+		free(r[v]), free(ws[v]);
+	data_free(&D);
+	free(w);
+	free(ones);
+}
+
 /* a weight no row may have: the push (or the set) fails, its rows not taken */
 static void
 bad_weights(pggpu_backend be)
@@ -390,6 +496,7 @@ test_sample_weights(void)
 {
 	pggpu_backend bes[2] = {PGGPU_BACKEND_CPU, PGGPU_BACKEND_GPU};
 
+	weighted_sample();
 	for (int b = 0; b < 2; b++)
 	{
 		if (bes[b] == PGGPU_BACKEND_GPU && !have_gpu)
