@@ -147,6 +147,22 @@ DELETE FROM wt WHERE id = 9;
 SELECT centroids FROM gpu_kmeans_fit('wt', 2, columns => ARRAY['x'], weight_column => 'nope');
 ALTER TABLE wt ADD COLUMN label text DEFAULT 'a';
 SELECT centroids FROM gpu_kmeans_fit('wt', 2, columns => ARRAY['x'], weight_column => 'label');
+-- a partitioned table whose leaf lays its columns out in another order:
+-- each leaf's weight column found by name, the fit of the same rows
+CREATE TABLE wparted (id int, x float8, w float8) PARTITION BY RANGE (id);
+CREATE TABLE wparted_a PARTITION OF wparted FOR VALUES FROM (1) TO (6);
+CREATE TABLE wparted_b (w float8, x float8, id int);
+ALTER TABLE wparted ATTACH PARTITION wparted_b FOR VALUES FROM (6) TO (100);
+INSERT INTO wparted VALUES (1, 0, 3), (2, 1, 1), (3, 10, 1), (4, 11, 3), (6, 0.5, 2), (7, 10.5, 2);
+CREATE TABLE wflat AS SELECT * FROM wparted;
+SELECT (SELECT (centroids, sizes, inertia)::text FROM gpu_kmeans_fit('wparted', 2, ARRAY['x'], init_centroids => ARRAY[[0], [11]],
+                                                                     weight_column => 'w')) =
+       (SELECT (centroids, sizes, inertia)::text FROM gpu_kmeans_fit('wflat', 2, ARRAY['x'], init_centroids => ARRAY[[0], [11]],
+                                                                     weight_column => 'w')) AS same_fit;
+-- no row with a usable weight
+UPDATE wflat SET w = NULL;
+SELECT sizes FROM gpu_kmeans_fit('wflat', 1, ARRAY['x'], weight_column => 'w');
+DROP TABLE wparted, wflat;
 -- every weight 0: no mean to move to; the centroids stay where they began
 UPDATE wt SET w = 0;
 SELECT centroids, sizes, inertia

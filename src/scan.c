@@ -956,6 +956,9 @@ leaf_spec(Relation parent, Relation child, const PgGpuRowSpec *spec)
 		ls->idpos = pg_gpu_find_column(ctd, NameStr(TupleDescAttr(ptd, spec->idpos)->attname));
 	for (int j = 0; j < spec->ncols; j++)
 		ls->pos[j] = pg_gpu_find_column(ctd, NameStr(TupleDescAttr(ptd, spec->pos[j])->attname));
+	/* (the weight column too: a leaf's columns may lie in another order) */
+	if (spec->weighted && !spec->mweights)
+		ls->wpos = pg_gpu_find_column(ctd, NameStr(TupleDescAttr(ptd, spec->wpos)->attname));
 	return ls;
 }
 

@@ -68,8 +68,10 @@ pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGpuRows *rows)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("relation \"%s\" has no usable rows", src->relname),
-				 errdetail("Every vector of column \"%s\" is NULL or has a NULL, NaN or infinite element%s.",
-						   src->colnames[0], src->normalize ? ", or is zero (no direction for metric cosine)" : ""),
+				 errdetail("Every vector of column \"%s\" is NULL or has a NULL, NaN or infinite element%s%s.",
+						   src->colnames[0], src->normalize ? ", or is zero (no direction for metric cosine)" : "",
+						   src->wname ? psprintf(", or its row's weight (\"%s\") is NULL, NaN or infinite", src->wname) :
+						   src->mweights ? ", or its M (its weight) is NaN or infinite" : ""),
 				 errhint("Rows with such vectors are skipped; filter or fill them in a view.")));
 	if (src->normalize)
 		ereport(ERROR,
@@ -112,6 +114,15 @@ pg_gpu_no_usable_rows(const PgGpuSource *src, const PgGpuRows *rows)
 		if (bad[j] > 0)
 			some[nsome++] = src->colnames[j];
 	}
+	/* the values all usable: the rows' weights are not */
+	if (nall == 0 && nsome == 0 && PG_GPU_WEIGHTED(src))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("relation \"%s\" has no usable rows", src->relname),
+				 src->wname ?
+				 errdetail("Every row's weight (column \"%s\") is NULL, NaN or infinite.", src->wname) :
+				 errdetail("Every point's M (its weight) is NaN or infinite."),
+				 errhint("A row weighs 0 or more; fill the weights, or pass weight_column => another column.")));
 	cols = nall > 0 ? pg_gpu_column_list(all, nall, false) : pg_gpu_column_list(some, nsome, false);
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
