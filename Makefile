@@ -39,7 +39,7 @@ COMPUTE_OBJS += cuda/gpu/stand_in.o
 CUDA_LIBS =
 endif
 
-OBJS = src/pg_gpu.o src/compat.o src/read.o src/unusable.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/matrix_table.o src/info.o src/support.o src/model.o src/predict.o src/progress.o src/relation.o src/gpus.o src/citus.o src/citus_kmeans.o src/citus_matmul.o src/citus_node.o src/sample.o src/kmeans_args.o src/keys.o src/knn.o src/transform.o $(COMPUTE_OBJS)
+OBJS = src/pg_gpu.o src/compat.o src/read.o src/unusable.o src/rows.o src/vector.o src/scan.o src/kmeans.o src/matmul.o src/matrix_table.o src/info.o src/support.o src/model.o src/predict.o src/progress.o src/relation.o src/gpus.o src/citus.o src/citus_kmeans.o src/citus_matmul.o src/citus_node.o src/sample.o src/kmeans_args.o src/weights.o src/keys.o src/knn.o src/transform.o $(COMPUTE_OBJS)
 # libpq: the coordinator of a Citus cluster talks to its nodes (src/citus.c)
 PG_CPPFLAGS = -Icuda $(BLAS_CFLAGS) -I$(libpq_srcdir)
 # identical floating-point rounding on CPU and GPU: no contraction into FMA
@@ -55,7 +55,7 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-COMPUTE_H = cuda/compute_internal.h cuda/pg_gpu_compute.h cuda/route.h
+COMPUTE_H = cuda/compute_internal.h cuda/half.h cuda/pg_gpu_compute.h cuda/route.h
 cuda/gpu/%.o: cuda/gpu/%.cu $(wildcard cuda/gpu/*.cuh) cuda/gpu/tc_shapes.h $(COMPUTE_H)
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 
@@ -117,7 +117,7 @@ gpu-check:
 # libFuzzer target over the compute layer (CPU backend), with ASan and UBSan:
 # its C files (taken from COMPUTE_OBJS, so a new one cannot be left out)
 FUZZ_SRCS = $(patsubst %.o,%.c,$(filter-out cuda/gpu/%,$(COMPUTE_OBJS))) cuda/gpu/stand_in.c
-tests/fuzz/fuzz_compute: tests/fuzz/fuzz_compute.c $(FUZZ_SRCS) cuda/compute_internal.h cuda/pg_gpu_compute.h
+tests/fuzz/fuzz_compute: tests/fuzz/fuzz_compute.c $(FUZZ_SRCS) $(COMPUTE_H)
 	clang -g -O1 -std=gnu11 -ffp-contract=off -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  -Icuda $(BLAS_CFLAGS) -o $@ tests/fuzz/fuzz_compute.c $(FUZZ_SRCS) $(BLAS_LIBS) -lm
 

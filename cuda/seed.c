@@ -126,10 +126,11 @@ pggpu_seed_random(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *err
 {
 	rowset		set;
 	int			c = 0;
+	const double *drawn = pggpu_weights_drawn(ds);
 	pggpu_status st = PGGPU_OK;
 
-	if (pggpu_weights_drawn(ds))
-		return seed_random_weighted(ds, p, pggpu_weights_drawn(ds), err);
+	if (drawn)
+		return seed_random_weighted(ds, p, drawn, err);
 	if (!rowset_init(ds, &set, p->k))
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 	for (int64_t j = ds->n - p->k; j < ds->n; j++)
@@ -513,6 +514,7 @@ pggpu_seed_parallel(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *e
 	int32_t    *lab2 = (int32_t *) pggpu_scratch_alloc(ds, sizeof(int32_t) * n);
 	double	   *w = NULL,
 			   *C = NULL;
+	const double *rw;
 	pggpu_status st = PGGPU_OK;
 
 	if (!D2 || !d2 || !lab || !lab2 || !cand_grow(ds, &cs, 1))
@@ -547,8 +549,9 @@ pggpu_seed_parallel(pggpu_data *ds, const pggpu_kmeans_params *p, pggpu_error *e
 		goto done;
 	}
 	memset(w, 0, sizeof(double) * cs.m);
+	rw = pggpu_data_weights(ds);
 	for (int64_t i = 0; i < n; i++)
-		w[lab[i]] += pggpu_data_weights(ds) ? pggpu_data_weights(ds)[i] : 1;
+		w[lab[i]] += rw ? rw[i] : 1;
 	pggpu_interrupts(p);
 	CHECK(ll_recluster(ds, p, &cs, w, C, err));
 	CHECK(ds->ops->km_begin(ds, k, err));

@@ -12,6 +12,7 @@ JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'pg_gpu'
 GROUP BY 1;
 CREATE TABLE es_pts (id int PRIMARY KEY, x float8, y real);
 INSERT INTO es_pts SELECT i, (i % 3) * 10 + (i % 7) / 10.0, i % 2 FROM generate_series(1, 300) i;
+CREATE VIEW es_view AS SELECT * FROM es_pts;
 CREATE TABLE es_a (row_id int PRIMARY KEY, row_vec float8[]);
 INSERT INTO es_a VALUES (1, '{1,2}'), (2, '{3,4}');
 CREATE TABLE es_s (row_id int, col_id int, value numeric);
@@ -24,6 +25,10 @@ SET search_path = '';
 SELECT sizes, iterations FROM gpu.gpu_kmeans_fit('public.es_pts', 3, columns => ARRAY['x'], seed => 1);
 SELECT sizes, model->>'algorithm' AS algorithm
 FROM gpu.gpu_kmeans_fit('public.es_pts', 4, columns => ARRAY['x'], seed => 1, algorithm => 'hierarchical');
+-- a weight column, read from the table and through a view (its SELECT built by pg_gpu)
+SELECT t.sizes = v.sizes AND t.inertia = v.inertia AS same_weighted_fit, t.model->>'weights' AS weights
+FROM gpu.gpu_kmeans_fit('public.es_pts', 3, columns => ARRAY['x'], seed => 1, weight_column => 'y') t,
+     gpu.gpu_kmeans_fit('public.es_view', 3, columns => ARRAY['x'], seed => 1, weight_column => 'y') v;
 SELECT cluster, count(*) FROM gpu.gpu_kmeans('public.es_pts', 3, columns => ARRAY['x'], id_column => 'id')
 GROUP BY cluster ORDER BY cluster;
 SELECT cluster, count(*), max(distance) < 1 AS near
@@ -54,4 +59,4 @@ CREATE EXTENSION pg_gpu;
 SELECT sizes FROM gpu_kmeans_fit('es_pts', 1, columns => ARRAY['y']);
 DROP SCHEMA evil CASCADE;
 DROP SCHEMA gpu;
-DROP TABLE es_pts, es_a, es_s;
+DROP TABLE es_pts, es_a, es_s CASCADE;

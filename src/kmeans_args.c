@@ -244,12 +244,6 @@ pg_gpu_algorithm_arg(FunctionCallInfo fcinfo, int n, FitSettings *fs)
 				 errhint("Use 'lloyd', or 'hierarchical' for very large k (about sqrt(k) groups, then each group's share of k).")));
 }
 
-void
-pg_gpu_weight_arg(FunctionCallInfo fcinfo, int n, PgGpuSource *src)
-{
-	pg_gpu_resolve_weight(src, n >= 0 && PG_NARGS() > n && !PG_ARGISNULL(n) ? PG_GETARG_TEXT_PP(n) : NULL);
-}
-
 /* k between 1 and the usable rows */
 void
 pg_gpu_check_k(int k, const PgGpuRows *rows)

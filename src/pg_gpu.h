@@ -279,12 +279,6 @@ extern void pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column
  */
 extern void pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column, Oid keytype,
 								  bool id_required, bool normalize, int64 sample, PgGpuSource *src);
-/*
- * The rows' weights of src (resolved already): weight_column's (a numeric
- * column; ERROR where it is none, 42703 or 42804), else, for a column of
- * points whose first has M, the points' M
- */
-extern void pg_gpu_resolve_weight(PgGpuSource *src, text *weight_column);
 /* pg_gpu.max_memory against a sample of rows rows held as dtype (ERROR past it) */
 extern void pg_gpu_check_sample_memory(const PgGpuSource *src, pggpu_dtype dtype, int64 rows);
 /*
@@ -558,13 +552,6 @@ pg_gpu_part_full(const PgGpuPart *part)
 /* the rows of len values (at least 1) that a part of bytes holds */
 extern int64 pg_gpu_part_rows(Size bytes, int64 len, pggpu_dtype dtype, int16 keylen, bool rowwise,
 							  bool weighted);
-/*
- * a weighted spec's weight of the row in slot into *w: false where the row
- * cannot be used (NULL, NaN, infinite); a negative weight is an ERROR
- * (22023); a point's M where the spec weighs by M (m: NaN where the point
- * has none: 1)
- */
-extern bool pg_gpu_slot_weight(const PgGpuRowSpec *spec, TupleTableSlot *slot, double m, double *w);
 
 /* the part's room for pending rows, taken now (part->pends) */
 extern char *pg_gpu_part_pend(PgGpuPart *part);
@@ -579,6 +566,10 @@ extern void pg_gpu_part_flush(PgGpuPart *part);
  */
 extern bool pg_gpu_row_to_part(const PgGpuRowSpec *spec, TupleTableSlot *slot,
 							   PgGpuPart *part);
+/* the executor's privilege check of SELECT <spec's columns (id and weight included)> FROM rel */
+extern void pg_gpu_spec_check_select(Relation rel, const PgGpuRowSpec *spec);
+/* spec with its positions moved from parent's attributes to child's (a partition's leaf), by name */
+extern PgGpuRowSpec *pg_gpu_leaf_spec(Relation parent, Relation child, const PgGpuRowSpec *spec);
 /* the process's time detoasting vectors there (a parallel read's DEBUG2 line) */
 extern PGDLLIMPORT instr_time pg_gpu_detoast_time;
 extern PGDLLIMPORT bool pg_gpu_detoast_timed;	/* timed at all (a worker of a read logged at DEBUG2) */
@@ -750,6 +741,11 @@ extern void pg_gpu_parse_settings(FunctionCallInfo fcinfo, int a_max_iter, int a
 								  FitSettings *fs);
 /* algorithm => 'lloyd' or 'hierarchical' (argument n, where the function has it), into fs->p */
 extern void pg_gpu_algorithm_arg(FunctionCallInfo fcinfo, int n, FitSettings *fs);
+/* k between 1 and the usable rows (rows NULL: k alone) */
+extern void pg_gpu_check_k(int k, const PgGpuRows *rows);
+
+/* ---- the rows' weights (weights.c) ---- */
+
 /*
  * weight_column (argument n, where the function has it; n < 0: none) into
  * src (resolved already): the rows' weights, else a geometry column's M
@@ -758,8 +754,19 @@ extern void pg_gpu_algorithm_arg(FunctionCallInfo fcinfo, int n, FitSettings *fs
 extern void pg_gpu_weight_arg(FunctionCallInfo fcinfo, int n, PgGpuSource *src);
 /* whether src's rows weigh (a weight column, or points' M) */
 #define PG_GPU_WEIGHTED(src) ((src)->wname != NULL || (src)->mweights)
-/* k between 1 and the usable rows (rows NULL: k alone) */
-extern void pg_gpu_check_k(int k, const PgGpuRows *rows);
+/*
+ * The rows' weights of src (resolved already): weight_column's (a numeric
+ * column; ERROR where it is none, 42703 or 42804), else, for a column of
+ * points whose first has M, the points' M
+ */
+extern void pg_gpu_resolve_weight(PgGpuSource *src, text *weight_column);
+/*
+ * a weighted spec's weight of the row in slot into *w: false where the row
+ * cannot be used (NULL, NaN, infinite); a negative weight is an ERROR
+ * (22023); a point's M where the spec weighs by M (m: NaN where the point
+ * has none: 1)
+ */
+extern bool pg_gpu_slot_weight(const PgGpuRowSpec *spec, TupleTableSlot *slot, double m, double *w);
 
 /* ---- sample => m, and every row labelled a chunk at a time (sample.c) ---- */
 

@@ -391,41 +391,6 @@ pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column, Oid keytyp
 	relation_close(rel, NoLock);
 }
 
-void
-pg_gpu_resolve_weight(PgGpuSource *src, text *weight_column)
-{
-	Relation	rel;
-	TupleDesc	td;
-	char	   *name;
-	int			a;
-
-	if (weight_column == NULL)
-	{
-		/* points with M weigh M, as ST_ClusterKMeans weighs them */
-		src->mweights = src->veckind == PG_GPU_VEC_GEOMETRY && src->first_m;
-		return;
-	}
-	name = text_to_cstring(weight_column);
-	rel = relation_open(src->relid, AccessShareLock);
-	td = RelationGetDescr(rel);
-	a = pg_gpu_find_column(td, name);
-	if (a < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of relation \"%s\" does not exist", name, src->relname),
-				 errhint("weight_column names a numeric column of the relation, each row's weight (0 or more).")));
-	src->wtype = getBaseType(TupleDescAttr(td, a)->atttypid);
-	if (!pg_gpu_is_numeric_type(src->wtype))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("weight column \"%s\" is of type %s, not a numeric type", name,
-						format_type_be(TupleDescAttr(td, a)->atttypid)),
-				 errhint("Use a smallint, integer, bigint, real, double precision or numeric column, or cast in a view.")));
-	src->wname = pstrdup(NameStr(TupleDescAttr(td, a)->attname));
-	src->watt = a;
-	relation_close(rel, NoLock);
-}
-
 /* ---- the receiver: rows of a SELECT into parts ------------------------------ */
 
 /* the receiver's part handed over, a new one begun */

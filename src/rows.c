@@ -1,7 +1,8 @@
 /*
  * rows.c - converting tuples into parts: the rows of k-means (numeric
  * columns) and of gpu_matmul's dense matrix tables, the same code for reading
- * through SPI (read.c), by the leader and by parallel workers (scan.c).
+ * through SPI (read.c), by the leader and by parallel workers (scan.c);
+ * and a spec's columns: their privilege check, their places in a leaf.
  */
 #include "postgres.h"
 
@@ -10,6 +11,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "access/sysattr.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "utils/array.h"
@@ -17,6 +19,7 @@
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 
 #include "pg_gpu.h"
 
@@ -317,27 +320,6 @@ pg_gpu_slot_key_text(const PgGpuRowSpec *spec, TupleTableSlot *slot)
 	return OidOutputFunctionCall(out, slot->tts_values[spec->idpos]);
 }
 
-bool
-pg_gpu_slot_weight(const PgGpuRowSpec *spec, TupleTableSlot *slot, double m, double *w)
-{
-	if (spec->mweights)
-		*w = isnan(m) ? 1.0 : m;
-	else if (slot->tts_isnull[spec->wpos])
-		return false;
-	else
-		*w = pg_gpu_datum_to_double(slot->tts_values[spec->wpos], spec->wtype);
-	if (*w < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 spec->mweights ?
-				 errmsg("a point of column \"%s\" of \"%s\" has a negative M (%g), its weight",
-						NameStr(spec->colname), NameStr(spec->relname), *w) :
-				 errmsg("weight column \"%s\" of \"%s\" holds a negative weight (%g)",
-						NameStr(spec->wname), NameStr(spec->relname), *w),
-				 errhint("A row weighs 0 or more (0: labelled, moving no centroid); filter or map negative weights in a view.")));
-	return isfinite(*w);
-}
-
 /* NUMERIC: a row with NULL, NaN or an infinity in a used column (or its weight) is skipped */
 static bool
 numeric_row(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *part)
@@ -397,6 +379,40 @@ pg_gpu_row_to_part(const PgGpuRowSpec *spec, TupleTableSlot *slot, PgGpuPart *pa
 		return pg_gpu_vector_row(spec, slot, part);
 	pg_gpu_dense_row(spec, slot, part);
 	return true;
+}
+
+/* the executor's privilege check of SELECT <the spec's columns> FROM rel */
+void
+pg_gpu_spec_check_select(Relation rel, const PgGpuRowSpec *spec)
+{
+	Bitmapset  *cols = NULL;
+
+	if (spec->idpos >= 0)
+		cols = bms_add_member(cols, spec->idpos + 1 - FirstLowInvalidHeapAttributeNumber);
+	for (int j = 0; j < spec->ncols; j++)
+		cols = bms_add_member(cols, spec->pos[j] + 1 - FirstLowInvalidHeapAttributeNumber);
+	if (spec->weighted && !spec->mweights)
+		cols = bms_add_member(cols, spec->wpos + 1 - FirstLowInvalidHeapAttributeNumber);
+	pg_gpu_check_select_privileges(rel, cols);
+}
+
+/* spec with its positions moved from parent's attributes to child's, by name */
+PgGpuRowSpec *
+pg_gpu_leaf_spec(Relation parent, Relation child, const PgGpuRowSpec *spec)
+{
+	PgGpuRowSpec *ls = palloc(sizeof(PgGpuRowSpec));
+	TupleDesc	ptd = RelationGetDescr(parent);
+	TupleDesc	ctd = RelationGetDescr(child);
+
+	memcpy(ls, spec, sizeof(PgGpuRowSpec));
+	if (spec->idpos >= 0)
+		ls->idpos = pg_gpu_find_column(ctd, NameStr(TupleDescAttr(ptd, spec->idpos)->attname));
+	for (int j = 0; j < spec->ncols; j++)
+		ls->pos[j] = pg_gpu_find_column(ctd, NameStr(TupleDescAttr(ptd, spec->pos[j])->attname));
+	/* (the weight column too: a leaf's columns may lie in another order) */
+	if (spec->weighted && !spec->mweights)
+		ls->wpos = pg_gpu_find_column(ctd, NameStr(TupleDescAttr(ptd, spec->wpos)->attname));
+	return ls;
 }
 
 /* ---- gpu_matmul's dense rows: (row id, float8[] or real[]) ---- */

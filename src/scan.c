@@ -507,21 +507,6 @@ plain_scan_reads_as_select(Relation rel)
 		RelationIsPopulated(rel);
 }
 
-/* the executor's privilege check of SELECT <the spec's columns> FROM rel */
-static void
-check_select(Relation rel, const PgGpuRowSpec *spec)
-{
-	Bitmapset  *cols = NULL;
-
-	if (spec->idpos >= 0)
-		cols = bms_add_member(cols, spec->idpos + 1 - FirstLowInvalidHeapAttributeNumber);
-	for (int j = 0; j < spec->ncols; j++)
-		cols = bms_add_member(cols, spec->pos[j] + 1 - FirstLowInvalidHeapAttributeNumber);
-	if (spec->weighted && !spec->mweights)
-		cols = bms_add_member(cols, spec->wpos + 1 - FirstLowInvalidHeapAttributeNumber);
-	pg_gpu_check_select_privileges(rel, cols);
-}
-
 /* ERROR when a worker that stopped still holds a chunk */
 static void
 check_workers(ParallelContext *pcxt, ScanShared *sh)
@@ -943,25 +928,6 @@ collect_leaves(Relation rel, List **leaves)
 	return true;
 }
 
-/* spec with its positions moved from parent's attributes to child's, by name */
-static PgGpuRowSpec *
-leaf_spec(Relation parent, Relation child, const PgGpuRowSpec *spec)
-{
-	PgGpuRowSpec *ls = palloc(sizeof(PgGpuRowSpec));
-	TupleDesc	ptd = RelationGetDescr(parent);
-	TupleDesc	ctd = RelationGetDescr(child);
-
-	memcpy(ls, spec, sizeof(PgGpuRowSpec));
-	if (spec->idpos >= 0)
-		ls->idpos = pg_gpu_find_column(ctd, NameStr(TupleDescAttr(ptd, spec->idpos)->attname));
-	for (int j = 0; j < spec->ncols; j++)
-		ls->pos[j] = pg_gpu_find_column(ctd, NameStr(TupleDescAttr(ptd, spec->pos[j])->attname));
-	/* (the weight column too: a leaf's columns may lie in another order) */
-	if (spec->weighted && !spec->mweights)
-		ls->wpos = pg_gpu_find_column(ctd, NameStr(TupleDescAttr(ptd, spec->wpos)->attname));
-	return ls;
-}
-
 bool
 pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_only,
 				  PgGpuPartConsumer consume, void *arg)
@@ -978,7 +944,7 @@ pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_only,
 		return false;
 	}
 	/* a partitioned table: its own privileges, as in a SELECT of it */
-	check_select(rel, spec);
+	pg_gpu_spec_check_select(rel, spec);
 
 	/* the snapshot SPI would use (pg_gpu_run_select, _SPI_execute_plan) */
 	if (read_only)
@@ -994,7 +960,7 @@ pg_gpu_scan_table(Oid relid, const PgGpuRowSpec *spec, bool read_only,
 	foreach(lc, leaves)
 	{
 		Relation	leaf = table_open(lfirst_oid(lc), AccessShareLock);
-		PgGpuRowSpec *ls = leaf_spec(rel, leaf, spec);
+		PgGpuRowSpec *ls = pg_gpu_leaf_spec(rel, leaf, spec);
 
 		read_table(leaf, ls, consume, arg);
 		pfree(ls);
