@@ -15,6 +15,15 @@ pggpu_status pggpu_blas_open(cudaStream_t stream, cublasHandle_t *handle, pggpu_
 void		pggpu_blas_close(cublasHandle_t handle);
 
 /*
+ * A data set's handle on stream, on GPU dev, taken from those given back
+ * (or opened), and given back after its stream's work is done; the ones
+ * kept for dev destroyed by pggpu_blas_drop (pggpu_gpu_sets' last close)
+ */
+pggpu_status pggpu_blas_take(int dev, cudaStream_t stream, cublasHandle_t *handle, pggpu_error *err);
+void		pggpu_blas_give(int dev, cublasHandle_t handle);
+void		pggpu_blas_drop(int dev);
+
+/*
  * The products of rows with centroids, a row's adjacent: for b < batches,
  * S_b[t k + c] = sum_j C[c d + j] X_b[t + j ld], t < rows (X_b = X + b
  * stride_x, by columns; S_b = S + b stride_s).  float64 (f16 false: C, X,

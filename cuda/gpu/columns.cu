@@ -83,7 +83,7 @@ gpu_col_sums(pggpu_data *ds, const double *center, double *sums, pggpu_error *er
 		return PGGPU_OK;
 	if ((st = x_layout(ds, false, err)) != PGGPU_OK)
 		return st;
-	CU(cudaMalloc((void **) &dev, sizeof(double) * (warps + ds->d)));
+	CU(gpu_mem_take((void **) &dev, sizeof(double) * (warps + ds->d), s->stream));
 	if (center)
 		CU(cudaMemcpyAsync(dev + warps, center, sizeof(double) * ds->d, cudaMemcpyHostToDevice,
 						   s->stream));
@@ -93,7 +93,7 @@ gpu_col_sums(pggpu_data *ds, const double *center, double *sums, pggpu_error *er
 		(void) cudaMemcpyAsync(sums, dev, sizeof(double) * warps, cudaMemcpyDeviceToHost, s->stream);
 	st = cudaStreamSynchronize(s->stream) == cudaSuccess ? PGGPU_OK :
 		pggpu_cuda_fail(err, cudaGetLastError(), "col_sums_kernel");
-	cudaFree(dev);
+	gpu_mem_give(dev, s->stream);
 	return st;
 }
 
@@ -111,7 +111,7 @@ gpu_col_affine(pggpu_data *ds, const double *sub, const double *div, pggpu_error
 	/* (the values rewritten: doubles) */
 	if ((st = x_layout(ds, false, err)) != PGGPU_OK || (st = gpu_widen(ds, err)) != PGGPU_OK)
 		return st;
-	CU(cudaMalloc((void **) &dev, sizeof(double) * 2 * ds->d));
+	CU(gpu_mem_take((void **) &dev, sizeof(double) * 2 * ds->d, s->stream));
 	(void) cudaMemcpyAsync(dev, sub, sizeof(double) * ds->d, cudaMemcpyHostToDevice, s->stream);
 	(void) cudaMemcpyAsync(dev + ds->d, div, sizeof(double) * ds->d, cudaMemcpyHostToDevice, s->stream);
 	col_affine_kernel<<<grid_for(s, len), BLOCK, 0, s->stream>>>((double *) s->X, ds->n, ds->d, ds->log_b,
@@ -119,7 +119,7 @@ gpu_col_affine(pggpu_data *ds, const double *sub, const double *div, pggpu_error
 	s->xh_valid = false;
 	st = cudaStreamSynchronize(s->stream) == cudaSuccess && cudaPeekAtLastError() == cudaSuccess ?
 		PGGPU_OK : pggpu_cuda_fail(err, cudaGetLastError(), "col_affine_kernel");
-	cudaFree(dev);
+	gpu_mem_give(dev, s->stream);
 	return st;
 }
 

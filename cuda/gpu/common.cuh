@@ -42,6 +42,20 @@ pggpu_status pggpu_cuda_fail(pggpu_error *err, cudaError_t e, const char *what);
  */
 int			pggpu_find_gpus(int want, int *chosen, cudaDeviceProp *props, pggpu_error *err);
 
+/*
+ * Memory a data set takes and gives back often (device.cu): its own device
+ * memory from its GPU's stream-ordered pool, on its stream (usable on
+ * another stream only once that stream has been waited for); pinned host
+ * buffers, mapped; a set opened and closed on a GPU counted, so that the
+ * last close gives everything kept back
+ */
+cudaError_t gpu_mem_take(void **p, size_t bytes, cudaStream_t stream);
+void		gpu_mem_give(void *p, cudaStream_t stream);
+cudaError_t gpu_pinned_take(void **p, size_t bytes);
+void		gpu_pinned_give(void *p);
+void		gpu_sets_opened(int dev);
+void		gpu_sets_closed(int dev);
+
 #define BLOCK 256				/* threads per block of the data kernels */
 #define DJ 32					/* columns per centroid tile in shared memory */
 #define MAX_BLOCKS 4096			/* per-block partial arrays */

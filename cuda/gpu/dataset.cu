@@ -200,6 +200,7 @@ gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
 	s->smem_optin = (int) p.sharedMemPerBlockOptin;
 	CU(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
 	s->stream_ok = true;
+	gpu_sets_opened(s->dev);
 	for (int b = 0; b < 2; b++)
 	{
 		CU(cudaEventCreateWithFlags(&s->copied[b], cudaEventDisableTiming));
@@ -208,7 +209,7 @@ gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
 	if (!ds->lazy_stage && !gpu_stage_alloc(ds))
 		return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "could not allocate %.1f MB of pinned host memory",
 						  tile_bytes / 1048576.0);
-	CU(cudaHostAlloc((void **) &s->stats_h, sizeof(dev_stats), cudaHostAllocMapped));
+	CU(gpu_pinned_take((void **) &s->stats_h, sizeof(dev_stats)));
 	CU(cudaHostGetDevicePointer((void **) &s->stats_hd, s->stats_h, 0));
 
 	/* first allocation: the expected rows, up to half of the free memory */
@@ -218,18 +219,18 @@ gpu_open(pggpu_data *ds, int gpu_index, int64_t expected_rows, pggpu_error *err)
 		tiles = (int64_t) (fr / 2) / tile_bytes;
 	if (tiles < 1)
 		tiles = 1;
-	if (cudaMalloc((void **) &s->X, tiles * tile_bytes) != cudaSuccess)
+	if (gpu_mem_take(&s->X, tiles * tile_bytes, s->stream) != cudaSuccess)
 	{
-		s->X = NULL;
-		(void) cudaGetLastError();
 		return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY,
 						  "could not allocate %.1f MB of GPU memory for %d columns (%.1f MB free)",
 						  tiles * tile_bytes / 1048576.0, ds->d, fr / 1048576.0);
 	}
 	s->cap_tiles = tiles;
-	CU(cudaMalloc((void **) &s->stats, sizeof(dev_stats)));
+	CU(gpu_mem_take((void **) &s->stats, sizeof(dev_stats), s->stream));
 	/* (a pass may set only some of the stats, and all of them are copied back) */
 	CU(cudaMemsetAsync(s->stats, 0, sizeof(dev_stats), s->stream));
+	/* (X is then the set's on every stream: another set's may copy rows into it) */
+	CU(cudaStreamSynchronize(s->stream));
 	return PGGPU_OK;
 }
 
@@ -256,31 +257,28 @@ gpu_dtype(pggpu_data *ds, pggpu_error *err)
 	if (ds->n != 0)
 		return pggpu_fail(err, PGGPU_ERR_INVALID, "the value type is set before the first row");
 	CU(cudaStreamSynchronize(s->stream));
-	CU(cudaFree(s->halves));
+	gpu_mem_give(s->halves, s->stream);
 	s->halves = NULL;
-	if (ds->f16 && !f16_held && cudaMalloc((void **) &s->halves, sizeof(uint16_t) * halves) != cudaSuccess)
+	if (ds->f16 && !f16_held && gpu_mem_take((void **) &s->halves, sizeof(uint16_t) * halves, s->stream) != cudaSuccess)
 	{
-		s->halves = NULL;
-		(void) cudaGetLastError();
 		return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY,
 						  "could not allocate %.1f MB of GPU memory for a batch of %d columns",
 						  sizeof(uint16_t) * halves / 1048576.0, ds->d);
 	}
 	if (ds->narrow_held == (ds->f32 || ds->f16) && ds->f16_held == f16_held)
 		return PGGPU_OK;
-	CU(cudaFree(s->X));
+	gpu_mem_give(s->X, s->stream);
 	s->X = NULL;
 	s->cap_tiles = 0;
 	ds->narrow_held = ds->f32 || ds->f16;
 	ds->f16_held = f16_held;
-	if (cudaMalloc(&s->X, tiles * TILE_BYTES(ds)) != cudaSuccess)
+	if (gpu_mem_take(&s->X, tiles * TILE_BYTES(ds), s->stream) != cudaSuccess)
 	{
-		s->X = NULL;
-		(void) cudaGetLastError();
 		return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY, "could not allocate %.1f MB of GPU memory for %d columns",
 						  tiles * TILE_BYTES(ds) / 1048576.0, ds->d);
 	}
 	s->cap_tiles = tiles;
+	CU(cudaStreamSynchronize(s->stream));
 	return PGGPU_OK;
 }
 
@@ -304,15 +302,14 @@ gpu_widen(pggpu_data *ds, pggpu_error *err)
 	if (ds->n == 0)
 	{
 		CU(cudaStreamSynchronize(s->stream));
-		CU(cudaFree(s->X));
+		gpu_mem_give(s->X, s->stream);
 		s->X = NULL;
 	}
-	if (cudaMalloc((void **) &x, sizeof(double) * len) != cudaSuccess)
+	if (gpu_mem_take((void **) &x, sizeof(double) * len, s->stream) != cudaSuccess)
 	{
 		size_t		fr = 0,
 					tot = 0;
 
-		(void) cudaGetLastError();
 		if (s->X == NULL)
 			s->cap_tiles = 0;	/* (its room given back above: the set is to be closed) */
 		cudaMemGetInfo(&fr, &tot);
@@ -334,7 +331,7 @@ gpu_widen(pggpu_data *ds, pggpu_error *err)
 		LAUNCHED(widen_kernel);
 	}
 	CU(cudaStreamSynchronize(s->stream));
-	CU(cudaFree(s->X));
+	gpu_mem_give(s->X, s->stream);
 	s->X = x;
 	s->xh_valid = false;
 	ds->narrow_held = false;
@@ -350,16 +347,14 @@ gpu_grow(pggpu_data *ds, int64_t tiles, pggpu_error *err)
 	int64_t		cap = s->cap_tiles * 2 > tiles ? s->cap_tiles * 2 : tiles;
 	void	   *x = NULL;
 
-	if (cudaMalloc(&x, cap * tile_bytes) != cudaSuccess)
+	if (gpu_mem_take(&x, cap * tile_bytes, s->stream) != cudaSuccess)
 	{
 		size_t		fr = 0,
 					tot = 0;
 
-		(void) cudaGetLastError();
 		cap = tiles;			/* retry without headroom */
-		if (cudaMalloc(&x, cap * tile_bytes) != cudaSuccess)
+		if (gpu_mem_take(&x, cap * tile_bytes, s->stream) != cudaSuccess)
 		{
-			(void) cudaGetLastError();
 			cudaMemGetInfo(&fr, &tot);
 			return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY,
 							  "the data do not fit in GPU memory: after %lld rows of %d columns, growing their copy from %.1f to %.1f MB failed (%.1f MB free of %.1f MB)",
@@ -369,7 +364,7 @@ gpu_grow(pggpu_data *ds, int64_t tiles, pggpu_error *err)
 	}
 	CU(cudaMemcpyAsync(x, s->X, s->cap_tiles * tile_bytes, cudaMemcpyDeviceToDevice, s->stream));
 	CU(cudaStreamSynchronize(s->stream));
-	CU(cudaFree(s->X));
+	gpu_mem_give(s->X, s->stream);
 	s->X = x;
 	s->cap_tiles = cap;
 	return PGGPU_OK;
@@ -422,36 +417,36 @@ x_layout(pggpu_data *ds, bool rows, pggpu_error *err)
 static void
 free_km(gpu_state *s)
 {
-	/* (a ranged pass interrupted may still run) */
+	/* (a ranged pass interrupted may still run; the handle given back idle) */
 	if (s->stream_ok)
 		cudaStreamSynchronize(s->stream);
-	cudaFree(s->C);
-	cudaFree(s->labels);
-	cudaFree(s->dist2);
-	cudaFree(s->sums);
-	cudaFree(s->cnt);
-	cudaFree(s->mass);
+	gpu_mem_give(s->C, s->stream);
+	gpu_mem_give(s->labels, s->stream);
+	gpu_mem_give(s->dist2, s->stream);
+	gpu_mem_give(s->sums, s->stream);
+	gpu_mem_give(s->cnt, s->stream);
+	gpu_mem_give(s->mass, s->stream);
 	s->mass = NULL;
-	cudaFree(s->block_part);
-	cudaFree(s->part);
-	cudaFree(s->pick_key);
-	cudaFree(s->pick_row);
-	cudaFree(s->sep);
-	cudaFree(s->wsum);
-	cudaFree(s->pp_rows);
-	cudaFree(s->tc_ws);
+	gpu_mem_give(s->block_part, s->stream);
+	gpu_mem_give(s->part, s->stream);
+	gpu_mem_give(s->pick_key, s->stream);
+	gpu_mem_give(s->pick_row, s->stream);
+	gpu_mem_give(s->sep, s->stream);
+	gpu_mem_give(s->wsum, s->stream);
+	gpu_mem_give(s->pp_rows, s->stream);
+	gpu_mem_give(s->tc_ws, s->stream);
 	s->tc_ws = NULL;
-	cudaFree(s->trial_ws);
+	gpu_mem_give(s->trial_ws, s->stream);
 	s->trial_ws = NULL;
 	s->trial_ws_bytes = 0;
-	cudaFree(s->gemm_ws);
+	gpu_mem_give(s->gemm_ws, s->stream);
 	s->gemm_ws = NULL;
-	cudaFree(s->C_lab);
+	gpu_mem_give(s->C_lab, s->stream);
 	s->C_lab = NULL;
 	s->dists_stale = false;
-	pggpu_blas_close((cublasHandle_t) s->blas);
+	pggpu_blas_give(s->dev, (cublasHandle_t) s->blas);
 	s->blas = NULL;
-	cudaFreeHost(s->cnt_h);
+	gpu_pinned_give(s->cnt_h);
 	s->C = s->dist2 = s->sums = s->block_part = s->part = s->pick_key = s->wsum = NULL;
 	s->sep = NULL;
 	s->labels = NULL;
@@ -463,20 +458,24 @@ static void
 gpu_close(pggpu_data *ds)
 {
 	gpu_state  *s = ST(ds);
+	int			was = -1;
 
 	if (s == NULL)
 		return;
+	/* (its memory given back on its stream, on its GPU; the thread's GPU as it was after) */
+	(void) cudaGetDevice(&was);
+	(void) cudaSetDevice(s->dev);
 	if (s->stream_ok)
 		cudaStreamSynchronize(s->stream);
 	free_km(s);
-	cudaFree(s->X);
-	cudaFree(s->halves);
-	cudaFree(s->turn_room);
+	gpu_mem_give(s->X, s->stream);
+	gpu_mem_give(s->halves, s->stream);
+	gpu_mem_give(s->turn_room, s->stream);
 	cudaFreeHost(s->Xh);
 	row_cache_free();
-	cudaFree(s->rw);
-	cudaFree(s->stats);
-	cudaFreeHost(s->stats_h);
+	gpu_mem_give(s->rw, s->stream);
+	gpu_mem_give(s->stats, s->stream);
+	gpu_pinned_give(s->stats_h);
 	for (int b = 0; b < 2; b++)
 	{
 		cudaFreeHost(s->stage[b]);
@@ -484,7 +483,14 @@ gpu_close(pggpu_data *ds)
 			cudaEventDestroy(s->copied[b]);
 	}
 	if (s->stream_ok)
+	{
+		/* (what was given back, back in the pool before it may be trimmed) */
+		cudaStreamSynchronize(s->stream);
 		cudaStreamDestroy(s->stream);
+		gpu_sets_closed(s->dev);
+	}
+	if (was >= 0)
+		(void) cudaSetDevice(was);
 	(void) cudaGetLastError();
 	free(s);
 	ds->impl = NULL;
@@ -540,7 +546,7 @@ row_cache_put(int dev, void *p, size_t bytes)
 				return;
 			}
 	}
-	cudaFree(p);
+	gpu_mem_give(p, 0);
 }
 
 static void
@@ -552,7 +558,7 @@ row_cache_free(void)
 		if (row_cache[i].p)
 		{
 			cudaSetDevice(row_cache[i].dev);
-			cudaFree(row_cache[i].p);
+			gpu_mem_give(row_cache[i].p, 0);
 			row_cache[i].p = NULL;
 		}
 }
@@ -603,7 +609,7 @@ gpu_park(pggpu_data *ds, pggpu_error *err)
 	s->X = NULL;
 	s->cap_tiles = 0;
 	/* (a parked set takes no more rows) */
-	CU(cudaFree(s->turn_room));
+	gpu_mem_give(s->turn_room, s->stream);
 	s->turn_room = NULL;
 	return PGGPU_OK;
 }
@@ -620,17 +626,14 @@ gpu_unpark(pggpu_data *ds, pggpu_error *err)
 	if (s->X != NULL)
 		return PGGPU_OK;
 	if ((s->X = row_cache_take(s->dev, bytes)) == NULL &&
-		cudaMalloc(&s->X, bytes) != cudaSuccess)
+		gpu_mem_take(&s->X, bytes, s->stream) != cudaSuccess)
 	{
-		s->X = NULL;
-		(void) cudaGetLastError();
 		/* the cache's buffers back to the GPU, then once more */
 		row_cache_free();
 		CU(cudaSetDevice(s->dev));
-		if (cudaMalloc(&s->X, bytes) != cudaSuccess)
+		CU(cudaStreamSynchronize(s->stream));
+		if (gpu_mem_take(&s->X, bytes, s->stream) != cudaSuccess)
 		{
-			s->X = NULL;
-			(void) cudaGetLastError();
 			cudaMemGetInfo(&fr, &tot);
 			return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY,
 							  "could not allocate %.1f MB of GPU memory to unpark rows (%.1f MB free)",
@@ -653,13 +656,14 @@ gpu_km_weights(pggpu_data *ds, const double *w, pggpu_error *err)
 
 	if (s->stream_ok)
 		CU(cudaStreamSynchronize(s->stream));
-	cudaFree(s->rw);
+	gpu_mem_give(s->rw, s->stream);
 	s->rw = NULL;
 	s->pick_ready = false;
 	if (w == NULL || ds->n == 0)
 		return PGGPU_OK;
-	CU(cudaMalloc((void **) &s->rw, sizeof(double) * ds->n));
-	CU(cudaMemcpy(s->rw, w, sizeof(double) * ds->n, cudaMemcpyHostToDevice));
+	CU(gpu_mem_take((void **) &s->rw, sizeof(double) * ds->n, s->stream));
+	CU(cudaMemcpyAsync(s->rw, w, sizeof(double) * ds->n, cudaMemcpyHostToDevice, s->stream));
+	CU(cudaStreamSynchronize(s->stream));
 	return PGGPU_OK;
 }
 
@@ -743,14 +747,14 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	free_km(s);
 	if ((st = pggpu_weights_sync(ds, err)) != PGGPU_OK)
 		return st;
-	CU(cudaMalloc((void **) &s->C, sizeof(double) * kd));
+	CU(gpu_mem_take((void **) &s->C, sizeof(double) * kd, s->stream));
 	if (s->rw)
-		CU(cudaMalloc((void **) &s->mass, sizeof(double) * k));
-	CU(cudaMalloc((void **) &s->sums, sizeof(double) * (kd + k)));
-	CU(cudaMalloc((void **) &s->cnt, sizeof(unsigned long long) * k));
-	CU(cudaMalloc((void **) &s->labels, sizeof(int32_t) * n));
-	CU(cudaMalloc((void **) &s->dist2, sizeof(double) * n));
-	CU(cudaMalloc((void **) &s->block_part, sizeof(double) * MAX_BLOCKS));
+		CU(gpu_mem_take((void **) &s->mass, sizeof(double) * k, s->stream));
+	CU(gpu_mem_take((void **) &s->sums, sizeof(double) * (kd + k), s->stream));
+	CU(gpu_mem_take((void **) &s->cnt, sizeof(unsigned long long) * k, s->stream));
+	CU(gpu_mem_take((void **) &s->labels, sizeof(int32_t) * n, s->stream));
+	CU(gpu_mem_take((void **) &s->dist2, sizeof(double) * n, s->stream));
+	CU(gpu_mem_take((void **) &s->block_part, sizeof(double) * MAX_BLOCKS, s->stream));
 	/* the fit's route (route.c), and the per-block partial sums it needs */
 	s->max_grid = s->sm_count * (2048 / BLOCK);
 	if (s->max_grid > MAX_BLOCKS)
@@ -766,7 +770,7 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 		/* the product needs cuBLAS: without it (not installed), lloyd_kernel */
 		if (PGGPU_LABEL_IS_GEMM(s->route.label))
 		{
-			if (pggpu_blas_open(s->stream, &h, &berr) == PGGPU_OK)
+			if (pggpu_blas_take(s->dev, s->stream, &h, &berr) == PGGPU_OK)
 				s->blas = h;
 			else
 			{
@@ -779,10 +783,8 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 		if (s->route.label == PGGPU_LABEL_GEMM_F16)
 		{
 			s->gemm_ws_bytes = pggpu_gemm_workspace_bytes(n, k, ds->d, ds->log_b, true, ds->narrow_held);
-			if (cudaMalloc(&s->gemm_ws, s->gemm_ws_bytes) != cudaSuccess)
+			if (gpu_mem_take(&s->gemm_ws, s->gemm_ws_bytes, s->stream) != cudaSuccess)
 			{
-				(void) cudaGetLastError();
-				s->gemm_ws = NULL;
 				lloyd.label = PGGPU_LABEL_GEMM;
 				pggpu_plan_step(ds->n, k, ds->d, &shape, step_range_work(ds), s->max_grid, false, &lloyd,
 								&s->route);
@@ -795,16 +797,16 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 	}
 	s->part_rows = s->route.part_rows;
 	if (s->part_rows > 0)
-		CU(cudaMalloc((void **) &s->part, sizeof(double) * (kd + k) * s->part_rows));
-	CU(cudaMalloc((void **) &s->pick_key, sizeof(double) * MAX_BLOCKS));
-	CU(cudaMalloc((void **) &s->pick_row, sizeof(long long) * MAX_BLOCKS));
-	CU(cudaMalloc((void **) &s->sep, sizeof(float) * k));
-	CU(cudaMalloc((void **) &s->wsum, sizeof(double) * ((n + PGGPU_DRAW_ROWS - 1) / PGGPU_DRAW_ROWS)));
-	CU(cudaMalloc((void **) &s->pp_rows, sizeof(long long) * k));
+		CU(gpu_mem_take((void **) &s->part, sizeof(double) * (kd + k) * s->part_rows, s->stream));
+	CU(gpu_mem_take((void **) &s->pick_key, sizeof(double) * MAX_BLOCKS, s->stream));
+	CU(gpu_mem_take((void **) &s->pick_row, sizeof(long long) * MAX_BLOCKS, s->stream));
+	CU(gpu_mem_take((void **) &s->sep, sizeof(float) * k, s->stream));
+	CU(gpu_mem_take((void **) &s->wsum, sizeof(double) * ((n + PGGPU_DRAW_ROWS - 1) / PGGPU_DRAW_ROWS), s->stream));
+	CU(gpu_mem_take((void **) &s->pp_rows, sizeof(long long) * k, s->stream));
 	if (s->route.label == PGGPU_LABEL_GEMM)
 	{
 		s->gemm_ws_bytes = pggpu_gemm_workspace_bytes(n, k, ds->d, ds->log_b, false, ds->narrow_held);
-		CU(cudaMalloc(&s->gemm_ws, s->gemm_ws_bytes));
+		CU(gpu_mem_take(&s->gemm_ws, s->gemm_ws_bytes, s->stream));
 	}
 	else if (s->route.label == PGGPU_LABEL_GEMM_F16)
 	{
@@ -812,11 +814,11 @@ gpu_km_begin(pggpu_data *ds, int k, pggpu_error *err)
 			(st = pggpu_gemm_prepare(ds, k, xview_of(ds), s->gemm_ws, s->stream, err)) != PGGPU_OK)
 			return st;
 		s->gemm_f16 = true;
-		CU(cudaMalloc((void **) &s->C_lab, sizeof(double) * kd));
+		CU(gpu_mem_take((void **) &s->C_lab, sizeof(double) * kd, s->stream));
 	}
 	else if (s->route.label != PGGPU_LABEL_LLOYD)
-		CU(cudaMalloc(&s->tc_ws, pggpu_tc_workspace_bytes(n, k, ds->d)));
-	CU(cudaHostAlloc((void **) &s->cnt_h, sizeof(unsigned long long) * k, cudaHostAllocDefault));
+		CU(gpu_mem_take(&s->tc_ws, pggpu_tc_workspace_bytes(n, k, ds->d), s->stream));
+	CU(gpu_pinned_take((void **) &s->cnt_h, sizeof(unsigned long long) * k));
 	CU(cudaMemsetAsync(s->labels, 0xff, sizeof(int32_t) * n, s->stream));
 	s->pick_ready = false;
 	s->labels_seeding = false;

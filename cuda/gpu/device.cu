@@ -1,6 +1,7 @@
 /*
  * device.cu - the GPUs: which are usable (compute capability of this build's
- * target or newer), what gpu_info() reports, CUDA errors as pggpu errors.
+ * target or newer), what gpu_info() reports, CUDA errors as pggpu errors,
+ * and the memory the data sets take and give back often.
  */
 #include <cuda_runtime.h>
 
@@ -10,6 +11,7 @@
 #include <mutex>
 #include <utility>
 
+#include "blas.cuh"
 #include "common.cuh"
 
 #define ST(ds) ((gpu_state *) (ds)->impl)
@@ -191,3 +193,185 @@ pggpu_gpu_info_impl(int index, pggpu_device_info *out, pggpu_error *err)
 	return PGGPU_OK;
 }
 
+
+/* ---- memory the data sets take and give back often ------------------------ */
+
+/*
+ * cudaFree and cudaFreeHost wait for the whole device, and cudaMalloc and
+ * cudaHostAlloc cost up to milliseconds: a fit that opens a set, begins
+ * k-means and closes it waited for every other fit's work on its GPU at its
+ * end (hier.c's groups' fits, run at once, each a few milliseconds).  So a
+ * set's own device memory (its rows, its k-means state: memory no other GPU
+ * reads) comes from its GPU's stream-ordered pool, taken and given back on
+ * the set's stream; its small pinned buffers from a list kept here; its
+ * cuBLAS handle from those kept in matmul.cu.  The pool keeps up to
+ * POOL_KEEP of what is given back; when the process's last set on a GPU
+ * closes, all of it goes back to the GPU (nothing stays after a call).
+ */
+#define POOL_KEEP ((uint64_t) 1 << 30)
+#define PINNED_KEPT 64
+#define PINNED_MAX ((size_t) 4 << 20)	/* larger buffers are not kept */
+
+static std::mutex sets_lock;
+static int	sets_open[PGGPU_MAX_THREADS];	/* by GPU */
+static bool pool_set[PGGPU_MAX_THREADS];
+static int	sets_all;
+
+static struct
+{
+	void	   *p;
+	size_t		bytes;
+	bool		free;
+}			pinned[PINNED_KEPT];
+
+/* a set opened on dev: its pool keeps what is given back (set once) */
+void
+gpu_sets_opened(int dev)
+{
+	std::lock_guard<std::mutex> g(sets_lock);
+
+	if (dev < 0 || dev >= PGGPU_MAX_THREADS)
+		return;
+	if (!pool_set[dev])
+	{
+		cudaMemPool_t pool;
+		uint64_t	keep = POOL_KEEP;
+
+		if (cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess &&
+			cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess)
+			pool_set[dev] = true;
+		(void) cudaGetLastError();
+	}
+	sets_open[dev]++;
+	sets_all++;
+}
+
+/* a set on dev closed (its stream's work done): the last one gives all back */
+void
+gpu_sets_closed(int dev)
+{
+	bool		last_dev,
+				last_all;
+
+	{
+		std::lock_guard<std::mutex> g(sets_lock);
+
+		if (dev < 0 || dev >= PGGPU_MAX_THREADS || sets_open[dev] == 0)
+			return;
+		last_dev = --sets_open[dev] == 0;
+		last_all = --sets_all == 0;
+	}
+	if (last_dev)
+	{
+		cudaMemPool_t pool;
+
+		int			was = -1;
+
+		pggpu_blas_drop(dev);
+		/* (the parked rows' buffers were given back on the GPU's legacy stream: done first) */
+		(void) cudaGetDevice(&was);
+		if (cudaSetDevice(dev) == cudaSuccess)
+			(void) cudaStreamSynchronize(0);
+		if (cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess)
+			(void) cudaMemPoolTrimTo(pool, 0);
+		if (was >= 0)
+			(void) cudaSetDevice(was);
+		(void) cudaGetLastError();
+	}
+	if (last_all)
+	{
+		std::lock_guard<std::mutex> g(sets_lock);
+
+		for (int i = 0; i < PINNED_KEPT && sets_all == 0; i++)
+			if (pinned[i].p && pinned[i].free)
+			{
+				cudaFreeHost(pinned[i].p);
+				pinned[i].p = NULL;
+			}
+		(void) cudaGetLastError();
+	}
+}
+
+/* bytes of device memory on stream (the current device's pool) */
+cudaError_t
+gpu_mem_take(void **p, size_t bytes, cudaStream_t stream)
+{
+	cudaError_t e = cudaMallocAsync(p, bytes > 0 ? bytes : 1, stream);
+
+	if (e != cudaSuccess)
+	{
+		*p = NULL;
+		(void) cudaGetLastError();
+	}
+	return e;
+}
+
+/* p (gpu_mem_take's, or NULL) given back on stream, after the work queued there */
+void
+gpu_mem_give(void *p, cudaStream_t stream)
+{
+	if (p && cudaFreeAsync(p, stream) != cudaSuccess)
+		(void) cudaGetLastError();
+}
+
+/* pinned host memory, mapped (its device address: cudaHostGetDevicePointer) */
+cudaError_t
+gpu_pinned_take(void **p, size_t bytes)
+{
+	size_t		want = (bytes + 4095) & ~(size_t) 4095;
+	cudaError_t e;
+
+	if (want == 0)
+		want = 4096;
+	if (want <= PINNED_MAX)
+	{
+		std::lock_guard<std::mutex> g(sets_lock);
+
+		for (int i = 0; i < PINNED_KEPT; i++)
+			if (pinned[i].p && pinned[i].free && pinned[i].bytes >= want && pinned[i].bytes <= 4 * want)
+			{
+				pinned[i].free = false;
+				*p = pinned[i].p;
+				return cudaSuccess;
+			}
+	}
+	if ((e = cudaHostAlloc(p, want, cudaHostAllocMapped | cudaHostAllocPortable)) != cudaSuccess)
+	{
+		*p = NULL;
+		(void) cudaGetLastError();
+		return e;
+	}
+	if (want <= PINNED_MAX)
+	{
+		std::lock_guard<std::mutex> g(sets_lock);
+
+		for (int i = 0; i < PINNED_KEPT; i++)
+			if (pinned[i].p == NULL)
+			{
+				pinned[i].p = *p;
+				pinned[i].bytes = want;
+				pinned[i].free = false;
+				break;
+			}
+	}
+	return cudaSuccess;
+}
+
+/* p (gpu_pinned_take's, or NULL), no longer read or written by any stream */
+void
+gpu_pinned_give(void *p)
+{
+	if (p == NULL)
+		return;
+	{
+		std::lock_guard<std::mutex> g(sets_lock);
+
+		for (int i = 0; i < PINNED_KEPT; i++)
+			if (pinned[i].p == p)
+			{
+				pinned[i].free = true;
+				return;
+			}
+	}
+	cudaFreeHost(p);
+}

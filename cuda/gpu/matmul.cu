@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "blas.cuh"
 #include "common.cuh"
@@ -148,6 +149,87 @@ pggpu_blas_close(cublasHandle_t handle)
 {
 	if (blas.ok && handle)
 		blas.destroy(handle);
+}
+
+/*
+ * Handles a data set's fits take and give back (gpu_km_begin, free_km),
+ * kept by GPU while any set is open there: cublasDestroy waits for the
+ * whole device (it frees the handle's workspace), and hier.c's many small
+ * fits, run at once, each waited for the others' work at its end
+ */
+#define BLAS_KEPT 16
+static struct
+{
+	cublasHandle_t h;
+	int			dev;
+}			blas_kept[BLAS_KEPT];
+static std::mutex blas_kept_lock;
+
+pggpu_status
+pggpu_blas_take(int dev, cudaStream_t stream, cublasHandle_t *handle, pggpu_error *err)
+{
+	cublasHandle_t h = NULL;
+
+	{
+		std::lock_guard<std::mutex> g(blas_kept_lock);
+
+		for (int i = 0; i < BLAS_KEPT && h == NULL; i++)
+			if (blas_kept[i].h && blas_kept[i].dev == dev)
+			{
+				h = blas_kept[i].h;
+				blas_kept[i].h = NULL;
+			}
+	}
+	if (h == NULL)
+		return pggpu_blas_open(stream, handle, err);
+	if (blas.set_stream(h, stream) != CUBLAS_STATUS_SUCCESS)
+	{
+		blas.destroy(h);
+		return pggpu_blas_open(stream, handle, err);
+	}
+	*handle = h;
+	return PGGPU_OK;
+}
+
+/* (its work done: the caller has waited for its stream) */
+void
+pggpu_blas_give(int dev, cublasHandle_t handle)
+{
+	if (!blas.ok || handle == NULL)
+		return;
+	{
+		std::lock_guard<std::mutex> g(blas_kept_lock);
+
+		for (int i = 0; i < BLAS_KEPT; i++)
+			if (blas_kept[i].h == NULL)
+			{
+				blas_kept[i].h = handle;
+				blas_kept[i].dev = dev;
+				return;
+			}
+	}
+	blas.destroy(handle);
+}
+
+/* the handles kept for dev destroyed (its last set closed) */
+void
+pggpu_blas_drop(int dev)
+{
+	cublasHandle_t drop[BLAS_KEPT];
+	int			n = 0;
+
+	{
+		std::lock_guard<std::mutex> g(blas_kept_lock);
+
+		for (int i = 0; i < BLAS_KEPT; i++)
+			if (blas_kept[i].h && blas_kept[i].dev == dev)
+			{
+				drop[n++] = blas_kept[i].h;
+				blas_kept[i].h = NULL;
+			}
+	}
+	for (int i = 0; i < n; i++)
+		blas.destroy(drop[i]);
 }
 
 pggpu_status

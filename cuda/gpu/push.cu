@@ -107,10 +107,8 @@ push_by_rows(pggpu_data *ds, const char *buf, int64_t nrows, size_t size, int64_
 	const int64_t b = TILE(ds);
 	char	   *x = (char *) s->X + tile * TILE_BYTES(ds);
 
-	if (s->turn_room == NULL && cudaMalloc(&s->turn_room, size * b * ds->d) != cudaSuccess)
+	if (s->turn_room == NULL && gpu_mem_take(&s->turn_room, size * b * ds->d, s->stream) != cudaSuccess)
 	{
-		s->turn_room = NULL;
-		(void) cudaGetLastError();
 		return pggpu_fail(err, PGGPU_ERR_GPU_MEMORY,
 						  "could not allocate %.1f MB of GPU memory for a batch of %d columns",
 						  size * b * ds->d / 1048576.0, ds->d);

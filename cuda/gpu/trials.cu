@@ -438,10 +438,10 @@ trial_workspace(pggpu_data *ds, int m, int parts, bool keep_dist, int nkeys, tri
 	if (s->trial_ws_bytes < bytes)
 	{
 		CU(cudaStreamSynchronize(s->stream));
-		cudaFree(s->trial_ws);
+		gpu_mem_give(s->trial_ws, s->stream);
 		s->trial_ws = NULL;
 		s->trial_ws_bytes = 0;
-		CU(cudaMalloc(&s->trial_ws, bytes));
+		CU(gpu_mem_take(&s->trial_ws, bytes, s->stream));
 		s->trial_ws_bytes = bytes;
 	}
 	w->nblocks = nblocks;

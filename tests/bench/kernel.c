@@ -34,7 +34,9 @@
  * -A: also a whole fit by algorithm 'hierarchical' (k-means++ seeding, at
  * most ITERS iterations each of its fits, tol 0; section whole, method
  * pg_gpu_hier: its time, the load apart, groups, rows and inertia in the
- * note), beside flat Lloyd's of -P.
+ * note), beside flat Lloyd's of -P.  -a: that fit alone (no timed
+ * iterations of flat Lloyd: at k = 262,144 over 10^7 rows they take
+ * minutes).
  * -R: the labelling route forced (pggpu_data_force_route: 1 the plain
  * loop, 4 GEMM on either backend; method suffix _r1, _r4).  The route that
  * ran is in the note.  A case whose time, predicted from the last case of the same d and k at a
@@ -86,7 +88,8 @@ static bool float16 = false;	/* -H */
 static bool no_seed = false;	/* -S */
 static bool no_warm = false;	/* -N */
 static bool parallel = false;	/* -P */
-static bool hierarchical = false;	/* -A */
+static bool hierarchical = false;	/* -A, -a */
+static bool hier_only = false;	/* -a */
 static int	force_label = 0;	/* -R */
 static char route[256];			/* the last fit's route (pggpu_data_route) */
 static double stream_mb = 0;	/* -M: streamed through parts of this many MB */
@@ -495,6 +498,9 @@ run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
 	 * (about 0.1 s at 10^6 x 768 on an H200)
 	 */
 	p.max_iter = iters + 1;
+	ok = true;
+	if (hier_only)
+		goto hier;
 	p.init = PGGPU_INIT_GIVEN;
 	p.init_centroids = C;
 	p.progress = stamp_iteration;
@@ -545,6 +551,7 @@ run_case(pggpu_backend be, int64_t n, int d, int k, const double *X, int iters)
 		}
 	}
 	/* -A: algorithm 'hierarchical' (k-means++ seeding, the same iterations a fit), beside the above */
+hier:
 	if (ok && hierarchical)
 	{
 		p.algorithm = PGGPU_ALGORITHM_HIERARCHICAL;
@@ -659,16 +666,18 @@ main(int argc, char **argv)
 	if (argc < 2 || (strcmp(argv[1], "gpu") && strcmp(argv[1], "cpu") &&
 					 strcmp(argv[1], "bandwidth")))
 	{
-		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-D] [-E] [-F] [-H] [-N] [-S] [-P] [-R LABEL] [-M MB] [-G GPUS] N,d,k ...\n"
+		fprintf(stderr, "usage: %s gpu|cpu [-t TSV] [-i ITERS] [-b BUDGET_S] [-c CAP_S] [-T THREADS] [-a] [-A] [-D] [-E] [-F] [-H] [-N] [-S] [-P] [-R LABEL] [-M MB] [-G GPUS] N,d,k ...\n"
 				"       %s bandwidth [-t TSV]\n       %s print D ROWS\n",
 				argv[0], argv[0], argv[0]);
 		return 2;
 	}
 	optind = 2;
-	while ((opt = getopt(argc, argv, "t:i:b:c:T:ADEFHNSPR:M:G:")) != -1)
+	while ((opt = getopt(argc, argv, "t:i:b:c:T:aADEFHNSPR:M:G:")) != -1)
 	{
 		if (opt == 'A')
 			hierarchical = true;
+		else if (opt == 'a')
+			hierarchical = hier_only = true;
 		else
 		if (opt == 'F')
 			float32 = true;
