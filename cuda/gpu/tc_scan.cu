@@ -5,6 +5,10 @@
  * tc_kernel, whose main pass (CAND false) labels every row it can certify
  * and lists the others, and whose candidate pass (CAND true) measures the
  * listed rows' candidates exactly (steps 1-3 of tc_common.cuh's outline).
+ * tc_kernel walks tiles of rows through its passes, one function each
+ * (tcs_rows, tcs_fragments, tcs_scan, tcs_merge or tcs_measure,
+ * tcs_settle), over one shared-memory layout (tcs_smem, carved where
+ * tc_shapes.h's tcs_place says, as tc_scan_smem sizes it).
  */
 #include "tc_common.cuh"
 
@@ -92,11 +96,509 @@ tc_prep_tiles(const double *__restrict__ C, int k, int d, int ks_n, int ntiles,
 
 /* ---- the tensor-core passes ----------------------------------------------------- */
 
+/*
+ * tc_kernel's shared memory, carved by tcs_place (tc_shapes.h), which
+ * tc_scan_smem sizes by: the tiles, the shift, this warp's area and its
+ * staging buffers.  A warp's area (warp_words): its rows as A words, then
+ * per row the main pass's bound e2, best, second and index, or the
+ * candidate pass's threshold T, least distance (bits), the row's index in
+ * X, the least candidate, an overflow flag (32 more: a lane's counter),
+ * and each lane's CSLOTS candidates (index, then row).
+ */
+struct tcs_smem
+{
+	float	   *B0;				/* the tiles (resident), or the buffer of even chunks */
+	float	   *B1;				/* the buffer of odd chunks (streamed) */
+	double	   *S;				/* the shift */
+	uint32_t   *A;				/* the warp's rows as A words */
+	float	   *E;				/* main: e2; cand: T */
+	float	   *Rb;				/* main: the row's best, second, index */
+	float	   *Rs;
+	int		   *Ri;
+	unsigned long long *Min;	/* cand: the row's least distance (bits) */
+	long long  *RowG;			/* cand: the row's index in X */
+	int		   *Idx;			/* cand: its least candidate at that distance */
+	int		   *Over;			/* cand: a lane had more than CSLOTS */
+	int		   *CI;				/* cand: [slot][lane] a lane's own candidates */
+	unsigned char *CR;			/* cand: and their rows */
+	double	   *Stg;			/* the warp's nb staging buffers */
+};
+
+template <int ROWS_W, bool CAND>
+__device__ __forceinline__ tcs_smem
+tcs_carve(float *smem, const tcs_places &pl, int stride, int warp, int nb, int sbuf)
+{
+	tcs_smem	m;
+	const int	words_w = warp_words(ROWS_W, stride, CAND);
+
+	m.B0 = smem;
+	m.B1 = smem + pl.b1;
+	m.S = (double *) (smem + pl.shift);
+	m.A = (uint32_t *) (smem + pl.warps) + warp * words_w;
+	m.E = (float *) m.A + ROWS_W * stride;
+	m.Rb = m.E + ROWS_W;
+	m.Rs = m.Rb + ROWS_W;
+	m.Ri = (int *) (m.Rs + ROWS_W);
+	/* (E + ROWS_W is 8-byte aligned: stride and ROWS_W even, the shift whole pairs) */
+	m.Min = (unsigned long long *) (m.E + ROWS_W);
+	m.RowG = (long long *) (m.Min + ROWS_W);
+	m.Idx = (int *) (m.RowG + ROWS_W);
+	m.Over = m.Idx + ROWS_W;
+	m.CI = m.Over + ROWS_W + 32;
+	m.CR = (unsigned char *) (m.CI + CSLOTS * 32);
+	m.Stg = (double *) (smem + pl.stages) + warp * nb * sbuf;
+	return m;
+}
+
+/*
+ * Pass 1, a lane a row (MT / 2 rows each): shifted, rounded and split into
+ * the A words [xb | xs | xb]; main: the row's bound e2 (INFINITY: the exact
+ * path); cand: its threshold T, its index in X, and its candidate state
+ * cleared.  stg: the warp's staged rows (pf), else they are loaded.
+ */
+template <int MT, bool CAND, bool F16, int DMAX, int QMAX>
+__device__ __forceinline__ void
+tcs_rows(const tc_args &p, const xview X, const tcs_smem &sm, int stride, int64_t e0, int64_t nrows,
+		 bool pf, const double *stg, bool all_exact, float maxcn, float sig, int lane)
+{
+	const int	d = p.d;
+	const int	log_b = p.log_b;
+
+#pragma unroll
+	for (int rr = 0; rr < MT / 2; rr++)
+	{
+		int			lr = rr * 32 + lane;
+		int64_t		r = e0 + lr;
+		uint32_t   *arow = sm.A + lr * stride;
+		float		e2 = INFINITY;
+		bool		live = r < nrows;
+
+		if (CAND && live)
+		{
+			e2 = p.list_t[r];	/* the threshold */
+			live = !isnan(e2);
+			r = p.list[r];
+		}
+		if (live)
+		{
+			const xview xp = tc_row(X, r, d, log_b);
+			double		xv[DMAX];
+			float		xn = 0;
+			bool		ok = !all_exact;
+
+			if (pf)
+#pragma unroll
+				for (int j = 0; j < DMAX; j++)
+					xv[j] = j < d ? stg[rr * stage_doubles(d) + j * 32 + lane] : 0.0;
+			else
+				load_row<DMAX>(xv, xp, d, log_b);
+#pragma unroll
+			for (int j = 0; j < DMAX; j++)
+				if (j < d)
+				{
+					float		f = (float) (xv[j] - sm.S[j]) * sig;
+					float		v = -2.0f * f;	/* exact */
+
+					ok = ok && fabsf(f) <= (F16 ? 0x1p14f : (float) RANGE);	/* NaN: false */
+					xn = fmaf(f, f, xn);
+					if (F16)
+					{
+						unsigned short hi = f16_rn(v);
+
+						a_put<F16>(arow, j, hi);
+						a_put<F16>(arow, d + j, f16_rn(v - f16_val(hi)));
+						a_put<F16>(arow, 2 * d + j, hi);
+					}
+					else
+					{
+						uint32_t	big = tf32_rna(v);
+
+						a_put<F16>(arow, j, big);
+						a_put<F16>(arow, d + j, tf32_rna(v - __uint_as_float(big)));
+						a_put<F16>(arow, 2 * d + j, big);
+					}
+				}
+			for (int q = 3 * d; q < QMAX; q++)
+				a_put<F16>(arow, q, 0);
+			if (!CAND)
+			{
+				float		S = xn + maxcn;
+
+				e2 = ok && S >= p.tiny ? p.coef * S + 0x1p-90f : INFINITY;
+			}
+		}
+		else
+		{
+			for (int q = 0; q < QMAX; q++)
+				a_put<F16>(arow, q, 0);
+			e2 = CAND ? -INFINITY : INFINITY;	/* cand: no candidates */
+		}
+		sm.E[lr] = e2;
+		if (CAND)
+		{
+			sm.Min[lr] = ~0ULL;
+			sm.RowG[lr] = live ? r : 0;
+			sm.Idx[lr] = INT_MAX;
+			sm.Over[lr] = 0;
+		}
+	}
+}
+
+/*
+ * Pass 2: the warp's rows as A fragments, a0 (g, t), a1 (g+8, t), a2 (g,
+ * t+4), a3 (g+8, t+4); the rows' best and second cleared (cand: second is
+ * the row's threshold)
+ */
+template <int MT, int KS, bool CAND>
+__device__ __forceinline__ void
+tcs_fragments(const tcs_smem &sm, int stride, int g, int t, uint32_t (&a)[MT][KS][4], float (&bg)[MT][2],
+			  float (&sg)[MT][2], int (&ig)[MT][2])
+{
+#pragma unroll
+	for (int m = 0; m < MT; m++)
+	{
+#pragma unroll
+		for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+			for (int h = 0; h < 2; h++)
+			{
+				uint2		w = *(const uint2 *) (sm.A + (m * 16 + g + 8 * h) * stride + ks * 8 + 2 * t);
+
+				a[m][ks][h] = w.x;
+				a[m][ks][2 + h] = w.y;
+			}
+#pragma unroll
+		for (int h = 0; h < 2; h++)
+		{
+			bg[m][h] = INFINITY;
+			sg[m][h] = CAND ? sm.E[m * 16 + g + 8 * h] : INFINITY;
+			ig[m][h] = 0;
+		}
+	}
+}
+
+/*
+ * Pass 3: every centroid against the warp's rows, chunk by chunk (streamed
+ * chunks into the other buffer while this one is scanned), a packing group
+ * of GROUP_NT n-tiles at a time; main: each row's best, its pair and the
+ * second best (over the other pairs); cand: each centroid at or under the
+ * row's threshold recorded in the lane's slots (*ncand).  buf: the
+ * streamed buffer to fill next.
+ */
+template <int MT, int KS, bool CAND, bool F16>
+__device__ __forceinline__ void
+tcs_scan(const tc_args &p, const tcs_smem &sm, const uint32_t (&a)[MT][KS][4], float (&bg)[MT][2],
+		 float (&sg)[MT][2], int (&ig)[MT][2], int &ncand, int &buf, int nch, bool resident, int lane)
+{
+	constexpr int NTF = KS * 64 + 16;
+	const int	g = lane >> 2;
+	const int	t = lane & 3;
+	const int	ntiles = p.ntiles;
+	const int	chunk_nt = p.chunk_nt;
+
+	for (int ch = 0; ch < nch; ch++)
+	{
+		const float *sB = sm.B0;
+		int			nt_ch = min(chunk_nt, ntiles - ch * chunk_nt);
+
+		if (!resident)
+		{
+			int			nx = ch + 1 == nch ? 0 : ch + 1;
+
+			__syncthreads();	/* everyone is done with the other buffer */
+			load_chunk(buf ? sm.B0 : sm.B1, p.tiles + (int64_t) nx * chunk_nt * NTF,
+					   min(chunk_nt, ntiles - nx * chunk_nt) * NTF);
+			asm volatile("cp.async.wait_group 1;");
+			__syncthreads();
+			sB = buf ? sm.B1 : sm.B0;
+			buf ^= 1;
+		}
+		for (int gr = 0; gr < nt_ch; gr += GROUP_NT)
+		{
+			int			ng = min(GROUP_NT, nt_ch - gr);
+			float		bl[MT][2],
+						sl[MT][2];
+			const float *blk = sB + gr * NTF;
+			uint32_t	j0 = 0;
+			/* pair j of this lane: centroids base + 8 j + {0, 1} */
+			int			base = (ch * chunk_nt + gr) * 8 + 2 * t;
+
+#pragma unroll
+			for (int m = 0; m < MT; m++)
+#pragma unroll
+				for (int h = 0; h < 2; h++)
+					bl[m][h] = sl[m][h] = INFINITY;
+#pragma unroll 2
+			for (int nt = 0; nt < ng; nt++, blk += NTF, j0++)
+			{
+				float2		bv[KS];
+				float4		cn = *(const float4 *) (blk + KS * 64 + 4 * t);
+
+#pragma unroll
+				for (int ks = 0; ks < KS; ks++)
+					bv[ks] = *(const float2 *) (blk + ks * 64 + 2 * lane);
+#pragma unroll
+				for (int m = 0; m < MT; m++)
+				{
+					float		c[4];
+
+					if (F16)
+						mma_f16_init(c, a[m][0], __float_as_uint(bv[0].x), __float_as_uint(bv[0].y), cn);
+					else
+						mma_tf32_init(c, a[m][0], __float_as_uint(bv[0].x), __float_as_uint(bv[0].y), cn);
+#pragma unroll
+					for (int ks = 1; ks < KS; ks++)
+						if (F16)
+							mma_f16(c, a[m][ks], __float_as_uint(bv[ks].x), __float_as_uint(bv[ks].y));
+						else
+							mma_tf32(c, a[m][ks], __float_as_uint(bv[ks].x), __float_as_uint(bv[ks].y));
+					if (!CAND)
+					{
+						top2(bl[m][0], sl[m][0], pack(fminf(c[0], c[1]), j0));
+						top2(bl[m][1], sl[m][1], pack(fminf(c[2], c[3]), j0));
+					}
+					else if ((c[0] <= sg[m][0]) | (c[1] <= sg[m][0]) |
+							 (c[2] <= sg[m][1]) | (c[3] <= sg[m][1]))
+					{
+						/* rare: record the candidates */
+#pragma unroll
+						for (int q = 0; q < 4; q++)
+							if (c[q] <= sg[m][q >> 1])
+							{
+								int			row = m * 16 + g + 8 * (q >> 1);
+
+								if (ncand < CSLOTS)
+								{
+									sm.CI[ncand * 32 + lane] = base + (int) j0 * 8 + (q & 1);
+									sm.CR[ncand * 32 + lane] = (unsigned char) row;
+									ncand++;
+								}
+								else
+									sm.Over[row] = 1;
+							}
+					}
+				}
+			}
+			if (!CAND)
+			{
+				/* merge the group */
+#pragma unroll
+				for (int m = 0; m < MT; m++)
+#pragma unroll
+					for (int h = 0; h < 2; h++)
+					{
+						uint32_t	jl = __float_as_uint(bl[m][h]) & 15u;
+
+						if (bl[m][h] < bg[m][h])
+						{
+							sg[m][h] = fminf(bg[m][h], sl[m][h]);
+							bg[m][h] = bl[m][h];
+							ig[m][h] = base + (int) jl * 8;
+						}
+						else
+							sg[m][h] = fminf(sg[m][h], bl[m][h]);
+					}
+			}
+		}
+	}
+}
+
+/* Pass 4 of the main pass: the quad's lanes merged, each row's (best, second, pair) to shared memory */
+template <int MT>
+__device__ __forceinline__ void
+tcs_merge(const tcs_smem &sm, const float (&bg)[MT][2], const float (&sg)[MT][2], const int (&ig)[MT][2],
+		  int g, int t)
+{
+#pragma unroll
+	for (int m = 0; m < MT; m++)
+#pragma unroll
+		for (int h = 0; h < 2; h++)
+		{
+			float		b = bg[m][h],
+						s = sg[m][h];
+			int			i = ig[m][h];
+
+#pragma unroll
+			for (int o = 1; o <= 2; o <<= 1)
+			{
+				float		ob = __shfl_xor_sync(FULL, b, o);
+				float		os = __shfl_xor_sync(FULL, s, o);
+				int			oi = __shfl_xor_sync(FULL, i, o);
+
+				s = fminf(fminf(s, os), fmaxf(b, ob));
+				if (ob < b || (ob == b && oi < i))
+				{
+					b = ob;
+					i = oi;
+				}
+			}
+			if (t == 0)
+			{
+				int			row = m * 16 + g + 8 * h;
+
+				sm.Rb[row] = b;
+				sm.Rs[row] = s;
+				sm.Ri[row] = i;
+			}
+		}
+}
+
+/*
+ * Pass 4 of the candidate pass: the candidates measured exactly, least
+ * distance (distances are >= 0: their bits order as they do), then lowest
+ * index.  A lane takes its own; the second round measures again (cheaper
+ * than keeping).
+ */
+template <int DMAX>
+__device__ __forceinline__ void
+tcs_measure(const tc_args &p, const xview X, const tcs_smem &sm, int ncand, int lane)
+{
+	const int	d = p.d;
+
+	for (int round = 0; round < 2; round++)
+	{
+		__syncwarp();
+		for (int e = 0; e < ncand; e++)
+		{
+			int			row = sm.CR[e * 32 + lane];
+			int			c = sm.CI[e * 32 + lane];
+
+			if (c < p.k)
+			{
+				const xview xp = tc_row(X, sm.RowG[row], d, p.log_b);
+				const double *cp = p.C + (int64_t) c * d;
+				double		xv[DMAX],
+							cv[DMAX];
+				double		acc = 0;
+
+				/* every load in flight before the first use */
+				load_row<DMAX>(xv, xp, d, p.log_b);
+#pragma unroll
+				for (int j = 0; j < DMAX; j++)
+					cv[j] = j < d ? cp[j] : 0.0;
+#pragma unroll
+				for (int j = 0; j < DMAX; j++)
+					if (j < d)
+						acc = sq_term(acc, xv[j], cv[j]);
+
+				unsigned long long key = (unsigned long long) __double_as_longlong(acc);
+
+				if (round == 0)
+					atomicMin(&sm.Min[row], key);
+				else if (key == sm.Min[row])
+					atomicMin(&sm.Idx[row], c);
+			}
+		}
+	}
+}
+
+/*
+ * Pass 5, a lane a row: main, a certain row's label (the nearer of its
+ * pair, measured the reference's way; lower index on ties) and distance,
+ * an uncertain one a sentinel and a place in the list; cand, a row whose
+ * candidates were all measured gets the least.  Returns the rows of the
+ * lane whose label changed.
+ */
+template <int MT, bool CAND, int DMAX>
+__device__ __forceinline__ unsigned long long
+tcs_settle(const tc_args &p, const xview X, const tcs_smem &sm, int64_t e0, int64_t nrows, bool pf,
+		   const double *stg, bool all_exact, int lane)
+{
+	const int	d = p.d;
+	const int	log_b = p.log_b;
+	unsigned long long mine = 0;
+
+#pragma unroll
+	for (int rr = 0; rr < MT / 2; rr++)
+	{
+		int			lr = rr * 32 + lane;
+		int64_t		r = e0 + lr;
+
+		if (!CAND)
+		{
+			bool		valid = r < nrows;
+			bool		cert = false;
+			float		thr = NAN;
+
+			if (valid)
+			{
+				int			old = pf ? ((const int32_t *) (stg + rr * stage_doubles(d) + d * 32))[lane]
+					: p.labels[r];
+				int			lab = 0;
+
+				if (!all_exact)
+				{
+					float		b = sm.Rb[lr],
+								s = sm.Rs[lr];
+
+					/* the packing error of b and s: 2^-19 of their size each */
+					float		e2 = 1.01f * (sm.E[lr] + 0x1.01p-19f * (fabsf(b) + fabsf(s)));
+
+					cert = s - b > e2;
+					lab = sm.Ri[lr];
+					if (sm.E[lr] < INFINITY)
+						thr = b + e2;
+				}
+				if (cert)
+				{
+					/* the pair lab, lab + 1: the nearer, lower index on ties */
+					const xview xp = tc_row(X, r, d, log_b);
+					const double *cp = p.C + (int64_t) lab * d;
+					bool		two = lab + 1 < p.k;
+					double		xv[DMAX];
+					double		acc = 0,
+								acc1 = 0;
+
+					if (pf)
+#pragma unroll
+						for (int j = 0; j < DMAX; j++)
+							xv[j] = j < d ? stg[rr * stage_doubles(d) + j * 32 + lane] : 0.0;
+					else
+						load_row<DMAX>(xv, xp, d, log_b);
+#pragma unroll
+					for (int j = 0; j < DMAX; j++)
+						if (j < d)
+						{
+							acc = sq_term(acc, xv[j], cp[j]);
+							if (two)
+								acc1 = sq_term(acc1, xv[j], cp[d + j]);
+						}
+					if (two && acc1 < acc)
+					{
+						acc = acc1;
+						lab++;
+					}
+					p.labels[r] = lab;
+					p.dist2[r] = acc;
+					mine += old != lab;
+				}
+				else
+					p.labels[r] = INT_MIN + (old >= 0 && old < p.k ? old : p.k);
+			}
+
+			list_uncertain(p, lane, valid && !cert, r, thr);
+		}
+		else if (r < nrows && sm.E[lr] > -INFINITY && !sm.Over[lr] && sm.Idx[lr] != INT_MAX &&
+				 !all_exact)
+		{
+			int64_t		row = p.list[r];
+			int			lab = sm.Idx[lr];
+			int			old = (int) ((int64_t) p.labels[row] - INT_MIN);
+
+			p.labels[row] = lab;
+			p.dist2[row] = __longlong_as_double((long long) sm.Min[lr]);
+			mine += old != lab;
+		}
+	}
+	return mine;
+}
 
 /*
  * XT: the rows' value type, 0 as p.X says (the main pass: one instance for
  * both), 1 doubles, 2 floats (the rescan of candidates, whose unrolled
- * loads need twice the registers when the type is decided as they run)
+ * loads need twice the registers when the type is decided as they run).
+ * A CTA takes tiles of NW warps' rows in turn; each tile goes through the
+ * passes above.
  */
 template <int KS, int MT, int NW, bool CAND, bool F16, int XT = 0>
 __global__ void __launch_bounds__(NW * 32, 1)
@@ -120,29 +622,14 @@ tc_kernel(const tc_args p)
 	const int	chunk_nt = p.chunk_nt;
 	const int	nch = (ntiles + chunk_nt - 1) / chunk_nt;
 	const bool	resident = nch == 1;
-	float	   *sB0 = smem;
-	float	   *sB1 = smem + chunk_nt * NTF;
-	double	   *sS = (double *) (smem + (resident ? 1 : 2) * chunk_nt * NTF);
 	const int	stride = a_stride(KS);
-	uint32_t   *sA = (uint32_t *) (sS + (d + 1) / 2 * 2) + warp * warp_words(ROWS_W, stride, CAND);
-	float	   *sE = (float *) sA + ROWS_W * stride;	/* main: e2; cand: T */
-	/* main */
-	float	   *sRb = sE + ROWS_W;
-	float	   *sRs = sRb + ROWS_W;
-	int		   *sRi = (int *) (sRs + ROWS_W);
-	/* cand: sE + ROWS_W is 8-byte aligned (stride, ROWS_W even; sS rounded) */
-	unsigned long long *sMin = (unsigned long long *) (sE + ROWS_W);
-	long long  *sRowG = (long long *) (sMin + ROWS_W);	/* cand: the row's index in X */
-	int		   *sIdx = (int *) (sRowG + ROWS_W);
-	int		   *sOver = sIdx + ROWS_W;
-	int		   *sCI = sOver + ROWS_W + 32;	/* [slot][lane]: a lane's own candidates */
-	unsigned char *sCR = (unsigned char *) (sCI + CSLOTS * 32);
-	/* staging: after every warp's area; nb buffers of MT/2 stages a warp */
+	/* staging: nb buffers of MT/2 stages a warp */
 	const int	nb = CAND || p.prefetch < 2 ? 1 : p.prefetch;	/* 1: none */
 	const bool	pf = nb >= 2;
 	const int	sbuf = (MT / 2) * stage_doubles(d);
-	double	   *sStg = (double *) ((float *) (sS + (d + 1) / 2 * 2) +
-								   NW * warp_words(ROWS_W, stride, CAND)) + warp * nb * sbuf;
+	const tcs_smem sm = tcs_carve<ROWS_W, CAND>(smem, tcs_place(KS, chunk_nt, resident, d, NW,
+																	warp_words(ROWS_W, stride, CAND)),
+												 stride, warp, nb, sbuf);
 	const bool	all_exact = p.hdr->flag != 0;
 	const float maxcn = __uint_as_float(p.hdr->maxcn);
 	const float sig = p.hdr->sigma;
@@ -155,14 +642,14 @@ tc_kernel(const tc_args p)
 	if ((CAND && all_exact) || blockIdx.x >= nrt)
 		return;
 	for (int j = threadIdx.x; j < d; j += blockDim.x)
-		sS[j] = p.shift[j];
+		sm.S[j] = p.shift[j];
 	if (!all_exact)
-		load_chunk(sB0, p.tiles, min(chunk_nt, ntiles) * NTF);
+		load_chunk(sm.B0, p.tiles, min(chunk_nt, ntiles) * NTF);
 	if (pf)
 	{
 		/* tiles 0 .. nb-2 of this CTA in flight (a group each, empty past the end) */
 		for (int st = 0; st < nb - 1; st++)
-			prefetch_rows<MT>(sStg + st * sbuf, X, p.labels,
+			prefetch_rows<MT>(sm.Stg + st * sbuf, X, p.labels,
 							  (blockIdx.x + (int64_t) st * gridDim.x) * RT + warp * ROWS_W,
 							  p.n, d, log_b);
 		cp_wait(nb - 1);		/* the centroids, the oldest group */
@@ -174,407 +661,36 @@ tc_kernel(const tc_args p)
 	for (int64_t rt = blockIdx.x, it = 0; rt < nrt; rt += gridDim.x, it++)
 	{
 		const int64_t e0 = rt * RT + (int64_t) warp * ROWS_W;	/* row, or list entry */
-		const double *stg = sStg + (pf ? (int) (it % nb) : 0) * sbuf;
+		const double *stg = sm.Stg + (pf ? (int) (it % nb) : 0) * sbuf;
 
 		if (pf)
 		{
 			/* tile it + nb - 1 into the buffer tile it - 1 used (this lane's own) */
-			prefetch_rows<MT>(sStg + (int) ((it + nb - 1) % nb) * sbuf, X, p.labels,
+			prefetch_rows<MT>(sm.Stg + (int) ((it + nb - 1) % nb) * sbuf, X, p.labels,
 							  e0 + (int64_t) (nb - 1) * gridDim.x * RT, p.n, d, log_b);
 			cp_wait(nb - 1);	/* this tile's rows */
 			if (f32)
 				widen_staged<MT>((double *) stg, d);
 		}
-
-		/* 1. a lane per row: shift, round; main: the bound; cand: the threshold */
-#pragma unroll
-		for (int rr = 0; rr < MT / 2; rr++)
-		{
-			int			lr = rr * 32 + lane;
-			int64_t		r = e0 + lr;
-			uint32_t   *arow = sA + lr * stride;
-			float		e2 = INFINITY;
-			bool		live = r < nrows;
-
-			if (CAND && live)
-			{
-				e2 = p.list_t[r];	/* the threshold */
-				live = !isnan(e2);
-				r = p.list[r];
-			}
-			if (live)
-			{
-				const xview xp = tc_row(X, r, d, log_b);
-				double		xv[DMAX];
-				float		xn = 0;
-				bool		ok = !all_exact;
-
-				if (pf)
-#pragma unroll
-					for (int j = 0; j < DMAX; j++)
-						xv[j] = j < d ? stg[rr * stage_doubles(d) + j * 32 + lane] : 0.0;
-				else
-					load_row<DMAX>(xv, xp, d, log_b);
-#pragma unroll
-				for (int j = 0; j < DMAX; j++)
-					if (j < d)
-					{
-						float		f = (float) (xv[j] - sS[j]) * sig;
-						float		v = -2.0f * f;	/* exact */
-
-						ok = ok && fabsf(f) <= (F16 ? 0x1p14f : (float) RANGE);	/* NaN: false */
-						xn = fmaf(f, f, xn);
-						if (F16)
-						{
-							unsigned short hi = f16_rn(v);
-
-							a_put<F16>(arow, j, hi);
-							a_put<F16>(arow, d + j, f16_rn(v - f16_val(hi)));
-							a_put<F16>(arow, 2 * d + j, hi);
-						}
-						else
-						{
-							uint32_t	big = tf32_rna(v);
-
-							a_put<F16>(arow, j, big);
-							a_put<F16>(arow, d + j, tf32_rna(v - __uint_as_float(big)));
-							a_put<F16>(arow, 2 * d + j, big);
-						}
-					}
-				for (int q = 3 * d; q < QMAX; q++)
-					a_put<F16>(arow, q, 0);
-				if (!CAND)
-				{
-					float		S = xn + maxcn;
-
-					e2 = ok && S >= p.tiny ? p.coef * S + 0x1p-90f : INFINITY;
-				}
-			}
-			else
-			{
-				for (int q = 0; q < QMAX; q++)
-					a_put<F16>(arow, q, 0);
-				e2 = CAND ? -INFINITY : INFINITY;	/* cand: no candidates */
-			}
-			sE[lr] = e2;
-			if (CAND)
-			{
-				sMin[lr] = ~0ULL;
-				sRowG[lr] = live ? r : 0;
-				sIdx[lr] = INT_MAX;
-				sOver[lr] = 0;
-			}
-		}
+		tcs_rows<MT, CAND, F16, DMAX, QMAX>(p, X, sm, stride, e0, nrows, pf, stg, all_exact, maxcn, sig, lane);
 		__syncwarp();
-
 		if (!all_exact)
 		{
-			/* 2. the rows as A fragments: a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4) */
 			uint32_t	a[MT][KS][4];
 			float		bg[MT][2],
 						sg[MT][2];	/* cand: the thresholds */
 			int			ig[MT][2];
 			int			ncand = 0;	/* cand: this lane's */
 
-#pragma unroll
-			for (int m = 0; m < MT; m++)
-			{
-#pragma unroll
-				for (int ks = 0; ks < KS; ks++)
-#pragma unroll
-					for (int h = 0; h < 2; h++)
-					{
-						uint2		w = *(const uint2 *) (sA + (m * 16 + g + 8 * h) * stride +
-														  ks * 8 + 2 * t);
-
-						a[m][ks][h] = w.x;
-						a[m][ks][2 + h] = w.y;
-					}
-#pragma unroll
-				for (int h = 0; h < 2; h++)
-				{
-					bg[m][h] = INFINITY;
-					sg[m][h] = CAND ? sE[m * 16 + g + 8 * h] : INFINITY;
-					ig[m][h] = 0;
-				}
-			}
-
-			/* 3. all centroids */
-			for (int ch = 0; ch < nch; ch++)
-			{
-				const float *sB = sB0;
-				int			nt_ch = min(chunk_nt, ntiles - ch * chunk_nt);
-
-				if (!resident)
-				{
-					int			nx = ch + 1 == nch ? 0 : ch + 1;
-
-					__syncthreads();	/* everyone is done with the other buffer */
-					load_chunk(buf ? sB0 : sB1, p.tiles + (int64_t) nx * chunk_nt * NTF,
-							   min(chunk_nt, ntiles - nx * chunk_nt) * NTF);
-					asm volatile("cp.async.wait_group 1;");
-					__syncthreads();
-					sB = buf ? sB1 : sB0;
-					buf ^= 1;
-				}
-				for (int gr = 0; gr < nt_ch; gr += GROUP_NT)
-				{
-					int			ng = min(GROUP_NT, nt_ch - gr);
-					float		bl[MT][2],
-								sl[MT][2];
-					const float *blk = sB + gr * NTF;
-					uint32_t	j0 = 0;
-					/* pair j of this lane: centroids base + 8 j + {0, 1} */
-					int			base = (ch * chunk_nt + gr) * 8 + 2 * t;
-
-#pragma unroll
-					for (int m = 0; m < MT; m++)
-#pragma unroll
-						for (int h = 0; h < 2; h++)
-							bl[m][h] = sl[m][h] = INFINITY;
-#pragma unroll 2
-					for (int nt = 0; nt < ng; nt++, blk += NTF, j0++)
-					{
-						float2		bv[KS];
-						float4		cn = *(const float4 *) (blk + KS * 64 + 4 * t);
-
-#pragma unroll
-						for (int ks = 0; ks < KS; ks++)
-							bv[ks] = *(const float2 *) (blk + ks * 64 + 2 * lane);
-#pragma unroll
-						for (int m = 0; m < MT; m++)
-						{
-							float		c[4];
-
-							if (F16)
-								mma_f16_init(c, a[m][0], __float_as_uint(bv[0].x),
-											 __float_as_uint(bv[0].y), cn);
-							else
-								mma_tf32_init(c, a[m][0], __float_as_uint(bv[0].x),
-											  __float_as_uint(bv[0].y), cn);
-#pragma unroll
-							for (int ks = 1; ks < KS; ks++)
-								if (F16)
-									mma_f16(c, a[m][ks], __float_as_uint(bv[ks].x),
-											__float_as_uint(bv[ks].y));
-								else
-									mma_tf32(c, a[m][ks], __float_as_uint(bv[ks].x),
-											 __float_as_uint(bv[ks].y));
-							if (!CAND)
-							{
-								top2(bl[m][0], sl[m][0], pack(fminf(c[0], c[1]), j0));
-								top2(bl[m][1], sl[m][1], pack(fminf(c[2], c[3]), j0));
-							}
-							else if ((c[0] <= sg[m][0]) | (c[1] <= sg[m][0]) |
-									 (c[2] <= sg[m][1]) | (c[3] <= sg[m][1]))
-							{
-								/* rare: record the candidates */
-#pragma unroll
-								for (int q = 0; q < 4; q++)
-									if (c[q] <= sg[m][q >> 1])
-									{
-										int			row = m * 16 + g + 8 * (q >> 1);
-
-										if (ncand < CSLOTS)
-										{
-											sCI[ncand * 32 + lane] = base + (int) j0 * 8 + (q & 1);
-											sCR[ncand * 32 + lane] = (unsigned char) row;
-											ncand++;
-										}
-										else
-											sOver[row] = 1;
-									}
-							}
-						}
-					}
-					if (!CAND)
-					{
-						/* merge the group */
-#pragma unroll
-						for (int m = 0; m < MT; m++)
-#pragma unroll
-							for (int h = 0; h < 2; h++)
-							{
-								uint32_t	jl = __float_as_uint(bl[m][h]) & 15u;
-
-								if (bl[m][h] < bg[m][h])
-								{
-									sg[m][h] = fminf(bg[m][h], sl[m][h]);
-									bg[m][h] = bl[m][h];
-									ig[m][h] = base + (int) jl * 8;
-								}
-								else
-									sg[m][h] = fminf(sg[m][h], bl[m][h]);
-							}
-					}
-				}
-			}
-
+			tcs_fragments<MT, KS, CAND>(sm, stride, g, t, a, bg, sg, ig);
+			tcs_scan<MT, KS, CAND, F16>(p, sm, a, bg, sg, ig, ncand, buf, nch, resident, lane);
 			if (!CAND)
-			{
-				/* 4. merge the quad's lanes, then hand rows back to a lane each */
-#pragma unroll
-				for (int m = 0; m < MT; m++)
-#pragma unroll
-					for (int h = 0; h < 2; h++)
-					{
-						float		b = bg[m][h],
-									s = sg[m][h];
-						int			i = ig[m][h];
-
-#pragma unroll
-						for (int o = 1; o <= 2; o <<= 1)
-						{
-							float		ob = __shfl_xor_sync(FULL, b, o);
-							float		os = __shfl_xor_sync(FULL, s, o);
-							int			oi = __shfl_xor_sync(FULL, i, o);
-
-							s = fminf(fminf(s, os), fmaxf(b, ob));
-							if (ob < b || (ob == b && oi < i))
-							{
-								b = ob;
-								i = oi;
-							}
-						}
-						if (t == 0)
-						{
-							int			row = m * 16 + g + 8 * h;
-
-							sRb[row] = b;
-							sRs[row] = s;
-							sRi[row] = i;
-						}
-					}
-			}
+				tcs_merge<MT>(sm, bg, sg, ig, g, t);
 			else
-			{
-				/*
-				 * 4. the candidates, exactly: least distance (distances are >= 0:
-				 * their bits order as they do), then lowest index.  A lane takes
-				 * its own; the second round measures again (cheaper than keeping).
-				 */
-				for (int round = 0; round < 2; round++)
-				{
-					__syncwarp();
-					for (int e = 0; e < ncand; e++)
-					{
-						int			row = sCR[e * 32 + lane];
-						int			c = sCI[e * 32 + lane];
-
-						if (c < p.k)
-						{
-							const xview xp = tc_row(X, sRowG[row], d, log_b);
-							const double *cp = p.C + (int64_t) c * d;
-							double		xv[DMAX],
-										cv[DMAX];
-							double		acc = 0;
-
-							/* every load in flight before the first use */
-							load_row<DMAX>(xv, xp, d, log_b);
-#pragma unroll
-							for (int j = 0; j < DMAX; j++)
-								cv[j] = j < d ? cp[j] : 0.0;
-#pragma unroll
-							for (int j = 0; j < DMAX; j++)
-								if (j < d)
-									acc = sq_term(acc, xv[j], cv[j]);
-
-							unsigned long long key = (unsigned long long) __double_as_longlong(acc);
-
-							if (round == 0)
-								atomicMin(&sMin[row], key);
-							else if (key == sMin[row])
-								atomicMin(&sIdx[row], c);
-						}
-					}
-				}
-			}
+				tcs_measure<DMAX>(p, X, sm, ncand, lane);
 			__syncwarp();
 		}
-
-		/* 5. a lane per row: the rows settled get their label and distance */
-#pragma unroll
-		for (int rr = 0; rr < MT / 2; rr++)
-		{
-			int			lr = rr * 32 + lane;
-			int64_t		r = e0 + lr;
-
-			if (!CAND)
-			{
-				bool		valid = r < nrows;
-				bool		cert = false;
-				float		thr = NAN;
-
-				if (valid)
-				{
-					int			old = pf ? ((const int32_t *) (stg + rr * stage_doubles(d) + d * 32))[lane]
-						: p.labels[r];
-					int			lab = 0;
-
-					if (!all_exact)
-					{
-						float		b = sRb[lr],
-									s = sRs[lr];
-
-						/* the packing error of b and s: 2^-19 of their size each */
-						float		e2 = 1.01f * (sE[lr] + 0x1.01p-19f * (fabsf(b) + fabsf(s)));
-
-						cert = s - b > e2;
-						lab = sRi[lr];
-						if (sE[lr] < INFINITY)
-							thr = b + e2;
-					}
-					if (cert)
-					{
-						/* the pair lab, lab + 1: the nearer, lower index on ties */
-						const xview xp = tc_row(X, r, d, log_b);
-						const double *cp = p.C + (int64_t) lab * d;
-						bool		two = lab + 1 < p.k;
-						double		xv[DMAX];
-						double		acc = 0,
-									acc1 = 0;
-
-						if (pf)
-#pragma unroll
-							for (int j = 0; j < DMAX; j++)
-								xv[j] = j < d ? stg[rr * stage_doubles(d) + j * 32 + lane] : 0.0;
-						else
-							load_row<DMAX>(xv, xp, d, log_b);
-#pragma unroll
-						for (int j = 0; j < DMAX; j++)
-							if (j < d)
-							{
-								acc = sq_term(acc, xv[j], cp[j]);
-								if (two)
-									acc1 = sq_term(acc1, xv[j], cp[d + j]);
-							}
-						if (two && acc1 < acc)
-						{
-							acc = acc1;
-							lab++;
-						}
-						p.labels[r] = lab;
-						p.dist2[r] = acc;
-						mine += old != lab;
-					}
-					else
-						p.labels[r] = INT_MIN + (old >= 0 && old < p.k ? old : p.k);
-				}
-
-				list_uncertain(p, lane, valid && !cert, r, thr);
-			}
-			else if (r < nrows && sE[lr] > -INFINITY && !sOver[lr] && sIdx[lr] != INT_MAX &&
-					 !all_exact)
-			{
-				int64_t		row = p.list[r];
-				int			lab = sIdx[lr];
-				int			old = (int) ((int64_t) p.labels[row] - INT_MIN);
-
-				p.labels[row] = lab;
-				p.dist2[row] = __longlong_as_double((long long) sMin[lr]);
-				mine += old != lab;
-			}
-		}
+		mine += tcs_settle<MT, CAND, DMAX>(p, X, sm, e0, nrows, pf, stg, all_exact, lane);
 		__syncwarp();
 	}
 	if ((!resident && !all_exact) || pf)

@@ -119,6 +119,33 @@ tcr_acc_bytes(int k, int d)
 }
 
 /*
+ * tc_scan's shared memory, one layout for tc_kernel (tcs_carve) and for
+ * tc_scan_smem's bytes: 4-byte words from the start.  The centroids' tiles
+ * (buffer 0, and buffer 1 where they stream: chunk_nt n-tiles of ks 64 + 16
+ * floats each), the shift (d doubles, to a whole pair), each warp's area
+ * (warp_words), then each warp's nb staging buffers of stage doubles.
+ */
+typedef struct tcs_places
+{
+	int			b1;				/* buffer 1 (streamed tiles) */
+	int			shift;
+	int			warps;			/* warp w's area at warps + w words_w */
+	int			stages;			/* warp w's buffers at stages + 2 w nb stage_doubles */
+} tcs_places;
+
+TC_HD tcs_places
+tcs_place(int ks, int chunk_nt, bool resident, int d, int nw, int words_w)
+{
+	tcs_places	pl;
+
+	pl.b1 = chunk_nt * (ks * 64 + 16);
+	pl.shift = (resident ? 1 : 2) * pl.b1;
+	pl.warps = pl.shift + 2 * ((d + 1) / 2 * 2);
+	pl.stages = pl.warps + nw * words_w;
+	return pl;
+}
+
+/*
  * tc_scan's shared memory of its main pass (cand false) or candidate pass;
  * false when it cannot be laid out.  The centroids' tiles resident when
  * they fit (then the main pass also stages the next rows: *pf stages, 2 to
@@ -130,8 +157,8 @@ tc_scan_smem(int smem_optin, int ks, int ntiles, int d, int mt, int nw, bool can
 			 int *chunk_nt, size_t *smem, int *pf)
 {
 	size_t		ntf_bytes = sizeof(float) * (ks * 64 + 16);
-	size_t		fixed = sizeof(double) * ((d + 1) / 2 * 2) +
-		4 * (size_t) nw * warp_words(16 * mt, a_stride(ks), cand);
+	/* (the layout's words past the tiles: the shift and the warps' areas) */
+	size_t		fixed = 4 * (size_t) tcs_place(ks, 0, true, d, nw, warp_words(16 * mt, a_stride(ks), cand)).stages;
 	size_t		stage = sizeof(double) * (size_t) nw * (mt / 2) * stage_doubles(d);
 	int			c;
 

@@ -31,6 +31,16 @@
 unsigned long long pggpu_tc_lab_fallbacks(const void *workspace);
 void		pggpu_tc_lab_stages(int mask);
 
+/*
+ * device.cu's, which the lab does not link (one thread here: the attribute
+ * set as asked)
+ */
+cudaError_t
+gpu_smem_allow(const void *fn, size_t bytes)
+{
+	return cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int) bytes);
+}
+
 /* the tensor cores forced (tc_resident where it has a kernel, else tc_scan), and a shape */
 static pggpu_route_force lab_force = {PGGPU_LABEL_TC_RESIDENT, 0, 0, 0, false};
 
