@@ -150,6 +150,19 @@ tcs_carve(float *smem, const tcs_places &pl, int stride, int warp, int nb, int s
 	return m;
 }
 
+/* a lane's row rr of the tile: from its stage (pf), else from X */
+template <int DMAX>
+__device__ __forceinline__ void
+tcs_values(double (&xv)[DMAX], bool pf, const double *stg, int rr, int lane, const xview xp, int d, int log_b)
+{
+	if (pf)
+#pragma unroll
+		for (int j = 0; j < DMAX; j++)
+			xv[j] = j < d ? stg[rr * stage_doubles(d) + j * 32 + lane] : 0.0;
+	else
+		load_row<DMAX>(xv, xp, d, log_b);
+}
+
 /*
  * Pass 1, a lane a row (MT / 2 rows each): shifted, rounded and split into
  * the A words [xb | xs | xb]; main: the row's bound e2 (INFINITY: the exact
@@ -186,12 +199,7 @@ tcs_rows(const tc_args &p, const xview X, const tcs_smem &sm, int stride, int64_
 			float		xn = 0;
 			bool		ok = !all_exact;
 
-			if (pf)
-#pragma unroll
-				for (int j = 0; j < DMAX; j++)
-					xv[j] = j < d ? stg[rr * stage_doubles(d) + j * 32 + lane] : 0.0;
-			else
-				load_row<DMAX>(xv, xp, d, log_b);
+			tcs_values<DMAX>(xv, pf, stg, rr, lane, xp, d, log_b);
 #pragma unroll
 			for (int j = 0; j < DMAX; j++)
 				if (j < d)
@@ -549,12 +557,7 @@ tcs_settle(const tc_args &p, const xview X, const tcs_smem &sm, int64_t e0, int6
 					double		acc = 0,
 								acc1 = 0;
 
-					if (pf)
-#pragma unroll
-						for (int j = 0; j < DMAX; j++)
-							xv[j] = j < d ? stg[rr * stage_doubles(d) + j * 32 + lane] : 0.0;
-					else
-						load_row<DMAX>(xv, xp, d, log_b);
+					tcs_values<DMAX>(xv, pf, stg, rr, lane, xp, d, log_b);
 #pragma unroll
 					for (int j = 0; j < DMAX; j++)
 						if (j < d)
