@@ -498,10 +498,10 @@ gpu_close(pggpu_data *ds)
 
 /*
  * Parked rows' device memory is not freed but kept for the next part to be
- * unparked (streaming: the parts take turns on the GPU): cudaFree would
- * wait for the whole device, the next part's copy included, and
- * cudaMalloc of a part costs milliseconds.  Two buffers (the part computing
- * and the part arriving); any data set's close frees them, so nothing stays
+ * unparked (streaming: the parts take turns on the GPU): a part's buffer
+ * may be more than the pool keeps (device.cu's POOL_KEEP), and mapping it
+ * again costs milliseconds.  Two buffers (the part computing and the
+ * part arriving); any data set's close gives them back, so nothing stays
  * after a call.
  */
 #define ROW_CACHE 2
@@ -631,7 +631,8 @@ gpu_unpark(pggpu_data *ds, pggpu_error *err)
 		/* the cache's buffers back to the GPU, then once more */
 		row_cache_free();
 		CU(cudaSetDevice(s->dev));
-		CU(cudaStreamSynchronize(s->stream));
+		/* (given back on the legacy stream: done, so the pool can hand it out again) */
+		CU(cudaStreamSynchronize(0));
 		if (gpu_mem_take(&s->X, bytes, s->stream) != cudaSuccess)
 		{
 			cudaMemGetInfo(&fr, &tot);

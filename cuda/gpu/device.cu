@@ -264,7 +264,6 @@ gpu_sets_closed(int dev)
 	if (last_dev)
 	{
 		cudaMemPool_t pool;
-
 		int			was = -1;
 
 		pggpu_blas_drop(dev);
