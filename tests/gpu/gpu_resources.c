@@ -137,15 +137,21 @@ value_long(PGconn *c, const char *sql)
 	return x;
 }
 
-/* runs sql expecting an error; its SQLSTATE (malloc'ed), or NULL if it worked */
+/*
+ * runs sql expecting an error; its SQLSTATE (malloc'ed), or NULL if it
+ * worked, and then (answer not NULL) its first value in *answer
+ * (malloc'ed; else NULL)
+ */
 static char *
-fails_with(PGconn *c, const char *sql, char *msg, size_t msglen)
+fails_with_value(PGconn *c, const char *sql, char *msg, size_t msglen, char **answer)
 {
 	PGresult   *r = PQexec(c, sql);
 	char	   *state = NULL;
 
 	if (msg)
 		msg[0] = 0;
+	if (answer)
+		*answer = NULL;
 	if (PQresultStatus(r) == PGRES_FATAL_ERROR)
 	{
 		const char *s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
@@ -155,31 +161,16 @@ fails_with(PGconn *c, const char *sql, char *msg, size_t msglen)
 			snprintf(msg, msglen, "%s", PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) ?
 					 PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : "");
 	}
+	else if (answer && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0)
+		*answer = strdup(PQgetvalue(r, 0, 0));
 	PQclear(r);
 	return state;
 }
 
-/* as fails_with; where it worked, its first value in *answer (malloc'ed; else NULL) */
 static char *
-fails_with_value(PGconn *c, const char *sql, char *msg, size_t msglen, char **answer)
+fails_with(PGconn *c, const char *sql, char *msg, size_t msglen)
 {
-	PGresult   *r = PQexec(c, sql);
-	char	   *state = NULL;
-
-	msg[0] = 0;
-	*answer = NULL;
-	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0)
-		*answer = strdup(PQgetvalue(r, 0, 0));
-	else
-	{
-		const char *s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-
-		state = strdup(s ? s : "?????");
-		snprintf(msg, msglen, "%s", PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) ?
-				 PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : "");
-	}
-	PQclear(r);
-	return state;
+	return fails_with_value(c, sql, msg, msglen, NULL);
 }
 
 static bool
