@@ -266,8 +266,10 @@ typedef struct pggpu_ops
 	 * srcs[which[t]] (which NULL: of srcs[0]) as that source holds it, times
 	 * 2^e[which[t]] (a normal double), as if pushed.  The sources are this
 	 * backend's and not parked; on the GPU they may lie on other GPUs than
-	 * dst (their rows come by peer copies).  PGGPU_ERR_INVALID where it
-	 * cannot.  Called through dst's ops.
+	 * dst (their rows come by peer copies).  dst float32 or float16 (then
+	 * every source holds its rows so, e 0: pggpu_copy_rows sees to it):
+	 * held so too.  PGGPU_ERR_INVALID where it cannot.  Called through
+	 * dst's ops.
 	 */
 	pggpu_status (*copy_rows) (pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *which,
 							   const int64_t *rows, int64_t m, const int *e, pggpu_error *err);
@@ -484,7 +486,9 @@ pggpu_status pggpu_weights_sync(pggpu_data *ds, pggpu_error *err);
 
 /*
  * dataset.c: dst's copy_rows (see pggpu_ops), the rows' weights with them
- * where a source has weights
+ * where a source has weights.  An empty dst of doubles takes the value
+ * type of sources that all hold their rows as floats (or all as halves),
+ * unscaled: the same values, fewer bytes, the narrow routes.
  */
 pggpu_status pggpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *which,
 							 const int64_t *rows, int64_t m, const int *e, pggpu_error *err);

@@ -486,14 +486,37 @@ push(pggpu_data *ds, int64_t nrows, bool by_rows, pggpu_error *err)
 	return st;
 }
 
+/*
+ * The value type the sources' rows are held in where every one holds them
+ * narrow, in one type, unscaled (e 0): a copy of them can be held so too,
+ * the same values in half or a quarter of the bytes; else FLOAT64
+ */
+static pggpu_dtype
+narrow_type(pggpu_data *const *srcs, int nsrc, const int *e)
+{
+	pggpu_dtype dt = nsrc > 0 ? pggpu_data_dtype(srcs[0]) : PGGPU_FLOAT64;
+
+	for (int i = 0; i < nsrc; i++)
+		if (!srcs[i]->narrow_held || e[i] != 0 || pggpu_data_dtype(srcs[i]) != dt)
+			return PGGPU_FLOAT64;
+	return dt;
+}
+
 pggpu_status
 pggpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *which, const int64_t *rows,
 				int64_t m, const int *e, pggpu_error *err)
 {
 	int64_t		n0 = dst->n;
 	bool		weighted = false;
+	pggpu_dtype dt = narrow_type(srcs, nsrc, e);
 	pggpu_status st;
 
+	/* (a set of doubles with no rows yet takes the sources' narrow type; a narrow one, only theirs) */
+	if (dst->n == 0 && !dst->wide_fed && pggpu_data_dtype(dst) == PGGPU_FLOAT64 && dt != PGGPU_FLOAT64 &&
+		(st = pggpu_data_set_dtype(dst, dt, err)) != PGGPU_OK)
+		return st;
+	if (pggpu_data_dtype(dst) != PGGPU_FLOAT64 && pggpu_data_dtype(dst) != dt)
+		return pggpu_fail(err, PGGPU_ERR_INVALID, "a float32 or float16 data set takes copies of rows held so only");
 	for (int i = 0; i < nsrc; i++)
 		weighted |= pggpu_data_weights(srcs[i]) != NULL;
 	if (weighted && pggpu_data_batch_weights(dst) == NULL)

@@ -68,7 +68,12 @@ pggpu_cpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const in
 	{
 		int64_t		take = m - i0 < b ? m - i0 : b;
 		double	   *buf = pggpu_data_batch(dst);
+		float	   *buf32 = pggpu_data_batch_f32(dst);
+		uint16_t   *buf16 = pggpu_data_batch_f16(dst);
 		pggpu_status st;
+
+		if (!buf && !buf32 && !buf16)
+			return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory for a batch of rows");
 
 		for (int64_t t = 0; t < take; t++)
 		{
@@ -83,8 +88,18 @@ pggpu_cpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const in
 			if ((X == NULL && Xf == NULL && Xh == NULL) || rows[i0 + t] < 0 || rows[i0 + t] >= src->n)
 				return pggpu_fail(err, PGGPU_ERR_INVALID, "row %lld is not in the data set",
 								  (long long) rows[i0 + t]);
+			/* (dst narrow: the sources' values held so, unscaled; pggpu_copy_rows) */
 			for (int j = 0; j < dst->d; j++)
-				buf[j * b + t] = pggpu_cpu_value(X, Xf, Xh, pggpu_at(rows[i0 + t], 0, src->d, src->log_b) + j * tile) * f;
+			{
+				double		v = pggpu_cpu_value(X, Xf, Xh, pggpu_at(rows[i0 + t], 0, src->d, src->log_b) + j * tile) * f;
+
+				if (buf32)
+					buf32[j * b + t] = (float) v;
+				else if (buf16)
+					buf16[j * b + t] = pggpu_half_from_double(v);
+				else
+					buf[j * b + t] = v;
+			}
 		}
 		if ((st = pggpu_data_push(dst, take, err)) != PGGPU_OK)
 			return st;

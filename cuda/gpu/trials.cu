@@ -103,14 +103,21 @@ gpu_get_rows(pggpu_data *ds, const int64_t *rows, int64_t m, double *out, pggpu_
 	return PGGPU_OK;
 }
 
+/* a value as dst holds it: a double, or (a narrow copy: the value a float or half already) narrowed, exactly */
+template <typename T> __device__ __forceinline__ T held_as(double v);
+template <> __device__ __forceinline__ double held_as<double>(double v) { return v; }
+template <> __device__ __forceinline__ float held_as<float>(double v) { return (float) v; }
+template <> __device__ __forceinline__ __half held_as<__half>(double v) { return __double2half(v); }
+
 /*
  * dst's rows 0 .. m-1 (its tiles, column-major inside) := src's rows
  * rows[t] times f, and the rest of the last tile 0 (as a push leaves it);
  * a thread a value, t fastest: dst written in runs, src's rows gathered
  */
+template <typename T>
 __global__ void
 copy_rows_kernel(xview X, int d, int log_b, bool x_rows, const long long *rows,
-				 int64_t m, int64_t padded, double f, double *Y, int log_bd)
+				 int64_t m, int64_t padded, double f, T *Y, int log_bd)
 {
 	for (int64_t q = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; q < padded * d;
 		 q += (int64_t) gridDim.x * blockDim.x)
@@ -118,7 +125,7 @@ copy_rows_kernel(xview X, int d, int log_b, bool x_rows, const long long *rows,
 		int64_t		t = q % padded;
 		int			j = (int) (q / padded);
 
-		Y[pggpu_at(t, j, d, log_bd)] = t < m ? X[x_at(rows[t], j, d, log_b, x_rows)] * f : 0.0;
+		Y[pggpu_at(t, j, d, log_bd)] = held_as<T>(t < m ? X[x_at(rows[t], j, d, log_b, x_rows)] * f : 0.0);
 	}
 }
 
@@ -133,9 +140,10 @@ gather_rows_kernel(xview X, int d, int log_b, bool x_rows, const long long *rows
 }
 
 /* dst's row at[t] := Z's row t (m x d, by columns); at == NULL: the rest of the last tile from m, 0 */
+template <typename T>
 __global__ void
 place_rows_kernel(const double *__restrict__ Z, int64_t m, const long long *at, int64_t padded, int d,
-				  double *Y, int log_bd)
+				  T *Y, int log_bd)
 {
 	int64_t		len = at ? m : padded - m;
 
@@ -146,10 +154,25 @@ place_rows_kernel(const double *__restrict__ Z, int64_t m, const long long *at, 
 		int			j = (int) (q / len);
 
 		if (at)
-			Y[pggpu_at(at[t], j, d, log_bd)] = Z[q];
+			Y[pggpu_at(at[t], j, d, log_bd)] = held_as<T>(Z[q]);
 		else
-			Y[pggpu_at(m + t, j, d, log_bd)] = 0.0;
+			Y[pggpu_at(m + t, j, d, log_bd)] = held_as<T>(0.0);
 	}
+}
+
+/* place_rows_kernel into dst's X as dst holds it (count: the values written) */
+static void
+launch_place(pggpu_data *dst, const double *Z, int64_t m, const long long *at, int64_t padded, int64_t count)
+{
+	gpu_state  *t = ST(dst);
+	unsigned	g = grid_for(t, count);
+
+	if (dst->f16_held)
+		place_rows_kernel<<<g, BLOCK, 0, t->stream>>>(Z, m, at, padded, dst->d, (__half *) t->X, dst->log_b);
+	else if (dst->narrow_held)
+		place_rows_kernel<<<g, BLOCK, 0, t->stream>>>(Z, m, at, padded, dst->d, (float *) t->X, dst->log_b);
+	else
+		place_rows_kernel<<<g, BLOCK, 0, t->stream>>>(Z, m, at, padded, dst->d, (double *) t->X, dst->log_b);
 }
 
 /*
@@ -192,8 +215,7 @@ copy_from(pggpu_data *dst, pggpu_data *src, const int64_t *idx, int64_t mp, doub
 		(e = cudaMalloc((void **) &at, sizeof(long long) * mp)) == cudaSuccess &&
 		(e = cudaMemcpyAsync(at, idx + mp, sizeof(long long) * mp, cudaMemcpyHostToDevice, t->stream)) == cudaSuccess)
 	{
-		place_rows_kernel<<<grid_for(t, mp * dst->d), BLOCK, 0, t->stream>>>(
-			zd ? zd : z, mp, at, 0, dst->d, (double *) t->X, dst->log_b);
+		launch_place(dst, zd ? zd : z, mp, at, 0, mp * dst->d);
 		e = cudaGetLastError();
 		if (e == cudaSuccess)
 			e = cudaStreamSynchronize(t->stream);
@@ -225,6 +247,7 @@ gpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *whi
 {
 	gpu_state  *t = ST(dst);
 	int64_t		padded = (m + TILE(dst) - 1) / TILE(dst) * TILE(dst);
+	bool		narrow = dst->narrow_held;
 	pggpu_status st;
 
 	if (dst->n != 0 || m < 1 || nsrc < 1)
@@ -240,8 +263,10 @@ gpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *whi
 		if (p < 0 || p >= nsrc || rows[i] < 0 || rows[i] >= srcs[p]->n)
 			return pggpu_fail(err, PGGPU_ERR_INVALID, "row %lld is not in the data set", (long long) rows[i]);
 	}
-	/* (dst holds doubles: the rows come scaled) */
-	if ((st = x_layout(dst, false, err)) != PGGPU_OK || (st = gpu_widen(dst, err)) != PGGPU_OK ||
+	/* (dst holds doubles where the rows come scaled or wider than it holds them) */
+	for (int p = 0; p < nsrc; p++)
+		narrow &= srcs[p]->narrow_held && srcs[p]->f16_held == dst->f16_held && e[p] == 0;
+	if ((st = x_layout(dst, false, err)) != PGGPU_OK || (!narrow && (st = gpu_widen(dst, err)) != PGGPU_OK) ||
 		(padded / TILE(dst) > t->cap_tiles && (st = gpu_grow(dst, padded / TILE(dst), err)) != PGGPU_OK))
 		return st;
 	if (nsrc == 1 && ST(srcs[0])->dev == t->dev)
@@ -254,10 +279,19 @@ gpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *whi
 		static_assert(sizeof(long long) == sizeof(int64_t), "the rows as the caller has them");
 		if (cudaMemcpyAsync(drows, rows, sizeof(long long) * m, cudaMemcpyHostToDevice, s->stream) == cudaSuccess)
 		{
-			copy_rows_kernel<<<grid_for(s, padded * dst->d), BLOCK, 0, s->stream>>>(
-				xview_of(srcs[0]), srcs[0]->d, srcs[0]->log_b, s->x_rows, drows, m, padded, ldexp(1.0, e[0]),
-				(double *) t->X,
-				dst->log_b);
+			unsigned	g = grid_for(s, padded * dst->d);
+			xview		X = xview_of(srcs[0]);
+			double		f = ldexp(1.0, e[0]);
+
+			if (dst->f16_held)
+				copy_rows_kernel<<<g, BLOCK, 0, s->stream>>>(X, dst->d, srcs[0]->log_b, s->x_rows, drows, m, padded,
+															 f, (__half *) t->X, dst->log_b);
+			else if (dst->narrow_held)
+				copy_rows_kernel<<<g, BLOCK, 0, s->stream>>>(X, dst->d, srcs[0]->log_b, s->x_rows, drows, m, padded,
+															 f, (float *) t->X, dst->log_b);
+			else
+				copy_rows_kernel<<<g, BLOCK, 0, s->stream>>>(X, dst->d, srcs[0]->log_b, s->x_rows, drows, m, padded,
+															 f, (double *) t->X, dst->log_b);
 			(void) cudaPeekAtLastError();
 		}
 		(void) cudaFreeAsync(drows, s->stream);
@@ -272,8 +306,7 @@ gpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *whi
 			return pggpu_fail(err, PGGPU_ERR_HOST_MEMORY, "out of host memory");
 		if (padded > m)
 		{
-			place_rows_kernel<<<grid_for(t, (padded - m) * dst->d), BLOCK, 0, t->stream>>>(
-				NULL, m, NULL, padded, dst->d, (double *) t->X, dst->log_b);
+			launch_place(dst, NULL, m, NULL, padded, (padded - m) * dst->d);
 			(void) cudaPeekAtLastError();
 		}
 		st = PGGPU_OK;

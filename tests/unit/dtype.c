@@ -10,7 +10,8 @@
  * the last bit: fits (each seeding, n_init, the CPU's GEMM route and the
  * GPU's routes, threads), assignments, standard scaling and a power-of-two
  * scale (both widen the rows to doubles first), through the staging batch
- * (by columns, and by rows) and pggpu_data_push_rows, parked and unparked (streaming).  Both backends
+ * (by columns, and by rows) and pggpu_data_push_rows, parked and unparked (streaming),
+ * hierarchical k-means.  Both backends
  * hold float32 rows as floats, 4 bytes a value, and halves as halves, 2
  * bytes a value, until an op rewrites them (the GPU's halves past 32
  * columns: its tensor-core scans take them widened to floats as they are
@@ -40,6 +41,7 @@ typedef struct dtype_case
 	bool		far_init;		/* given centroids far out: a power-of-two scale */
 	load_how	how;			/* the set of type dt's (the float64 one's by columns) */
 	bool		park;			/* parked and unparked before the fit */
+	bool		hier;			/* algorithm 'hierarchical': its sets copied from the rows, held as they are */
 } dtype_case;
 
 /* one fit on a FLOAT64 set and one on a set of type dt, and an assignment after each: the same bits */
@@ -91,6 +93,7 @@ dtype_fit(pggpu_backend be, const dtype_case *tc, pggpu_dtype dt)
 		p.seed = 5;
 		p.n_init = tc->n_init;
 		p.init_centroids = init;
+		p.algorithm = tc->hier ? PGGPU_ALGORITHM_HIERARCHICAL : PGGPU_ALGORITHM_LLOYD;
 		pggpu_data_set_threads(ds, tc->threads, NULL);
 		if (tc->route)
 			pggpu_data_force_route(ds, tc->route, false);
@@ -163,6 +166,10 @@ test_dtype(void)
 		{"batches by rows", 2500, 7, 6, PGGPU_INIT_KMEANSPP, 1, 1, 0, false, false, LOAD_BY_ROWS},
 		{"batches by rows, wide", 3000, 300, 40, PGGPU_INIT_KMEANSPP, 1, 2, 0, false, false, LOAD_BY_ROWS},
 		{"batches by rows, parked", 5000, 40, 16, PGGPU_INIT_KMEANSPP, 1, 1, 0, false, false, LOAD_BY_ROWS, true},
+		{"hierarchical", 6000, 16, 90, PGGPU_INIT_KMEANSPP, 1, 1, 0, false, false, LOAD_COLUMNS, false, true},
+		{"hierarchical, wide rows", 4000, 40, 64, PGGPU_INIT_KMEANSPP, 1, 1, 0, false, false, LOAD_COLUMNS, false, true},
+		{"hierarchical, standardized", 4000, 6, 36, PGGPU_INIT_KMEANSPP, 1, 1, 0, true, false, LOAD_COLUMNS, false,
+		true},
 	};
 
 	for (int b = 0; b < 2; b++)
@@ -203,6 +210,69 @@ test_dtype(void)
 			  pggpu_dtype_bytes(PGGPU_FLOAT16) == 2 && pggpu_dtype_held_bytes(PGGPU_FLOAT16, 32) == 4 &&
 			  pggpu_dtype_held_bytes(PGGPU_FLOAT16, 33) == 2 && pggpu_dtype_held_bytes(PGGPU_FLOAT32, 33) == 4,
 			  "bytes a value");
+		data_free(&D);
+	}
+
+	/*
+	 * Rows copied from sets that hold them narrow (pggpu_copy_rows: a fit's
+	 * seeding and hierarchical sets) are held so, the same values; copied at
+	 * a scale, or from a set holding doubles, they are doubles
+	 */
+	for (int b = 0; b < 6; b++)
+	{
+		pggpu_backend be = b % 2 == 0 ? PGGPU_BACKEND_CPU : PGGPU_BACKEND_GPU;
+		pggpu_dtype dt = b < 2 ? PGGPU_FLOAT32 : b < 4 ? PGGPU_FLOAT16 : PGGPU_FLOAT64;
+		const char *name = dt == PGGPU_FLOAT16 ? "float16" : dt == PGGPU_FLOAT32 ? "float32" : "float64";
+		dataset		D = {0};
+		pggpu_data *src[2] = {NULL, NULL};
+		int64_t		rows[5] = {3, 0, 2999, 3, 1700};
+		int			which[5] = {0, 1, 1, 0, 0};
+
+		if (be == PGGPU_BACKEND_GPU && !have_gpu)
+			continue;
+		gen_blobs(&D, 3000, 40, 4, 6.0, 21);
+		if (dt != PGGPU_FLOAT64)
+			round_to(&D, dt);
+		src[0] = load_typed(be, &D, dt, LOAD_COLUMNS);
+		src[1] = load_typed(be, &D, dt, LOAD_COLUMNS);
+		for (int how = 0; how < 3 && src[0] && src[1]; how++)
+		{
+			pggpu_data *dst = NULL;
+			pggpu_error err = {0};
+			int			e[2] = {0, how == 1 ? 2 : 0};
+			double	   *out = xmalloc(sizeof(double) * 5 * D.d);
+			bool		narrow = dt != PGGPU_FLOAT64 && how != 1;
+
+			set_case("dtype %s: %s rows copied%s", be_name(be), name,
+					 how == 1 ? ", one source at a scale" : how == 2 ? ", from two sources" : "");
+			if (pggpu_data_open(&dst, be, -1, D.d, 5, &err) != PGGPU_OK ||
+				pggpu_copy_rows(dst, src, how == 0 ? 1 : 2, how == 0 ? NULL : which, rows, 5, e, &err) != PGGPU_OK)
+				CHECK(false, "copy: %s", err.msg);
+			else
+			{
+				CHECK(pggpu_data_dtype(dst) == (narrow ? dt : PGGPU_FLOAT64) && dst->narrow_held == narrow,
+					  "the copy held as %s", dst->narrow_held ? "narrow" : "doubles");
+				CHECK(pggpu_data_get_rows(dst, (int64_t[]) {0, 1, 2, 3, 4}, 5, out, &err) == PGGPU_OK, "get_rows: %s",
+					  err.msg);
+				for (int t = 0; t < 5; t++)
+					for (int j = 0; j < D.d; j++)
+					{
+						double		f = how != 0 && which[t] == 1 ? ldexp(1.0, e[1]) : 1.0;
+
+						if (out[t * D.d + j] != D.X[rows[t] * D.d + j] * f)
+						{
+							CHECK(false, "row %d column %d: %.17g, not %.17g", t, j, out[t * D.d + j],
+								  D.X[rows[t] * D.d + j] * f);
+							t = 5;
+							break;
+						}
+					}
+			}
+			free(out);
+			pggpu_data_close(dst);
+		}
+		pggpu_data_close(src[0]);
+		pggpu_data_close(src[1]);
 		data_free(&D);
 	}
 
