@@ -335,8 +335,20 @@ gpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *whi
 	return PGGPU_OK;
 }
 
-/* candidates measured at once a pass over a block's rows (registers) */
+/*
+ * Candidates measured at once a pass over a block's rows (registers):
+ * TRIAL_CHUNK, or TRIAL_FEW a block where the rows' blocks are too few to
+ * fill the GPU (a seeding set of 65,536 rows is 256 blocks; a hierarchical
+ * group's of 7,000, 28): the candidates then split between blocks too
+ * (blockIdx.y), and a thread's chain of dependent steps is a quarter as
+ * long.  Measured on an H200 (Nsight Compute), 7,000 rows of 256, 6
+ * candidates: 57 us a pass in chunks of 8 on float64 rows, 137 us on
+ * floats read through xview (its branch a value kept the loads from
+ * overlapping); the rows' own type and chunks of 2 on 3 x 28 blocks,
+ * 45 us on floats.
+ */
 #define TRIAL_CHUNK 8
+#define TRIAL_FEW 2
 
 /*
  * Measured on an H100 (65,536 rows of 768, 8 candidates; reading the rows
@@ -348,49 +360,55 @@ gpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *whi
  */
 #define TRIAL_LOADS 16
 #define TRIAL_COLS 512
-static_assert(TRIAL_COLS % TRIAL_LOADS == 0 && TRIAL_CHUNK % 2 == 0, "trials_kernel's staging");
+static_assert(TRIAL_COLS % TRIAL_LOADS == 0 && TRIAL_CHUNK % 2 == 0 && TRIAL_FEW % 2 == 0,
+			  "trials_kernel's staging");
 static_assert(TRIAL_COLS >= PGGPU_DRAW_ROWS, "trials_kernel's terms fit the staging memory");
 
 /*
  * A block of PGGPU_DRAW_ROWS threads a block of the draw's rows: thread
  * 32 r + l takes row 256 b + 32 r + l, measures it against the candidates
+ * (CH at a time: those of chunks blockIdx.y, blockIdx.y + gridDim.y, ...)
  * and leaves its terms in shared memory; warp 0 then sums them in
- * pggpu_trial_block's order (lane l: r = 0..7 in order, then the butterfly).
- * dout, when not NULL: the squared distances too, dout[t * n + i] (summed
- * as pp_step_kernel sums them).  stats, when not NULL: nothing to do once a
- * draw of km_greedy_steps failed.
+ * pggpu_trial_block's order (lane l: r = 0..7 in order, then the
+ * butterfly).  Each candidate's sums are the same however the candidates
+ * are chunked.  X: the rows as the set holds them (T: double, float or
+ * __half), read as doubles.  dout, when not NULL: the squared distances
+ * too, dout[t * n + i] (summed as pp_step_kernel sums them).  stats, when
+ * not NULL: nothing to do once a draw of km_greedy_steps failed.
  */
+template <typename T, int CH>
 __global__ void __launch_bounds__(PGGPU_DRAW_ROWS)
-trials_kernel(xview X, int64_t n, int d, int log_b, bool x_rows,
+trials_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, bool x_rows,
 			  const double *__restrict__ dist2, const double *__restrict__ rw,
 			  const double *__restrict__ cand, int m, double *bsum, int64_t nblocks, double *dout,
 			  const dev_stats *stats)
 {
 	/* the candidates' columns j0 .. j0 + TRIAL_COLS - 1 ([j][c]); then the terms (t) */
-	__shared__ double2 cs[TRIAL_COLS * TRIAL_CHUNK / 2];
+	__shared__ double2 cs[TRIAL_COLS * CH / 2];
 	double		(*t)[PGGPU_DRAW_ROWS] = (double (*)[PGGPU_DRAW_ROWS]) cs;
 	int64_t		b = blockIdx.x;
 	int64_t		i = b * PGGPU_DRAW_ROWS + threadIdx.x;
 	int			lane = threadIdx.x & 31;
+	/* by columns, the row's column j at xi[j << log_b] (fewer instructions a value than x_at's) */
+	const T    *xi = X + (i < n && !x_rows ? pggpu_at(i, 0, d, log_b) : 0);
 
 	if (stats && stats->pp_stalled)
 		return;
-	for (int c0 = 0; c0 < m; c0 += TRIAL_CHUNK)
+	for (int c0 = blockIdx.y * CH; c0 < m; c0 += gridDim.y * CH)
 	{
-		double		acc[TRIAL_CHUNK];
-		int			mc = m - c0 < TRIAL_CHUNK ? m - c0 : TRIAL_CHUNK;
+		double		acc[CH];
+		int			mc = m - c0 < CH ? m - c0 : CH;
 
 #pragma unroll
-		for (int c = 0; c < TRIAL_CHUNK; c++)
+		for (int c = 0; c < CH; c++)
 			acc[c] = 0.0;
 		for (int j0 = 0; j0 < d; j0 += TRIAL_COLS)
 		{
 			int			cols = d - j0 < TRIAL_COLS ? d - j0 : TRIAL_COLS;
 
 			__syncthreads();	/* the last columns (or terms) read */
-			for (int q = threadIdx.x; q < cols * TRIAL_CHUNK; q += blockDim.x)
-				((double *) cs)[q] = q % TRIAL_CHUNK < mc ?
-					cand[(int64_t) (c0 + q % TRIAL_CHUNK) * d + j0 + q / TRIAL_CHUNK] : 0.0;
+			for (int q = threadIdx.x; q < cols * CH; q += blockDim.x)
+				((double *) cs)[q] = q % CH < mc ? cand[(int64_t) (c0 + q % CH) * d + j0 + q / CH] : 0.0;
 			__syncthreads();
 			for (int j1 = 0; i < n && j1 < cols; j1 += TRIAL_LOADS)
 			{
@@ -398,14 +416,15 @@ trials_kernel(xview X, int64_t n, int d, int log_b, bool x_rows,
 
 #pragma unroll
 				for (int jj = 0; jj < TRIAL_LOADS; jj++)
-					x[jj] = j1 + jj < cols ? X[x_at(i, j0 + j1 + jj, d, log_b, x_rows)] : 0.0;
+					x[jj] = j1 + jj >= cols ? 0.0 : x_rows ? (double) X[x_at(i, j0 + j1 + jj, d, log_b, true)] :
+						(double) xi[(int64_t) (j0 + j1 + jj) << log_b];
 #pragma unroll
 				for (int jj = 0; jj < TRIAL_LOADS; jj++)
 					if (j1 + jj < cols)
 #pragma unroll
-						for (int c = 0; c < TRIAL_CHUNK; c += 2)
+						for (int c = 0; c < CH; c += 2)
 						{
-							double2		v = cs[((j1 + jj) * TRIAL_CHUNK + c) / 2];
+							double2		v = cs[((j1 + jj) * CH + c) / 2];
 
 							acc[c] = sq_term(acc[c], x[jj], v.x);
 							acc[c + 1] = sq_term(acc[c + 1], x[jj], v.y);
@@ -414,7 +433,7 @@ trials_kernel(xview X, int64_t n, int d, int log_b, bool x_rows,
 		}
 		__syncthreads();		/* t overlays the columns */
 #pragma unroll
-		for (int c = 0; c < TRIAL_CHUNK; c++)
+		for (int c = 0; c < CH; c++)
 		{
 			t[c][threadIdx.x] = i < n && c < mc ? pggpu_trial_term(dist2[i], acc[c], rw, i) : 0.0;
 			if (dout && i < n && c < mc)
@@ -490,15 +509,40 @@ trial_workspace(pggpu_data *ds, int m, int parts, bool keep_dist, int nkeys, tri
 	return PGGPU_OK;
 }
 
+/* trials_kernel, CH candidates a block at a time, chunks of them on gy blocks, the rows as ds holds them */
+template <int CH>
+static void
+launch_trials_chunks(pggpu_data *ds, const trial_ws *w, int m, const dev_stats *stats, unsigned gy)
+{
+	gpu_state  *s = ST(ds);
+	dim3		grid((unsigned) w->nblocks, gy);
+	xview		X = xview_of(ds);
+
+	if (X.f16)
+		trials_kernel<__half, CH><<<grid, PGGPU_DRAW_ROWS, 0, s->stream>>>(
+			(const __half *) X.p, ds->n, ds->d, ds->log_b, s->x_rows, s->dist2, s->rw, w->cand, m, w->bsum,
+			w->nblocks, w->dist, stats);
+	else if (X.f32)
+		trials_kernel<float, CH><<<grid, PGGPU_DRAW_ROWS, 0, s->stream>>>(
+			(const float *) X.p, ds->n, ds->d, ds->log_b, s->x_rows, s->dist2, s->rw, w->cand, m, w->bsum,
+			w->nblocks, w->dist, stats);
+	else
+		trials_kernel<double, CH><<<grid, PGGPU_DRAW_ROWS, 0, s->stream>>>(
+			(const double *) X.p, ds->n, ds->d, ds->log_b, s->x_rows, s->dist2, s->rw, w->cand, m, w->bsum,
+			w->nblocks, w->dist, stats);
+}
+
 /* the block sums of m trials whose values are in w->cand (trials_kernel) */
 pggpu_status
 launch_trials(pggpu_data *ds, const trial_ws *w, int m, const dev_stats *stats, pggpu_error *err)
 {
 	gpu_state  *s = ST(ds);
 
-	trials_kernel<<<(unsigned) w->nblocks, PGGPU_DRAW_ROWS, 0, s->stream>>>(
-		xview_of(ds), ds->n, ds->d, ds->log_b, s->x_rows, s->dist2, s->rw, w->cand, m, w->bsum, w->nblocks, w->dist,
-		stats);
+	/* (every SM two blocks at least: else the candidates split between blocks) */
+	if (w->nblocks * ((m + TRIAL_CHUNK - 1) / TRIAL_CHUNK) < 2 * s->sm_count)
+		launch_trials_chunks<TRIAL_FEW>(ds, w, m, stats, (unsigned) ((m + TRIAL_FEW - 1) / TRIAL_FEW));
+	else
+		launch_trials_chunks<TRIAL_CHUNK>(ds, w, m, stats, 1);
 	LAUNCHED(trials_kernel);
 	return PGGPU_OK;
 }
