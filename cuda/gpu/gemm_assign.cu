@@ -244,8 +244,19 @@ listed_certify_kernel(const double *__restrict__ U, int64_t rows, int d, const i
  * centroids in one), a pass that leaves more than half of its rows to it
  * makes the fit's later passes use the float64 product alone (*f16 =
  * false): the answers are the same.  (Uncertain rows measured in
- * label_f16_kernel do not count: they cost a few candidates' reads.)
+ * label_f16_kernel count only at F16_UNCERTAIN_K centroids or fewer.)
  */
+
+/*
+ * A pass that finds more than half of its rows uncertain at this many
+ * centroids or fewer also hands the fit's later passes to the float64
+ * product: measuring a row's candidates costs more than its products with
+ * so few centroids.  On an H200, 10^6 rows of Gaussian blobs (95 to 99.9 %
+ * uncertain), ms a pass, FP16 against float64 alone: d = 256, k = 141:
+ * 12.5, 5.3; k = 256: 13.7, 5.5; k = 512: 17.4, 8.7; d = 128, k = 256: 5.4,
+ * 3.4; but k = 1024: 9.1, 10.1 (BENCHMARKS.md section 11).
+ */
+#define F16_UNCERTAIN_K 512
 
 /* sums[j] += x(i, j) over rows i: block (j, g), rows g BLOCK + t, stepping gridDim.y BLOCK */
 __global__ void __launch_bounds__(BLOCK)
@@ -945,7 +956,7 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 	/* the certain rows' distances, where wanted (the uncertain ones' again: the same) */
 	if (h16 && measure && (ps = pggpu_gemm_dists(ds, X, C, labels, dist2, stream, err)) != PGGPU_OK)
 		return ps;
-	if (h16 && 2 * tally[1] > n)
+	if (h16 && (2 * tally[1] > n || (2 * tally[0] > n && k <= F16_UNCERTAIN_K)))
 		*f16 = false;
 	tally_out[0] = h16 ? tally[0] : -1;
 	tally_out[1] = h16 ? tally[1] : -1;

@@ -300,6 +300,30 @@ routes_gpu_repair(void)
 }
 
 /*
+ * Tight blobs far from the data's mean, a few hundred centroids or fewer:
+ * 11 bits leave most rows uncertain, and measuring their candidates costs
+ * more than the float64 product of so few centroids, so the FP16 route's
+ * first pass hands the rest of the fit to that product (gemm_assign.cu's
+ * F16_UNCERTAIN_K); the answers the CPU's
+ */
+static void
+routes_gpu_uncertain(void)
+{
+	const int64_t n = 20000;
+	const int	d = 96,
+				k = 64;
+	dataset		D;
+
+	/* (four blobs, 16 centroids in each: near ties whose distances 11 bits cannot tell apart) */
+	gen_blobs(&D, n, d, 4, 6.0, 5153);
+	f16_vs_cpu("most rows uncertain, 64 centroids", &D, n, d, k, D.X, 4, false);
+	if (have_gpu && last_route[0])
+		CHECK(strstr(last_route, "then float64 alone (over half uncertain, few centroids)") != NULL,
+			  "the FP16 product kept: \"%s\"", last_route);
+	data_free(&D);
+}
+
+/*
  * More than 4096 centroids: the FP16 product's rows labelled a block a row
  * (gemm_assign.cu: label_f16_kernel, WIDE), from the first k rows.
  * Uniform rows, which it must certify mostly by itself (the uncertain ones
@@ -428,5 +452,6 @@ test_routes_gpu(void)
 		data_free(&D);
 	}
 	routes_gpu_repair();
+	routes_gpu_uncertain();
 	routes_gpu_wide();
 }
