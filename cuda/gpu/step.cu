@@ -178,7 +178,7 @@ gpu_km_step(pggpu_data *ds, bool update, bool dists, pggpu_step_stats *out, pggp
 					 "; %.1f%% of rows uncertain in FP16, %.1f%% left to float64%s",
 					 ds->n ? 100.0 * tally[0] / ds->n : 0.0, ds->n ? 100.0 * tally[1] / ds->n : 0.0,
 					 s->gemm_f16 ? "" : 2 * tally[1] > ds->n ? ", then float64 alone (over half left)" :
-					 ", then float64 alone (over half uncertain, few centroids)");
+					 ", then float64 alone (over half uncertain)");
 	}
 	else if (tc && !r->ranged)
 		CU(pggpu_tc_assign_update(r, xview_of(ds), ds->n, d, ds->log_b, s->C, k, s->tc_ws, s->labels, s->dist2,
