@@ -19,6 +19,13 @@ SELECT sizes FROM gpu_kmeans_fit('ml_pts4', 2, columns => ARRAY['x', 'y']);
 SET pg_gpu.max_memory = '3MB';
 SELECT sizes FROM gpu_kmeans_fit('ml_pts4', 2, columns => ARRAY['x', 'y'], seed => 1);
 SET pg_gpu.max_memory = '1MB';
+-- a weight a row takes 8 bytes more: 100000 x (4 + 4 + 8 + 8 + 12) bytes
+ALTER TABLE ml_pts4 ADD COLUMN w real DEFAULT 1;
+SET pg_gpu.max_memory = '3MB';
+SELECT sizes FROM gpu_kmeans_fit('ml_pts4', 2, columns => ARRAY['x', 'y'], seed => 1, weight_column => 'w');
+SET pg_gpu.max_memory = '4MB';
+SELECT sizes FROM gpu_kmeans_fit('ml_pts4', 2, columns => ARRAY['x', 'y'], seed => 1, weight_column => 'w');
+SET pg_gpu.max_memory = '1MB';
 -- statistics that say 10 rows: stopped while reading
 CREATE TABLE ml_stale (x float8) WITH (autovacuum_enabled = off);
 INSERT INTO ml_stale SELECT i FROM generate_series(1, 10) i;

@@ -279,6 +279,8 @@ extern void pg_gpu_resolve_source(Oid relid, ArrayType *columns, text *id_column
  */
 extern void pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column, Oid keytype,
 								  bool id_required, bool normalize, int64 sample, PgGpuSource *src);
+/* its memory by the table's statistics (ERROR past pg_gpu.max_memory): again once its weights are known */
+extern void pg_gpu_check_source_memory(const PgGpuSource *src, int64 sample);
 /* pg_gpu.max_memory against a sample of rows rows held as dtype (ERROR past it) */
 extern void pg_gpu_check_sample_memory(const PgGpuSource *src, pggpu_dtype dtype, int64 rows);
 /*

@@ -57,21 +57,24 @@ primary_key_column(Relation rel)
 
 /*
  * pg_gpu.max_memory for rows of src held as dtype: 2, 4 or 8 bytes a value
- * (pggpu_dtype_held_bytes), 8 an id (and its bytes where passed by
- * reference: pg_gpu_key_bytes), 12 for the label and distance; the detail
- * reads "<pre><rows> rows<post>, ...".
+ * (pggpu_dtype_held_bytes), 8 a weight where the rows weigh (the data
+ * set's), 8 an id (and its bytes where passed by reference:
+ * pg_gpu_key_bytes), 12 for the label and distance; the detail reads
+ * "<pre><rows> rows<post>, ...".
  */
 static void
 check_rows_memory(const PgGpuSource *src, pggpu_dtype dtype, double rows, bool ids, const char *pre,
 				  const char *post)
 {
 	int			vb = pggpu_dtype_held_bytes(dtype, src->ncols);
+	int			wb = src->wname || src->mweights ? (int) sizeof(double) : 0;
 	double		kb = ids ? pg_gpu_key_bytes(src) : 0;
-	double		rb = (double) vb * src->ncols + kb + 12;
+	double		rb = (double) vb * src->ncols + wb + kb + 12;
 
 	pg_gpu_check_memory(rows * rb, src->relname,
-						"%s%.0f rows%s, %.0f bytes each (%d per value, %s12 for the label and distance).",
-						pre, rows, post, rb, vb, ids ? psprintf("%.0f for the id, ", kb) : "");
+						"%s%.0f rows%s, %.0f bytes each (%d per value, %s%s12 for the label and distance).",
+						pre, rows, post, rb, vb, wb ? "8 for the weight, " : "",
+						ids ? psprintf("%.0f for the id, ", kb) : "");
 }
 
 pggpu_dtype
@@ -375,7 +378,19 @@ pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column, Oid keytyp
 		src->ncols = pg_gpu_vector_dims(src, &src->first_m);
 
 	src->expected_rows = pg_gpu_estimate_rows(rel);
-	/* before anything is allocated; the rows are counted again as they come */
+	pg_gpu_check_source_memory(src, sample);
+	relation_close(rel, NoLock);
+}
+
+/*
+ * Before anything is allocated, what src's rows will take by the table's
+ * statistics (sample: pg_gpu_resolve_sample's), within pg_gpu.max_memory;
+ * the rows are counted again as they come.  Again once the rows' weights
+ * are known (8 bytes a row more).
+ */
+void
+pg_gpu_check_source_memory(const PgGpuSource *src, int64 sample)
+{
 	if (sample < 0)
 		;						/* streamed: the caller checks what it keeps */
 	else if (sample > 0)
@@ -388,7 +403,6 @@ pg_gpu_resolve_sample(Oid relid, ArrayType *columns, text *id_column, Oid keytyp
 	else if (src->expected_rows > 0)
 		check_rows_memory(src, pg_gpu_source_dtype(src, false), src->expected_rows, src->idname != NULL,
 						  "About ", " by the table's statistics");
-	relation_close(rel, NoLock);
 }
 
 /* ---- the receiver: rows of a SELECT into parts ------------------------------ */
