@@ -341,6 +341,18 @@ pggpu_cpu_value(const double *X, const float *Xf, const uint16_t *Xh, int64_t at
 	return X ? X[at] : Xf ? (double) Xf[at] : (double) pggpu_cpu_half(Xh[at]);
 }
 
+/* element at of a staging batch of its set's type (pggpu_data_batch, _f32, _f16: one not NULL) := v */
+static inline void
+pggpu_batch_put(double *buf, float *buf32, uint16_t *buf16, int64_t at, double v)
+{
+	if (buf32)
+		buf32[at] = (float) v;
+	else if (buf16)
+		buf16[at] = pggpu_half_from_double(v);
+	else
+		buf[at] = v;
+}
+
 /* the CPU backend's col_sums, col_affine and unit_rows (cpu/columns.c), over its rows */
 pggpu_status pggpu_cpu_col_sums(pggpu_data *ds, const double *center, double *sums,
 								pggpu_error *err);

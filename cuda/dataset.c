@@ -617,16 +617,7 @@ pggpu_data_push_rows(pggpu_data *ds, const double *rows, const double *w, const 
 		for (int64_t t0 = 0; t0 < take; t0 += 32)
 			for (int j = 0; j < d; j++)
 				for (int64_t t = t0; t < take && t < t0 + 32; t++)
-				{
-					double		v = rows[(order ? order[i0 + t] : i0 + t) * d + j];
-
-					if (buf32)
-						buf32[j * b + t] = (float) v;
-					else if (buf16)
-						buf16[j * b + t] = pggpu_half_from_double(v);
-					else
-						buf[j * b + t] = v;
-				}
+					pggpu_batch_put(buf, buf32, buf16, j * b + t, rows[(order ? order[i0 + t] : i0 + t) * d + j]);
 		if ((st = pggpu_data_push(ds, take, err)) != PGGPU_OK)
 			return st;
 	}

@@ -90,16 +90,8 @@ pggpu_cpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const in
 								  (long long) rows[i0 + t]);
 			/* (dst narrow: the sources' values held so, unscaled; pggpu_copy_rows) */
 			for (int j = 0; j < dst->d; j++)
-			{
-				double		v = pggpu_cpu_value(X, Xf, Xh, pggpu_at(rows[i0 + t], 0, src->d, src->log_b) + j * tile) * f;
-
-				if (buf32)
-					buf32[j * b + t] = (float) v;
-				else if (buf16)
-					buf16[j * b + t] = pggpu_half_from_double(v);
-				else
-					buf[j * b + t] = v;
-			}
+				pggpu_batch_put(buf, buf32, buf16, j * b + t,
+								pggpu_cpu_value(X, Xf, Xh, pggpu_at(rows[i0 + t], 0, src->d, src->log_b) + j * tile) * f);
 		}
 		if ((st = pggpu_data_push(dst, take, err)) != PGGPU_OK)
 			return st;
