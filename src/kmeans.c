@@ -444,9 +444,7 @@ run_kmeans(FunctionCallInfo fcinfo, bool want_ids, int a_sample, KmeansOut *out)
 						  PG_ARGISNULL(A_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(A_COLUMNS),
 						  PG_ARGISNULL(A_ID_COLUMN) ? NULL : PG_GETARG_TEXT_PP(A_ID_COLUMN),
 						  out->keytype, want_ids, fs->metric == PGGPU_METRIC_COSINE, fs->sample, &out->src);
-	pg_gpu_weight_arg(fcinfo, a_sample >= 0 ? A_WEIGHT_COLUMN(a_sample) : -1, &out->src);
-	if (out->src.wname || out->src.mweights)
-		pg_gpu_check_source_memory(&out->src, fs->sample);	/* (a weight a row more) */
+	pg_gpu_weight_arg(fcinfo, a_sample >= 0 ? A_WEIGHT_COLUMN(a_sample) : -1, fs->sample, &out->src);
 	if (!PG_ARGISNULL(A_INIT_CENTROIDS))
 	{
 		int			rows;
@@ -917,9 +915,7 @@ gpu_kmeans_choose_k(PG_FUNCTION_ARGS)
 	pg_gpu_resolve_sample(PG_GETARG_OID(AK_RELATION),
 						  PG_ARGISNULL(AK_COLUMNS) ? NULL : PG_GETARG_ARRAYTYPE_P(AK_COLUMNS),
 						  NULL, InvalidOid, false, fs->metric == PGGPU_METRIC_COSINE, fs->sample, &o.src);
-	pg_gpu_weight_arg(fcinfo, AK_WEIGHT_COLUMN, &o.src);
-	if (o.src.wname || o.src.mweights)
-		pg_gpu_check_source_memory(&o.src, fs->sample);	/* (a weight a row more) */
+	pg_gpu_weight_arg(fcinfo, AK_WEIGHT_COLUMN, fs->sample, &o.src);
 	/* before the read and the fits */
 	for (int i = 0; i < nks; i++)
 	{

@@ -750,10 +750,11 @@ extern void pg_gpu_check_k(int k, const PgGpuRows *rows);
 
 /*
  * weight_column (argument n, where the function has it; n < 0: none) into
- * src (resolved already): the rows' weights, else a geometry column's M
- * (pg_gpu_resolve_weight)
+ * src (resolved already, for a fit on sample rows: pg_gpu_resolve_sample's):
+ * the rows' weights, else a geometry column's M (pg_gpu_resolve_weight);
+ * where the rows weigh, their memory checked again, a weight a row more
  */
-extern void pg_gpu_weight_arg(FunctionCallInfo fcinfo, int n, PgGpuSource *src);
+extern void pg_gpu_weight_arg(FunctionCallInfo fcinfo, int n, int64 sample, PgGpuSource *src);
 /* whether src's rows weigh (a weight column, or points' M) */
 #define PG_GPU_WEIGHTED(src) ((src)->wname != NULL || (src)->mweights)
 /*

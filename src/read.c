@@ -67,7 +67,7 @@ check_rows_memory(const PgGpuSource *src, pggpu_dtype dtype, double rows, bool i
 				  const char *post)
 {
 	int			vb = pggpu_dtype_held_bytes(dtype, src->ncols);
-	int			wb = src->wname || src->mweights ? (int) sizeof(double) : 0;
+	int			wb = PG_GPU_WEIGHTED(src) ? (int) sizeof(double) : 0;
 	double		kb = ids ? pg_gpu_key_bytes(src) : 0;
 	double		rb = (double) vb * src->ncols + wb + kb + 12;
 

@@ -16,9 +16,11 @@
 #include "pg_gpu.h"
 
 void
-pg_gpu_weight_arg(FunctionCallInfo fcinfo, int n, PgGpuSource *src)
+pg_gpu_weight_arg(FunctionCallInfo fcinfo, int n, int64 sample, PgGpuSource *src)
 {
 	pg_gpu_resolve_weight(src, n >= 0 && PG_NARGS() > n && !PG_ARGISNULL(n) ? PG_GETARG_TEXT_PP(n) : NULL);
+	if (PG_GPU_WEIGHTED(src))
+		pg_gpu_check_source_memory(src, sample);
 }
 
 void
