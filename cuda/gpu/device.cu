@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -16,6 +17,21 @@
 
 #define ST(ds) ((gpu_state *) (ds)->impl)
 #define TILE(ds) ((int64_t) 1 << (ds)->log_b)
+
+/*
+ * The GPU's hardware queues for this process's streams: 32, the most, where
+ * the environment does not say (CUDA reads CUDA_DEVICE_MAX_CONNECTIONS when
+ * it makes a context, so this runs as the library loads, before any CUDA
+ * call).  With the default 8, streams beyond the eighth share queues and
+ * wait behind each other's kernels: hierarchical k-means' 16 groups' fits
+ * at once (hier.c) took 0.55-0.63 s at 10^6 x 256, k = 20,000, against
+ * 0.46 s with 32 queues (H200).
+ */
+__attribute__((constructor)) static void
+gpu_queues(void)
+{
+	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+}
 
 /*
  * A kernel's dynamic shared memory allowed up to bytes on the current
