@@ -325,6 +325,7 @@ typedef struct trial_ws
 	long long  *part_row;
 	long long  *choice;			/* the trial a step keeps (km_greedy_steps) */
 	unsigned long long *keys;	/* the draws' keys (km_greedy_steps) */
+	unsigned   *arrive;			/* m: a draw's blocks arrived (km_greedy_steps' trial_draw_kernel) */
 	int64_t		nblocks;		/* blocks of the draw */
 } trial_ws;
 pggpu_status trial_workspace(pggpu_data *ds, int m, int parts, bool keep_dist, int nkeys, trial_ws *w,

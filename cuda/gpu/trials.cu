@@ -360,9 +360,15 @@ gpu_copy_rows(pggpu_data *dst, pggpu_data *const *srcs, int nsrc, const int *whi
  * loaded before they are used, 149 us.
  */
 #define TRIAL_LOADS 16
+/*
+ * On few blocks (TRIAL_FEW) a thread's loads are a wait each round, and no
+ * other block's work hides them: there 64 of a row's values (floats or
+ * halves; 32 doubles) are loaded a round, kept in their own type.
+ */
+#define TRIAL_FEW_LOADS(T) (sizeof(T) > sizeof(float) ? 32 : 64)
 #define TRIAL_COLS 512
-static_assert(TRIAL_COLS % TRIAL_LOADS == 0 && TRIAL_CHUNK % 2 == 0 && TRIAL_FEW % 2 == 0,
-			  "trials_kernel's staging");
+static_assert(TRIAL_COLS % TRIAL_LOADS == 0 && TRIAL_COLS % 64 == 0 && TRIAL_CHUNK % 2 == 0 &&
+			  TRIAL_FEW % 2 == 0, "trials_kernel's staging");
 static_assert(TRIAL_COLS >= PGGPU_DRAW_ROWS, "trials_kernel's terms fit the staging memory");
 
 /*
@@ -377,7 +383,7 @@ static_assert(TRIAL_COLS >= PGGPU_DRAW_ROWS, "trials_kernel's terms fit the stag
  * too, dout[t * n + i] (summed as pp_step_kernel sums them).  stats, when
  * not NULL: nothing to do once a draw of km_greedy_steps failed.
  */
-template <typename T, int CH>
+template <typename T, int CH, int L>
 __global__ void __launch_bounds__(PGGPU_DRAW_ROWS)
 trials_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, bool x_rows,
 			  const double *__restrict__ dist2, const double *__restrict__ rw,
@@ -409,23 +415,23 @@ trials_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, bool x_rows,
 			for (int q = threadIdx.x; q < cols * CH; q += blockDim.x)
 				((double *) cs)[q] = q % CH < mc ? cand[(int64_t) (c0 + q % CH) * d + j0 + q / CH] : 0.0;
 			__syncthreads();
-			for (int j1 = 0; i < n && j1 < cols; j1 += TRIAL_LOADS)
+			for (int j1 = 0; i < n && j1 < cols; j1 += L)
 			{
-				double		x[TRIAL_LOADS];
+				T			x[L];
 
 #pragma unroll
-				for (int jj = 0; jj < TRIAL_LOADS; jj++)
-					x[jj] = j1 + jj < cols ? (double) X[x_at(i, j0 + j1 + jj, d, log_b, x_rows)] : 0.0;
+				for (int jj = 0; jj < L; jj++)
+					x[jj] = j1 + jj < cols ? X[x_at(i, j0 + j1 + jj, d, log_b, x_rows)] : (T) 0;
 #pragma unroll
-				for (int jj = 0; jj < TRIAL_LOADS; jj++)
+				for (int jj = 0; jj < L; jj++)
 					if (j1 + jj < cols)
 #pragma unroll
 						for (int c = 0; c < CH; c += 2)
 						{
 							double2		v = cs[((j1 + jj) * CH + c) / 2];
 
-							acc[c] = sq_term(acc[c], x[jj], v.x);
-							acc[c + 1] = sq_term(acc[c + 1], x[jj], v.y);
+							acc[c] = sq_term(acc[c], (double) x[jj], v.x);
+							acc[c + 1] = sq_term(acc[c + 1], (double) x[jj], v.y);
 						}
 			}
 		}
@@ -482,7 +488,7 @@ trial_workspace(pggpu_data *ds, int m, int parts, bool keep_dist, int nkeys, tri
 	size_t		dists = keep_dist ? (size_t) m * ds->n : 0;
 	size_t		doubles = (size_t) m * ds->d + (size_t) m * nblocks + m + (size_t) m * parts + dists;
 	size_t		bytes = sizeof(double) * doubles + sizeof(long long) * (m + (size_t) m * parts + 1) +
-		sizeof(unsigned long long) * nkeys;
+		sizeof(unsigned long long) * nkeys + sizeof(unsigned) * m;
 
 	static_assert(sizeof(double) == sizeof(long long), "the workspace's pieces stay aligned");
 	if (s->trial_ws_bytes < bytes)
@@ -504,6 +510,7 @@ trial_workspace(pggpu_data *ds, int m, int parts, bool keep_dist, int nkeys, tri
 	w->part_row = w->rows + m;
 	w->choice = w->part_row + (size_t) m * parts;
 	w->keys = (unsigned long long *) (w->choice + 1);
+	w->arrive = (unsigned *) (w->keys + nkeys);
 	return PGGPU_OK;
 }
 
@@ -517,15 +524,18 @@ launch_trials_chunks(pggpu_data *ds, const trial_ws *w, int m, const dev_stats *
 	xview		X = xview_of(ds);
 
 	if (X.f16)
-		trials_kernel<__half, CH><<<grid, PGGPU_DRAW_ROWS, 0, s->stream>>>(
+		trials_kernel<__half, CH, (CH == TRIAL_FEW ? TRIAL_FEW_LOADS(__half) : TRIAL_LOADS)>
+			<<<grid, PGGPU_DRAW_ROWS, 0, s->stream>>>(
 			(const __half *) X.p, ds->n, ds->d, ds->log_b, s->x_rows, s->dist2, s->rw, w->cand, m, w->bsum,
 			w->nblocks, w->dist, stats);
 	else if (X.f32)
-		trials_kernel<float, CH><<<grid, PGGPU_DRAW_ROWS, 0, s->stream>>>(
+		trials_kernel<float, CH, (CH == TRIAL_FEW ? TRIAL_FEW_LOADS(float) : TRIAL_LOADS)>
+			<<<grid, PGGPU_DRAW_ROWS, 0, s->stream>>>(
 			(const float *) X.p, ds->n, ds->d, ds->log_b, s->x_rows, s->dist2, s->rw, w->cand, m, w->bsum,
 			w->nblocks, w->dist, stats);
 	else
-		trials_kernel<double, CH><<<grid, PGGPU_DRAW_ROWS, 0, s->stream>>>(
+		trials_kernel<double, CH, (CH == TRIAL_FEW ? TRIAL_FEW_LOADS(double) : TRIAL_LOADS)>
+			<<<grid, PGGPU_DRAW_ROWS, 0, s->stream>>>(
 			(const double *) X.p, ds->n, ds->d, ds->log_b, s->x_rows, s->dist2, s->rw, w->cand, m, w->bsum,
 			w->nblocks, w->dist, stats);
 }
@@ -578,44 +588,55 @@ gpu_km_trials(pggpu_data *ds, const uint64_t *keys, int m, int64_t *rows, double
 /* ---- greedy k-means++, steps batched (km_greedy_steps) ----------------------- */
 
 /*
- * Stage 1 of the draws of a step's m trials at once: blockIdx.y the trial,
- * its partial picks at part_*[y * gridDim.x + x] (as pick_kernel's SAMPLE)
+ * A step's m draws at once, both stages in one launch (blockIdx.y the
+ * trial): each block's partial pick (as pick_kernel's SAMPLE) into
+ * part_*[y * gridDim.x + x]; the trial's last block to arrive (arrive[y]
+ * counts to gridDim.x, then wraps to 0 for the next step) takes the least
+ * of them (as pick_final_kernel's SAMPLE), draws the row in that block of
+ * the draw into rows[y] (-1: none) and copies its values into cand[y]
+ * (rows_gather_kernel's).  One launch, not two: a hierarchical group's
+ * seeding is 141 steps of small kernels, 16 groups at once, and their
+ * launches bound it.
  */
 __global__ void
-trial_pick_kernel(const double *dist2, const double *rw, int64_t n, const unsigned long long *keys,
-				  double *part_key, long long *part_row, const dev_stats *stats)
+trial_draw_kernel(const double *dist2, const double *rw, int64_t n, const unsigned long long *keys,
+				  double *part_key, long long *part_row, unsigned *arrive, xview X, int d, int log_b,
+				  bool x_rows, long long *rows, double *cand, const dev_stats *stats)
 {
+	__shared__ bool last;
+	__shared__ long long s_row;
+	const int	t = blockIdx.y;
+	const int	nparts = gridDim.x;
 	double		bk = INFINITY;
 	long long	br = LLONG_MAX;
 
 	if (stats->pp_stalled)
 		return;
-	grid_draw_blocks(dist2, rw, n, keys[blockIdx.y], &bk, &br);
+	grid_draw_blocks(dist2, rw, n, keys[t], &bk, &br);
 	block_pick_min(&bk, &br);
 	if (threadIdx.x == 0)
 	{
-		part_key[(int64_t) blockIdx.y * gridDim.x + blockIdx.x] = bk;
-		part_row[(int64_t) blockIdx.y * gridDim.x + blockIdx.x] = br;
+		part_key[(int64_t) t * nparts + blockIdx.x] = bk;
+		part_row[(int64_t) t * nparts + blockIdx.x] = br;
+		__threadfence();		/* the part, before it counts as arrived */
+		last = atomicInc(&arrive[t], (unsigned) nparts - 1) == (unsigned) nparts - 1;
 	}
-}
-
-/*
- * Stage 2, a block a trial t (as pick_final_kernel's SAMPLE): its row into
- * rows[t] (-1: none) and its values into cand[t] (rows_gather_kernel's)
- */
-__global__ void
-trial_draw_kernel(const double *part_key, const long long *part_row, int nparts, const double *dist2,
-				  const double *rw, int64_t n, const unsigned long long *keys, xview X,
-				  int d, int log_b, bool x_rows, long long *rows, double *cand, const dev_stats *stats)
-{
-	__shared__ long long s_row;
-	int			t = blockIdx.x;
-	double		bk;
-	long long	br;
-
-	if (stats->pp_stalled)
+	__syncthreads();
+	if (!last)
 		return;
-	block_parts_min(part_key + (int64_t) t * nparts, part_row + (int64_t) t * nparts, nparts, &bk, &br);
+	__threadfence();
+	/* the least of the parts (read from L2: other blocks wrote them in this launch) */
+	bk = INFINITY;
+	br = LLONG_MAX;
+	for (int b = threadIdx.x; b < nparts; b += blockDim.x)
+	{
+		const double kb = __ldcg(&part_key[(int64_t) t * nparts + b]);
+		const long long rb = __ldcg(&part_row[(int64_t) t * nparts + b]);
+
+		if (pick_better(kb, rb, bk, br))
+			bk = kb, br = rb;
+	}
+	block_pick_min(&bk, &br);
 	if (threadIdx.x == 0)
 		s_row = bk == INFINITY ? -1 : br;
 	__syncthreads();
@@ -628,81 +649,20 @@ trial_draw_kernel(const double *part_key, const long long *part_row, int nparts,
 }
 
 /*
- * The step's choice, by every block: each trial's potential, its blocks'
- * sums added in order (trials_total_kernel's), the least of those drawn
- * (the first on ties: pggpu_seed_greedy's) into *choice; then C[c] := that
- * row and the separations (as pp_next_kernel).  None drawn: pp_stalled.
+ * The update of block blk of the draw, a warp's (pp_step_kernel's for the
+ * centre c, without measuring a row again): the trial kept left each row's
+ * squared distance to it (dt, n of them), summed as pp_step_kernel sums
+ * it; a row whose distance is below D takes it and the label c (its word,
+ * pp_pack), and the weight of its block of the draw is recomputed (wsum).
  */
-__global__ void
-greedy_next_kernel(const double *bsum, int64_t nblocks, int m, const long long *drawn,
-				   xview X, int d, int log_b, bool x_rows, double *C, int c, float *sep,
-				   long long *rows, long long *choice, dev_stats *stats)
-{
-	extern __shared__ double cn[];
-	__shared__ double s_pot[PGGPU_TRIALS_MAX];
-	__shared__ long long s_row;
-
-	if (stats->pp_stalled)
-		return;
-	for (int t = threadIdx.x; t < m; t += blockDim.x)
-	{
-		double		s = 0.0;
-
-		for (int64_t b = 0; b < nblocks; b++)
-			s = __dadd_rn(s, bsum[(int64_t) t * nblocks + b]);
-		s_pot[t] = s;
-	}
-	__syncthreads();
-	if (threadIdx.x == 0)
-	{
-		int			best = -1;
-
-		for (int t = 0; t < m; t++)
-			if (drawn[t] >= 0 && (best < 0 || s_pot[t] < s_pot[best]))
-				best = t;
-		s_row = best < 0 ? -1 : drawn[best];
-		if (blockIdx.x == 0)
-			*choice = best;
-	}
-	__syncthreads();
-	if (s_row < 0)
-	{
-		if (blockIdx.x == 0 && threadIdx.x == 0)
-			stats->pp_stalled = 1;
-		return;
-	}
-	if (blockIdx.x == 0 && threadIdx.x == 0)
-		rows[c] = s_row;
-	for (int j = threadIdx.x; j < d; j += blockDim.x)
-	{
-		cn[j] = X[x_at(s_row, j, d, log_b, x_rows)];
-		if (blockIdx.x == 0)
-			C[(int64_t) c * d + j] = cn[j];
-	}
-	__syncthreads();
-	grid_separations(C, c, d, cn, sep);
-}
-
-/*
- * The step's update, pp_step_kernel's for the centre c without measuring a
- * row again: the trials left each row's squared distance to the one kept
- * (dist, m x n), summed as pp_step_kernel sums it; a row whose distance is
- * below D takes it and the label c (its word, pp_pack), and the weight of
- * its block of the draw is recomputed (wsum).  A warp a block of the draw.
- */
-__global__ void
-greedy_update_kernel(const double *dist, const long long *choice, int64_t n, int c, int lb, uint32_t *words,
-					 double *dist2, const double *rw, double *wsum, const dev_stats *stats)
+static __device__ __forceinline__ void
+greedy_update_block(const double *dt, int64_t blk, int64_t n, int c, int lb, uint32_t *words, double *dist2,
+					const double *rw, double *wsum)
 {
 	int			lane = threadIdx.x & 31;
-	long long	blk = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5;
-	const double *dt;
 	bool		closer = false;
 	double		wt[PGGPU_DRAW_ROWS / 32];
 
-	if (stats->pp_stalled || blk * PGGPU_DRAW_ROWS >= n)
-		return;
-	dt = dist + *choice * n;
 #pragma unroll
 	for (int r = 0; r < PGGPU_DRAW_ROWS / 32; r++)
 	{
@@ -733,15 +693,82 @@ greedy_update_kernel(const double *dist, const long long *choice, int64_t n, int
 }
 
 /*
+ * The step's choice, by every block: each trial's potential, its blocks'
+ * sums added in order (trials_total_kernel's), the least of those drawn
+ * (the first on ties: pggpu_seed_greedy's) into *choice; then C[c] := that
+ * row and the separations (as pp_next_kernel); and where the trials' own
+ * distances were kept (dist not NULL), the update, a warp a block of the
+ * draw (one launch, not two: see trial_draw_kernel).  None drawn:
+ * pp_stalled.
+ */
+__global__ void
+greedy_next_kernel(const double *bsum, int64_t nblocks, int m, const long long *drawn,
+				   xview X, int d, int log_b, bool x_rows, double *C, int c, float *sep,
+				   long long *rows, long long *choice, const double *dist, int64_t n, int lb,
+				   uint32_t *words, double *dist2, const double *rw, double *wsum, dev_stats *stats)
+{
+	extern __shared__ double cn[];
+	__shared__ double s_pot[PGGPU_TRIALS_MAX];
+	__shared__ long long s_row;
+	__shared__ int s_best;
+
+	if (stats->pp_stalled)
+		return;
+	for (int t = threadIdx.x; t < m; t += blockDim.x)
+	{
+		double		s = 0.0;
+
+		for (int64_t b = 0; b < nblocks; b++)
+			s = __dadd_rn(s, bsum[(int64_t) t * nblocks + b]);
+		s_pot[t] = s;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0)
+	{
+		int			best = -1;
+
+		for (int t = 0; t < m; t++)
+			if (drawn[t] >= 0 && (best < 0 || s_pot[t] < s_pot[best]))
+				best = t;
+		s_best = best;
+		s_row = best < 0 ? -1 : drawn[best];
+		if (blockIdx.x == 0)
+			*choice = best;
+	}
+	__syncthreads();
+	if (s_row < 0)
+	{
+		if (blockIdx.x == 0 && threadIdx.x == 0)
+			stats->pp_stalled = 1;
+		return;
+	}
+	if (blockIdx.x == 0 && threadIdx.x == 0)
+		rows[c] = s_row;
+	if (dist)
+		for (int64_t blk = (blockIdx.x * (int64_t) blockDim.x + threadIdx.x) >> 5; blk * PGGPU_DRAW_ROWS < n;
+			 blk += ((int64_t) gridDim.x * blockDim.x) >> 5)
+			greedy_update_block(dist + (int64_t) s_best * n, blk, n, c, lb, words, dist2, rw, wsum);
+	for (int j = threadIdx.x; j < d; j += blockDim.x)
+	{
+		cn[j] = X[x_at(s_row, j, d, log_b, x_rows)];
+		if (blockIdx.x == 0)
+			C[(int64_t) c * d + j] = cn[j];
+	}
+	__syncthreads();
+	grid_separations(C, c, d, cn, sep);
+}
+
+/*
  * The trials' distances kept for the update at most (bytes; beyond, a
  * step measures the rows against the centre kept again, pp_step_kernel)
  */
 #define GREEDY_DIST_MAX ((double) (1 << 30))
 
 /*
- * See pggpu_ops: per step the m draws (two kernels), the trials'
- * potentials and distances, the choice and the update of the distances,
- * with no host between steps; one sync a batch
+ * See pggpu_ops: per step three launches, the m draws (trial_draw_kernel),
+ * the trials' potentials and distances (trials_kernel), the choice and the
+ * update of the distances (greedy_next_kernel), with no host between
+ * steps; one sync a batch
  */
 pggpu_status
 gpu_km_greedy_steps(pggpu_data *ds, int c0, int c1, const uint64_t *keys, int m, int64_t *rows,
@@ -768,30 +795,27 @@ gpu_km_greedy_steps(pggpu_data *ds, int c0, int c1, const uint64_t *keys, int m,
 	CU(cudaMemcpyAsync(w.keys, keys, sizeof(uint64_t) * m * (c1 - c0), cudaMemcpyHostToDevice, s->stream));
 	CU(cudaMemsetAsync(&stalled->pp_stalled, 0, sizeof(stalled->pp_stalled), s->stream));
 	CU(cudaMemsetAsync(s->pp_rows + c0, 0xff, sizeof(long long) * (c1 - c0), s->stream));
+	CU(cudaMemsetAsync(w.arrive, 0, sizeof(unsigned) * m, s->stream));
 	for (int c = c0; c < c1; c++)
 	{
 		const unsigned long long *kc = w.keys + (int64_t) m * (c - c0);
+		/* (the separations' blocks, or the update's, a warp a block of the draw) */
+		const int64_t upd = keep ? (w.nblocks + SEP_THREADS / 32 - 1) / (SEP_THREADS / 32) : 0;
+		const unsigned next_grid = upd > sep_grid(s, c) ? (unsigned) upd : sep_grid(s, c);
 
-		trial_pick_kernel<<<dim3((unsigned) grid, (unsigned) m), BLOCK, 0, s->stream>>>(
-			s->dist2, s->rw, ds->n, kc, w.part_key, w.part_row, stalled);
-		LAUNCHED(trial_pick_kernel);
-		trial_draw_kernel<<<(unsigned) m, 1024, 0, s->stream>>>(w.part_key, w.part_row, grid, s->dist2, s->rw,
-																ds->n, kc, xview_of(ds), ds->d, ds->log_b, s->x_rows,
-																w.rows, w.cand, stalled);
+		trial_draw_kernel<<<dim3((unsigned) grid, (unsigned) m), BLOCK, 0, s->stream>>>(
+			s->dist2, s->rw, ds->n, kc, w.part_key, w.part_row, w.arrive, xview_of(ds), ds->d, ds->log_b,
+			s->x_rows, w.rows, w.cand, stalled);
 		LAUNCHED(trial_draw_kernel);
 		if ((st = launch_trials(ds, &w, m, stalled, err)) != PGGPU_OK)
 			return st;
-		greedy_next_kernel<<<sep_grid(s, c), SEP_THREADS, sizeof(double) * ds->d, s->stream>>>(
+		greedy_next_kernel<<<next_grid, SEP_THREADS, sizeof(double) * ds->d, s->stream>>>(
 			w.bsum, w.nblocks, m, w.rows, xview_of(ds), ds->d, ds->log_b, s->x_rows, s->C, c, s->sep, s->pp_rows,
-			w.choice, stalled);
+			w.choice, keep ? w.dist : NULL, ds->n, lb, words, s->dist2, s->rw, s->wsum, stalled);
 		LAUNCHED(greedy_next_kernel);
 		if (keep)
-		{
-			greedy_update_kernel<<<(unsigned) ((w.nblocks + BLOCK / 32 - 1) / (BLOCK / 32)), BLOCK, 0,
-				s->stream>>>(w.dist, w.choice, ds->n, c, lb, words, s->dist2, s->rw, s->wsum, stalled);
-			LAUNCHED(greedy_update_kernel);
-		}
-		else if ((st = pp_launch_step(ds, c, false, false, 0, stalled, err)) != PGGPU_OK)
+			continue;
+		if ((st = pp_launch_step(ds, c, false, false, 0, stalled, err)) != PGGPU_OK)
 			return st;
 	}
 	CU(cudaMemcpyAsync(s->cnt_h, s->pp_rows + c0, sizeof(long long) * (c1 - c0), cudaMemcpyDeviceToHost,
