@@ -139,9 +139,9 @@ hier_fit(pggpu_data *ds, const pggpu_kmeans_params *q0, int k, uint64_t seed, do
  * data set each, drawing groups in turn: a group's fit is many short
  * steps, each too small to fill the GPU); each writes its own centroids
  * and figures, so the result is the same however they interleave.  At
- * 10^6 x 256, k = 20,000 (141 groups of about 7,000 rows, H200) 8 threads
- * took 0.55-0.63 s, 16 0.46 s, 32 0.49 s (with 32 hardware queues:
- * gpu/device.cu's gpu_queues).
+ * 10^6 x 256, k = 20,000 (141 groups of about 7,000 rows, H200), with 32
+ * hardware queues (gpu/device.cu's gpu_queues), 8 threads took 0.50 s, 16
+ * 0.46 s, 32 0.49 s; with CUDA's default 8 queues, 8 threads 0.54-0.63 s.
  */
 #define HIER_THREADS 16
 

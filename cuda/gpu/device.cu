@@ -23,9 +23,10 @@
  * the environment does not say (CUDA reads CUDA_DEVICE_MAX_CONNECTIONS when
  * it makes a context, so this runs as the library loads, before any CUDA
  * call).  With the default 8, streams beyond the eighth share queues and
- * wait behind each other's kernels: hierarchical k-means' 16 groups' fits
- * at once (hier.c) took 0.55-0.63 s at 10^6 x 256, k = 20,000, against
- * 0.46 s with 32 queues (H200).
+ * wait behind each other's kernels: hierarchical k-means' groups' fits
+ * (hier.c) at 10^6 x 256, k = 20,000 took 0.54-0.63 s eight at once with
+ * 8 queues, and sixteen at once were no faster; with 32 queues, sixteen
+ * took 0.46 s (H200).
  */
 __attribute__((constructor)) static void
 gpu_queues(void)
