@@ -80,15 +80,25 @@ grid_draw_blocks(const double *dist2, const double *rw, int64_t n, uint64_t key,
 	}
 }
 
-/* the least of nparts partial picks, in thread 0 (INFINITY: none); by the whole block */
+/*
+ * the least of nparts partial picks, in thread 0 (INFINITY: none); by the
+ * whole block.  Read past L1 (__ldcg): trial_draw_kernel's last block reads
+ * parts that other blocks wrote in the same launch, which its L1 may hold
+ * stale; for parts of an earlier launch it costs nothing.
+ */
 static __device__ void
 block_parts_min(const double *part_key, const long long *part_row, int nparts, double *bk, long long *br)
 {
 	*bk = INFINITY;
 	*br = LLONG_MAX;
 	for (int b = threadIdx.x; b < nparts; b += blockDim.x)
-		if (pick_better(part_key[b], part_row[b], *bk, *br))
-			*bk = part_key[b], *br = part_row[b];
+	{
+		const double kb = __ldcg(&part_key[b]);
+		const long long rb = __ldcg(&part_row[b]);
+
+		if (pick_better(kb, rb, *bk, *br))
+			*bk = kb, *br = rb;
+	}
 	block_pick_min(bk, br);
 }
 

@@ -626,17 +626,7 @@ trial_draw_kernel(const double *dist2, const double *rw, int64_t n, const unsign
 		return;
 	__threadfence();
 	/* the least of the parts (read from L2: other blocks wrote them in this launch) */
-	bk = INFINITY;
-	br = LLONG_MAX;
-	for (int b = threadIdx.x; b < nparts; b += blockDim.x)
-	{
-		const double kb = __ldcg(&part_key[(int64_t) t * nparts + b]);
-		const long long rb = __ldcg(&part_row[(int64_t) t * nparts + b]);
-
-		if (pick_better(kb, rb, bk, br))
-			bk = kb, br = rb;
-	}
-	block_pick_min(&bk, &br);
+	block_parts_min(part_key + (int64_t) t * nparts, part_row + (int64_t) t * nparts, nparts, &bk, &br);
 	if (threadIdx.x == 0)
 		s_row = bk == INFINITY ? -1 : br;
 	__syncthreads();
