@@ -135,15 +135,29 @@ hier_fit(pggpu_data *ds, const pggpu_kmeans_params *q0, int k, uint64_t seed, do
 }
 
 /*
- * The groups' fits: GPU sets several at once (HIER_THREADS, a thread and a
- * data set each, drawing groups in turn: a group's fit is many short
- * steps, each too small to fill the GPU); each writes its own centroids
- * and figures, so the result is the same however they interleave.  At
- * 10^6 x 256, k = 20,000 (141 groups of about 7,000 rows, H200), with 32
- * hardware queues (gpu/device.cu's gpu_queues), 8 threads took 0.50 s, 16
- * 0.46 s, 32 0.49 s; with CUDA's default 8 queues, 8 threads 0.54-0.63 s.
+ * The groups' fits: GPU sets several at once (a thread and a data set
+ * each, drawing groups in turn: a group's fit is many short steps, each
+ * too small to fill the GPU); each writes its own centroids and figures,
+ * so the result is the same however they interleave.  As many as the
+ * GPU's hardware queues for this process, at most 16: CUDA gives 8 unless
+ * CUDA_DEVICE_MAX_CONNECTIONS says more, and streams beyond them wait
+ * behind each other's kernels.  At 10^6 x 256, k = 20,000 (141 groups of
+ * about 7,000 rows, H200): 8 queues, 8 threads 0.54-0.63 s and 16 no
+ * faster; 32 queues, 16 threads 0.46 s (8: 0.50, 32: 0.49).  pg_gpu does
+ * not raise the queues itself: each costs the GPU's channels, shared by
+ * every process, and at 32 a queue only about 13 processes could hold a
+ * context on an H200 at once, where 8 lets about 56 (docs/gpus.md).
  */
-#define HIER_THREADS 16
+#define HIER_THREADS_MAX 16
+
+static int
+hier_threads(void)
+{
+	const char *q = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+	long		n = q ? strtol(q, NULL, 10) : 0;
+
+	return n >= HIER_THREADS_MAX ? HIER_THREADS_MAX : 8;
+}
 
 typedef struct hier_work
 {
@@ -394,7 +408,9 @@ pggpu_hierarchical(const pggpu_kmeans_source *src, const pggpu_kmeans_params *p,
 	if (set->backend == PGGPU_BACKEND_GPU && busy > 1)
 	{
 		/* (the threads call no callback: this thread polls, as for parts on several GPUs) */
-		pggpu_run_together(hier_job, &w, busy < HIER_THREADS ? busy : HIER_THREADS, home->pending, &stop);
+		int			threads = hier_threads();
+
+		pggpu_run_together(hier_job, &w, busy < threads ? busy : threads, home->pending, &stop);
 		if (w.failed < g)
 		{
 			*err = w.err;

@@ -6,7 +6,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -17,22 +16,6 @@
 
 #define ST(ds) ((gpu_state *) (ds)->impl)
 #define TILE(ds) ((int64_t) 1 << (ds)->log_b)
-
-/*
- * The GPU's hardware queues for this process's streams: 32, the most, where
- * the environment does not say (CUDA reads CUDA_DEVICE_MAX_CONNECTIONS when
- * it makes a context, so this runs as the library loads, before any CUDA
- * call).  With the default 8, streams beyond the eighth share queues and
- * wait behind each other's kernels: hierarchical k-means' groups' fits
- * (hier.c) at 10^6 x 256, k = 20,000 took 0.54-0.63 s eight at once with
- * 8 queues, and sixteen at once were no faster; with 32 queues, sixteen
- * took 0.46 s (H200).
- */
-__attribute__((constructor)) static void
-gpu_queues(void)
-{
-	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-}
 
 /*
  * A kernel's dynamic shared memory allowed up to bytes on the current
