@@ -10,11 +10,21 @@
  * inertia, sizes, labels, iterations), on data built to defeat the bound:
  * integer points with exact ties, rows a million away from the origin,
  * identical rows; on several threads; with panels cut short by a small poll
- * budget; and assignment distances too.  Each case twice: as doubles
+ * budget, and so on threads stopped by pending interrupts, each pass then
+ * finished where it stopped; and assignment distances too.  Each case twice: as doubles
  * (dgemm), and rounded to float32 in a FLOAT32 set (sgemm, a bound 2^29
  * times as wide), against the plain loop on the same values.
  */
 static pggpu_dtype gemm_dtype;
+
+/* pending every third poll (the caller's thread polls for all of them) */
+static int	gemm_polls;
+
+static bool
+gemm_pending(void)
+{
+	return ++gemm_polls % 3 == 0;
+}
 
 static bool
 fit_forced(const dataset *D, const pggpu_kmeans_params *p, int label, int threads,
@@ -26,7 +36,7 @@ fit_forced(const dataset *D, const pggpu_kmeans_params *p, int label, int thread
 	if (ds == NULL)
 		return false;
 	pggpu_data_force_route(ds, label, false);
-	pggpu_data_set_threads(ds, threads, NULL);
+	pggpu_data_set_threads(ds, threads, p->check_interrupts ? gemm_pending : NULL);
 	if (poll_work > 0)
 		pggpu_data_set_poll_work(ds, poll_work);
 	fit_set(ds, p, o, &err);
@@ -119,6 +129,17 @@ test_cpu_gemm(void)
 				cmp_exact("gemm on 3 threads vs plain", &plain, &o, n, k, d);
 			if (fit_forced(&D, &p, PGGPU_LABEL_GEMM, 2, 32.0 * k * d, &o))
 				cmp_exact("gemm, short panels, vs plain", &plain, &o, n, k, d);
+			/* threads stopped mid-part and the passes finished where they stopped */
+			p.check_interrupts = on_interrupt;
+			interrupt_calls = interrupt_jump_at = gemm_polls = 0;
+			if (fit_forced(&D, &p, PGGPU_LABEL_GEMM, 3, 32.0 * k * d, &o))
+			{
+				cmp_exact("gemm on 3 threads, short panels, interrupts pending, vs plain", &plain, &o,
+						  n, k, d);
+				CHECK(interrupt_calls > o.iters, "the callback ran %d times in %d iterations", interrupt_calls,
+					  o.iters);
+			}
+			p.check_interrupts = NULL;
 			if (fit_forced(&D, &p, 0, 1, 0, &o))
 				cmp_exact("the default route vs plain", &plain, &o, n, k, d);
 		}
