@@ -212,6 +212,79 @@ seed_order_checks(void)
 	pggpu_data_close(home);
 }
 
+/* (key, value, place) triples, the order pggpu_seed_order must give */
+typedef struct order_ref
+{
+	uint64_t	key;
+	double		x;
+	int64_t		i;
+} order_ref;
+
+static int
+cmp_order_ref(const void *a, const void *b)
+{
+	const order_ref *x = (const order_ref *) a,
+			   *y = (const order_ref *) b;
+
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	if (x->x != y->x)
+		return x->x < y->x ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/*
+ * The same at scale, against qsort by (key, value, place): 200,003 keys
+ * spread evenly (buckets of a few, by insertion), keys that share their
+ * top 44 bits (one bucket, sorted by bytes, many tied), and 50 keys each given to
+ * many rows, some of them different rows (runs by value)
+ */
+static void
+seed_order_scale_checks(void)
+{
+	const int64_t m = 200003;
+	pggpu_data *home = NULL;
+	pggpu_error err = {0};
+	uint64_t   *keys = (uint64_t *) xmalloc(sizeof(uint64_t) * m);
+	double	   *x = (double *) xmalloc(sizeof(double) * m);
+	int64_t    *order = (int64_t *) xmalloc(sizeof(int64_t) * m);
+	order_ref  *ref = (order_ref *) xmalloc(sizeof(order_ref) * m);
+	static const char *what[] = {"keys spread evenly", "keys sharing their top 44 bits", "50 keys, runs of rows"};
+
+	if (pggpu_data_open(&home, PGGPU_BACKEND_CPU, 0, 1, 0, &err) != PGGPU_OK)
+		CHECK(false, "seed order: a CPU data set: %s", err.msg);
+	for (int c = 0; home && c < 3; c++)
+	{
+		rng			r = rng_make(70 + c);
+		int64_t		bad = 0;
+
+		for (int64_t i = 0; i < m; i++)
+		{
+			uint64_t	u = rng_u64(&r);
+
+			keys[i] = c == 0 ? u : c == 1 ? (0xabcdeULL << 44) | (u & 0xfffff) : pggpu_mix64(u % 50);
+			x[i] = c == 2 ? (double) (u % 7) : (double) i;
+			ref[i].key = keys[i];
+			ref[i].x = x[i];
+			ref[i].i = i;
+		}
+		qsort(ref, m, sizeof(order_ref), cmp_order_ref);
+		if (CHECK(pggpu_seed_order(home, keys, m, x, NULL, NULL, NULL, order, &err) == PGGPU_OK,
+				  "seed order, %s: %s", what[c], err.msg))
+		{
+			for (int64_t i = 0; i < m; i++)
+				bad += order[i] != ref[i].i;
+			CHECK(bad == 0, "seed order, %s: %lld places not those of qsort by key, value, place", what[c],
+				  (long long) bad);
+		}
+	}
+	pggpu_data_close(home);
+	free(keys);
+	free(x);
+	free(order);
+	free(ref);
+}
+
 /*
  * Parts give the fit of one set of all their rows: the same labels, sizes
  * and iterations, centroids and inertia within 1e-12 (the sums added in
@@ -466,6 +539,7 @@ test_parts(void)
 	double	   *init;
 
 	seed_order_checks();
+	seed_order_scale_checks();
 	keys_checks();
 	farthest_checks();
 	gen_blobs(&D, n, 5, k, 2.5, 31);
