@@ -145,7 +145,7 @@ hier_fit(pggpu_data *ds, const pggpu_kmeans_params *q0, int k, uint64_t seed, do
  * about 7,000 rows, H200): 8 queues, 8 threads 0.54-0.63 s and 16 no
  * faster; 32 queues, 16 threads 0.46 s (8: 0.50, 32: 0.49).  pg_gpu does
  * not raise the queues itself: each costs the GPU's channels, shared by
- * every process, and at 32 a queue only about 13 processes could hold a
+ * every process, and with 32 queues each only about 13 processes could hold a
  * context on an H200 at once, where 8 lets about 56 (docs/gpus.md).
  */
 #define HIER_THREADS_MAX 16
