@@ -166,10 +166,89 @@ normalize_subnormal(void)
 	}
 }
 
+/*
+ * The backends' km_normalize (on the GPU a warp a centroid, its squares
+ * summed by turns of the lanes) against pggpu_normalize on the host, bit
+ * for bit: d below, at and past a warp's width and wide; centroids of
+ * ordinary values, of values whose squares overflow, of subnormal values
+ * (the other branch), zero, holding a NaN, and a signed zero; norms 1,
+ * 2^-20 and 2^500 (the fit's scaled ones).
+ */
+static void
+normalize_backends(void)
+{
+	static const int dims[] = {1, 3, 31, 32, 33, 100, 768};
+	static const double norms[] = {1.0, 0x1p-20, 0x1p500};
+	const int	k = 6;
+
+	for (size_t di = 0; di < sizeof(dims) / sizeof(dims[0]); di++)
+	{
+		const int	d = dims[di];
+		double	   *C = xmalloc(sizeof(double) * k * d),
+				   *want = xmalloc(sizeof(double) * k * d),
+				   *got = xmalloc(sizeof(double) * k * d);
+		uint64_t	z = 0x9E3779B97F4A7C15ULL * (uint64_t) (d + 1);
+
+		for (int j = 0; j < d; j++)
+		{
+			double		u;
+
+			z = z * 6364136223846793005ULL + 1442695040888963407ULL;
+			u = (double) (z >> 11) * 0x1p-53;
+			C[0 * d + j] = (u - 0.5) * pow(10.0, (double) (j % 7) - 3);
+			C[1 * d + j] = (j % 2 ? -1.0 : 1.0) * 1e300 * (0.5 + u);
+			C[2 * d + j] = (double) (j % 3 - 1) * 5e-324 * (double) (1 + j % 5);
+			C[3 * d + j] = 0.0;
+			C[4 * d + j] = j == d / 2 ? NAN : u;
+			C[5 * d + j] = j == 0 ? -0.0 : (u - 0.25) * 1e-200;
+		}
+		for (size_t ni = 0; ni < sizeof(norms) / sizeof(norms[0]); ni++)
+		{
+			memcpy(want, C, sizeof(double) * k * d);
+			pggpu_normalize_rows(want, k, d, norms[ni]);
+			for (int b = 0; b < 2; b++)
+			{
+				pggpu_backend be = b ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU;
+				pggpu_data *ds = NULL;
+				pggpu_error err = {0};
+				int64_t		off = 0;
+
+				set_case("km_normalize d=%d norm %g, %s against pggpu_normalize", d, norms[ni], be_name(be));
+				if (b == 1 && !have_gpu)
+				{
+					gpu_skipped++;
+					continue;
+				}
+				if (!CHECK(pggpu_data_open(&ds, be, 0, d, k, &err) == PGGPU_OK, "open: %s", err.msg))
+					continue;
+				memset(pggpu_data_batch(ds), 0, sizeof(double) * d * pggpu_data_batch_rows(ds));
+				if (CHECK(pggpu_data_push(ds, k, &err) == PGGPU_OK &&
+						  ds->ops->km_begin(ds, k, &err) == PGGPU_OK && (ds->k = k) > 0 &&
+						  ds->ops->km_put_centroids(ds, C, &err) == PGGPU_OK &&
+						  ds->ops->km_normalize(ds, norms[ni], &err) == PGGPU_OK &&
+						  ds->ops->km_get_centroids(ds, got, &err) == PGGPU_OK,
+						  "normalize: %s", err.msg))
+				{
+					/* (the same bits; NaN the same where it is NaN) */
+					for (int64_t e = 0; e < (int64_t) k * d; e++)
+						if (memcmp(&got[e], &want[e], sizeof(double)) != 0 && !(isnan(got[e]) && isnan(want[e])))
+							off++;
+					CHECK(off == 0, "%lld of %d values differ from pggpu_normalize's", (long long) off, k * d);
+				}
+				pggpu_data_close(ds);
+			}
+		}
+		free(C);
+		free(want);
+		free(got);
+	}
+}
+
 void
 test_cosine(void)
 {
 	normalize_subnormal();
+	normalize_backends();
 	static const int shapes[][3] = {{5000, 8, 5}, {20000, 64, 300}, {3000, 300, 16}};
 
 	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
