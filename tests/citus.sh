@@ -674,29 +674,46 @@ ended_within() {
   done
   return 0
 }
+# result_check NAME OK FILE [WHY]: WHY, the step that failed, printed before FILE
 result_check() {
-  local name=$1 ok=$2 file=$3
+  local name=$1 ok=$2 file=$3 why=${4:-}
   if [ "$ok" = t ]; then npass=$((npass + 1)); echo "ok   - $name"
-  else nfail=$((nfail + 1)); echo "FAIL - $name"; grep -v "^NOTICE\|^HINT\|^LOCATION" "$file" | sed 's/^/       /'; fi
+  else
+    nfail=$((nfail + 1)); echo "FAIL - $name"
+    [ -n "$why" ] && echo "       ($why)"
+    grep -v "^NOTICE\|^HINT\|^LOCATION" "$file" | sed 's/^/       /'
+  fi
+}
+# mid_fit NAME SECONDS MESSAGE PORTS...: after start_long NAME and its interruption, the
+# fit ended within SECONDS with MESSAGE and no pg_gpu session is left on PORTS; sets ok,
+# and why to the first step that failed
+mid_fit() {
+  local name=$1 secs=$2 msg=$3 left
+  shift 3
+  ok=f
+  if ! ended_within "$name" "$secs"; then why="still running $secs s after its iterations showed"
+  elif ! grep -q "$msg" "$tmp/$name.out"; then why="not the error expected: $msg"
+  elif left=$(sessions_left "$@"); [ "$left" -ne 0 ]; then why="$left pg_gpu sessions left on the workers 2 s after"
+  else ok=t; why=; fi
 }
 
-ok=f
-if start_long cancel && q "$coord_port" "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '/* pg_gpu gpu_kmeans_fit%'" >/dev/null &&
-   ended_within cancel 3 && grep -q "ERROR:  57014: canceling statement due to user request" "$tmp/cancel.out" &&
-   [ "$(sessions_left "$worker_port" "$worker2_port")" -eq 0 ]; then ok=t; fi
-result_check "a cancel on the coordinator mid-fit: 57014 within 3 s, no session left on the workers" $ok "$tmp/cancel.out"
+ok=f why="the fit's iterations never showed, or the cancel was not sent"
+if start_long cancel && q "$coord_port" "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE '/* pg_gpu gpu_kmeans_fit%'" >/dev/null; then
+  mid_fit cancel 3 "ERROR:  57014: canceling statement due to user request" "$worker_port" "$worker2_port"
+fi
+result_check "a cancel on the coordinator mid-fit: 57014 within 3 s, no session left on the workers" $ok "$tmp/cancel.out" "$why"
 
-ok=f
-if start_long timeout "SET statement_timeout = '3s'" && ended_within timeout 4 &&
-   grep -q "ERROR:  57014: canceling statement due to statement timeout" "$tmp/timeout.out" &&
-   [ "$(sessions_left "$worker_port" "$worker2_port")" -eq 0 ]; then ok=t; fi
-result_check "statement_timeout = 3s mid-fit: 57014 in time, no session left on the workers" $ok "$tmp/timeout.out"
+ok=f why="the fit's iterations never showed"
+if start_long timeout "SET statement_timeout = '3s'"; then
+  mid_fit timeout 4 "ERROR:  57014: canceling statement due to statement timeout" "$worker_port" "$worker2_port"
+fi
+result_check "statement_timeout = 3s mid-fit: 57014 in time, no session left on the workers" $ok "$tmp/timeout.out" "$why"
 
-ok=f
-if start_long stopped && as_owner "$bindir/pg_ctl" -D "$tmp/worker2" -m immediate -w stop >/dev/null &&
-   ended_within stopped 5 && grep -q "ERROR:  08006: lost the connection to Citus node 127.0.0.1:$worker2_port" "$tmp/stopped.out" &&
-   [ "$(sessions_left "$worker_port")" -eq 0 ]; then ok=t; fi
-result_check "a worker stopped mid-fit: 08006 naming it, no session left on the other worker" $ok "$tmp/stopped.out"
+ok=f why="the fit's iterations never showed, or the worker did not stop"
+if start_long stopped && as_owner "$bindir/pg_ctl" -D "$tmp/worker2" -m immediate -w stop >/dev/null; then
+  mid_fit stopped 5 "ERROR:  08006: lost the connection to Citus node 127.0.0.1:$worker2_port" "$worker_port"
+fi
+result_check "a worker stopped mid-fit: 08006 naming it, no session left on the other worker" $ok "$tmp/stopped.out" "$why"
 
 expect_error "a worker that is down: 08001 naming it" 08001 "could not connect to Citus node 127.0.0.1:$worker2_port" \
   "SELECT * FROM gpu_kmeans_fit('pts', 3)"
