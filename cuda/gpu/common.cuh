@@ -299,6 +299,8 @@ pggpu_status gpu_widen(pggpu_data *ds, pggpu_error *err);
 /* step.cu: the work between interrupt checks of a ranged pass (0: none) */
 double		step_range_work(const pggpu_data *ds);
 pggpu_status gpu_km_step(pggpu_data *ds, bool update, bool dists, pggpu_step_stats *out, pggpu_error *err);
+/* cosine: every centroid scaled to norm `norm` after an update (step.cu) */
+pggpu_status gpu_km_normalize(pggpu_data *ds, double norm, pggpu_error *err);
 
 /* seed.cu */
 pggpu_status gpu_km_point(pggpu_data *ds, int64_t row, int c, int mode, const uint64_t *next_key,
