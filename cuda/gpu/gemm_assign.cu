@@ -67,13 +67,6 @@ top2_kernel(const T *__restrict__ S, int64_t rows, int k, const double *__restri
 	top2_rows(S, rows, k, nc, f, top_a, top_b, top_c);
 }
 
-/* rows t < rows of a pass: 32 threads a row (top2_kernel's grid) */
-static unsigned
-warps_grid(int64_t rows)
-{
-	return (unsigned) ((rows * 32 + BLOCK - 1) / BLOCK);
-}
-
 /*
  * A thread a row, after top2_kernel on the float64 products of rows g0 ..
  * g0 + rows - 1 of X (row t = g - g0, its products at S + t k).
@@ -355,155 +348,6 @@ centroid_f16_kernel(const double *__restrict__ C, int k, int d, const double *__
 		nc[c] = s;
 		/* a wild centroid makes the bound infinite: every row measured exactly */
 		atomicMax(ncmax, (unsigned long long) __double_as_longlong(wild ? INFINITY : s));
-	}
-}
-
-/*
- * The products on halves of a chunk's rows g0 .. g0 + rows - 1 (row t's at
- * S + t k) to labels, in one pass while they are in hand: each row's two
- * smallest a_c (f = 2^-2f of the copies, from maxabs) and the test that
- * certifies its best (f16_farther, from the row's |x - mu|^2 in nxc).  A
- * certain row gets its label.  For an uncertain one (counts[1] counts
- * them) its products are read again (from the cache), and of the
- * centroids the test cannot rule out the nearest by the reference's
- * measure is its label (nearest_listed; nearest_block for more than
- * LISTED_MEASURED, WIDE only).  No distance is written (pggpu_gemm_label
- * measures every row after, where asked).  A row with none or more than
- * its cap of such centroids (clusters 11 bits cannot tell apart: each
- * measure reads a centroid's row) goes to over (counts[0] of them) for the
- * float64 product, whose bound leaves few.  The cap: LISTED_MEASURED a
- * warp a row; WIDE, k / 40 between that and LISTED_WIDE (nearest_block
- * says why).
- *
- * WIDE: a block a row, its 8 warps sharing the columns (at k = 20,000 a
- * chunk is 2048 rows: a warp a row left 16 warps on each multiprocessor,
- * waiting on memory); else a warp a row, 8 rows a block.  (Until 1.11 the
- * uncertain rows were listed, gathered, their products computed again and
- * measured by another kernel, a thread a candidate only where candidates
- * shared a column of 32: 60 % of an iteration at 10^6 x 768, k = 4096.)
- */
-#define LISTED_MEASURED 32
-#define LISTED_WIDE BLOCK_LISTED
-
-/*
- * (WIDE: 5 blocks a multiprocessor, 48 registers: nearest_block took it to
- * 59 and 4 blocks, and rows of few candidates, 10^6 x 256 embeddings at k =
- * 20,000, 3 % longer an iteration)
- */
-#define LABEL_WIDE_K 4096		/* more centroids: label_f16_kernel WIDE */
-
-template <typename T, bool WIDE>
-__global__ void __launch_bounds__(BLOCK, WIDE ? 5 : 4)
-label_f16_kernel(const float *__restrict__ S, int64_t g0, int64_t rows, int k,
-				 const double *__restrict__ nc, const unsigned long long *ncmax_bits,
-				 const unsigned long long *maxabs_bits, const double *__restrict__ nxc,
-				 const T *__restrict__ X, int d, int log_b, const double *__restrict__ C,
-				 int32_t *labels, unsigned long long *changed, int64_t *over, unsigned int *counts)
-{
-	constexpr int GROUPS = WIDE ? 1 : BLOCK / 32;	/* rows a block */
-	constexpr int THREADS = WIDE ? BLOCK : 32;	/* threads a row */
-	constexpr int LISTED = WIDE ? LISTED_WIDE : LISTED_MEASURED;
-	__shared__ double part_b[BLOCK / 32],
-				part_s[BLOCK / 32];
-	__shared__ int part_i[BLOCK / 32],
-				cand[GROUPS][LISTED];
-	__shared__ typename std::conditional<WIDE, block_scratch, char>::type bsh;	/* nearest_block's */
-	__shared__ unsigned int ncand[GROUPS];
-	const int	lane = threadIdx.x & 31,
-				warp = threadIdx.x >> 5;
-	const int	grp = WIDE ? 0 : warp,
-				first = WIDE ? (int) threadIdx.x : lane;
-	const int64_t t = WIDE ? (int64_t) blockIdx.x : blockIdx.x * (int64_t) GROUPS + warp;
-
-	/*
-	 * (no barrier of the block but where a block is a row: 8 rows' warps
-	 * waiting on one another's uncertain rows held a block slot each, 24
-	 * ms of a pass at 10^6 x 768, k = 4096)
-	 */
-	if (t < rows)				/* (the whole block, WIDE) */
-	{
-		const float *s = S + t * k;
-		const double scale = copy_scale(maxabs_bits);
-		const double f2 = 2.0 / (scale * scale);
-		const int64_t g = g0 + t;
-		double		best,
-					second;
-		int			bi,
-					label;
-
-		top2_scan(s, k, nc, f2, first, THREADS, &best, &second, &bi);
-		top2_warp(&best, &second, &bi);
-		if (WIDE)
-		{
-			if (lane == 0)
-				part_b[warp] = best, part_s[warp] = second, part_i[warp] = bi;
-			__syncthreads();
-			best = part_b[0], second = part_s[0], bi = part_i[0];
-			for (int w = 1; w < BLOCK / 32; w++)
-				top2_merge(&best, &second, &bi, part_b[w], part_s[w], part_i[w]);
-		}
-
-		const double nx = nxc[g];
-		const double A = f16_bound(d, nx, __longlong_as_double((long long) *ncmax_bits), scale);
-		const unsigned int cap = WIDE ? min(LISTED_WIDE, max(LISTED_MEASURED, k / 40)) : LISTED_MEASURED;
-
-		label = bi;
-		if (!f16_farther(second, best, nx, A, d))
-		{
-			/*
-			 * uncertain: the row's values on their way to the cache (each
-			 * measure below reads them a few at a time, 8 loads in flight);
-			 * the candidates; then a thread of the first warp measures each
-			 */
-			const T    *x = X + pggpu_at(g, 0, d, log_b);
-
-			for (int j = first; j < d; j += THREADS)
-				asm volatile("prefetch.global.L2 [%0];" :: "l"(x + ((int64_t) j << log_b)));
-			if (first == 0)
-				ncand[grp] = 0;
-			if (WIDE)
-				__syncthreads();
-			else
-				__syncwarp();
-			for (int c = first; c < k; c += THREADS)
-				if (!f16_farther(__dsub_rn(nc[c], __dmul_rn(f2, (double) s[c])), best, nx, A, d))
-				{
-					unsigned int i = atomicAdd(&ncand[grp], 1u);
-
-					if (i < cap)
-						cand[grp][i] = c;
-				}
-			if (WIDE)
-				__syncthreads();
-			else
-				__syncwarp();
-
-			const unsigned int m = ncand[grp];
-
-			label = -1;
-			if (m == 0 || m > cap)
-				;
-			else if constexpr (WIDE)
-			{
-				if (m > LISTED_MEASURED)
-					label = nearest_block(x, log_b, C, d, cand[grp], (int) m, &bsh);
-				else if (warp == 0)
-					label = nearest_listed(x, log_b, C, d, cand[grp], (int) m, lane);
-			}
-			else
-				label = nearest_listed(x, log_b, C, d, cand[grp], (int) m, lane);
-			/* (none: the float64 product's; WIDE, first is in warp 0, which has the label) */
-			if (first == 0 && label < 0)
-				over[atomicAdd(&counts[0], 1u)] = g;
-			if (first == 0)
-				atomicAdd(&counts[1], 1u);
-		}
-		if (first == 0 && label >= 0)
-		{
-			if (labels[g] != label)
-				atomicAdd(changed, 1ULL);
-			labels[g] = label;
-		}
 	}
 }
 
@@ -804,29 +648,6 @@ finish_span(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, const ge
 	return PGGPU_OK;
 }
 
-/* label_f16_kernel on a chunk: WIDE where k is (a chunk's rows are few) */
-template <typename T>
-static void
-launch_label_f16(const T *X, const gemm_layout *l, char *w, pggpu_data *ds, int64_t g0, int64_t rows,
-				 const double *C, int32_t *labels, unsigned long long *changed, cudaStream_t stream)
-{
-	const int	k = ds->k;
-	const float *S = (const float *) w;
-	const double *nc = (const double *) (w + l->nc32);
-	const unsigned long long *ncmax = (const unsigned long long *) (w + l->ncmax32),
-			   *maxabs = (const unsigned long long *) (w + l->maxabs);
-	const double *nxc = (const double *) (w + l->nxc);
-	int64_t    *over = (int64_t *) (w + l->over);
-	unsigned int *counts = (unsigned int *) (w + l->counts);
-
-	if (k > LABEL_WIDE_K)
-		label_f16_kernel<T, true><<<(unsigned) rows, BLOCK, 0, stream>>>(
-			S, g0, rows, k, nc, ncmax, maxabs, nxc, X, ds->d, ds->log_b, C, labels, changed, over, counts);
-	else
-		label_f16_kernel<T, false><<<warps_grid(rows), BLOCK, 0, stream>>>(
-			S, g0, rows, k, nc, ncmax, maxabs, nxc, X, ds->d, ds->log_b, C, labels, changed, over, counts);
-}
-
 pggpu_status
 pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, bool f16_ws,
 				 bool *f16, void *ws, bool measure, int32_t *labels, double *dist2, unsigned long long *changed,
@@ -956,12 +777,10 @@ pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const double *C, boo
 			continue;
 		}
 		/* the chunk's rows labelled while its products are in hand */
-		if (X.f16)
-			launch_label_f16((const __half *) X.p, &l, w, ds, g0, rows, C, labels, changed, stream);
-		else if (X.f32)
-			launch_label_f16((const float *) X.p, &l, w, ds, g0, rows, C, labels, changed, stream);
-		else
-			launch_label_f16((const double *) X.p, &l, w, ds, g0, rows, C, labels, changed, stream);
+		pggpu_label_f16(X, (const float *) w, (const double *) (w + l.nc32),
+						(const unsigned long long *) (w + l.ncmax32), (const unsigned long long *) (w + l.maxabs),
+						(const double *) (w + l.nxc), (int64_t *) (w + l.over), (unsigned int *) (w + l.counts),
+						g0, rows, k, d, ds->log_b, C, labels, changed, stream);
 		LAUNCHED(label_f16_kernel);
 	}
 	if (h16 && n > span0 &&

@@ -10,6 +10,13 @@
 
 #include "common.cuh"
 
+/* blocks for rows t < rows of a pass, 32 threads a row */
+static inline unsigned
+warps_grid(int64_t rows)
+{
+	return (unsigned) ((rows * 32 + BLOCK - 1) / BLOCK);
+}
+
 /* device workspace bytes of the passes on n rows, k centroids, d columns, tiles of 2^log_b rows */
 size_t		pggpu_gemm_workspace_bytes(int64_t n, int k, int d, int log_b, bool f16, bool f32);
 
@@ -46,5 +53,16 @@ pggpu_status pggpu_gemm_label(pggpu_data *ds, cublasHandle_t h, xview X, const d
  */
 pggpu_status pggpu_gemm_dists(pggpu_data *ds, xview X, const double *C, const int32_t *labels, double *dist2,
 							  cudaStream_t stream, pggpu_error *err);
+
+/*
+ * The labels of rows g0 .. g0 + rows - 1 from their products on halves S
+ * (a row's k adjacent), as the route gemm_f16 certifies them
+ * (gemm_label.cu; the arrays are the workspace's, gemm_assign.cu).  Async
+ * on stream.
+ */
+void		pggpu_label_f16(xview X, const float *S, const double *nc, const unsigned long long *ncmax,
+							const unsigned long long *maxabs, const double *nxc, int64_t *over,
+							unsigned int *counts, int64_t g0, int64_t rows, int k, int d, int log_b,
+							const double *C, int32_t *labels, unsigned long long *changed, cudaStream_t stream);
 
 #endif							/* PG_GPU_GEMM_ASSIGN_CUH */

@@ -16,19 +16,27 @@
  * (about 2.3 rows a run); at k = 256, 8.  The inertia is each block's sum
  * of its rows' distances in a fixed order.
  *
- * Where the chunks are fewer than the blocks the GPU holds (a small set: a
- * hierarchical group's 7,000 rows are 4 chunks), each chunk's columns are
- * split between blocks (blockIdx.y: every gridDim.y-th group of columns),
- * each sorting the chunk's labels itself: 4 blocks took 356 us an
- * iteration at 7,000 x 256, k = 141 (H200), each walking 32 groups of
- * columns in turn.
+ * The work is a list of stages, a chunk's group of columns each, in order
+ * (chunk by chunk, its groups of columns in turn), and every block takes a
+ * run of it of equal length (within one stage), sorting the labels of each
+ * chunk it enters: a small set's chunks are so split by columns between
+ * blocks (a hierarchical group's 7,000 rows are 4 chunks, 128 stages at d
+ * = 256), and a large set's blocks end together.
  *
- * Two blocks a multiprocessor (256 threads, at most 128 registers, about
- * 78 KB of shared memory each), so that one block's loads overlap the
- * other's walk, its barriers between them: at 10^6 x 128, k = 1024 (float32
- * blobs, H200) an iteration took 12.1-12.3 ms with one block of 512
- * threads (4096 rows a chunk), 8.9 with two; 128 threads x 4 blocks, the
- * same there and slower at 768 x 1024 (8.0 ms against 7.6).
+ * Two blocks a multiprocessor (256 threads, about 78 KB of shared memory
+ * each), so that one block's copies overlap the other's walk.  A stage's
+ * columns come in by 16-byte cp.async, from addresses worked out once a
+ * chunk.  A group of lanes walks a contiguous share of its warp's places
+ * (64 of floats), each place's row marked where its run ends, so that a
+ * value costs a few instructions and an atomic ends a run or a share.
+ * Until 1.11 a group took 8 places of each span of 32 in turn, testing the
+ * next label and whether the set was weighted at each, and staged the
+ * columns a value a load: at 10^6 x 768, k = 256 (embeddings, float32,
+ * H200) the update took 2.58 ms of a 4.35 ms iteration, issuing 1.4 x 10^9
+ * warp instructions (Nsight Compute: DRAM 19 % busy); the iteration now
+ * takes 3.18 ms, and 1536 x 256 5.59 against 7.90.  One block of two
+ * buffers, the next stage's copies in flight during the walk, took longer
+ * (5.0 ms: 8 warps a multiprocessor, each issuing once every 6 cycles).
  *
  * A weighted set's (rw): each value times its row's weight (one rounding,
  * as the CPU's), each run's weights summed into mass with its count, and
@@ -50,38 +58,47 @@
 #define SU_ITEMS 8
 #define SU_ROWS (SU_THREADS * SU_ITEMS)	/* rows a chunk */
 #define SU_WARPS (SU_THREADS / 32)
-#define SU_SPANS (SU_ROWS / 32 / SU_WARPS)	/* 32-place spans a warp */
 
 /*
  * Columns staged at a time (cols), 64 KB of values either way; a warp's
- * lanes are cols columns by 32 / cols groups of places (a span of 32
- * places split between the groups, each walking its share, per, in order).
+ * lanes are cols columns by 32 / cols groups, each group walking a
+ * contiguous share of the warp's places (per) in order.  A staged column
+ * is padded to a multiple of 16 bytes (vec values), so that every 16-byte
+ * copy lands aligned, and lies 4 banks from the last.
  */
 template <typename T>
 struct su_cfg
 {
 	/* 8 floats (and halves: the same runs as floats'), 4 doubles */
 	static constexpr int cols = 32 / (sizeof(T) < sizeof(float) ? (int) sizeof(float) : (int) sizeof(T));
-	static constexpr int per = 32 / (32 / cols);	/* places a group walks in a span */
+	static constexpr int per = SU_ROWS / SU_WARPS / (32 / cols);	/* places a group walks */
+	static constexpr int vec = 16 / (int) sizeof(T);	/* values a 16-byte copy */
+	static constexpr int stride = SU_ROWS + vec;	/* a staged column's values, padded */
+	static constexpr int pieces = SU_ROWS / vec / SU_THREADS;	/* copies a thread a column */
 };
 
 typedef cub::BlockRadixSort<unsigned, SU_THREADS, SU_ITEMS, int> su_sort;
 
+#define SU_END 0x8000			/* in a place's row: the last place of its run */
+
 template <typename T>
 struct su_smem
 {
+	T			vals[su_cfg<T>::cols][su_cfg<T>::stride];
 	union
 	{
 		typename su_sort::TempStorage sort;
-		T			vals[su_cfg<T>::cols][SU_ROWS + 1];	/* (+ 1: a column a bank apart) */
+		struct
+		{
+			int			lab[SU_ROWS];	/* the chunk's labels in sorted order (k: past the rows) */
+			unsigned short row[SU_ROWS];	/* their rows' places in the chunk, | SU_END */
+		}			w;
 	}			u;
-	int			lab[SU_ROWS];	/* the chunk's labels in sorted order (k: past the rows) */
-	short		row[SU_ROWS];	/* their rows' places in the chunk */
 };
 
-static_assert(sizeof(su_smem<float>) <= PGGPU_SORTED_SMEM && sizeof(su_smem<double>) <= PGGPU_SORTED_SMEM &&
-			  sizeof(su_smem<__half>) <= PGGPU_SORTED_SMEM,
-			  "route.h's PGGPU_SORTED_SMEM: the planner's test of the GPU's shared memory");
+static_assert(2 * sizeof(su_smem<float>) <= PGGPU_SORTED_SMEM && 2 * sizeof(su_smem<double>) <= PGGPU_SORTED_SMEM &&
+			  2 * sizeof(su_smem<__half>) <= PGGPU_SORTED_SMEM,
+			  "route.h's PGGPU_SORTED_SMEM: the planner's test of the GPU's shared memory (two blocks)");
 
 static size_t
 sorted_update_smem(xview X)
@@ -89,7 +106,7 @@ sorted_update_smem(xview X)
 	return X.f16 ? sizeof(su_smem<__half>) : X.f32 ? sizeof(su_smem<float>) : sizeof(su_smem<double>);
 }
 
-template <typename T>
+template <typename T, bool W>
 __global__ void __launch_bounds__(SU_THREADS, 2)
 sorted_update_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, int k, int bits,
 					 const int32_t *__restrict__ labels, const double *__restrict__ dist2,
@@ -97,122 +114,163 @@ sorted_update_kernel(const T *__restrict__ X, int64_t n, int d, int log_b, int k
 					 double *block_part)
 {
 	constexpr int G = su_cfg<T>::cols,
-				PER = su_cfg<T>::per;
+				PER = su_cfg<T>::per,
+				V = su_cfg<T>::vec,
+				P = su_cfg<T>::pieces;
 	extern __shared__ __align__(16) unsigned char su_raw[];
 	su_smem<T> &sm = *reinterpret_cast<su_smem<T> *>(su_raw);
 	const int	lane = threadIdx.x & 31;
 	const int	warp = threadIdx.x >> 5;
 	const int	col = lane % G,
 				grp = lane / G;
+	const int	p0 = warp * (SU_ROWS / SU_WARPS) + grp * PER;	/* the group's places */
 	const int64_t b = (int64_t) 1 << log_b;
+	const int64_t groups = (d + G - 1) / G;
+	const int64_t stages = (n + SU_ROWS - 1) / SU_ROWS * groups;
+	/* the block's stages, a run of the (chunk, group of columns) pairs in order */
+	const int64_t first = stages * blockIdx.x / gridDim.x,
+				last = stages * (blockIdx.x + 1) / gridDim.x;
+	int64_t		chunk = -1;
+	const T    *src[P];			/* the thread's copies' rows, in column 0 */
+	int			bytes[P];		/* of each, 16, fewer (the last row), or 0 (past n) */
 	double		inertia = 0;
 
-	static_assert(SU_ROWS <= 32768, "row places are shorts");
-	for (int64_t c0 = (int64_t) blockIdx.x * SU_ROWS; c0 < n; c0 += (int64_t) gridDim.x * SU_ROWS)
+	static_assert(SU_ROWS < SU_END, "row places and the run's end share a short");
+	for (int64_t st = first; st < last; st++)
 	{
-		unsigned	key[SU_ITEMS];
-		int			place[SU_ITEMS];
+		const int64_t c0 = st / groups * SU_ROWS;
+		const int	j0 = (int) (st % groups) * G;
 
-		/* the chunk's labels, by their places, sorted (stable: places ascending in a run) */
-#pragma unroll
-		for (int u = 0; u < SU_ITEMS; u++)
+		if (c0 != chunk)
 		{
-			int			p = threadIdx.x * SU_ITEMS + u;
-			int64_t		i = c0 + p;
+			/* a new chunk: its labels, by their places, sorted (stable: places ascending in a run) */
+			unsigned	key[SU_ITEMS];
+			int			place[SU_ITEMS];
 
-			key[u] = (unsigned) (i < n ? labels[i] : k);
-			place[u] = p;
-			if (i < n && blockIdx.y == 0)
-				inertia += rw ? __dmul_rn(rw[i], dist2[i]) : dist2[i];
-		}
-		__syncthreads();		/* the last chunk's values are spent (u.sort overlays them) */
-		su_sort(sm.u.sort).Sort(key, place, 0, bits);
+			chunk = c0;
 #pragma unroll
-		for (int u = 0; u < SU_ITEMS; u++)
-		{
-			sm.lab[threadIdx.x * SU_ITEMS + u] = (int) key[u];
-			sm.row[threadIdx.x * SU_ITEMS + u] = (short) place[u];
-		}
-
-		for (int j0 = blockIdx.y * G; j0 < d; j0 += gridDim.y * G)
-		{
-			__syncthreads();	/* the sort's storage, or the last columns, spent */
-			/* loads in flight before their stores (coalesced: a tile's column is contiguous) */
-#pragma unroll
-			for (int h = 0; h < SU_ITEMS; h += SU_ITEMS / 2)
+			for (int u = 0; u < P; u++)
 			{
-				T			ld[G][SU_ITEMS / 2];
+				const int64_t i = c0 + (int64_t) (threadIdx.x + u * SU_THREADS) * V;
 
-#pragma unroll
-				for (int g = 0; g < G; g++)
-#pragma unroll
-					for (int u = 0; u < SU_ITEMS / 2; u++)
-					{
-						int64_t		i = c0 + (h + u) * SU_THREADS + threadIdx.x;
-
-						ld[g][u] = j0 + g < d && i < n ?
-							X[(i >> log_b) * b * d + (int64_t) (j0 + g) * b + (i & (b - 1))] : (T) 0;
-					}
-#pragma unroll
-				for (int g = 0; g < G; g++)
-#pragma unroll
-					for (int u = 0; u < SU_ITEMS / 2; u++)
-						sm.u.vals[g][(h + u) * SU_THREADS + threadIdx.x] = ld[g][u];
+				src[u] = X + (i >> log_b) * b * d + (i & (b - 1));
+				bytes[u] = i >= n ? 0 : n - i >= V ? 16 : (int) (n - i) * (int) sizeof(T);
 			}
-			__syncthreads();
-			if (j0 + col >= d)
-				continue;
-			/* each group walks its places of the warp's spans, a run's sum added where it ends */
-			for (int s = 0; s < SU_SPANS; s++)
+#pragma unroll
+			for (int u = 0; u < SU_ITEMS; u++)
 			{
-				const int	p0 = (warp * SU_SPANS + s) * 32 + grp * PER;
-				double		acc = 0,
-							macc = 0;
-				unsigned long long m = 0;
+				int			p = threadIdx.x * SU_ITEMS + u;
+				int64_t		i = c0 + p;
 
-				for (int q = 0; q < PER; q++)
+				key[u] = (unsigned) (i < n ? labels[i] : k);
+				place[u] = p;
+				/* (the chunk's inertia from the block that walks its first columns) */
+				if (i < n && j0 == 0)
+					inertia += W ? __dmul_rn(rw[i], dist2[i]) : dist2[i];
+			}
+			__syncthreads();	/* the last chunk's walks are done (u.sort overlays its places) */
+			su_sort(sm.u.sort).Sort(key, place, 0, bits);
+			__syncthreads();
+#pragma unroll
+			for (int u = 0; u < SU_ITEMS; u++)
+				sm.u.w.lab[threadIdx.x * SU_ITEMS + u] = (int) key[u];
+			__syncthreads();
+			/* a place's row, marked where its run ends (the chunk's last place ends one) */
+#pragma unroll
+			for (int u = 0; u < SU_ITEMS; u++)
+			{
+				const int	p = threadIdx.x * SU_ITEMS + u;
+
+				sm.u.w.row[p] = (unsigned short) (place[u] |
+												  (p == SU_ROWS - 1 || sm.u.w.lab[p + 1] != (int) key[u] ? SU_END : 0));
+			}
+		}
+		__syncthreads();		/* the last stage's walk done; the places in */
+		/* the stage's columns, 16 bytes a copy (a copy's vec rows lie in one tile: tiles are 32 rows or more) */
+#pragma unroll
+		for (int g = 0; g < G; g++)
+#pragma unroll
+			for (int u = 0; u < P; u++)
+				if (bytes[u] > 0 && j0 + g < d)
 				{
-					const int	p = p0 + q;
-					const int	lab = sm.lab[p];
+					const unsigned s = (unsigned) __cvta_generic_to_shared(
+						&sm.vals[g][(threadIdx.x + u * SU_THREADS) * V]);
 
-					if (lab >= k)
-						break;	/* (past the rows: they sort last) */
-					if (rw)
-					{
-						const double w = __ldg(&rw[c0 + sm.row[p]]);
+					asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+								 ::"r"(s), "l"(src[u] + (int64_t) (j0 + g) * b), "r"(bytes[u]));
+				}
+		asm volatile("cp.async.commit_group;");
+		asm volatile("cp.async.wait_group 0;");
+		__syncthreads();
+		if (j0 + col >= d)
+			continue;
 
-						acc += __dmul_rn(w, (double) sm.u.vals[col][sm.row[p]]);
-						macc += w;
-					}
-					else
-						acc += (double) sm.u.vals[col][sm.row[p]];
-					m++;
-					if (q == PER - 1 || sm.lab[p + 1] != lab)
+		/*
+		 * The group walks its places in order, a run's sum added where it
+		 * ends (the place's SU_END), and where the share ends; a run past
+		 * the rows (label k, which sorts last) adds nothing.  8 places'
+		 * loads at a time, ahead of their additions.
+		 */
+		const T    *vals = sm.vals[col];
+		double		acc = 0,
+					macc = 0;
+		int			m = 0;
+
+#pragma unroll 1
+		for (int q0 = 0; q0 < PER; q0 += 8)
+		{
+			unsigned	w[8];
+			T			v[8];
+
+#pragma unroll
+			for (int q = 0; q < 8; q++)
+			{
+				w[q] = sm.u.w.row[p0 + q0 + q];
+				v[q] = vals[w[q] & (SU_END - 1)];
+			}
+#pragma unroll
+			for (int q = 0; q < 8; q++)
+			{
+				if (W)
+				{
+					const int	lab = sm.u.w.lab[p0 + q0 + q];
+					const double wt = lab < k ? __ldg(&rw[c0 + (w[q] & (SU_END - 1))]) : 0.0;
+
+					acc += __dmul_rn(wt, (double) v[q]);
+					macc += wt;
+				}
+				else
+					acc += (double) v[q];
+				m++;
+				if ((w[q] & SU_END) || q0 + q == PER - 1)
+				{
+					const int	lab = sm.u.w.lab[p0 + q0 + q];
+
+					if (lab < k)
 					{
 						atomicAdd(&sums[(int64_t) lab * d + j0 + col], acc);
 						if (j0 + col == 0)
 						{
-							atomicAdd(&cnt[lab], m);
-							if (rw)
+							atomicAdd(&cnt[lab], (unsigned long long) m);
+							if (W)
 								atomicAdd(&mass[lab], macc);
 						}
-						acc = 0;
-						macc = 0;
-						m = 0;
 					}
+					acc = 0;
+					macc = 0;
+					m = 0;
 				}
 			}
 		}
 	}
 	inertia = block_sum(inertia);
-	if (threadIdx.x == 0 && blockIdx.y == 0)
+	if (threadIdx.x == 0)
 		block_part[blockIdx.x] = inertia;
 }
 
 /*
  * The update from labels[0 .. n - 1] and dist2 into sums and cnt (zeroed),
- * the blocks' inertia into block_part[0 .. *grid - 1] (*grid: the chunks'
- * blocks; the blocks that split their columns, gy, add no inertia)
+ * the blocks' inertia into block_part[0 .. *grid - 1]
  */
 cudaError_t
 pggpu_sorted_update(xview X, int64_t n, int d, int log_b, int k, const int32_t *labels,
@@ -220,10 +278,14 @@ pggpu_sorted_update(xview X, int64_t n, int d, int log_b, int k, const int32_t *
 					double *mass, double *block_part, int max_grid, int64_t *grid, cudaStream_t stream)
 {
 	const size_t smem = sorted_update_smem(X);
-	const void *fn = X.f16 ? (const void *) sorted_update_kernel<__half> :
-		X.f32 ? (const void *) sorted_update_kernel<float> : (const void *) sorted_update_kernel<double>;
+	const void *fn = X.f16 ? (rw ? (const void *) sorted_update_kernel<__half, true> :
+							  (const void *) sorted_update_kernel<__half, false>) :
+		X.f32 ? (rw ? (const void *) sorted_update_kernel<float, true> :
+				 (const void *) sorted_update_kernel<float, false>) :
+		(rw ? (const void *) sorted_update_kernel<double, true> : (const void *) sorted_update_kernel<double, false>);
+	const int	G = X.f16 ? su_cfg<__half>::cols : X.f32 ? su_cfg<float>::cols : su_cfg<double>::cols;
+	const int64_t stages = (n + SU_ROWS - 1) / SU_ROWS * ((d + G - 1) / G);
 	int			bits = 1,
-				gy,
 				dev = 0,
 				sms = 0,
 				per_sm = 0;
@@ -236,31 +298,22 @@ pggpu_sorted_update(xview X, int64_t n, int d, int log_b, int k, const int32_t *
 		(e = cudaGetDevice(&dev)) != cudaSuccess ||
 		(e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
 		return e;
+	/* (every block a run of stages: a small set's chunks split by columns between blocks) */
 	*grid = (int64_t) (per_sm > 0 ? per_sm : 1) * sms;
 	if (*grid > max_grid)
 		*grid = max_grid;
-	if (*grid > (n + SU_ROWS - 1) / SU_ROWS)
-		*grid = (n + SU_ROWS - 1) / SU_ROWS;
+	if (*grid > stages)
+		*grid = stages;
 	if (*grid < 1)
 		*grid = 1;
-	/* (the blocks the GPU holds, shared between the chunks' groups of columns) */
 	{
-		const int	G = X.f16 ? su_cfg<__half>::cols : X.f32 ? su_cfg<float>::cols : su_cfg<double>::cols;
-		const int64_t room = (int64_t) (per_sm > 0 ? per_sm : 1) * sms / *grid;
+		void	   *args[] = {(void *) &X.p, &n, &d, &log_b, &k, &bits, &labels, &dist2, &rw, &sums, &cnt, &mass,
+							  &block_part};
 
-		gy = room < (d + G - 1) / G ? (int) room : (d + G - 1) / G;
-		if (gy < 1)
-			gy = 1;
+		e = cudaLaunchKernel(fn, dim3((unsigned) *grid), dim3(SU_THREADS), args, smem, stream);
 	}
-	if (X.f16)
-		sorted_update_kernel<__half><<<dim3((unsigned) *grid, (unsigned) gy), SU_THREADS, smem, stream>>>(
-			(const __half *) X.p, n, d, log_b, k, bits, labels, dist2, rw, sums, cnt, mass, block_part);
-	else if (X.f32)
-		sorted_update_kernel<float><<<dim3((unsigned) *grid, (unsigned) gy), SU_THREADS, smem, stream>>>(
-			(const float *) X.p, n, d, log_b, k, bits, labels, dist2, rw, sums, cnt, mass, block_part);
-	else
-		sorted_update_kernel<double><<<dim3((unsigned) *grid, (unsigned) gy), SU_THREADS, smem, stream>>>(
-			(const double *) X.p, n, d, log_b, k, bits, labels, dist2, rw, sums, cnt, mass, block_part);
+	if (e != cudaSuccess)
+		return e;
 	return cudaPeekAtLastError();
 }
 
