@@ -2,7 +2,7 @@
  * gemm_label.cu - the labels of a chunk's rows from their products on
  * halves (route gemm_f16, gemm_assign.cu, which says how a row is
  * certified): label_f16_kernel (a warp or a block a row), label_rows_kernel
- * (a thread a row, at few centroids), an uncertain row's label
+ * (a thread a row, at few centroids and columns), an uncertain row's label
  * (label_uncertain, both), and pggpu_label_f16, which launches one.
  */
 #include <cuda_fp16.h>
@@ -184,17 +184,23 @@ label_f16_kernel(const float *__restrict__ S, int64_t g0, int64_t rows, int k,
 
 
 /*
- * label_f16_kernel's work at few centroids (k <= LABEL_ROWS_K), a thread a
- * row: a warp's 32 rows' products come to shared memory 32 columns at a
- * time (a load a row, coalesced), and each lane scans its row's, in column
- * order, and tests its best; the warp then takes its uncertain rows one
- * at a time (label_uncertain).  The same labels: a row's two smallest are
- * the same in any order, the lowest index winning ties.  A warp a row
- * spent most of its instructions on what a row costs once (merging the
- * lanes' top-2, the bound): at 10^6 x 768, k = 256 the labelling took
- * 0.72 ms of a 4.35 ms iteration (H200).
+ * label_f16_kernel's work at few centroids and columns (k <= LABEL_ROWS_K,
+ * d <= LABEL_ROWS_D), a thread a row: a warp's 32 rows' products come to
+ * shared memory 32 columns at a time (a load a row, coalesced), each lane
+ * scans its row's in column order and tests its best, and the warp then
+ * takes its uncertain rows one at a time (label_uncertain).  The same
+ * labels: a row's two smallest are the same in any order, the lowest index
+ * winning ties.  A warp a row spends most of its instructions on what a
+ * row costs once (merging the lanes' top-2, the bound).  On an H200,
+ * 10^6 embeddings (float32, cosine), ms an iteration with the update of
+ * sorted_update.cu, two runs: d = 128, k = 256: 1.27-1.31 against
+ * 1.47; but d = 768, k = 256: 3.18-3.26 against 3.18, d = 1536: 5.86-5.95
+ * against 5.59, d = 768, k = 1024: 11.4-11.9 against 10.1 (a warp's
+ * uncertain rows in turn, each measure d long, while the other warps wait
+ * on none).
  */
-#define LABEL_ROWS_K 1024
+#define LABEL_ROWS_K 256
+#define LABEL_ROWS_D 128
 
 template <typename T>
 __global__ void __launch_bounds__(BLOCK)
@@ -287,7 +293,7 @@ launch_label(const T *X, const float *S, const double *nc, const unsigned long l
 	if (k > LABEL_WIDE_K)
 		label_f16_kernel<T, true><<<(unsigned) rows, BLOCK, 0, stream>>>(
 			S, g0, rows, k, nc, ncmax, maxabs, nxc, X, d, log_b, C, labels, changed, over, counts);
-	else if (k <= LABEL_ROWS_K)
+	else if (k <= LABEL_ROWS_K && d <= LABEL_ROWS_D)
 		label_rows_kernel<T><<<(unsigned) ((rows + BLOCK - 1) / BLOCK), BLOCK, 0, stream>>>(
 			S, g0, rows, k, nc, ncmax, maxabs, nxc, X, d, log_b, C, labels, changed, over, counts);
 	else
