@@ -280,6 +280,7 @@ label_rows_kernel(const float *__restrict__ S, int64_t g0, int64_t rows, int k,
 				atomicAdd(changed, 1ULL);
 			labels[g] = label;
 		}
+		__syncwarp();			/* the row's candidates read before the next row's are listed */
 	}
 }
 
