@@ -325,7 +325,7 @@ routes_gpu_uncertain(void)
 
 /*
  * More than 4096 centroids: the FP16 product's rows labelled a block a row
- * (gemm_assign.cu: label_f16_kernel, WIDE), from the first k rows.
+ * (gemm_label.cu: label_f16_kernel, WIDE), from the first k rows.
  * Uniform rows, which it must certify mostly by itself (the uncertain ones
  * measured against their candidates); tight blobs, about 139 centroids
  * each, whose rows have tens to hundreds of candidates (nearest_block up
