@@ -224,9 +224,10 @@ listed_certify_kernel(const double *__restrict__ U, int64_t rows, int d, const i
  * measure too: a row whose second smallest passes that is certain, and is
  * certain (its best is the label; where a step wants the distances, each
  * row is measured against its label the reference's way after).  For the
- * other rows, while the chunk's products are in hand (gemm_label.cu: label_f16_kernel, or label_rows_kernel),
- * the nearest of the centroids the same test cannot rule out by the
- * reference's measure wins, the lowest index on ties (nearest_listed:
+ * other rows, while the chunk's products are in hand (gemm_label.cu:
+ * label_f16_kernel, or label_rows_kernel), the nearest of the centroids
+ * the same test cannot rule out by the reference's measure wins, the
+ * lowest index on ties (nearest_listed:
  * their sums taken by a warp in another order rule out most, the rest
  * measured the reference's way; above 4096 centroids, a row of more than
  * LISTED_MEASURED candidates measures them all, nearest_block).  Near ties
