@@ -244,11 +244,111 @@ normalize_backends(void)
 	}
 }
 
+/*
+ * A cosine fit's repair of an emptied cluster, bit for bit: 24 rows (and
+ * a copy of the first), each near a given centroid of its own, and a 25th
+ * centroid near none (emptied by the first step).  After one iteration
+ * each row's centroid is its mean, the row itself, scaled onto the sphere
+ * once (pggpu_normalize); the emptied one takes the row farthest from its
+ * given centroid, scaled once.  (Until 1.11 a repair scaled every centroid a second time: the
+ * same to 1e-16, not the same bits, for about 40 % of vectors.)
+ */
+static void
+cosine_repair(void)
+{
+	const int	m = 24,
+				n = m + 1,
+				d = 48,
+				k = m + 1;
+	dataset		D = {0};
+	rng			r = rng_make(977);
+	double	   *C0 = xmalloc(sizeof(double) * k * d),
+			   *want = xmalloc(sizeof(double) * k * d),
+				far = -1;
+	int			fi = -1;
+	pggpu_kmeans_params p = {0};
+
+	D.n = n;
+	D.d = d;
+	D.X = xmalloc(sizeof(double) * n * d);
+	for (int64_t e = 0; e < (int64_t) m * d; e++)
+		D.X[e] = rng_gauss(&r);
+	D.n = m;
+	unit_rows(&D);
+	D.n = n;
+	memcpy(D.X + m * d, D.X, sizeof(double) * d);
+	/* row i's centroid: the row moved by 0.02 + 0.01 i (a random direction); the last near no row */
+	for (int i = 0; i < m; i++)
+	{
+		double		u[48],
+					nu = 0,
+					nc = 0,
+					dist = 0;
+
+		for (int j = 0; j < d; j++)
+			u[j] = rng_gauss(&r), nu += u[j] * u[j];
+		for (int j = 0; j < d; j++)
+			C0[i * d + j] = D.X[i * d + j] + (0.02 + 0.01 * i) * u[j] / sqrt(nu);
+		for (int j = 0; j < d; j++)
+			nc += C0[i * d + j] * C0[i * d + j];
+		for (int j = 0; j < d; j++)
+			dist += (D.X[i * d + j] - C0[i * d + j] / sqrt(nc)) * (D.X[i * d + j] - C0[i * d + j] / sqrt(nc));
+		if (dist > far)
+			far = dist, fi = i;
+		memcpy(want + i * d, D.X + i * d, sizeof(double) * d);
+		pggpu_normalize(want + i * d, d, 1.0);
+	}
+	for (int j = 0; j < d; j++)
+		C0[m * d + j] = -D.X[0 * d + j] - D.X[1 * d + j];
+	memcpy(want + m * d, want + fi * d, sizeof(double) * d);
+	p.k = k;
+	p.max_iter = 1;
+	p.tol = 0;
+	p.init = PGGPU_INIT_GIVEN;
+	p.init_centroids = C0;
+	for (int b = 0; b < 2; b++)
+	{
+		pggpu_backend be = b ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU;
+		km_out		o;
+		bool		used[25] = {false};
+		int			unmatched = 0;
+
+		set_case("cosine, an emptied cluster repaired (one iteration), %s", be_name(be));
+		if (b == 1 && !have_gpu)
+		{
+			gpu_skipped++;
+			continue;
+		}
+		km_alloc(&o, n, k, d);
+		if (fit_cosine(be, &D, &p, &o))
+		{
+			/* (as a set: the result's order is the fit's own) */
+			for (int c = 0; c < k; c++)
+			{
+				int			w = 0;
+
+				while (w < k && (used[w] || memcmp(o.C + c * d, want + w * d, sizeof(double) * d) != 0))
+					w++;
+				if (w < k)
+					used[w] = true;
+				else
+					unmatched++;
+			}
+			CHECK(unmatched == 0, "%d of %d centroids are not a row scaled once by pggpu_normalize", unmatched, k);
+		}
+		km_free(&o);
+	}
+	free(C0);
+	free(want);
+	data_free(&D);
+}
+
 void
 test_cosine(void)
 {
 	normalize_subnormal();
 	normalize_backends();
+	cosine_repair();
 	static const int shapes[][3] = {{5000, 8, 5}, {20000, 64, 300}, {3000, 300, 16}};
 
 	for (size_t si = 0; si < sizeof(shapes) / sizeof(shapes[0]); si++)
