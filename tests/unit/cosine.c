@@ -250,16 +250,20 @@ normalize_backends(void)
  * centroid near none (emptied by the first step).  After one iteration
  * each row's centroid is its mean, the row itself, scaled onto the sphere
  * once (pggpu_normalize); the emptied one takes the row farthest from its
- * given centroid, scaled once.  (Until 1.11 a repair scaled every centroid a second time: the
- * same to 1e-16, not the same bits, for about 40 % of vectors.)
+ * given centroid, scaled once.  (Until 1.11 a repair scaled every
+ * centroid a second time: the same to 1e-16, not the same bits, for about
+ * 40 % of vectors.)
  */
 static void
 cosine_repair(void)
 {
-	const int	m = 24,
-				n = m + 1,
-				d = 48,
-				k = m + 1;
+	enum
+	{
+		m = 24,					/* rows apart from the copy, each its own centroid */
+		n = m + 1,
+		d = 48,
+		k = m + 1
+	};
 	dataset		D = {0};
 	rng			r = rng_make(977);
 	double	   *C0 = xmalloc(sizeof(double) * k * d),
@@ -280,7 +284,7 @@ cosine_repair(void)
 	/* row i's centroid: the row moved by 0.02 + 0.01 i (a random direction); the last near no row */
 	for (int i = 0; i < m; i++)
 	{
-		double		u[48],
+		double		u[d],
 					nu = 0,
 					nc = 0,
 					dist = 0;
@@ -310,7 +314,7 @@ cosine_repair(void)
 	{
 		pggpu_backend be = b ? PGGPU_BACKEND_GPU : PGGPU_BACKEND_CPU;
 		km_out		o;
-		bool		used[25] = {false};
+		bool		used[k] = {false};
 		int			unmatched = 0;
 
 		set_case("cosine, an emptied cluster repaired (one iteration), %s", be_name(be));
